@@ -1,0 +1,134 @@
+//! `wasm-ccm call`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use wasm_ccm_runtime::json::provider_error_json;
+use wasm_ccm_runtime::types::Context;
+use wasm_ccm_runtime::{
+    CallError, CallScope, Described, DriverOptions, InstanceMode, StaticCluster,
+};
+
+use crate::GlobalArgs;
+use crate::units::{parse_duration, parse_size};
+
+/// Arguments of `wasm-ccm call`.
+#[derive(clap::Args, Debug)]
+pub struct CallArgs {
+    /// The driver's `.wasm` file.
+    plugin: PathBuf,
+    /// The function, as `interface.function`: e.g. `instances.instance-metadata`,
+    /// `load-balancer.ensure`, `routes.list`, `provider.housekeeping`.
+    function: String,
+    /// The arguments as JSON, `@FILE` to read them from a file, or `-` for stdin. A function with
+    /// one parameter takes its value; with several, an object keyed by parameter name.
+    #[arg(long, default_value = "null")]
+    input: String,
+    /// The cloud-config file handed to the driver's init as-is.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// An environment variable for the driver (repeatable); only names with one of the driver's
+    /// declared prefixes reach it. The process environment is offered the same way.
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Grant egress to `scheme://host[:port]` (repeatable); replaces the driver's defaults.
+    #[arg(long = "allow-egress", value_name = "PATTERN")]
+    allow_egress: Vec<String>,
+    /// Deadline of the call, e.g. 10s or 500ms.
+    #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// Linear memory the driver may use, e.g. 64Mi.
+    #[arg(long, default_value = "64Mi", value_parser = parse_size)]
+    memory_limit: usize,
+    /// The cluster name passed to init.
+    #[arg(long, default_value = "kubernetes")]
+    cluster_name: String,
+}
+
+fn read_json_arg(text: &str, what: &str) -> anyhow::Result<Value> {
+    let raw = if text == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else if let Some(path) = text.strip_prefix('@') {
+        std::fs::read_to_string(path).with_context(|| format!("reading {what} from {path}"))?
+    } else {
+        text.to_string()
+    };
+    serde_json::from_str(&raw).with_context(|| format!("{what} is not valid JSON"))
+}
+
+pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode> {
+    let input = read_json_arg(&args.input, "--input")?;
+    let config = match &args.config {
+        Some(p) => {
+            std::fs::read(p).with_context(|| format!("cannot read --config {}", p.display()))?
+        }
+        None => Vec::new(),
+    };
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env {kv:?} is not K=V"))?;
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    let runtime = global.runtime()?;
+    let compiled = runtime.compile_file(&args.plugin).await?;
+    let opts = DriverOptions {
+        context: Context {
+            cluster_name: args.cluster_name.clone(),
+            cluster_id: String::new(),
+            kubernetes_version: String::new(),
+        },
+        config,
+        env,
+        egress: if args.allow_egress.is_empty() {
+            None
+        } else {
+            Some(args.allow_egress.clone())
+        },
+        call_timeout: args.timeout,
+        memory_limit: args.memory_limit,
+        mode: InstanceMode::Warm,
+        ..Default::default()
+    };
+    let driver = runtime.load(&compiled, opts).await?;
+    let scope = CallScope {
+        object: String::new(),
+        cluster: Arc::new(StaticCluster(Vec::new())),
+    };
+    let outcome = driver.call_json(&args.function, input, &scope).await;
+    for e in &outcome.events {
+        eprintln!("event {:?} {}: {}", e.kind, e.reason, e.message);
+    }
+    for h in &outcome.http {
+        let result = h
+            .status
+            .map(|s| s.to_string())
+            .or(h.error.clone())
+            .unwrap_or_default();
+        eprintln!("http {} {} -> {result}", h.method, h.url);
+    }
+    match outcome.result {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(CallError::Provider(p)) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "error": provider_error_json(&p) }))?
+            );
+            eprintln!(
+                "wasm-ccm: {} returned an error: {}",
+                args.function,
+                Described(&p)
+            );
+            Ok(ExitCode::from(1))
+        }
+        Err(CallError::Host(h)) => Err(h.into()),
+    }
+}

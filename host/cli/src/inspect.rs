@@ -1,0 +1,81 @@
+//! `wasm-ccm inspect`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::GlobalArgs;
+
+/// Arguments of `wasm-ccm inspect`.
+#[derive(clap::Args, Debug)]
+pub struct InspectArgs {
+    /// The driver's `.wasm` file.
+    plugin: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let runtime = global.runtime()?;
+    let compiled = runtime.compile_file(&args.plugin).await?;
+    let info = runtime.info(&compiled).await?;
+    let s = &compiled.surface;
+    if args.json {
+        let doc = json!({
+            "file": compiled.origin,
+            "sha256": compiled.sha256,
+            "size": compiled.size,
+            "wit-version": s.wit_version,
+            "exports": s.exports.names(),
+            "imports": s.imports,
+            "load-time-ms": compiled.load_time.as_secs_f64() * 1000.0,
+            "cache": compiled.cache,
+            "info": {
+                "name": info.name,
+                "version": info.version,
+                "provider-id-scheme": info.provider_id_scheme,
+                "default-egress": info.default_egress,
+                "env-prefixes": info.env_prefixes,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("file:                {}", compiled.origin);
+        println!("sha256:              {}", compiled.sha256);
+        println!(
+            "size:                {} bytes ({:.1} KiB)",
+            compiled.size,
+            compiled.size as f64 / 1024.0
+        );
+        println!("wit:                 wasm-ccm:provider@{}", s.wit_version);
+        println!("exports:             {}", s.exports.names().join(", "));
+        println!("imports:             {}", s.imports.join(", "));
+        println!(
+            "load:                {:.1} ms ({:?})",
+            compiled.load_time.as_secs_f64() * 1000.0,
+            compiled.cache
+        );
+        println!("name:                {}", info.name);
+        println!("version:             {}", info.version);
+        println!("provider-id scheme:  {}://", info.provider_id_scheme);
+        println!(
+            "default egress:      {}",
+            if info.default_egress.is_empty() {
+                "(none)".to_string()
+            } else {
+                info.default_egress.join(", ")
+            }
+        );
+        println!(
+            "env prefixes:        {}",
+            if info.env_prefixes.is_empty() {
+                "(none)".to_string()
+            } else {
+                info.env_prefixes.join(", ")
+            }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

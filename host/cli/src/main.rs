@@ -1,0 +1,145 @@
+//! `wasm-ccm`: the command line of the wasm-ccm cloud-controller-manager.
+
+mod call;
+mod inspect;
+mod units;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use wasm_ccm_runtime::{Allocation, EngineOptions, Runtime, RuntimeOptions};
+
+/// A Kubernetes cloud-controller-manager whose cloud drivers are sandboxed WebAssembly components.
+#[derive(Parser, Debug)]
+#[command(name = "wasm-ccm", version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command shares.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Where compiled drivers are cached (default: $XDG_CACHE_HOME/wasm-ccm or ~/.cache/wasm-ccm).
+    #[arg(long, global = true, env = "WASM_CCM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile every time instead of using the cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// How instance memory is allocated.
+    #[arg(long, global = true, value_enum, default_value_t = AllocationArg::Auto)]
+    allocation: AllocationArg,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (tracing syntax), e.g. `info` or `warn,wasm_ccm::driver=debug`.
+    #[arg(
+        long,
+        global = true,
+        env = "WASM_CCM_LOG",
+        default_value = "warn,wasm_ccm=info"
+    )]
+    log: String,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum AllocationArg {
+    /// The pooling allocator if the address space allows it, else on-demand.
+    Auto,
+    /// The pooling allocator or fail.
+    Pooling,
+    /// On-demand allocation.
+    OnDemand,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show what a driver is: WIT version, exports, imports, info(), sha256, size, compile time.
+    Inspect(inspect::InspectArgs),
+    /// Call one driver function with JSON arguments (after init) and print the JSON result.
+    Call(call::CallArgs),
+}
+
+impl GlobalArgs {
+    /// The runtime these options describe.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let cache_dir = if self.no_cache {
+            None
+        } else {
+            self.cache_dir.clone().or_else(default_cache_dir)
+        };
+        let allocation = match self.allocation {
+            AllocationArg::Auto => Allocation::Auto,
+            AllocationArg::Pooling => Allocation::Pooling,
+            AllocationArg::OnDemand => Allocation::OnDemand,
+        };
+        Ok(Runtime::new(RuntimeOptions {
+            engine: EngineOptions {
+                allocation,
+                ..Default::default()
+            },
+            cache_dir,
+        })?)
+    }
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wasm-ccm"))
+}
+
+fn init_logging(args: &GlobalArgs) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|e| {
+        eprintln!(
+            "wasm-ccm: ignoring --log {:?} ({e}); using the default",
+            args.log
+        );
+        tracing_subscriber::EnvFilter::new("warn,wasm_ccm=info")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.global);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wasm-ccm: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Inspect(args) => inspect::run(&cli.global, args).await,
+            Command::Call(args) => call::run(&cli.global, args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("wasm-ccm: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

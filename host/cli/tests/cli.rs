@@ -1,0 +1,144 @@
+//! The `wasm-ccm` binary as a user runs it: `inspect` and `call` against the real drivers.
+
+use std::process::Command;
+
+use wasm_ccm_plugins::{FUTURE_MAJOR_DRIVER, HOSTILE_DRIVER, STATIC_DRIVER};
+
+fn wasm_ccm(cache: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-ccm"));
+    c.env("WASM_CCM_CACHE_DIR", cache)
+        .env_remove("WASM_CCM_LOG");
+    c
+}
+
+fn example_config() -> String {
+    format!(
+        "{}/../../plugins/static/examples/cloud-config.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn inspect_prints_the_driver_as_json() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = wasm_ccm(cache.path())
+        .args(["inspect", STATIC_DRIVER, "--json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["wit-version"], "0.1.0");
+    assert_eq!(v["info"]["name"], "static");
+    assert_eq!(
+        v["exports"],
+        serde_json::json!(["provider", "instances", "load-balancer", "routes"])
+    );
+    assert_eq!(v["sha256"].as_str().map(str::len), Some(64));
+    assert!(
+        v["size"].as_u64().unwrap_or(0) < 1 << 20,
+        "the static driver must fit a ConfigMap"
+    );
+    assert_eq!(v["cache"], "miss");
+    let again = wasm_ccm(cache.path())
+        .args(["inspect", STATIC_DRIVER, "--json"])
+        .output()
+        .expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&again.stdout).expect("json");
+    assert_eq!(v["cache"], "hit");
+}
+
+#[test]
+fn call_prints_the_result_and_exits_zero() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            STATIC_DRIVER,
+            "instances.instance-metadata",
+            "--config",
+            &example_config(),
+            "--input",
+            r#"{"name":"node-a"}"#,
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        v["provider-id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("static://")),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_driver_error_is_printed_typed_and_exits_one() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            STATIC_DRIVER,
+            "instances.instance-metadata",
+            "--config",
+            &example_config(),
+            "--input",
+            r#"{"name":"no-such-node"}"#,
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["error"]["not-found"].is_string(), "{v}");
+}
+
+#[test]
+fn host_errors_exit_two_with_the_reason() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = wasm_ccm(cache.path())
+        .args(["inspect", FUTURE_MAJOR_DRIVER])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("9.0.0") && err.contains("0.1.x"), "{err}");
+
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            HOSTILE_DRIVER,
+            "instances.instance-metadata",
+            "--input",
+            r#"{"name":"loop"}"#,
+            "--timeout",
+            "200ms",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("deadline") && err.contains("--call-timeout"),
+        "{err}"
+    );
+
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            STATIC_DRIVER,
+            "instances.instance-metadata",
+            "--timeout",
+            "soon",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "a bad flag is a usage error");
+}

@@ -1,0 +1,161 @@
+//! Errors of the host runtime. Every message names the driver, what went wrong and what to do.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::bindings::types::ProviderError;
+
+/// A failure of the host while loading or calling a driver (as opposed to an error the driver
+/// itself reported, which is a [`ProviderError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The bytes are not a WebAssembly component.
+    #[error("{origin} is not a WebAssembly component: {detail}")]
+    NotAComponent { origin: String, detail: String },
+    /// The component is bigger than the host accepts.
+    #[error(
+        "{origin} is {size} bytes, more than the {limit} bytes a driver may have; build it in release mode with opt-level \"s\" and strip"
+    )]
+    TooLarge {
+        origin: String,
+        size: usize,
+        limit: usize,
+    },
+    /// The component implements a WIT version this host does not support.
+    #[error(
+        "{origin} implements wasm-ccm:provider@{found}, which this host does not support; this host supports {supported} — use a driver built for one of those, or a wasm-ccm release that supports {found}"
+    )]
+    UnsupportedWitVersion {
+        origin: String,
+        found: String,
+        supported: String,
+    },
+    /// The component does not export the mandatory `provider` interface.
+    #[error(
+        "{origin} does not export wasm-ccm:provider/provider: it is not a wasm-ccm driver (exports: {exports})"
+    )]
+    NotADriver { origin: String, exports: String },
+    /// The component imports something the host does not provide.
+    #[error("{origin} imports {import}, which this host does not provide; {hint}")]
+    UnsupportedImport {
+        origin: String,
+        import: String,
+        hint: String,
+    },
+    /// Compilation or instantiation failed inside wasmtime.
+    #[error("{origin}: {stage} failed: {detail}")]
+    Wasmtime {
+        origin: String,
+        stage: &'static str,
+        detail: String,
+    },
+    /// An egress pattern could not be parsed.
+    #[error("{0}")]
+    InvalidEgress(String),
+    /// The driver's `init` refused its configuration.
+    #[error(
+        "driver {driver} refused its configuration in provider.init: {}",
+        Described(error)
+    )]
+    InitFailed {
+        driver: String,
+        error: ProviderError,
+    },
+    /// A call ran past its deadline and was stopped.
+    #[error(
+        "driver {driver} exceeded its {deadline:?} deadline in {function} and was stopped; the instance was replaced (raise --call-timeout if the cloud is slow, or fix a loop in the driver)"
+    )]
+    Deadline {
+        driver: String,
+        function: String,
+        deadline: Duration,
+    },
+    /// The guest tried to grow its memory past the limit.
+    #[error(
+        "driver {driver} tried to use more than {limit_mib} MiB of memory in {function}; the instance was replaced (raise --memory-limit if the driver really needs more)"
+    )]
+    OutOfMemory {
+        driver: String,
+        function: String,
+        limit_mib: usize,
+    },
+    /// The guest trapped (panicked, hit `unreachable`, …).
+    #[error(
+        "driver {driver} crashed (trapped) in {function}: {detail}; the instance was replaced — this is a bug in the driver, report it to its author"
+    )]
+    Trap {
+        driver: String,
+        function: String,
+        detail: String,
+    },
+    /// The caller asked for an interface the driver does not export.
+    #[error("driver {driver} does not export {interface}, so it cannot serve {function}")]
+    NotExported {
+        driver: String,
+        interface: String,
+        function: String,
+    },
+    /// The caller asked for a function that does not exist.
+    #[error("{0}")]
+    UnknownFunction(String),
+    /// Arguments or results could not be converted (dynamic calls).
+    #[error("{0}")]
+    BadArguments(String),
+    /// Reading or writing a file failed.
+    #[error("{path}: {detail}")]
+    Io { path: String, detail: String },
+}
+
+/// Why a driver call did not return a value: the driver said so, or the host stopped it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The driver returned a `provider-error`.
+    #[error("{}", Described(.0))]
+    Provider(ProviderError),
+    /// The host failed or stopped the call.
+    #[error("{0}")]
+    Host(HostError),
+}
+
+impl From<HostError> for CallError {
+    fn from(e: HostError) -> Self {
+        CallError::Host(e)
+    }
+}
+
+/// A human sentence for a provider error (the generated `Display` is the debug form).
+pub struct Described<'a>(pub &'a ProviderError);
+
+impl fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            ProviderError::NotFound(m) => write!(f, "not found: {m}"),
+            ProviderError::NotImplemented => write!(f, "not implemented by the driver"),
+            ProviderError::ImplementedElsewhere => write!(f, "implemented elsewhere"),
+            ProviderError::InvalidConfig(m) => write!(f, "invalid configuration: {m}"),
+            ProviderError::Unauthorized(m) => write!(f, "unauthorized: {m}"),
+            ProviderError::RateLimited(Some(s)) => write!(f, "rate limited: retry after {s}s"),
+            ProviderError::RateLimited(None) => write!(f, "rate limited"),
+            ProviderError::RetryAfter(r) => write!(f, "retry after {}s: {}", r.seconds, r.reason),
+            ProviderError::Transient(m) => write!(f, "transient: {m}"),
+            ProviderError::Permanent(m) => write!(f, "permanent: {m}"),
+        }
+    }
+}
+
+impl ProviderError {
+    /// The WIT name of the case, e.g. `not-found`; used in metrics labels and JSON.
+    pub fn case(&self) -> &'static str {
+        match self {
+            ProviderError::NotFound(_) => "not-found",
+            ProviderError::NotImplemented => "not-implemented",
+            ProviderError::ImplementedElsewhere => "implemented-elsewhere",
+            ProviderError::InvalidConfig(_) => "invalid-config",
+            ProviderError::Unauthorized(_) => "unauthorized",
+            ProviderError::RateLimited(_) => "rate-limited",
+            ProviderError::RetryAfter(_) => "retry-after",
+            ProviderError::Transient(_) => "transient",
+            ProviderError::Permanent(_) => "permanent",
+        }
+    }
+}

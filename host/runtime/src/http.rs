@@ -1,0 +1,406 @@
+//! The `http` capability: the driver's one way out of the sandbox.
+//!
+//! Every request is checked against the egress policy before it leaves, every resolved address
+//! again at connect time (in the DNS resolver, so no connection is ever opened to a refused
+//! address), and every redirect hop again. Timeouts are bounded by the call's deadline; response
+//! bodies and headers are capped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::Url;
+
+use crate::bindings::http::{HttpError, Method, Request, Response};
+use crate::egress::{Denied, EgressPolicy, SpecialAddress};
+
+/// Limits on a driver's HTTP traffic.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Longest a single request may take when the driver asks for no timeout (the call's
+    /// deadline caps it anyway).
+    pub request_timeout: Duration,
+    /// Largest response body accepted.
+    pub max_response_body: usize,
+    /// Largest total size of response headers accepted.
+    pub max_response_headers: usize,
+    /// Largest request body a driver may send.
+    pub max_request_body: usize,
+    /// Redirects followed per request (each re-checked against the policy).
+    pub max_redirects: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_response_body: 16 * 1024 * 1024,
+            max_response_headers: 128 * 1024,
+            max_request_body: 16 * 1024 * 1024,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// One request a driver made during a call, for conformance checks and debugging.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HttpExchange {
+    pub method: String,
+    /// The URL with its query removed (queries may carry signatures or keys).
+    pub url: String,
+    /// The status, when a response came back.
+    pub status: Option<u16>,
+    /// The error case (`denied`, `timeout`, …) when none did.
+    pub error: Option<String>,
+    /// Whether the method changes state in the cloud (anything but GET, HEAD, OPTIONS).
+    pub mutating: bool,
+}
+
+/// Counters of requests by destination host and outcome (status code or error case).
+#[derive(Debug, Default)]
+pub struct HttpCounters {
+    by_host_outcome: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+impl HttpCounters {
+    fn count(&self, host: &str, outcome: &str) {
+        if let Ok(mut m) = self.by_host_outcome.lock() {
+            *m.entry((host.to_string(), outcome.to_string()))
+                .or_default() += 1;
+        }
+    }
+
+    /// `(host, outcome) → requests`.
+    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+        self.by_host_outcome
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A driver's HTTP client with its egress policy.
+pub struct HttpCapability {
+    policy: Arc<EgressPolicy>,
+    client: reqwest::Client,
+    limits: HttpLimits,
+    counters: Arc<HttpCounters>,
+}
+
+impl HttpCapability {
+    /// A client that enforces `policy` and `limits`.
+    pub fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<Self, String> {
+        let policy = Arc::new(policy);
+        let redirect_policy = {
+            let policy = policy.clone();
+            let max = limits.max_redirects;
+            reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > max {
+                    return attempt.error(Denied(format!("more than {max} redirects")));
+                }
+                match policy.check_url(attempt.url()) {
+                    Ok(()) => attempt.follow(),
+                    Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
+                }
+            })
+        };
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(CheckedResolver {
+                policy: policy.clone(),
+            }))
+            .redirect(redirect_policy)
+            .connect_timeout(limits.connect_timeout)
+            // A proxy would connect on the driver's behalf and bypass the address checks.
+            .no_proxy()
+            .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("could not build the HTTP client: {e}"))?;
+        Ok(HttpCapability {
+            policy,
+            client,
+            limits,
+            counters: Arc::new(HttpCounters::default()),
+        })
+    }
+
+    /// The effective egress policy.
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// Requests by host and outcome since the driver was loaded.
+    pub fn counters(&self) -> &HttpCounters {
+        &self.counters
+    }
+
+    /// Sends `req`, finishing before `deadline`. Returns the response or the typed error, and
+    /// what to record about the exchange.
+    pub async fn send(
+        &self,
+        req: Request,
+        deadline: Instant,
+    ) -> (Result<Response, HttpError>, HttpExchange) {
+        let method = method_name(req.method);
+        let mut exchange = HttpExchange {
+            method: method.to_string(),
+            url: strip_query(&req.url),
+            status: None,
+            error: None,
+            mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options),
+        };
+        let host = Url::parse(&req.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        let result = self.send_checked(req, deadline).await;
+        match &result {
+            Ok(r) => {
+                exchange.status = Some(r.status);
+                self.counters.count(&host, &r.status.to_string());
+            }
+            Err(e) => {
+                let case = error_case(e);
+                exchange.error = Some(case.to_string());
+                self.counters.count(&host, case);
+            }
+        }
+        (result, exchange)
+    }
+
+    async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
+        let url = Url::parse(&req.url)
+            .map_err(|e| HttpError::Invalid(format!("`{}` is not a valid URL: {e}", req.url)))?;
+        self.policy
+            .check_url(&url)
+            .map_err(|Denied(m)| HttpError::Denied(m))?;
+        if req.body.len() > self.limits.max_request_body {
+            return Err(HttpError::TooLarge(format!(
+                "request body of {} bytes exceeds the {} bytes allowed",
+                req.body.len(),
+                self.limits.max_request_body
+            )));
+        }
+        let mut builder = self
+            .client
+            .request(to_reqwest_method(req.method), url.clone());
+        for (name, value) in &req.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| HttpError::Invalid(format!("`{name}` is not a valid header name")))?;
+            if matches!(
+                name.as_str(),
+                "host" | "content-length" | "transfer-encoding" | "connection" | "upgrade"
+            ) {
+                return Err(HttpError::Invalid(format!(
+                    "header `{name}` is set by the host, not by the driver"
+                )));
+            }
+            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                HttpError::Invalid(format!("the value of header `{name}` is not valid"))
+            })?;
+            builder = builder.header(name, value);
+        }
+        if !req.body.is_empty() {
+            builder = builder.body(req.body);
+        }
+        let asked = req
+            .timeout_ms
+            .map(|ms| Duration::from_millis(u64::from(ms)))
+            .unwrap_or(self.limits.request_timeout);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let budget = asked.min(left);
+        match tokio::time::timeout(budget, self.exchange(builder, &url)).await {
+            Ok(result) => result,
+            Err(_) => Err(HttpError::Timeout(format!(
+                "no complete response from {} within {budget:?}{}",
+                strip_query(url.as_str()),
+                if budget < asked {
+                    " (the call's deadline was reached)"
+                } else {
+                    ""
+                }
+            ))),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        builder: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<Response, HttpError> {
+        let mut resp = builder.send().await.map_err(|e| self.map_error(e, url))?;
+        let header_bytes: usize = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum();
+        if header_bytes > self.limits.max_response_headers {
+            return Err(HttpError::TooLarge(format!(
+                "response headers from {} are {header_bytes} bytes, more than the {} allowed",
+                strip_query(url.as_str()),
+                self.limits.max_response_headers
+            )));
+        }
+        let cap = self.limits.max_response_body;
+        let too_large = || {
+            HttpError::TooLarge(format!(
+                "response body from {} is larger than the {cap} bytes the host accepts",
+                strip_query(url.as_str())
+            ))
+        };
+        if resp.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_large());
+        }
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.map_error(e, url))? {
+            if body.len() + chunk.len() > cap {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    fn map_error(&self, e: reqwest::Error, url: &Url) -> HttpError {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if let Some(Denied(m)) = s.downcast_ref::<Denied>() {
+                return HttpError::Denied(m.clone());
+            }
+            if let Some(special) = s.downcast_ref::<SpecialAddress>() {
+                let port = url.port_or_known_default().unwrap_or(443);
+                let ip = match special.ip {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                    v4 => v4.to_string(),
+                };
+                return HttpError::Denied(format!(
+                    "egress to {} denied: it resolved to {}; such addresses need an explicit grant: add --allow-egress {}://{ip}:{port} (or a CIDR containing it)",
+                    url.host_str().unwrap_or_default(),
+                    special,
+                    url.scheme()
+                ));
+            }
+            source = s.source();
+        }
+        let what = strip_query(url.as_str());
+        if e.is_timeout() {
+            HttpError::Timeout(format!("{what}: {e}"))
+        } else if e.is_connect() || e.is_request() {
+            HttpError::Connect(format!("could not reach {what}: {}", chain(&e)))
+        } else if e.is_redirect() {
+            HttpError::Denied(format!("{what}: {}", chain(&e)))
+        } else {
+            HttpError::Connect(format!("{what}: {}", chain(&e)))
+        }
+    }
+}
+
+/// The whole error chain in one line: reqwest's top message alone rarely says what happened.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut s = e.source();
+    while let Some(inner) = s {
+        let text = inner.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        s = inner.source();
+    }
+    parts.join(": ")
+}
+
+/// Resolves names with the system resolver, then drops every address the policy refuses; if none
+/// is left the connection fails with the refusal.
+struct CheckedResolver {
+    policy: Arc<EgressPolicy>,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refused = None;
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|a| match policy.check_resolved(a.ip()) {
+                    Ok(()) => true,
+                    Err(special) => {
+                        refused.get_or_insert(special);
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                if let Some(special) = refused {
+                    return Err(Box::new(special) as Box<dyn std::error::Error + Send + Sync>);
+                }
+                return Err(format!("{host} has no addresses").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+fn to_reqwest_method(m: Method) -> reqwest::Method {
+    match m {
+        Method::Get => reqwest::Method::GET,
+        Method::Head => reqwest::Method::HEAD,
+        Method::Post => reqwest::Method::POST,
+        Method::Put => reqwest::Method::PUT,
+        Method::Patch => reqwest::Method::PATCH,
+        Method::Delete => reqwest::Method::DELETE,
+        Method::Options => reqwest::Method::OPTIONS,
+    }
+}
+
+fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "GET",
+        Method::Head => "HEAD",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Patch => "PATCH",
+        Method::Delete => "DELETE",
+        Method::Options => "OPTIONS",
+    }
+}
+
+/// The WIT case name of an [`HttpError`].
+pub fn error_case(e: &HttpError) -> &'static str {
+    match e {
+        HttpError::Denied(_) => "denied",
+        HttpError::Timeout(_) => "timeout",
+        HttpError::Connect(_) => "connect",
+        HttpError::TooLarge(_) => "too-large",
+        HttpError::Invalid(_) => "invalid",
+    }
+}
+
+fn strip_query(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_string(),
+    }
+}

@@ -1,0 +1,324 @@
+//! The `log` capability: driver log lines into the host's log, tagged, rate-limited and redacted.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+/// Severity of a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// Where a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The driver's `log` import.
+    Driver,
+    /// The driver's stdout.
+    Stdout,
+    /// The driver's stderr.
+    Stderr,
+    /// The host, about the driver (e.g. dropped lines).
+    Host,
+}
+
+/// One log line, already redacted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogRecord {
+    pub level: Level,
+    pub source: Source,
+    pub driver: String,
+    pub function: String,
+    pub object: String,
+    pub message: String,
+    pub fields: Vec<(String, String)>,
+}
+
+/// Where log records go. The host uses [`TracingSink`]; tests and the conformance runner use
+/// [`MemorySink`] to look at what a driver logged.
+pub trait LogSink: Send + Sync {
+    /// Receives one record.
+    fn emit(&self, record: &LogRecord);
+}
+
+/// Forwards records to `tracing` under target `wasm_ccm::driver`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TracingSink;
+
+impl LogSink for TracingSink {
+    fn emit(&self, r: &LogRecord) {
+        let fields = r
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        macro_rules! emit {
+            ($lvl:expr) => {
+                tracing::event!(target: "wasm_ccm::driver", $lvl, driver = %r.driver, function = %r.function,
+                    object = %r.object, source = ?r.source, fields = %fields, "{}", r.message)
+            };
+        }
+        match r.level {
+            Level::Trace => emit!(tracing::Level::TRACE),
+            Level::Debug => emit!(tracing::Level::DEBUG),
+            Level::Info => emit!(tracing::Level::INFO),
+            Level::Warn => emit!(tracing::Level::WARN),
+            Level::Error => emit!(tracing::Level::ERROR),
+        }
+    }
+}
+
+/// Keeps every record in memory.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    records: Mutex<Vec<LogRecord>>,
+}
+
+impl MemorySink {
+    /// A copy of every record so far.
+    pub fn records(&self) -> Vec<LogRecord> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl LogSink for MemorySink {
+    fn emit(&self, record: &LogRecord) {
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record.clone());
+        }
+    }
+}
+
+/// How many lines a driver may log.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLimits {
+    /// Sustained lines per second.
+    pub lines_per_second: u32,
+    /// Lines allowed in a burst.
+    pub burst: u32,
+    /// Longest line kept, in bytes; longer ones are cut.
+    pub max_line_bytes: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        LogLimits {
+            lines_per_second: 100,
+            burst: 1000,
+            max_line_bytes: 8 * 1024,
+        }
+    }
+}
+
+/// The smallest value the host treats as a secret: shorter strings would redact ordinary words.
+const MIN_SECRET_LEN: usize = 4;
+const REDACTED: &str = "[redacted]";
+
+/// A driver's logger, shared by all its instances.
+pub struct DriverLogger {
+    driver: String,
+    sink: Arc<dyn LogSink>,
+    limits: LogLimits,
+    bucket: Mutex<Bucket>,
+    dropped_total: AtomicU64,
+    dropped_unreported: AtomicU64,
+    secrets: RwLock<Vec<String>>,
+}
+
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+impl DriverLogger {
+    /// A logger for `driver` writing to `sink`.
+    pub fn new(driver: &str, sink: Arc<dyn LogSink>, limits: LogLimits) -> Self {
+        DriverLogger {
+            driver: driver.to_string(),
+            sink,
+            limits,
+            bucket: Mutex::new(Bucket {
+                tokens: f64::from(limits.burst),
+                last: Instant::now(),
+            }),
+            dropped_total: AtomicU64::new(0),
+            dropped_unreported: AtomicU64::new(0),
+            secrets: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Lines dropped by the rate limit since the driver was loaded.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_total.load(Ordering::Relaxed)
+    }
+
+    /// Marks `secret` so it never appears in a line again.
+    pub fn add_secret(&self, secret: &str) {
+        if secret.len() < MIN_SECRET_LEN {
+            return;
+        }
+        if let Ok(mut s) = self.secrets.write()
+            && !s.iter().any(|x| x == secret)
+        {
+            s.push(secret.to_string());
+            // Longest first, so a secret that contains another is replaced whole.
+            s.sort_by_key(|x| std::cmp::Reverse(x.len()));
+        }
+    }
+
+    /// Replaces every known secret in `text`.
+    pub fn redact(&self, text: &str) -> String {
+        let Ok(secrets) = self.secrets.read() else {
+            return text.to_string();
+        };
+        let mut out = text.to_string();
+        for s in secrets.iter() {
+            if out.contains(s.as_str()) {
+                out = out.replace(s.as_str(), REDACTED);
+            }
+        }
+        out
+    }
+
+    /// Logs one line from the driver, if the rate limit allows.
+    pub fn log(
+        &self,
+        level: Level,
+        source: Source,
+        function: &str,
+        object: &str,
+        message: &str,
+        fields: &[(String, String)],
+    ) {
+        if !self.take_token() {
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
+            self.dropped_unreported.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let unreported = self.dropped_unreported.swap(0, Ordering::Relaxed);
+        if unreported > 0 {
+            self.sink.emit(&LogRecord {
+                level: Level::Warn,
+                source: Source::Host,
+                driver: self.driver.clone(),
+                function: function.to_string(),
+                object: object.to_string(),
+                message: format!(
+                    "dropped {unreported} log lines of driver {} (limit {} lines/s, burst {})",
+                    self.driver, self.limits.lines_per_second, self.limits.burst
+                ),
+                fields: Vec::new(),
+            });
+        }
+        let record = LogRecord {
+            level,
+            source,
+            driver: self.driver.clone(),
+            function: function.to_string(),
+            object: object.to_string(),
+            message: truncate(&self.redact(message), self.limits.max_line_bytes),
+            fields: fields
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        truncate(&self.redact(k), 256),
+                        truncate(&self.redact(v), self.limits.max_line_bytes),
+                    )
+                })
+                .collect(),
+        };
+        self.sink.emit(&record);
+    }
+
+    fn take_token(&self) -> bool {
+        let Ok(mut b) = self.bucket.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        let refill =
+            now.duration_since(b.last).as_secs_f64() * f64::from(self.limits.lines_per_second);
+        b.tokens = (b.tokens + refill).min(f64::from(self.limits.burst));
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [truncated {} bytes]", &s[..end], s.len() - end)
+}
+
+/// Environment variable names whose values the host treats as secrets without being told.
+pub fn is_secret_env_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_replaced_longest_first() {
+        let sink = Arc::new(MemorySink::default());
+        let log = DriverLogger::new("d", sink.clone(), LogLimits::default());
+        log.add_secret("abcd");
+        log.add_secret("abcdefgh");
+        log.add_secret("ab"); // too short to be a secret: ignored
+        log.log(
+            Level::Info,
+            Source::Driver,
+            "f",
+            "o",
+            "x abcdefgh y abcd z ab",
+            &[("k".into(), "abcd".into())],
+        );
+        let r = &sink.records()[0];
+        assert_eq!(r.message, "x [redacted] y [redacted] z ab");
+        assert_eq!(r.fields[0].1, "[redacted]");
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_char_boundary() {
+        let s = "é".repeat(10);
+        let t = truncate(&s, 5);
+        assert!(t.starts_with("éé"), "{t}");
+        assert!(t.contains("truncated"));
+    }
+
+    #[test]
+    fn secret_env_names() {
+        assert!(is_secret_env_name("CLOUDSCALE_ACCESS_TOKEN"));
+        assert!(is_secret_env_name("PNAP_CLIENT_SECRET"));
+        assert!(!is_secret_env_name("CLOUDSCALE_API_URL"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Compiles every guest crate of the workspace to a wasm32-wasip2 component.
+//!
+//! One nested `cargo build` per guest package: the SDK selects its WIT world with Cargo features,
+//! and features unify within one cargo invocation, so building the drivers together would give
+//! the instances-only hostile driver the full world. The nested builds use their own target
+//! directory (`target/guest`), so they never wait on the outer build's lock.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (package, artifact file stem, env var exported to lib.rs).
+const GUESTS: &[(&str, &str, &str)] = &[
+    ("static-driver", "static_driver", "WASM_CCM_STATIC_DRIVER"),
+    (
+        "hostile-driver",
+        "hostile_driver",
+        "WASM_CCM_HOSTILE_DRIVER",
+    ),
+    (
+        "future-major-driver",
+        "future_major_driver",
+        "WASM_CCM_FUTURE_MAJOR_DRIVER",
+    ),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+/// `\0asm`, then version 0x0d and layer 1: a component, not a core module.
+const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let workspace = manifest_dir
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("cannot resolve the workspace root from {manifest_dir:?}: {e}"));
+
+    // Directories are watched recursively by cargo (mtime comparison), which keeps the no-op
+    // case to a stat walk of the guest sources.
+    for path in [
+        "wit",
+        "sdk/rust/src",
+        "sdk/rust/Cargo.toml",
+        "plugins/static",
+        "tests/plugins",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", workspace.join(path).display());
+    }
+
+    let target_dir = workspace.join("target").join("guest");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+
+    for (package, stem, env_var) in GUESTS {
+        build(&cargo, &workspace, &target_dir, package);
+        let artifact = target_dir
+            .join(TARGET)
+            .join(PROFILE)
+            .join(format!("{stem}.wasm"));
+        check_component(&artifact, package);
+        println!("cargo:rustc-env={env_var}={}", artifact.display());
+    }
+}
+
+fn build(cargo: &OsString, workspace: &Path, target_dir: &Path, package: &str) {
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace)
+        .args([
+            "build",
+            "--package",
+            package,
+            "--profile",
+            PROFILE,
+            "--target",
+            TARGET,
+        ])
+        .arg("--target-dir")
+        .arg(target_dir);
+
+    // The outer cargo's settings for *this* crate must not leak into the guests: flags for the
+    // host target, the outer target dir, clippy's wrapper, this package's cfgs and features.
+    // CARGO_MAKEFLAGS stays so the nested cargo shares the outer jobserver and the machine is not
+    // oversubscribed.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        if key.starts_with("CARGO_CFG_") || key.starts_with("CARGO_FEATURE_") {
+            cmd.env_remove(key);
+        }
+    }
+
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cargo:?} to build guest {package}: {e}"));
+    if !output.status.success() {
+        panic!(
+            "building guest {package} for {TARGET} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+fn check_component(artifact: &Path, package: &str) {
+    let mut head = [0u8; 8];
+    let read = File::open(artifact).and_then(|mut f| f.read_exact(&mut head));
+    if let Err(e) = read {
+        panic!("guest {package} built but {artifact:?} cannot be read: {e}");
+    }
+    if head != COMPONENT_PREAMBLE {
+        panic!(
+            "guest {package}: {artifact:?} is not a WebAssembly component (first bytes {head:02x?}, \
+             expected {COMPONENT_PREAMBLE:02x?}); is the target {TARGET} installed and the crate a cdylib?"
+        );
+    }
+}

@@ -1,0 +1,26 @@
+//! Where the workspace's guest components are.
+//!
+//! The build script compiles every driver and test plugin to `wasm32-wasip2` (profile `guest`,
+//! into `target/guest`) whenever their sources change, checks that each output is a component,
+//! and bakes the absolute paths in here. Host tests and the CLI depend on this crate instead of
+//! building `.wasm` files themselves, so `cargo test` from a fresh clone needs no manual step.
+
+/// The reference driver (`plugins/static`, world `full-driver`).
+pub const STATIC_DRIVER: &str = env!("WASM_CCM_STATIC_DRIVER");
+
+/// The hostile test driver (`tests/plugins/hostile`, world `instances-driver`): loops, memory
+/// bombs, traps, egress, log floods and leaks chosen by `node.name`.
+pub const HOSTILE_DRIVER: &str = env!("WASM_CCM_HOSTILE_DRIVER");
+
+/// A component exporting `wasm-ccm:provider@9.0.0` (`tests/plugins/future-major`), which the
+/// host must refuse by its major version.
+pub const FUTURE_MAJOR_DRIVER: &str = env!("WASM_CCM_FUTURE_MAJOR_DRIVER");
+
+/// Every guest component as (short name, absolute path): `static`, `hostile`, `future-major`.
+pub fn all() -> &'static [(&'static str, &'static str)] {
+    &[
+        ("static", STATIC_DRIVER),
+        ("hostile", HOSTILE_DRIVER),
+        ("future-major", FUTURE_MAJOR_DRIVER),
+    ]
+}

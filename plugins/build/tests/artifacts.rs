@@ -1,0 +1,33 @@
+//! The build script's outputs exist, are components, and the shipped driver fits a ConfigMap.
+
+use std::path::Path;
+
+const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
+
+#[test]
+fn every_guest_is_a_component() {
+    assert_eq!(wasm_ccm_plugins::all().len(), 3);
+    for (name, path) in wasm_ccm_plugins::all() {
+        assert!(
+            Path::new(path).is_absolute(),
+            "{name}: {path} is not absolute"
+        );
+        let bytes =
+            std::fs::read(path).unwrap_or_else(|e| panic!("{name}: cannot read {path}: {e}"));
+        assert!(
+            bytes.starts_with(&COMPONENT_PREAMBLE),
+            "{name}: {path} is not a component"
+        );
+    }
+}
+
+#[test]
+fn static_driver_fits_a_configmap() {
+    let size = std::fs::metadata(wasm_ccm_plugins::STATIC_DRIVER)
+        .map(|m| m.len())
+        .unwrap_or(u64::MAX);
+    assert!(
+        size < 1024 * 1024,
+        "static driver is {size} bytes, over 1 MiB"
+    );
+}

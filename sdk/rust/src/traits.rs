@@ -1,0 +1,78 @@
+//! The traits a driver implements; [`crate::export_driver!`] wires them to the WIT exports.
+
+#[cfg(feature = "routes")]
+use crate::types::Route;
+use crate::types::{Context, InstanceMetadata, Node, ProviderError, ProviderInfo};
+#[cfg(feature = "load-balancer")]
+use crate::types::{EnsureResult, Ingress, Service};
+
+/// Identity, configuration and upkeep: every driver implements it (`provider` in the WIT).
+///
+/// The value returned by [`Provider::init`] is kept for the life of the component instance and
+/// every other call receives it as `&self`.
+pub trait Provider {
+    /// Who the driver is. Called before `init`; must not make requests.
+    fn info() -> ProviderInfo;
+
+    /// Configure the driver from the `--cloud-config` bytes (empty when none) and the
+    /// environment variables matching [`ProviderInfo::env_prefixes`]. An error stops the driver
+    /// from loading, so validate everything here and say exactly what is wrong.
+    fn init(
+        ctx: Context,
+        config: Vec<u8>,
+        env: Vec<(String, String)>,
+    ) -> Result<Self, ProviderError>
+    where
+        Self: Sized;
+
+    /// Periodic upkeep (garbage collection, cache refresh). Nothing to do by default.
+    fn housekeeping(&self) -> Result<(), ProviderError> {
+        Ok(())
+    }
+}
+
+/// Nodes and the machines behind them (`instances` in the WIT, Kubernetes' InstancesV2).
+pub trait Instances {
+    /// Whether the instance behind `node` exists. `false` makes the host delete the Node, so
+    /// answer `false` only when the cloud said so; stopped instances exist.
+    fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError>;
+
+    /// Whether the instance is shut down (powered off).
+    fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError>;
+
+    /// Provider ID, type, zone, region and addresses of the instance behind `node`.
+    fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError>;
+}
+
+/// Load balancers for Services of type LoadBalancer (`load-balancer` in the WIT).
+#[cfg(feature = "load-balancer")]
+pub trait LoadBalancer {
+    /// The load balancer's current ingress, or `None` when it does not exist. Read-only.
+    fn get(&self, service: &Service) -> Result<Option<Vec<Ingress>>, ProviderError>;
+
+    /// The name of the service's load balancer; deterministic, no requests.
+    fn name(&self, service: &Service) -> String;
+
+    /// Create or update the load balancer so it matches `service` and sends traffic to `nodes`.
+    /// Idempotent: a second call with the same inputs changes nothing.
+    fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError>;
+
+    /// Only the set of backend nodes changed.
+    fn update(&self, service: &Service, nodes: &[Node]) -> Result<(), ProviderError>;
+
+    /// Delete the load balancer; succeeds when it does not exist.
+    fn delete(&self, service: &Service) -> Result<(), ProviderError>;
+}
+
+/// Routes from pod CIDRs to nodes (`routes` in the WIT).
+#[cfg(feature = "routes")]
+pub trait Routes {
+    /// The routes of this cluster that the driver manages.
+    fn list(&self) -> Result<Vec<Route>, ProviderError>;
+
+    /// Create a route; `name_hint` is the target node's UID.
+    fn create(&self, name_hint: &str, route: &Route) -> Result<(), ProviderError>;
+
+    /// Delete a route as returned by `list`; succeeds when it does not exist.
+    fn delete(&self, route: &Route) -> Result<(), ProviderError>;
+}

@@ -223,6 +223,13 @@ impl Runtime {
         })
     }
 
+    /// Links the driver's imports against the host (pre-instantiation) without running it: the
+    /// last step of a load before any guest code runs.
+    pub fn link(&self, compiled: &Compiled) -> Result<(), HostError> {
+        let pre = self.pre(compiled)?;
+        Indices::new(&pre, &compiled.surface.exports, &compiled.origin).map(|_| ())
+    }
+
     /// Runs `info` in a throw-away instance, without `init` and without egress.
     pub async fn info(&self, compiled: &Compiled) -> Result<ProviderInfo, HostError> {
         let pre = self.pre(compiled)?;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -87,7 +87,9 @@ impl HttpCounters {
 /// A driver's HTTP client with its egress policy.
 pub struct HttpCapability {
     policy: Arc<EgressPolicy>,
-    client: reqwest::Client,
+    /// Built on the first request: building it loads the system's root certificates, which
+    /// drivers that never send (and `info`) should not pay for.
+    client: OnceLock<Result<reqwest::Client, String>>,
     limits: HttpLimits,
     counters: Arc<HttpCounters>,
 }
@@ -95,39 +97,50 @@ pub struct HttpCapability {
 impl HttpCapability {
     /// A client that enforces `policy` and `limits`.
     pub fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<Self, String> {
-        let policy = Arc::new(policy);
-        let redirect_policy = {
-            let policy = policy.clone();
-            let max = limits.max_redirects;
-            reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() > max {
-                    return attempt.error(Denied(format!("more than {max} redirects")));
-                }
-                match policy.check_url(attempt.url()) {
-                    Ok(()) => attempt.follow(),
-                    Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
-                }
-            })
-        };
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(CheckedResolver {
-                policy: policy.clone(),
-            }))
-            .redirect(redirect_policy)
-            .connect_timeout(limits.connect_timeout)
-            // A proxy would connect on the driver's behalf and bypass the address checks.
-            .no_proxy()
-            .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("could not build the HTTP client: {e}"))?;
         Ok(HttpCapability {
-            policy,
-            client,
+            policy: Arc::new(policy),
+            client: OnceLock::new(),
             limits,
             counters: Arc::new(HttpCounters::default()),
         })
     }
 
+    fn client(&self) -> Result<&reqwest::Client, HttpError> {
+        let built = self
+            .client
+            .get_or_init(|| build_client(self.policy.clone(), self.limits));
+        built.as_ref().map_err(|e| HttpError::Connect(e.clone()))
+    }
+}
+
+fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest::Client, String> {
+    let redirect_policy = {
+        let policy = policy.clone();
+        let max = limits.max_redirects;
+        reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > max {
+                return attempt.error(Denied(format!("more than {max} redirects")));
+            }
+            match policy.check_url(attempt.url()) {
+                Ok(()) => attempt.follow(),
+                Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
+            }
+        })
+    };
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(CheckedResolver {
+            policy: policy.clone(),
+        }))
+        .redirect(redirect_policy)
+        .connect_timeout(limits.connect_timeout)
+        // A proxy would connect on the driver's behalf and bypass the address checks.
+        .no_proxy()
+        .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("could not build the HTTP client: {e}"))
+}
+
+impl HttpCapability {
     /// The effective egress policy.
     pub fn policy(&self) -> &EgressPolicy {
         &self.policy
@@ -186,7 +199,7 @@ impl HttpCapability {
             )));
         }
         let mut builder = self
-            .client
+            .client()?
             .request(to_reqwest_method(req.method), url.clone());
         for (name, value) in &req.headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())

@@ -1,5 +1,6 @@
 //! The `log` capability: driver log lines into the host's log, tagged, rate-limited and redacted.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -29,9 +30,21 @@ pub enum Source {
     Host,
 }
 
-/// One log line, already redacted.
+/// One log line, already redacted. Borrowed, so a sink that drops or formats it costs no copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LogRecord<'a> {
+    pub level: Level,
+    pub source: Source,
+    pub driver: &'a str,
+    pub function: &'a str,
+    pub object: &'a str,
+    pub message: &'a str,
+    pub fields: &'a [(String, String)],
+}
+
+/// An owned copy of a [`LogRecord`], as [`MemorySink`] keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LogRecord {
+pub struct LogLine {
     pub level: Level,
     pub source: Source,
     pub driver: String,
@@ -41,11 +54,25 @@ pub struct LogRecord {
     pub fields: Vec<(String, String)>,
 }
 
+impl From<&LogRecord<'_>> for LogLine {
+    fn from(r: &LogRecord<'_>) -> Self {
+        LogLine {
+            level: r.level,
+            source: r.source,
+            driver: r.driver.to_string(),
+            function: r.function.to_string(),
+            object: r.object.to_string(),
+            message: r.message.to_string(),
+            fields: r.fields.to_vec(),
+        }
+    }
+}
+
 /// Where log records go. The host uses [`TracingSink`]; tests and the conformance runner use
 /// [`MemorySink`] to look at what a driver logged.
 pub trait LogSink: Send + Sync {
     /// Receives one record.
-    fn emit(&self, record: &LogRecord);
+    fn emit(&self, record: &LogRecord<'_>);
 }
 
 /// Forwards records to `tracing` under target `wasm_ccm::driver`.
@@ -53,7 +80,7 @@ pub trait LogSink: Send + Sync {
 pub struct TracingSink;
 
 impl LogSink for TracingSink {
-    fn emit(&self, r: &LogRecord) {
+    fn emit(&self, r: &LogRecord<'_>) {
         let fields = r
             .fields
             .iter()
@@ -79,22 +106,30 @@ impl LogSink for TracingSink {
 /// Keeps every record in memory.
 #[derive(Debug, Default)]
 pub struct MemorySink {
-    records: Mutex<Vec<LogRecord>>,
+    records: Mutex<Vec<LogLine>>,
 }
 
 impl MemorySink {
     /// A copy of every record so far.
-    pub fn records(&self) -> Vec<LogRecord> {
+    pub fn records(&self) -> Vec<LogLine> {
         self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }
 }
 
 impl LogSink for MemorySink {
-    fn emit(&self, record: &LogRecord) {
+    fn emit(&self, record: &LogRecord<'_>) {
         if let Ok(mut r) = self.records.lock() {
-            r.push(record.clone());
+            r.push(LogLine::from(record));
         }
     }
+}
+
+/// Drops every record (benchmarks).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl LogSink for NullSink {
+    fn emit(&self, _: &LogRecord<'_>) {}
 }
 
 /// How many lines a driver may log.
@@ -175,14 +210,14 @@ impl DriverLogger {
     }
 
     /// Replaces every known secret in `text`.
-    pub fn redact(&self, text: &str) -> String {
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Ok(secrets) = self.secrets.read() else {
-            return text.to_string();
+            return Cow::Borrowed(text);
         };
-        let mut out = text.to_string();
+        let mut out = Cow::Borrowed(text);
         for s in secrets.iter() {
             if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), REDACTED);
+                out = Cow::Owned(out.replace(s.as_str(), REDACTED));
             }
         }
         out
@@ -205,37 +240,49 @@ impl DriverLogger {
         }
         let unreported = self.dropped_unreported.swap(0, Ordering::Relaxed);
         if unreported > 0 {
+            let message = format!(
+                "dropped {unreported} log lines of driver {} (limit {} lines/s, burst {})",
+                self.driver, self.limits.lines_per_second, self.limits.burst
+            );
             self.sink.emit(&LogRecord {
                 level: Level::Warn,
                 source: Source::Host,
-                driver: self.driver.clone(),
-                function: function.to_string(),
-                object: object.to_string(),
-                message: format!(
-                    "dropped {unreported} log lines of driver {} (limit {} lines/s, burst {})",
-                    self.driver, self.limits.lines_per_second, self.limits.burst
-                ),
-                fields: Vec::new(),
+                driver: &self.driver,
+                function,
+                object,
+                message: &message,
+                fields: &[],
             });
         }
-        let record = LogRecord {
-            level,
-            source,
-            driver: self.driver.clone(),
-            function: function.to_string(),
-            object: object.to_string(),
-            message: truncate(&self.redact(message), self.limits.max_line_bytes),
-            fields: fields
+        let max = self.limits.max_line_bytes;
+        let message = truncate(self.redact(message), max);
+        let has_secrets = self.secrets.read().map(|s| !s.is_empty()).unwrap_or(false);
+        let long_field = fields.iter().any(|(k, v)| k.len() > 256 || v.len() > max);
+        // Copy the fields only when something in them has to change.
+        let cleaned: Vec<(String, String)>;
+        let fields = if has_secrets || long_field {
+            cleaned = fields
                 .iter()
                 .map(|(k, v)| {
                     (
-                        truncate(&self.redact(k), 256),
-                        truncate(&self.redact(v), self.limits.max_line_bytes),
+                        truncate(self.redact(k), 256).into_owned(),
+                        truncate(self.redact(v), max).into_owned(),
                     )
                 })
-                .collect(),
+                .collect();
+            &cleaned[..]
+        } else {
+            fields
         };
-        self.sink.emit(&record);
+        self.sink.emit(&LogRecord {
+            level,
+            source,
+            driver: &self.driver,
+            function,
+            object,
+            message: &message,
+            fields,
+        });
     }
 
     fn take_token(&self) -> bool {
@@ -256,15 +303,19 @@ impl DriverLogger {
     }
 }
 
-fn truncate(s: &str, max: usize) -> String {
+fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
     if s.len() <= max {
-        return s.to_string();
+        return s;
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}… [truncated {} bytes]", &s[..end], s.len() - end)
+    Cow::Owned(format!(
+        "{}… [truncated {} bytes]",
+        &s[..end],
+        s.len() - end
+    ))
 }
 
 /// Environment variable names whose values the host treats as secrets without being told.
@@ -310,7 +361,7 @@ mod tests {
     #[test]
     fn long_lines_are_cut_on_a_char_boundary() {
         let s = "é".repeat(10);
-        let t = truncate(&s, 5);
+        let t = truncate(Cow::Borrowed(&s), 5);
         assert!(t.starts_with("éé"), "{t}");
         assert!(t.contains("truncated"));
     }

@@ -173,7 +173,7 @@ impl http::Host for InstanceState {
     async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
         let capability = self.host.http.clone();
         let (result, mut exchange) = capability.send(request, self.call.deadline).await;
-        exchange.url = self.host.logger.redact(&exchange.url);
+        exchange.url = self.host.logger.redact(&exchange.url).into_owned();
         self.call.http.push(exchange);
         result
     }
@@ -188,7 +188,10 @@ impl wlog::Host for InstanceState {
             wlog::Level::Warn => Level::Warn,
             wlog::Level::Error => Level::Error,
         };
-        let tags = self.tags();
+        // Per-instance tags: the lock is never contended, and borrowing avoids copying them.
+        let Ok(tags) = self.tags.lock() else {
+            return;
+        };
         self.host.logger.log(
             level,
             Source::Driver,
@@ -216,7 +219,7 @@ impl cluster::Host for InstanceState {
                 &format!("driver {} recorded more than {MAX_EVENTS_PER_CALL} events in one call; dropping event {reason}", self.host.name), &[]);
             return;
         }
-        let mut message = self.host.logger.redact(&message);
+        let mut message = self.host.logger.redact(&message).into_owned();
         if message.len() > MAX_EVENT_MESSAGE {
             let mut end = MAX_EVENT_MESSAGE;
             while !message.is_char_boundary(end) {

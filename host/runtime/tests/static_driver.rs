@@ -316,3 +316,67 @@ async fn dynamic_json_calls_use_wit_names() {
         .expect_err("no such interface");
     assert!(e.to_string().contains("no interface `zones`"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inventory_mode_reads_instances_and_keeps_routes_over_http() {
+    let inv = common::inventory(serde_json::json!([
+        {"name": "node-x", "id": "x", "type": "m1", "zone": "z", "region": "r", "addresses": [{"type": "InternalIP", "address": "10.1.0.1"}]}
+    ]))
+    .await;
+    let base = format!("http://127.0.0.1:{}", inv.port);
+    let opts = DriverOptions {
+        config: format!("inventoryUrl: {base}\n").into_bytes(),
+        env: vec![(
+            "STATIC_INVENTORY_TOKEN".into(),
+            "inventory-token-1234".into(),
+        )],
+        egress: Some(vec![base.clone()]),
+        ..Default::default()
+    };
+    let d = load(STATIC_DRIVER, opts).await;
+    let s = CallScope::default();
+    let m = d.instance_metadata(&node("node-x"), &s).await;
+    assert_eq!(m.result.expect("metadata").provider_id, "static://x");
+    assert_eq!(m.http.len(), 1, "one request per call: {:?}", m.http);
+    assert_eq!(d.instance_exists(&node("gone"), &s).await.result, Ok(false));
+
+    let r = Route {
+        name: String::new(),
+        target_node: "node-x".into(),
+        target_node_addresses: vec![],
+        destination_cidr: "10.244.7.0/24".into(),
+        blackhole: false,
+    };
+    let created = d.routes_create("uid-x", &r, &s).await;
+    created.result.expect("create");
+    assert!(
+        created
+            .http
+            .iter()
+            .all(|h| h.mutating && h.status == Some(200)),
+        "{:?}",
+        created.http
+    );
+    let listed = d.routes_list(&s).await.result.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].name.as_str(), listed[0].destination_cidr.as_str()),
+        ("uid-x", "10.244.7.0/24")
+    );
+    d.routes_delete(&listed[0], &s)
+        .await
+        .result
+        .expect("delete");
+    d.routes_delete(&listed[0], &s)
+        .await
+        .result
+        .expect("deleting a deleted route succeeds");
+    assert!(inv.routes.lock().expect("routes").is_empty());
+    // The token from the environment authenticates every request.
+    let log = inv.requests.lock().expect("log").clone();
+    assert!(
+        log.iter()
+            .all(|l| l.ends_with("Bearer inventory-token-1234")),
+        "{log:?}"
+    );
+}

@@ -85,3 +85,125 @@ pub async fn serve(reply: Reply) -> u16 {
     });
     port
 }
+
+/// A stateful inventory service for the static driver's inventory mode, on 127.0.0.1:
+/// `GET /instances`, `GET /routes`, `PUT /routes/{name}`, `DELETE /routes/{name}` (404 when
+/// absent). Records every request as `METHOD path authorization`.
+pub struct Inventory {
+    pub port: u16,
+    pub routes: Arc<std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>>,
+    pub requests: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+pub async fn inventory(instances: serde_json::Value) -> Inventory {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    let routes = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (r, q) = (routes.clone(), requests.clone());
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (routes, requests, instances) = (r.clone(), q.clone(), instances.clone());
+            tokio::spawn(async move {
+                let _ = serve_inventory(sock, routes, requests, instances).await;
+            });
+        }
+    });
+    Inventory {
+        port,
+        routes,
+        requests,
+    }
+}
+
+async fn serve_inventory(
+    mut sock: tokio::net::TcpStream,
+    routes: Arc<std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>>,
+    requests: Arc<std::sync::Mutex<Vec<String>>>,
+    instances: serde_json::Value,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    loop {
+        // Read one request: head, then content-length bytes of body.
+        let head_end = loop {
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = sock.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let mut lines = head.lines();
+        let mut first = lines.next().unwrap_or_default().split(' ');
+        let (method, path) = (
+            first.next().unwrap_or_default().to_string(),
+            first.next().unwrap_or_default().to_string(),
+        );
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                l.split_once(':')
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+        };
+        let len: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            let mut chunk = [0u8; 4096];
+            let n = sock.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let body: Vec<u8> = buf[head_end..head_end + len].to_vec();
+        buf.drain(..head_end + len);
+        requests.lock().expect("log").push(format!(
+            "{method} {path} {}",
+            header("authorization").unwrap_or_default()
+        ));
+        let (status, reply) = match (method.as_str(), path.as_str()) {
+            ("GET", "/instances") => (200, serde_json::json!({ "instances": instances })),
+            ("GET", "/routes") => (
+                200,
+                serde_json::json!({ "routes": routes.lock().expect("routes").values().cloned().collect::<Vec<_>>() }),
+            ),
+            ("PUT", p) if p.starts_with("/routes/") => {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                routes
+                    .lock()
+                    .expect("routes")
+                    .insert(p["/routes/".len()..].to_string(), v);
+                (200, serde_json::json!({}))
+            }
+            ("DELETE", p) if p.starts_with("/routes/") => match routes
+                .lock()
+                .expect("routes")
+                .remove(&p["/routes/".len()..])
+            {
+                Some(_) => (204, serde_json::Value::Null),
+                None => (404, serde_json::json!({ "error": "no such route" })),
+            },
+            _ => (404, serde_json::json!({ "error": "no such path" })),
+        };
+        let body = if reply.is_null() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&reply).unwrap_or_default()
+        };
+        let mut out = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(&body);
+        sock.write_all(&out).await?;
+    }
+}

@@ -53,9 +53,9 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
         println!("exports:             {}", s.exports.names().join(", "));
         println!("imports:             {}", s.imports.join(", "));
         println!(
-            "load:                {:.1} ms ({:?})",
+            "load:                {:.1} ms ({})",
             compiled.load_time.as_secs_f64() * 1000.0,
-            compiled.cache
+            format!("cache {:?}", compiled.cache).to_lowercase()
         );
         println!("name:                {}", info.name);
         println!("version:             {}", info.version);

@@ -271,6 +271,31 @@ async fn main() {
         20,
     );
 
+    // How far past its deadline a runaway loop runs before the host stops it.
+    let deadline = Duration::from_millis(100);
+    let strict = rt
+        .load(
+            &h,
+            DriverOptions {
+                call_timeout: deadline,
+                ..quiet()
+            },
+        )
+        .await
+        .expect("load");
+    let mut over = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let r = strict.instance_metadata(&node("loop"), &scope).await.result;
+        assert!(r.is_err(), "the loop must be stopped");
+        over.push(t.elapsed().saturating_sub(deadline));
+    }
+    row(
+        "runaway loop: time past a 100 ms deadline until stopped",
+        &mut over,
+        20,
+    );
+
     // instance-metadata that fetches and decodes a JSON inventory over loopback HTTP.
     let port = inventory().await;
     let config = format!("inventoryUrl: http://127.0.0.1:{port}\n");

@@ -208,7 +208,52 @@ async fn a_granted_name_resolving_to_loopback_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn granted_egress_works_and_the_body_cap_is_enforced() {
+async fn a_redirect_to_a_destination_not_granted_is_refused() {
+    let target = serve(Reply::Body(10)).await;
+    let redirector = serve(Reply::RedirectTo(target)).await;
+    let opts = DriverOptions {
+        egress: Some(vec![format!("http://127.0.0.1:{redirector}")]),
+        ..Default::default()
+    };
+    let m = fetch_error(opts, &format!("http://127.0.0.1:{redirector}/")).await;
+    assert!(
+        m.contains("http-error denied") && m.contains("redirect refused"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("--allow-egress http://127.0.0.1:{target}")),
+        "{m}"
+    );
+    // Granting the target too makes the same redirect work.
+    let both = vec![
+        format!("http://127.0.0.1:{redirector}"),
+        format!("http://127.0.0.1:{target}"),
+    ];
+    let driver = load(
+        HOSTILE_DRIVER,
+        DriverOptions {
+            egress: Some(both),
+            ..Default::default()
+        },
+    )
+    .await;
+    let n = node_with(
+        "fetch",
+        &[("url", &format!("http://127.0.0.1:{redirector}/"))],
+    );
+    assert_eq!(
+        driver
+            .instance_metadata(&n, &scope())
+            .await
+            .result
+            .expect("followed")
+            .instance_type,
+        "status=200 bytes=10"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     let port = serve(Reply::Body(300 * 1024)).await;
     let grant = format!("http://127.0.0.1:{port}");
     let url = format!("http://127.0.0.1:{port}/big");

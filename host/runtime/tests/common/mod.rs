@@ -55,6 +55,10 @@ pub enum Reply {
     Body(usize),
     /// Accept, read the request, never answer.
     Hang,
+    /// 302 to `http://127.0.0.1:<port>/`.
+    RedirectTo(u16),
+    /// 200 with a header of this many bytes.
+    BigHeader(usize),
 }
 
 /// Serves every connection on 127.0.0.1 with `reply`; returns the port.
@@ -79,6 +83,19 @@ pub async fn serve(reply: Reply) -> u16 {
                         let _ = sock.write_all(&vec![b'x'; n]).await;
                     }
                     Reply::Hang => held.lock().await.push(sock),
+                    Reply::BigHeader(n) => {
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nx-big: {}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                            "y".repeat(n)
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                    }
+                    Reply::RedirectTo(port) => {
+                        let head = format!(
+                            "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:{port}/\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                    }
                 }
             });
         }

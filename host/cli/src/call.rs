@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use wasm_ccm_runtime::json::provider_error_json;
+use wasm_ccm_runtime::json::{provider_error_json, service_from_json};
 use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{
     CallError, CallScope, Described, DriverOptions, InstanceMode, StaticCluster,
@@ -43,6 +43,10 @@ pub struct CallArgs {
     /// Linear memory the driver may use, e.g. 64Mi.
     #[arg(long, default_value = "64Mi", value_parser = parse_size)]
     memory_limit: usize,
+    /// LoadBalancer Services the driver's `cluster` import returns: a JSON array (or @FILE) in the
+    /// same form as call arguments, e.g. `[{"namespace": "default", "name": "web", "uid": "u1"}]`.
+    #[arg(long)]
+    cluster_services: Option<String>,
     /// The cluster name passed to init.
     #[arg(long, default_value = "kubernetes")]
     cluster_name: String,
@@ -75,6 +79,23 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
     }
+    let cluster = match &args.cluster_services {
+        None => Vec::new(),
+        Some(text) => {
+            let v = read_json_arg(text, "--cluster-services")?;
+            let items = v
+                .as_array()
+                .context("--cluster-services must be a JSON array of services")?;
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    service_from_json(s)
+                        .map_err(|e| anyhow::anyhow!("--cluster-services[{i}]: {e}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?
+        }
+    };
     let runtime = global.runtime()?;
     let compiled = runtime.compile_file(&args.plugin).await?;
     let opts = DriverOptions {
@@ -98,7 +119,7 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
     let driver = runtime.load(&compiled, opts).await?;
     let scope = CallScope {
         object: String::new(),
-        cluster: Arc::new(StaticCluster(Vec::new())),
+        cluster: Arc::new(StaticCluster(cluster)),
     };
     let outcome = driver.call_json(&args.function, input, &scope).await;
     for e in &outcome.events {

@@ -142,3 +142,55 @@ fn host_errors_exit_two_with_the_reason() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2), "a bad flag is a usage error");
 }
+
+#[test]
+fn call_feeds_cluster_services_to_the_driver() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let web = r#"[{"namespace": "default", "name": "web", "uid": "u-web", "annotations": {"static.wasm-ccm.io/load-balancer-ip": "192.0.2.10"}}]"#;
+    let input = r#"{"service": {"namespace": "default", "name": "api", "uid": "u-api", "ports": [{"port": 80, "node-port": 30080}]}, "nodes": []}"#;
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            STATIC_DRIVER,
+            "load-balancer.ensure",
+            "--config",
+            &example_config(),
+            "--input",
+            input,
+            "--cluster-services",
+            web,
+        ])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let ip = v["ingress"][0]["ip"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !ip.is_empty() && ip != "192.0.2.10",
+        "the address another Service holds is skipped: {v}"
+    );
+
+    let out = wasm_ccm(cache.path())
+        .args([
+            "call",
+            STATIC_DRIVER,
+            "load-balancer.ensure",
+            "--config",
+            &example_config(),
+            "--input",
+            input,
+            "--cluster-services",
+            r#"[{"nmae": "x"}]"#,
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `nmae`"));
+}

@@ -98,6 +98,12 @@ pub struct DriverOptions {
     pub mode: InstanceMode,
     /// A warm instance is replaced after this many calls, bounding slow leaks in a driver.
     pub max_calls_per_instance: u64,
+    /// A warm instance is replaced once it is this old (state a driver keeps in memory is a
+    /// cache; this bounds how stale it can get).
+    pub max_instance_age: Duration,
+    /// A warm instance whose linear memory passed this share of `memory_limit` is replaced
+    /// before it runs out, rather than failing a later call.
+    pub memory_recycle_ratio: f64,
     /// HTTP limits.
     pub http: HttpLimits,
     /// Log limits.
@@ -123,6 +129,8 @@ impl Default for DriverOptions {
             max_concurrency: 4,
             mode: InstanceMode::Warm,
             max_calls_per_instance: 1000,
+            max_instance_age: Duration::from_secs(30 * 60),
+            memory_recycle_ratio: 0.75,
             http: HttpLimits::default(),
             log: LogLimits::default(),
             log_sink: Arc::new(TracingSink),
@@ -415,6 +423,7 @@ struct Slot {
     instance: Instance,
     guests: Guests,
     calls: u64,
+    born: Instant,
 }
 
 impl Slot {
@@ -495,6 +504,7 @@ impl Slot {
             instance,
             guests,
             calls: 0,
+            born: Instant::now(),
         })
     }
 }
@@ -508,6 +518,8 @@ pub struct DriverStats {
     pub instances_created: AtomicU64,
     /// Instances thrown away after a trap, deadline or memory exhaustion.
     pub instances_discarded: AtomicU64,
+    /// Healthy instances retired by age, call count or memory watermark (or fresh mode).
+    pub instances_recycled: AtomicU64,
     /// Calls stopped at their deadline.
     pub deadlines: AtomicU64,
     /// Calls that trapped.
@@ -578,7 +590,16 @@ impl DriverInner {
     }
 
     fn put_back(&self, slot: Slot) {
-        if self.opts.mode == InstanceMode::Fresh || slot.calls >= self.opts.max_calls_per_instance {
+        let memory_high = slot.store.data().limiter.peak as f64
+            > self.opts.memory_limit as f64 * self.opts.memory_recycle_ratio;
+        if self.opts.mode == InstanceMode::Fresh
+            || slot.calls >= self.opts.max_calls_per_instance
+            || slot.born.elapsed() >= self.opts.max_instance_age
+            || memory_high
+        {
+            self.stats
+                .instances_recycled
+                .fetch_add(1, Ordering::Relaxed);
             return;
         }
         if let Ok(mut v) = self.idle.lock()

@@ -471,3 +471,258 @@ pub fn provider_error_json(e: &ProviderError) -> Value {
         ProviderError::Permanent(m) => json!({ "permanent": m }),
     }
 }
+
+/// A typed [`Service`](crate::types::Service) from the same JSON a dynamic call takes (WIT field
+/// names, zero values for missing fields, label maps as objects). For `--cluster-services` and
+/// scenario files.
+pub fn service_from_json(v: &Value) -> Result<crate::types::Service, String> {
+    use crate::types::{
+        Ingress, IpFamily, IpMode, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
+    };
+    let o = Fields::new(
+        v,
+        "service",
+        &[
+            "namespace",
+            "name",
+            "uid",
+            "labels",
+            "annotations",
+            "ports",
+            "external-traffic-policy",
+            "health-check-node-port",
+            "load-balancer-ip",
+            "load-balancer-source-ranges",
+            "session-affinity",
+            "session-affinity-timeout",
+            "ip-families",
+            "load-balancer-class",
+            "ingress",
+        ],
+    )?;
+    let ports = o
+        .list("ports")?
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let p = Fields::new(
+                p,
+                &format!("service.ports[{i}]"),
+                &["name", "protocol", "port", "node-port"],
+            )?;
+            Ok(ServicePort {
+                name: p.string("name")?,
+                protocol: match p.string("protocol")?.as_str() {
+                    "" | "tcp" => Protocol::Tcp,
+                    "udp" => Protocol::Udp,
+                    "sctp" => Protocol::Sctp,
+                    other => {
+                        return Err(format!(
+                            "{}.protocol: `{other}` is not one of tcp, udp, sctp",
+                            p.path
+                        ));
+                    }
+                },
+                port: p.int("port")?,
+                node_port: p.int("node-port")?,
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    let ingress = o
+        .list("ingress")?
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let g = Fields::new(
+                g,
+                &format!("service.ingress[{i}]"),
+                &["ip", "hostname", "ip-mode"],
+            )?;
+            Ok(Ingress {
+                ip: g.opt_string("ip")?,
+                hostname: g.opt_string("hostname")?,
+                ip_mode: match g.opt_string("ip-mode")?.as_deref() {
+                    None => None,
+                    Some("vip") => Some(IpMode::Vip),
+                    Some("proxy") => Some(IpMode::Proxy),
+                    Some(other) => {
+                        return Err(format!("{}.ip-mode: `{other}` is not vip or proxy", g.path));
+                    }
+                },
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Service {
+        namespace: o.string("namespace")?,
+        name: o.string("name")?,
+        uid: o.string("uid")?,
+        labels: o.pairs("labels")?,
+        annotations: o.pairs("annotations")?,
+        ports,
+        external_traffic_policy: match o.string("external-traffic-policy")?.as_str() {
+            "" | "cluster" => TrafficPolicy::Cluster,
+            "local" => TrafficPolicy::Local,
+            other => {
+                return Err(format!(
+                    "service.external-traffic-policy: `{other}` is not cluster or local"
+                ));
+            }
+        },
+        health_check_node_port: o.int("health-check-node-port")?,
+        load_balancer_ip: o.opt_string("load-balancer-ip")?,
+        load_balancer_source_ranges: o.strings("load-balancer-source-ranges")?,
+        session_affinity: match o.string("session-affinity")?.as_str() {
+            "" | "none" => SessionAffinity::None,
+            "client-ip" => SessionAffinity::ClientIp,
+            other => {
+                return Err(format!(
+                    "service.session-affinity: `{other}` is not none or client-ip"
+                ));
+            }
+        },
+        session_affinity_timeout: match o.get("session-affinity-timeout") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(o.int("session-affinity-timeout")?),
+        },
+        ip_families: o
+            .strings("ip-families")?
+            .iter()
+            .map(|f| match f.as_str() {
+                "ipv4" => Ok(IpFamily::Ipv4),
+                "ipv6" => Ok(IpFamily::Ipv6),
+                other => Err(format!(
+                    "service.ip-families: `{other}` is not ipv4 or ipv6"
+                )),
+            })
+            .collect::<Result<_, String>>()?,
+        load_balancer_class: o.opt_string("load-balancer-class")?,
+        ingress,
+    })
+}
+
+/// An object's fields, checked against the names a record has.
+struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Fields<'a> {
+    fn new(v: &'a Value, path: &str, known: &[&str]) -> Result<Self, String> {
+        let map = v
+            .as_object()
+            .ok_or_else(|| format!("{path}: expected an object, got {v}"))?;
+        if let Some(k) = map.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "{path}: unknown field `{k}` (fields: {})",
+                known.join(", ")
+            ));
+        }
+        Ok(Fields {
+            map,
+            path: path.to_string(),
+        })
+    }
+
+    fn get(&self, k: &str) -> Option<&'a Value> {
+        self.map.get(k)
+    }
+
+    fn string(&self, k: &str) -> Result<String, String> {
+        Ok(self.opt_string(k)?.unwrap_or_default())
+    }
+
+    fn opt_string(&self, k: &str) -> Result<Option<String>, String> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("{}.{k}: expected a string, got {other}", self.path)),
+        }
+    }
+
+    fn int<T: TryFrom<i64> + TryFrom<u64>>(&self, k: &str) -> Result<T, String> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => int(&Value::from(0), &format!("{}.{k}", self.path)),
+            Some(v) => int(v, &format!("{}.{k}", self.path)),
+        }
+    }
+
+    fn list(&self, k: &str) -> Result<&'a [Value], String> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => Ok(&[]),
+            Some(Value::Array(a)) => Ok(a),
+            Some(other) => Err(format!("{}.{k}: expected an array, got {other}", self.path)),
+        }
+    }
+
+    fn strings(&self, k: &str) -> Result<Vec<String>, String> {
+        self.list(k)?
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("{}.{k}: expected strings, got {v}", self.path))
+            })
+            .collect()
+    }
+
+    fn pairs(&self, k: &str) -> Result<Vec<(String, String)>, String> {
+        match self.map.get(k) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(key, v)| {
+                    let s = v.as_str().ok_or_else(|| {
+                        format!("{}.{k}.{key}: expected a string, got {v}", self.path)
+                    })?;
+                    Ok((key.clone(), s.to_string()))
+                })
+                .collect(),
+            Some(other) => Err(format!(
+                "{}.{k}: expected an object of strings, got {other}",
+                self.path
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_read_with_wit_names_and_zero_defaults() {
+        let s = service_from_json(&json!({
+            "namespace": "default", "name": "web", "uid": "u1",
+            "annotations": {"static.wasm-ccm.io/load-balancer-ip": "192.0.2.10"},
+            "ports": [{"port": 80, "node-port": 30080, "protocol": "udp"}],
+            "ingress": [{"ip": "192.0.2.10", "ip-mode": "vip"}],
+            "external-traffic-policy": "local"
+        }))
+        .expect("valid");
+        assert_eq!(
+            s.annotations,
+            vec![(
+                "static.wasm-ccm.io/load-balancer-ip".to_string(),
+                "192.0.2.10".to_string()
+            )]
+        );
+        assert_eq!(s.ports[0].port, 80);
+        assert_eq!(s.ports[0].protocol, crate::types::Protocol::Udp);
+        assert_eq!(s.ingress[0].ip.as_deref(), Some("192.0.2.10"));
+        assert_eq!(
+            s.external_traffic_policy,
+            crate::types::TrafficPolicy::Local
+        );
+        assert_eq!(s.session_affinity, crate::types::SessionAffinity::None);
+    }
+
+    #[test]
+    fn service_mistakes_name_the_field() {
+        let e = service_from_json(&json!({"name": "web", "prots": []})).unwrap_err();
+        assert!(e.contains("unknown field `prots`"), "{e}");
+        let e = service_from_json(&json!({"ports": [{"port": 70000}]})).unwrap_err();
+        assert!(e.contains("service.ports[0].port"), "{e}");
+        let e = service_from_json(&json!({"session-affinity": "sticky"})).unwrap_err();
+        assert!(e.contains("session-affinity"), "{e}");
+    }
+}

@@ -444,3 +444,44 @@ async fn calling_an_interface_the_driver_does_not_export_is_a_clear_error() {
         other => panic!("expected NotExported, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_past_its_memory_watermark_is_recycled_before_it_fails() {
+    let probe = load(HOSTILE_DRIVER, DriverOptions::default()).await;
+    let baseline = probe
+        .instance_metadata(&node("count"), &scope())
+        .await
+        .peak_memory;
+    assert!(baseline > 0, "the limiter saw the instance's memory");
+    assert_eq!(
+        instance_type(&probe, "count").await,
+        "calls=2",
+        "well under its cap, an instance is reused"
+    );
+
+    // A cap the instance already fills past 75% of, while its calls still fit.
+    let opts = DriverOptions {
+        memory_limit: baseline + baseline / 5,
+        max_concurrency: 1,
+        ..Default::default()
+    };
+    let tight = load(HOSTILE_DRIVER, opts).await;
+    assert_eq!(instance_type(&tight, "count").await, "calls=1");
+    assert_eq!(
+        instance_type(&tight, "count").await,
+        "calls=1",
+        "the instance was retired after its call"
+    );
+    let recycled = tight
+        .stats()
+        .instances_recycled
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(recycled >= 2, "recycled {recycled}");
+    assert_eq!(
+        tight
+            .stats()
+            .out_of_memory
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}

@@ -11,6 +11,28 @@ fn wasm_ccm(cache: &std::path::Path) -> Command {
     c
 }
 
+/// Runs `wasm-ccm call <static driver> <function> --config <example> --input <input> <extra…>`.
+fn call_static(
+    cache: &std::path::Path,
+    function: &str,
+    input: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    wasm_ccm(cache)
+        .args([
+            "call",
+            STATIC_DRIVER,
+            function,
+            "--config",
+            &example_config(),
+            "--input",
+            input,
+        ])
+        .args(extra)
+        .output()
+        .expect("runs")
+}
+
 fn example_config() -> String {
     format!(
         "{}/../../plugins/static/examples/cloud-config.yaml",
@@ -54,18 +76,12 @@ fn inspect_prints_the_driver_as_json() {
 #[test]
 fn call_prints_the_result_and_exits_zero() {
     let cache = tempfile::tempdir().expect("tempdir");
-    let out = wasm_ccm(cache.path())
-        .args([
-            "call",
-            STATIC_DRIVER,
-            "instances.instance-metadata",
-            "--config",
-            &example_config(),
-            "--input",
-            r#"{"name":"node-a"}"#,
-        ])
-        .output()
-        .expect("runs");
+    let out = call_static(
+        cache.path(),
+        "instances.instance-metadata",
+        r#"{"name":"node-a"}"#,
+        &[],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -83,18 +99,12 @@ fn call_prints_the_result_and_exits_zero() {
 #[test]
 fn a_driver_error_is_printed_typed_and_exits_one() {
     let cache = tempfile::tempdir().expect("tempdir");
-    let out = wasm_ccm(cache.path())
-        .args([
-            "call",
-            STATIC_DRIVER,
-            "instances.instance-metadata",
-            "--config",
-            &example_config(),
-            "--input",
-            r#"{"name":"no-such-node"}"#,
-        ])
-        .output()
-        .expect("runs");
+    let out = call_static(
+        cache.path(),
+        "instances.instance-metadata",
+        r#"{"name":"no-such-node"}"#,
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(v["error"]["not-found"].is_string(), "{v}");
@@ -148,20 +158,12 @@ fn call_feeds_cluster_services_to_the_driver() {
     let cache = tempfile::tempdir().expect("tempdir");
     let web = r#"[{"namespace": "default", "name": "web", "uid": "u-web", "annotations": {"static.wasm-ccm.io/load-balancer-ip": "192.0.2.10"}}]"#;
     let input = r#"{"service": {"namespace": "default", "name": "api", "uid": "u-api", "ports": [{"port": 80, "node-port": 30080}]}, "nodes": []}"#;
-    let out = wasm_ccm(cache.path())
-        .args([
-            "call",
-            STATIC_DRIVER,
-            "load-balancer.ensure",
-            "--config",
-            &example_config(),
-            "--input",
-            input,
-            "--cluster-services",
-            web,
-        ])
-        .output()
-        .expect("runs");
+    let out = call_static(
+        cache.path(),
+        "load-balancer.ensure",
+        input,
+        &["--cluster-services", web],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -177,20 +179,12 @@ fn call_feeds_cluster_services_to_the_driver() {
         "the address another Service holds is skipped: {v}"
     );
 
-    let out = wasm_ccm(cache.path())
-        .args([
-            "call",
-            STATIC_DRIVER,
-            "load-balancer.ensure",
-            "--config",
-            &example_config(),
-            "--input",
-            input,
-            "--cluster-services",
-            r#"[{"nmae": "x"}]"#,
-        ])
-        .output()
-        .expect("runs");
+    let out = call_static(
+        cache.path(),
+        "load-balancer.ensure",
+        input,
+        &["--cluster-services", r#"[{"nmae": "x"}]"#],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `nmae`"));
 }

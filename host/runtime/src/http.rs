@@ -111,36 +111,7 @@ impl HttpCapability {
             .get_or_init(|| build_client(self.policy.clone(), self.limits));
         built.as_ref().map_err(|e| HttpError::Connect(e.clone()))
     }
-}
 
-fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest::Client, String> {
-    let redirect_policy = {
-        let policy = policy.clone();
-        let max = limits.max_redirects;
-        reqwest::redirect::Policy::custom(move |attempt| {
-            if attempt.previous().len() > max {
-                return attempt.error(Denied(format!("more than {max} redirects")));
-            }
-            match policy.check_url(attempt.url()) {
-                Ok(()) => attempt.follow(),
-                Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
-            }
-        })
-    };
-    reqwest::Client::builder()
-        .dns_resolver(Arc::new(CheckedResolver {
-            policy: policy.clone(),
-        }))
-        .redirect(redirect_policy)
-        .connect_timeout(limits.connect_timeout)
-        // A proxy would connect on the driver's behalf and bypass the address checks.
-        .no_proxy()
-        .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("could not build the HTTP client: {e}"))
-}
-
-impl HttpCapability {
     /// The effective egress policy.
     pub fn policy(&self) -> &EgressPolicy {
         &self.policy
@@ -325,6 +296,34 @@ impl HttpCapability {
             HttpError::Connect(format!("{what}: {}", chain(&e)))
         }
     }
+}
+
+/// The client behind a capability: address checks in the resolver, policy checks on redirects.
+fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest::Client, String> {
+    let redirect_policy = {
+        let policy = policy.clone();
+        let max = limits.max_redirects;
+        reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > max {
+                return attempt.error(Denied(format!("more than {max} redirects")));
+            }
+            match policy.check_url(attempt.url()) {
+                Ok(()) => attempt.follow(),
+                Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
+            }
+        })
+    };
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(CheckedResolver {
+            policy: policy.clone(),
+        }))
+        .redirect(redirect_policy)
+        .connect_timeout(limits.connect_timeout)
+        // A proxy would connect on the driver's behalf and bypass the address checks.
+        .no_proxy()
+        .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("could not build the HTTP client: {e}"))
 }
 
 /// The whole error chain in one line: reqwest's top message alone rarely says what happened.

@@ -211,16 +211,10 @@ impl DriverLogger {
 
     /// Replaces every known secret in `text`.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let Ok(secrets) = self.secrets.read() else {
-            return Cow::Borrowed(text);
-        };
-        let mut out = Cow::Borrowed(text);
-        for s in secrets.iter() {
-            if out.contains(s.as_str()) {
-                out = Cow::Owned(out.replace(s.as_str(), REDACTED));
-            }
+        match self.secrets.read() {
+            Ok(secrets) => redact_with(&secrets, text),
+            Err(_) => Cow::Borrowed(text),
         }
-        out
     }
 
     /// Logs one line from the driver, if the rate limit allows.
@@ -255,25 +249,26 @@ impl DriverLogger {
             });
         }
         let max = self.limits.max_line_bytes;
-        let message = truncate(self.redact(message), max);
-        let has_secrets = self.secrets.read().map(|s| !s.is_empty()).unwrap_or(false);
-        let long_field = fields.iter().any(|(k, v)| k.len() > 256 || v.len() > max);
-        // Copy the fields only when something in them has to change.
-        let cleaned: Vec<(String, String)>;
-        let fields = if has_secrets || long_field {
-            cleaned = fields
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        truncate(self.redact(k), 256).into_owned(),
-                        truncate(self.redact(v), max).into_owned(),
-                    )
-                })
-                .collect();
-            &cleaned[..]
-        } else {
-            fields
-        };
+        // One read of the secret list for the whole line.
+        let guard = self.secrets.read();
+        let secrets: &[String] = guard.as_deref().map(Vec::as_slice).unwrap_or(&[]);
+        let message = truncate(redact_with(secrets, message), max);
+        // Copy the fields only from the first one that redaction or cutting changes.
+        let mut cleaned: Option<Vec<(String, String)>> = None;
+        for (i, (k, v)) in fields.iter().enumerate() {
+            let (k2, v2) = (
+                truncate(redact_with(secrets, k), 256),
+                truncate(redact_with(secrets, v), max),
+            );
+            let changed = matches!(k2, Cow::Owned(_)) || matches!(v2, Cow::Owned(_));
+            if changed && cleaned.is_none() {
+                cleaned = Some(fields[..i].to_vec());
+            }
+            if let Some(c) = cleaned.as_mut() {
+                c.push((k2.into_owned(), v2.into_owned()));
+            }
+        }
+        let fields = cleaned.as_deref().unwrap_or(fields);
         self.sink.emit(&LogRecord {
             level,
             source,
@@ -303,7 +298,30 @@ impl DriverLogger {
     }
 }
 
+/// Replaces each of `secrets` (longest first) in `text`, borrowing when none occurs.
+fn redact_with<'a>(secrets: &[String], text: &'a str) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(text);
+    for s in secrets {
+        if out.contains(s.as_str()) {
+            out = Cow::Owned(out.replace(s.as_str(), REDACTED));
+        }
+    }
+    out
+}
+
 fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return s;
+    }
+    let kept = cut(&s, max);
+    Cow::Owned(format!(
+        "{kept}… [truncated {} bytes]",
+        s.len() - kept.len()
+    ))
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub(crate) fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -311,11 +329,7 @@ fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    Cow::Owned(format!(
-        "{}… [truncated {} bytes]",
-        &s[..end],
-        s.len() - end
-    ))
+    &s[..end]
 }
 
 /// Environment variable names whose values the host treats as secrets without being told.

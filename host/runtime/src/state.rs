@@ -219,14 +219,8 @@ impl cluster::Host for InstanceState {
                 &format!("driver {} recorded more than {MAX_EVENTS_PER_CALL} events in one call; dropping event {reason}", self.host.name), &[]);
             return;
         }
-        let mut message = self.host.logger.redact(&message).into_owned();
-        if message.len() > MAX_EVENT_MESSAGE {
-            let mut end = MAX_EVENT_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-        }
+        let message =
+            crate::log::cut(&self.host.logger.redact(&message), MAX_EVENT_MESSAGE).to_string();
         let kind = match kind {
             cluster::EventType::Normal => EventKind::Normal,
             cluster::EventType::Warning => EventKind::Warning,

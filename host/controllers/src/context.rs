@@ -1,0 +1,293 @@
+//! What every controller shares: the Kubernetes client (rate limited, counted), the driver
+//! (counted), the caches, the event recorders, the metrics and the configuration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+use wasm_ccm_runtime::{
+    CallError, CallScope, ClusterView, Driver, DriverEvent, EventKind, Outcome,
+};
+
+use crate::config::ControllerConfig;
+use crate::convert::service_to_wit;
+use crate::informer::Store;
+use crate::metrics::Metrics;
+use crate::queue::TokenBucket;
+use crate::service_rules::wants_load_balancer;
+
+/// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted.
+pub struct Kube {
+    client: Client,
+    limiter: TokenBucket,
+    metrics: Arc<Metrics>,
+}
+
+impl Kube {
+    /// Wraps `client`.
+    pub fn new(client: Client, qps: f32, burst: u32, metrics: Arc<Metrics>) -> Self {
+        Kube {
+            client,
+            limiter: TokenBucket::new(f64::from(qps), burst),
+            metrics,
+        }
+    }
+
+    /// The raw client (watches, the event recorder).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Nodes.
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Services of one namespace.
+    pub fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Runs one request after the rate limit and counts it by verb and code.
+    pub async fn request<T>(
+        &self,
+        verb: &'static str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        self.limiter.acquire().await;
+        let result = fut.await;
+        let code = match &result {
+            Ok(_) => "2xx".to_string(),
+            Err(kube::Error::Api(s)) => s.code.to_string(),
+            Err(_) => "error".to_string(),
+        };
+        self.metrics.inc(
+            "wasm_ccm_kube_requests_total",
+            &[("verb", verb), ("code", &code)],
+        );
+        result
+    }
+}
+
+/// Whether a Kubernetes error is HTTP `code`.
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// The cluster view drivers get: the LoadBalancer Services in the cache.
+pub struct StoreCluster(pub Store<Service>);
+
+impl ClusterView for StoreCluster {
+    fn load_balancer_services(&self) -> Vec<wasm_ccm_runtime::types::Service> {
+        self.0
+            .list()
+            .iter()
+            .filter(|s| wants_load_balancer(s))
+            .map(|s| service_to_wit(s))
+            .collect()
+    }
+}
+
+/// The driver with metrics around every call.
+pub struct Cloud {
+    driver: Arc<Driver>,
+    metrics: Arc<Metrics>,
+    cluster: Arc<dyn ClusterView>,
+}
+
+impl Cloud {
+    /// Wraps a loaded driver.
+    pub fn new(driver: Arc<Driver>, metrics: Arc<Metrics>, cluster: Arc<dyn ClusterView>) -> Self {
+        Cloud {
+            driver,
+            metrics,
+            cluster,
+        }
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// The call scope for `object`.
+    pub fn scope(&self, object: &str) -> CallScope {
+        CallScope {
+            object: object.to_string(),
+            cluster: Arc::clone(&self.cluster),
+        }
+    }
+
+    /// Counts and times a finished call; returns its result and the events the driver recorded.
+    pub fn observe<T>(
+        &self,
+        function: &str,
+        outcome: Outcome<T>,
+    ) -> (Result<T, CallError>, Vec<DriverEvent>) {
+        let result = match &outcome.result {
+            Ok(_) => "ok",
+            Err(CallError::Provider(p)) => p.case(),
+            Err(CallError::Host(_)) => "host-error",
+        };
+        let driver = self.driver.name();
+        self.metrics.inc(
+            "wasm_ccm_driver_calls_total",
+            &[
+                ("driver", driver),
+                ("function", function),
+                ("result", result),
+            ],
+        );
+        self.metrics.observe(
+            "wasm_ccm_driver_call_duration_seconds",
+            &[("driver", driver), ("function", function)],
+            outcome.elapsed.as_secs_f64(),
+        );
+        (outcome.result, outcome.events)
+    }
+
+    /// Copies the driver's own counters into the registry (at scrape time).
+    pub fn export_counters(&self) {
+        let driver = self.driver.name();
+        self.metrics.clear("wasm_ccm_driver_http_requests_total");
+        for ((host, status), n) in self.driver.http_counters() {
+            self.metrics.set(
+                "wasm_ccm_driver_http_requests_total",
+                &[("driver", driver), ("host", &host), ("status", &status)],
+                n as f64,
+            );
+        }
+        self.metrics.set(
+            "wasm_ccm_driver_dropped_log_lines_total",
+            &[("driver", driver)],
+            self.driver.dropped_log_lines() as f64,
+        );
+        let stats = self.driver.stats();
+        self.metrics.set(
+            "wasm_ccm_driver_instances_total",
+            &[("driver", driver)],
+            stats
+                .instances_created
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+        self.metrics.set(
+            "wasm_ccm_driver_instances_recycled_total",
+            &[("driver", driver)],
+            stats
+                .instances_recycled
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+    }
+}
+
+/// Event recorders, one per upstream reporter name.
+pub struct Events {
+    client: Client,
+    instance: String,
+    recorders: std::sync::Mutex<std::collections::HashMap<&'static str, Recorder>>,
+}
+
+impl Events {
+    /// Recorders for `instance` (the leader-election identity).
+    pub fn new(client: Client, instance: String) -> Self {
+        Events {
+            client,
+            instance,
+            recorders: Default::default(),
+        }
+    }
+
+    fn recorder(&self, controller: &'static str) -> Recorder {
+        let mut map = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(controller)
+            .or_insert_with(|| {
+                Recorder::new(
+                    self.client.clone(),
+                    Reporter {
+                        controller: controller.to_string(),
+                        instance: Some(self.instance.clone()),
+                    },
+                )
+            })
+            .clone()
+    }
+
+    /// Publishes an event; failures are logged, never fatal (events are best effort).
+    pub async fn publish(
+        &self,
+        controller: &'static str,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1024).collect()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder(controller).publish(&event, regarding).await {
+            tracing::warn!(reason, error = %e, "could not record event");
+        }
+    }
+
+    /// Publishes the events a driver recorded during a call on `regarding`.
+    pub async fn publish_driver_events(
+        &self,
+        controller: &'static str,
+        regarding: &ObjectReference,
+        events: &[DriverEvent],
+    ) {
+        for e in events {
+            self.publish(
+                controller,
+                regarding,
+                e.kind == EventKind::Warning,
+                &e.reason,
+                &e.message,
+                "Driver",
+            )
+            .await;
+        }
+    }
+}
+
+/// The object reference events point at.
+pub fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    obj.object_ref(&())
+}
+
+/// Shared state of every controller.
+pub struct Ctx {
+    pub kube: Kube,
+    pub cloud: Cloud,
+    pub events: Events,
+    pub metrics: Arc<Metrics>,
+    pub config: ControllerConfig,
+    pub nodes: Store<Node>,
+    pub services: Store<Service>,
+    pub started: Instant,
+}
+
+/// The delay a driver error asks for (`retry-after`, `rate-limited(seconds)`), if any.
+pub fn requested_delay(e: &CallError) -> Option<Duration> {
+    use wasm_ccm_runtime::types::ProviderError;
+    match e {
+        CallError::Provider(ProviderError::RetryAfter(r)) => {
+            Some(Duration::from_secs(r.seconds.into()))
+        }
+        CallError::Provider(ProviderError::RateLimited(Some(s))) => {
+            Some(Duration::from_secs((*s).into()))
+        }
+        _ => None,
+    }
+}

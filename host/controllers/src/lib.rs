@@ -1,0 +1,32 @@
+//! The cloud-controller loops of wasm-ccm on kube-rs, with upstream's semantics
+//! (`k8s.io/cloud-provider`), delegating every cloud decision to a WebAssembly driver.
+//!
+//! - [`node`]: initialises nodes registered with the uninitialized taint, refreshes addresses.
+//! - [`lifecycle`]: deletes nodes whose instance is gone, taints shut-down ones.
+//! - [`service`]: load balancers for Services of type LoadBalancer, with the cleanup finalizer.
+//! - [`route`]: cloud routes for node pod CIDRs and the `NetworkUnavailable` condition.
+//! - [`leader`]: client-go-compatible leader election; [`server`]: health and metrics.
+//!
+//! The pure rules each controller follows live in `*_rules` modules and are tested with
+//! upstream's test tables.
+
+pub mod config;
+pub mod context;
+pub mod convert;
+pub mod informer;
+pub mod leader;
+pub mod lifecycle;
+pub mod metrics;
+pub mod node;
+pub mod node_rules;
+pub mod queue;
+pub mod route;
+pub mod route_rules;
+pub mod run;
+pub mod server;
+pub mod service;
+pub mod service_rules;
+
+pub use config::{ControllerConfig, EnabledControllers};
+pub use leader::{LeaderConfig, default_identity};
+pub use run::{Exit, RunOptions, Running, run, start_controllers};

@@ -1,0 +1,754 @@
+//! The service-lb controller (spec §4): ensures, updates and deletes the load balancers of
+//! Services of type LoadBalancer through the driver, with the cleanup finalizer.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use wasm_ccm_runtime::CallError;
+use wasm_ccm_runtime::types::ProviderError;
+
+use crate::context::{Ctx, is_status, reference, requested_delay};
+use crate::convert::{ingress_to_kube, node_to_wit, service_to_wit};
+use crate::informer::key_of;
+use crate::node::SyncError;
+use crate::queue::{Backoff, WorkQueue};
+use crate::service_rules::{
+    BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, needs_cleanup, needs_update,
+    should_sync_updated_node, wants_load_balancer,
+};
+
+/// Reporter name of the service controller's events.
+pub const REPORTER: &str = "service-controller";
+
+fn ingress_of(svc: &Service) -> Vec<LoadBalancerIngress> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.clone())
+        .unwrap_or_default()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+fn fail(message: String, e: &CallError) -> SyncError {
+    SyncError {
+        message,
+        retry_after: requested_delay(e),
+    }
+}
+
+/// The service controller.
+pub struct ServiceController {
+    ctx: Arc<Ctx>,
+    queue: Arc<WorkQueue<String>>,
+    backoff: Backoff<String>,
+    /// The last copy synced per key: finds the old load balancer after a delete+recreate and
+    /// deletes the load balancers of Services deleted without the finalizer.
+    cache: Mutex<HashMap<String, Arc<Service>>>,
+    /// The backend set each load balancer was last given.
+    last_nodes: Mutex<HashMap<String, BackendKey>>,
+    /// Annotations this controller wrote (from the driver's result), so the resulting update
+    /// does not trigger another ensure.
+    own_annotations: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    /// Keys synced since start: the first sync of a converged Service is quiet (no event spam
+    /// on restart).
+    seen: Mutex<HashSet<String>>,
+    node_sync: Notify,
+}
+
+impl ServiceController {
+    /// A controller over `ctx`; wire [`ServiceController::handle_service`] and
+    /// [`ServiceController::handle_node`] to the informers.
+    pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
+        Arc::new(ServiceController {
+            ctx,
+            queue: WorkQueue::new("service"),
+            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+            cache: Mutex::default(),
+            last_nodes: Mutex::default(),
+            own_annotations: Mutex::default(),
+            seen: Mutex::default(),
+            node_sync: Notify::new(),
+        })
+    }
+
+    fn enqueue(&self, key: String) {
+        if self.queue.add(key) {
+            self.ctx
+                .metrics
+                .inc("workqueue_adds_total", &[("name", "service")]);
+        }
+    }
+
+    /// Whether the only relevant change is the annotations this controller just wrote.
+    fn is_own_annotation_write(&self, key: &str, old: &Service, new: &Service) -> bool {
+        let mut own = lock(&self.own_annotations);
+        let Some(expected) = own.get(key) else {
+            return false;
+        };
+        let current = new.metadata.annotations.clone().unwrap_or_default();
+        if *expected != current {
+            return false;
+        }
+        let mut old_with_new_annotations = old.clone();
+        old_with_new_annotations.metadata.annotations = new.metadata.annotations.clone();
+        let only_annotations = !needs_update(&old_with_new_annotations, new);
+        if only_annotations {
+            own.remove(key);
+        }
+        only_annotations
+    }
+
+    /// Service informer callback (spec §4.2).
+    pub fn handle_service(&self, old: Option<&Service>, new: Option<&Service>) {
+        match (old, new) {
+            (None, Some(new)) => {
+                if wants_load_balancer(new) || needs_cleanup(new) {
+                    self.enqueue(key_of(new));
+                }
+            }
+            (Some(old), Some(new)) => {
+                let key = key_of(new);
+                let relevant =
+                    needs_update(old, new) && !self.is_own_annotation_write(&key, old, new);
+                if relevant || needs_cleanup(new) {
+                    self.enqueue(key);
+                }
+            }
+            (Some(old), None) => {
+                // Deleted without the finalizer: the orphan path, if we ever synced it.
+                let key = key_of(old);
+                if lock(&self.cache).contains_key(&key) {
+                    self.enqueue(key);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Node informer callback (spec §4.6): node additions, deletions and relevant updates
+    /// trigger one coalesced backend sync of every load balancer.
+    pub fn handle_node(&self, old: Option<&Node>, new: Option<&Node>) {
+        let relevant = match (old, new) {
+            (Some(old), Some(new)) => should_sync_updated_node(old, new),
+            _ => true,
+        };
+        if relevant {
+            self.node_sync.notify_one();
+        }
+    }
+
+    /// Keys waiting, in flight or delayed.
+    pub fn pending(&self) -> usize {
+        self.queue.pending()
+    }
+
+    /// Runs the service workers and the node-sync loop until `cancel`.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        self.ctx.nodes.wait_synced().await;
+        self.ctx.services.wait_synced().await;
+        let mut tasks = Vec::new();
+        for _ in 0..self.ctx.config.concurrent_service_syncs.max(1) {
+            let me = Arc::clone(&self);
+            tasks.push(tokio::spawn(async move { me.worker().await }));
+        }
+        let me = Arc::clone(&self);
+        let loop_cancel = cancel.clone();
+        tasks.push(tokio::spawn(
+            async move { me.node_sync_loop(loop_cancel).await },
+        ));
+        cancel.cancelled().await;
+        self.queue.close();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    async fn worker(&self) {
+        while let Some(key) = self.queue.get().await {
+            self.ctx
+                .metrics
+                .inc("service_controller_loadbalancer_sync_total", &[]);
+            match self.sync(&key).await {
+                Ok(()) => self.backoff.forget(&key),
+                Err(e) => {
+                    if let Some(svc) = self.ctx.services.get(&key) {
+                        self.ctx
+                            .events
+                            .publish(
+                                REPORTER,
+                                &reference(svc.as_ref()),
+                                true,
+                                "SyncLoadBalancerFailed",
+                                &format!("Error syncing load balancer: {}", e.message),
+                                "SyncLoadBalancer",
+                            )
+                            .await;
+                    }
+                    // A driver's retry-after is honoured exactly; everything else backs off.
+                    let delay = e
+                        .retry_after
+                        .unwrap_or_else(|| self.backoff.next_delay(&key));
+                    tracing::warn!(service = %key, error = %e.message, retry_in = ?delay, "failed to sync load balancer");
+                    self.ctx
+                        .metrics
+                        .inc("workqueue_retries_total", &[("name", "service")]);
+                    self.queue.add_after(key.clone(), delay);
+                }
+            }
+            self.queue.done(&key);
+            self.ctx.metrics.set(
+                "workqueue_depth",
+                &[("name", "service")],
+                self.queue.len() as f64,
+            );
+        }
+    }
+
+    /// One Service key (spec §4.3).
+    pub async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let Some(svc) = self.ctx.services.get(key) else {
+            let cached = lock(&self.cache).get(key).cloned();
+            if let Some(old) = cached {
+                self.delete_orphan(key, &old).await?;
+            }
+            return Ok(());
+        };
+        let cached = lock(&self.cache).get(key).cloned();
+        if let Some(old) = cached
+            && old.metadata.uid != svc.metadata.uid
+        {
+            // Deleted and re-created without the finalizer: the old load balancer goes first.
+            self.delete_orphan(key, &old).await?;
+        }
+        lock(&self.cache).insert(key.to_string(), Arc::clone(&svc));
+        let first_sync = lock(&self.seen).insert(key.to_string());
+        if !wants_load_balancer(&svc) || needs_cleanup(&svc) {
+            self.delete_branch(key, &svc).await
+        } else {
+            self.ensure_branch(key, &svc, first_sync).await
+        }
+    }
+
+    async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), SyncError> {
+        if wants_load_balancer(old) {
+            let regarding = reference(old);
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    false,
+                    "DeletingLoadBalancer",
+                    "Deleting load balancer",
+                    "DeleteLoadBalancer",
+                )
+                .await;
+            let (result, events) = self.ctx.cloud.observe(
+                "load-balancer.delete",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_delete(&service_to_wit(old), &self.ctx.cloud.scope(key))
+                    .await,
+            );
+            self.ctx
+                .events
+                .publish_driver_events(REPORTER, &regarding, &events)
+                .await;
+            match result {
+                Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
+                Err(e) => {
+                    let message = format!("Error deleting load balancer: {e}");
+                    self.ctx
+                        .events
+                        .publish(
+                            REPORTER,
+                            &regarding,
+                            true,
+                            "DeleteLoadBalancerFailed",
+                            &message,
+                            "DeleteLoadBalancer",
+                        )
+                        .await;
+                    return Err(fail(message, &e));
+                }
+            }
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    false,
+                    "DeletedLoadBalancer",
+                    "Deleted load balancer",
+                    "DeleteLoadBalancer",
+                )
+                .await;
+        }
+        lock(&self.cache).remove(key);
+        lock(&self.last_nodes).remove(key);
+        Ok(())
+    }
+
+    async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), SyncError> {
+        let regarding = reference(svc);
+        let wit = service_to_wit(svc);
+        let scope = self.ctx.cloud.scope(key);
+        let (exists, events) = self.ctx.cloud.observe(
+            "load-balancer.get",
+            self.ctx
+                .cloud
+                .driver()
+                .load_balancer_get(&wit, &scope)
+                .await,
+        );
+        self.ctx
+            .events
+            .publish_driver_events(REPORTER, &regarding, &events)
+            .await;
+        let exists = exists.map_err(|e| {
+            fail(
+                format!("failed to check if load balancer exists before cleanup: {e}"),
+                &e,
+            )
+        })?;
+        if exists.is_some() {
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    false,
+                    "DeletingLoadBalancer",
+                    "Deleting load balancer",
+                    "DeleteLoadBalancer",
+                )
+                .await;
+            let (result, events) = self.ctx.cloud.observe(
+                "load-balancer.delete",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_delete(&wit, &scope)
+                    .await,
+            );
+            self.ctx
+                .events
+                .publish_driver_events(REPORTER, &regarding, &events)
+                .await;
+            match result {
+                Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
+                Err(e) => return Err(fail(format!("failed to delete load balancer: {e}"), &e)),
+            }
+        }
+        if has_finalizer(svc) {
+            self.set_finalizer(svc, false).await?;
+        }
+        self.ctx
+            .events
+            .publish(
+                REPORTER,
+                &regarding,
+                false,
+                "DeletedLoadBalancer",
+                "Deleted load balancer",
+                "DeleteLoadBalancer",
+            )
+            .await;
+        if !ingress_of(svc).is_empty() {
+            self.patch_ingress(svc, &[]).await?;
+        }
+        lock(&self.cache).remove(key);
+        lock(&self.last_nodes).remove(key);
+        Ok(())
+    }
+
+    async fn ensure_branch(
+        &self,
+        key: &str,
+        svc: &Service,
+        first_sync: bool,
+    ) -> Result<(), SyncError> {
+        if svc.metadata.deletion_timestamp.is_some() && !has_finalizer(svc) {
+            // Terminating without our finalizer: adding one is rejected, and there is nothing
+            // of ours to clean up.
+            return Ok(());
+        }
+        let regarding = reference(svc);
+        let previous = ingress_of(svc);
+        // A converged Service seen for the first time after a restart is re-ensured quietly.
+        let quiet = first_sync && has_finalizer(svc) && !previous.is_empty();
+        if !quiet {
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    false,
+                    "EnsuringLoadBalancer",
+                    "Ensuring load balancer",
+                    "EnsureLoadBalancer",
+                )
+                .await;
+        }
+        if !has_finalizer(svc) {
+            self.set_finalizer(svc, true).await?;
+        }
+        let nodes: Vec<Arc<Node>> = self
+            .ctx
+            .nodes
+            .list()
+            .into_iter()
+            .filter(|n| is_backend(n))
+            .collect();
+        if nodes.is_empty() {
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    true,
+                    "UnAvailableLoadBalancer",
+                    "There are no available nodes for LoadBalancer",
+                    "EnsureLoadBalancer",
+                )
+                .await;
+        }
+        lock(&self.last_nodes).insert(
+            key.to_string(),
+            backend_key(nodes.iter().map(|n| n.as_ref())),
+        );
+        let wit_nodes: Vec<_> = nodes.iter().map(|n| node_to_wit(n)).collect();
+        let (result, events) = self.ctx.cloud.observe(
+            "load-balancer.ensure",
+            self.ctx
+                .cloud
+                .driver()
+                .load_balancer_ensure(&service_to_wit(svc), &wit_nodes, &self.ctx.cloud.scope(key))
+                .await,
+        );
+        self.ctx
+            .events
+            .publish_driver_events(REPORTER, &regarding, &events)
+            .await;
+        let result = match result {
+            Ok(r) => r,
+            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => return Ok(()),
+            Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
+        };
+        if !result.set_annotations.is_empty() || !result.remove_annotations.is_empty() {
+            self.apply_annotations(
+                key,
+                svc,
+                &result.set_annotations,
+                &result.remove_annotations,
+            )
+            .await?;
+        }
+        let ingress = ingress_to_kube(&result.ingress);
+        let changed = ingress != previous;
+        if !quiet || changed {
+            self.ctx
+                .events
+                .publish(
+                    REPORTER,
+                    &regarding,
+                    false,
+                    "EnsuredLoadBalancer",
+                    "Ensured load balancer",
+                    "EnsureLoadBalancer",
+                )
+                .await;
+        }
+        if changed {
+            self.patch_ingress(svc, &ingress).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds or removes the finalizer through the status subresource (upstream's RBAC grants
+    /// the service controller `services/status` only), locked on the resourceVersion.
+    async fn set_finalizer(&self, svc: &Service, present: bool) -> Result<(), SyncError> {
+        let mut finalizers: Vec<String> = svc
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != LB_FINALIZER)
+            .collect();
+        if present {
+            finalizers.push(LB_FINALIZER.to_string());
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": svc.metadata.resource_version,
+                "finalizers": finalizers,
+            }
+        });
+        let (ns, name) = (
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+            svc.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let result = self
+            .ctx
+            .kube
+            .request(
+                "patch",
+                self.ctx.kube.services(ns).patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                ),
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Gone once the last finalizer went: nothing left to do.
+            Err(e) if !present && is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SyncError {
+                message: format!(
+                    "failed to {} finalizer {LB_FINALIZER}: {e}",
+                    if present { "add" } else { "remove" }
+                ),
+                retry_after: None,
+            }),
+        }
+    }
+
+    async fn apply_annotations(
+        &self,
+        key: &str,
+        svc: &Service,
+        set: &[(String, String)],
+        remove: &[String],
+    ) -> Result<(), SyncError> {
+        let mut changes = serde_json::Map::new();
+        let mut expected = svc.metadata.annotations.clone().unwrap_or_default();
+        for (k, v) in set {
+            changes.insert(k.clone(), Value::String(v.clone()));
+            expected.insert(k.clone(), v.clone());
+        }
+        for k in remove {
+            changes.insert(k.clone(), Value::Null);
+            expected.remove(k);
+        }
+        lock(&self.own_annotations).insert(key.to_string(), expected);
+        let patch = json!({ "metadata": { "annotations": changes } });
+        let (ns, name) = split_key(key);
+        self.ctx
+            .kube
+            .request(
+                "patch",
+                self.ctx.kube.services(ns).patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                ),
+            )
+            .await
+            .map_err(|e| SyncError {
+                message: format!("failed to write the annotations the driver asked for: {e}"),
+                retry_after: None,
+            })?;
+        Ok(())
+    }
+
+    /// Writes `status.loadBalancer.ingress` (a merge patch replaces the list). A Service that
+    /// vanished meanwhile is fine.
+    async fn patch_ingress(
+        &self,
+        svc: &Service,
+        ingress: &[LoadBalancerIngress],
+    ) -> Result<(), SyncError> {
+        let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+        let (ns, name) = (
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+            svc.metadata.name.as_deref().unwrap_or_default(),
+        );
+        match self
+            .ctx
+            .kube
+            .request(
+                "patch",
+                self.ctx.kube.services(ns).patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                ),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SyncError {
+                message: format!("failed to update load balancer status: {e}"),
+                retry_after: None,
+            }),
+        }
+    }
+
+    async fn node_sync_loop(&self, cancel: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = self.node_sync.notified() => {}
+            }
+            // Changes arriving during a pass coalesce into one more pass.
+            self.sync_backends().await;
+        }
+    }
+
+    /// One node-sync pass: `update` for every load balancer whose backend set changed.
+    pub async fn sync_backends(&self) {
+        let started = Instant::now();
+        let keys: Vec<String> = lock(&self.last_nodes).keys().cloned().collect();
+        let backends: Vec<Arc<Node>> = self
+            .ctx
+            .nodes
+            .list()
+            .into_iter()
+            .filter(|n| is_backend(n))
+            .collect();
+        let backend_set = backend_key(backends.iter().map(|n| n.as_ref()));
+        let wit_nodes: Vec<_> = backends.iter().map(|n| node_to_wit(n)).collect();
+        futures::stream::iter(keys)
+            .for_each_concurrent(self.ctx.config.concurrent_service_syncs.max(1), |key| {
+                let backend_set = &backend_set;
+                let wit_nodes = &wit_nodes;
+                async move {
+                    let Some(svc) = self.ctx.services.get(&key) else {
+                        return;
+                    };
+                    if !wants_load_balancer(&svc) {
+                        return;
+                    }
+                    {
+                        let mut last = lock(&self.last_nodes);
+                        if last.get(&key) == Some(backend_set) {
+                            return;
+                        }
+                        last.insert(key.clone(), backend_set.clone());
+                    }
+                    self.update_backends(&key, &svc, wit_nodes).await;
+                }
+            })
+            .await;
+        self.ctx.metrics.observe(
+            "service_controller_nodesync_latency_seconds",
+            &[],
+            started.elapsed().as_secs_f64(),
+        );
+    }
+
+    async fn update_backends(
+        &self,
+        key: &str,
+        svc: &Service,
+        nodes: &[wasm_ccm_runtime::types::Node],
+    ) {
+        let regarding = reference(svc);
+        let wit = service_to_wit(svc);
+        let scope = self.ctx.cloud.scope(key);
+        let started = Instant::now();
+        let (result, events) = self.ctx.cloud.observe(
+            "load-balancer.update",
+            self.ctx
+                .cloud
+                .driver()
+                .load_balancer_update(&wit, nodes, &scope)
+                .await,
+        );
+        self.ctx.metrics.observe(
+            "service_controller_update_loadbalancer_host_latency_seconds",
+            &[],
+            started.elapsed().as_secs_f64(),
+        );
+        self.ctx
+            .events
+            .publish_driver_events(REPORTER, &regarding, &events)
+            .await;
+        match result {
+            Ok(()) if nodes.is_empty() => {
+                self.ctx
+                    .events
+                    .publish(
+                        REPORTER,
+                        &regarding,
+                        true,
+                        "UnAvailableLoadBalancer",
+                        "There are no available nodes for LoadBalancer",
+                        "UpdateLoadBalancer",
+                    )
+                    .await;
+            }
+            Ok(()) => {
+                self.ctx
+                    .events
+                    .publish(
+                        REPORTER,
+                        &regarding,
+                        false,
+                        "UpdatedLoadBalancer",
+                        "Updated load balancer with new hosts",
+                        "UpdateLoadBalancer",
+                    )
+                    .await;
+            }
+            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
+            Err(e) => {
+                let (exists, _) = self.ctx.cloud.observe(
+                    "load-balancer.get",
+                    self.ctx
+                        .cloud
+                        .driver()
+                        .load_balancer_get(&wit, &scope)
+                        .await,
+                );
+                if matches!(exists, Ok(None)) {
+                    return;
+                }
+                self.ctx
+                    .metrics
+                    .inc("service_controller_nodesync_error_total", &[]);
+                let names: Vec<&str> = nodes.iter().take(20).map(|n| n.name.as_str()).collect();
+                let message = format!(
+                    "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {e}",
+                    names,
+                    nodes.len()
+                );
+                self.ctx
+                    .events
+                    .publish(
+                        REPORTER,
+                        &regarding,
+                        true,
+                        "UpdateLoadBalancerFailed",
+                        &message,
+                        "UpdateLoadBalancer",
+                    )
+                    .await;
+                // A full ensure follows: now, or when the driver asked.
+                lock(&self.last_nodes).remove(key);
+                self.queue.add_after(
+                    key.to_string(),
+                    requested_delay(&e).unwrap_or(Duration::ZERO),
+                );
+            }
+        }
+    }
+}

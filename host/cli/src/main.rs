@@ -2,6 +2,8 @@
 
 mod call;
 mod inspect;
+mod playground;
+mod run;
 mod units;
 
 use std::path::PathBuf;
@@ -67,6 +69,11 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Call one driver function with JSON arguments (after init) and print the JSON result.
     Call(call::CallArgs),
+    /// Run the cloud-controller-manager (upstream's flags; see --help).
+    Run(Box<run::RunArgs>),
+    /// Start a simulated cluster and cloud in process, run the real controllers with a real
+    /// driver against them, and show what happens.
+    Playground(playground::PlaygroundArgs),
 }
 
 impl GlobalArgs {
@@ -133,6 +140,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Inspect(args) => inspect::run(&cli.global, args).await,
             Command::Call(args) => call::run(&cli.global, args).await,
+            Command::Run(args) => run::run(&cli.global, *args).await,
+            Command::Playground(args) => playground::run(&cli.global, args).await,
         }
     });
     match result {

@@ -2,27 +2,40 @@
 
 use std::time::Duration;
 
-/// Parses `500ms`, `30s`, `2m`, `1h` (a bare number is seconds).
+/// Parses `500ms`, `30s`, `2m`, `1h` and Go's compound form (`5m0s`, `1h30m`); a bare number
+/// is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration; write e.g. 500ms, 30s or 2m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
-            ));
-        }
-    };
+    let bad = || format!("`{text}` is not a duration; write e.g. 500ms, 30s, 2m or 1h30m");
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut rest = t;
+    let mut secs = 0.0;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(split);
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        secs += match unit {
+            "ms" => n / 1000.0,
+            "" if t == num => n,
+            "s" => n,
+            "m" => n * 60.0,
+            "h" => n * 3600.0,
+            _ => {
+                return Err(format!(
+                    "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
+                ));
+            }
+        };
+        rest = tail;
+    }
     if !secs.is_finite() || secs <= 0.0 {
         return Err(format!("`{text}` must be a positive duration"));
     }
@@ -69,6 +82,14 @@ mod tests {
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_duration("5m0s").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_duration("1m500ms").unwrap(),
+            Duration::from_millis(60_500)
+        );
+        assert!(parse_duration("5m3").is_err());
+        assert!(parse_duration("").is_err());
     }
 
     #[test]

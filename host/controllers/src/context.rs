@@ -76,16 +76,61 @@ pub fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// The cluster view drivers get: the LoadBalancer Services in the cache.
-pub struct StoreCluster(pub Store<Service>);
+/// What this controller last decided for a Service, not yet visible in the cache.
+#[derive(Debug, Clone, Default)]
+pub struct PendingWrite {
+    pub set_annotations: Vec<(String, String)>,
+    pub remove_annotations: Vec<String>,
+    pub ingress: Vec<wasm_ccm_runtime::types::Ingress>,
+}
+
+/// The cluster view drivers get: the LoadBalancer Services in the cache, with this controller's
+/// own latest results laid over them. Without the overlay, a driver that allocates from a pool by
+/// looking at the other Services (like the static driver) could hand out an address twice while
+/// the watch has not yet delivered the previous write.
+pub struct StoreCluster {
+    store: Store<Service>,
+    pending: std::sync::Mutex<std::collections::HashMap<String, PendingWrite>>,
+}
+
+impl StoreCluster {
+    /// A view of `store`.
+    pub fn new(store: Store<Service>) -> Self {
+        StoreCluster {
+            store,
+            pending: Default::default(),
+        }
+    }
+
+    /// Records the result of an ensure for `key` (or forgets it with `None`, after a delete).
+    pub fn record(&self, key: &str, write: Option<PendingWrite>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        match write {
+            Some(w) => pending.insert(key.to_string(), w),
+            None => pending.remove(key),
+        };
+    }
+}
 
 impl ClusterView for StoreCluster {
     fn load_balancer_services(&self) -> Vec<wasm_ccm_runtime::types::Service> {
-        self.0
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.store
             .list()
             .iter()
             .filter(|s| wants_load_balancer(s))
-            .map(|s| service_to_wit(s))
+            .map(|s| {
+                let mut wit = service_to_wit(s);
+                if let Some(w) = pending.get(&crate::informer::key_of(s.as_ref())) {
+                    wit.annotations.retain(|(k, _)| {
+                        !w.remove_annotations.contains(k)
+                            && !w.set_annotations.iter().any(|(s, _)| s == k)
+                    });
+                    wit.annotations.extend(w.set_annotations.iter().cloned());
+                    wit.ingress = w.ingress.clone();
+                }
+                wit
+            })
             .collect()
     }
 }
@@ -94,12 +139,12 @@ impl ClusterView for StoreCluster {
 pub struct Cloud {
     driver: Arc<Driver>,
     metrics: Arc<Metrics>,
-    cluster: Arc<dyn ClusterView>,
+    cluster: Arc<StoreCluster>,
 }
 
 impl Cloud {
     /// Wraps a loaded driver.
-    pub fn new(driver: Arc<Driver>, metrics: Arc<Metrics>, cluster: Arc<dyn ClusterView>) -> Self {
+    pub fn new(driver: Arc<Driver>, metrics: Arc<Metrics>, cluster: Arc<StoreCluster>) -> Self {
         Cloud {
             driver,
             metrics,
@@ -112,11 +157,16 @@ impl Cloud {
         &self.driver
     }
 
+    /// The cluster view the driver sees.
+    pub fn cluster(&self) -> &StoreCluster {
+        &self.cluster
+    }
+
     /// The call scope for `object`.
     pub fn scope(&self, object: &str) -> CallScope {
         CallScope {
             object: object.to_string(),
-            cluster: Arc::clone(&self.cluster),
+            cluster: Arc::clone(&self.cluster) as Arc<dyn ClusterView>,
         }
     }
 

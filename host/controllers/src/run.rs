@@ -86,7 +86,7 @@ pub fn start_controllers(
         cloud: Cloud::new(
             Arc::clone(&driver),
             Arc::clone(&metrics),
-            Arc::new(StoreCluster(services.clone())),
+            Arc::new(StoreCluster::new(services.clone())),
         ),
         events: Events::new(client.clone(), identity.to_string()),
         metrics: Arc::clone(&metrics),

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
-use crate::context::{Ctx, is_status, reference, requested_delay};
+use crate::context::{Ctx, PendingWrite, is_status, reference, requested_delay};
 use crate::convert::{ingress_to_kube, node_to_wit, service_to_wit};
 use crate::informer::key_of;
 use crate::node::SyncError;
@@ -67,6 +67,8 @@ pub struct ServiceController {
     /// on restart).
     seen: Mutex<HashSet<String>>,
     node_sync: Notify,
+    /// A node-sync pass is requested or running (for [`ServiceController::pending`]).
+    node_sync_busy: std::sync::atomic::AtomicBool,
 }
 
 impl ServiceController {
@@ -82,6 +84,7 @@ impl ServiceController {
             own_annotations: Mutex::default(),
             seen: Mutex::default(),
             node_sync: Notify::new(),
+            node_sync_busy: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -147,6 +150,8 @@ impl ServiceController {
             _ => true,
         };
         if relevant {
+            self.node_sync_busy
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             self.node_sync.notify_one();
         }
     }
@@ -154,6 +159,10 @@ impl ServiceController {
     /// Keys waiting, in flight or delayed.
     pub fn pending(&self) -> usize {
         self.queue.pending()
+            + usize::from(
+                self.node_sync_busy
+                    .load(std::sync::atomic::Ordering::SeqCst),
+            )
     }
 
     /// Runs the service workers and the node-sync loop until `cancel`.
@@ -301,6 +310,7 @@ impl ServiceController {
         }
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
+        self.ctx.cloud.cluster().record(key, None);
         Ok(())
     }
 
@@ -374,6 +384,7 @@ impl ServiceController {
         }
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
+        self.ctx.cloud.cluster().record(key, None);
         Ok(())
     }
 
@@ -450,6 +461,14 @@ impl ServiceController {
             Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => return Ok(()),
             Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
         };
+        self.ctx.cloud.cluster().record(
+            key,
+            Some(PendingWrite {
+                set_annotations: result.set_annotations.clone(),
+                remove_annotations: result.remove_annotations.clone(),
+                ingress: result.ingress.clone(),
+            }),
+        );
         if !result.set_annotations.is_empty() || !result.remove_annotations.is_empty() {
             self.apply_annotations(
                 key,
@@ -609,7 +628,11 @@ impl ServiceController {
                 _ = self.node_sync.notified() => {}
             }
             // Changes arriving during a pass coalesce into one more pass.
+            self.node_sync_busy
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             self.sync_backends().await;
+            self.node_sync_busy
+                .store(false, std::sync::atomic::Ordering::SeqCst);
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::metrics::Metrics;
 use wasm_ccm_controllers::{ControllerConfig, start_controllers};
-use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 
 use crate::GlobalArgs;

@@ -24,6 +24,11 @@ use crate::service_rules::{
     should_sync_updated_node, wants_load_balancer,
 };
 
+/// Node changes closer together than this are handled by one backend sync pass.
+const NODE_SYNC_QUIET: Duration = Duration::from_millis(250);
+/// A continuous stream of node changes still gets a pass this often.
+const NODE_SYNC_MAX_WAIT: Duration = Duration::from_secs(5);
+
 /// Reporter name of the service controller's events.
 pub const REPORTER: &str = "service-controller";
 
@@ -626,6 +631,20 @@ impl ServiceController {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = self.node_sync.notified() => {}
+            }
+            // Bursts of node changes (a scale-up, a rolling restart, initialisation of many
+            // nodes) coalesce into one pass: wait for a quiet moment, at most NODE_SYNC_MAX_WAIT.
+            let burst_end = tokio::time::Instant::now() + NODE_SYNC_MAX_WAIT;
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(NODE_SYNC_QUIET) => break,
+                    _ = self.node_sync.notified() => {
+                        if tokio::time::Instant::now() >= burst_end {
+                            break;
+                        }
+                    }
+                }
             }
             // Changes arriving during a pass coalesce into one more pass.
             self.node_sync_busy

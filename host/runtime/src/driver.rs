@@ -336,6 +336,7 @@ impl Runtime {
             idle: Mutex::new(Vec::new()),
             stats: DriverStats::default(),
             opts,
+            _engine: self.engine.clone(),
         });
         // The first instance proves `init` accepts the configuration before anyone relies on it.
         let slot = inner.new_slot().await.map_err(|e| match e {
@@ -540,6 +541,9 @@ struct DriverInner {
     permits: Semaphore,
     idle: Mutex<Vec<Slot>>,
     stats: DriverStats,
+    /// Keeps the epoch ticker running while the driver lives, even if the [`Runtime`] that
+    /// loaded it is dropped: without ticks, deadlines never interrupt a runaway guest.
+    _engine: WasmEngine,
 }
 
 /// A loaded driver. Cheap to clone; clones share the pool.

@@ -27,6 +27,33 @@ async fn instance_type(driver: &wasm_ccm_runtime::Driver, name: &str) -> String 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadlines_hold_after_the_runtime_that_loaded_the_driver_is_dropped() {
+    // A regression: the epoch ticker belonged to the Runtime only, so a driver outliving it
+    // (as in `wasm-ccm run`) never had a runaway call interrupted.
+    let driver = {
+        let runtime = wasm_ccm_runtime::Runtime::new(Default::default()).expect("runtime");
+        let compiled = runtime
+            .compile_file(std::path::Path::new(HOSTILE_DRIVER))
+            .await
+            .expect("compiles");
+        let opts = DriverOptions {
+            call_timeout: Duration::from_millis(200),
+            ..Default::default()
+        };
+        runtime.load(&compiled, opts).await.expect("loads")
+    };
+    let outcome = driver.instance_metadata(&node("loop"), &scope()).await;
+    assert!(
+        matches!(
+            outcome.result,
+            Err(CallError::Host(HostError::Deadline { .. }))
+        ),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runaway_loop_is_stopped_at_the_deadline_and_the_driver_keeps_serving() {
     let deadline = Duration::from_millis(300);
     let driver = load(

@@ -1,0 +1,126 @@
+//! The `/sim/...` control API, so a standalone simulator can be driven like the library:
+//!
+//! | request | effect |
+//! | --- | --- |
+//! | `POST /sim/faults` with a [`FaultCommand`] or a list of them | add faults, compact, drop watches |
+//! | `DELETE /sim/faults` | remove every fault |
+//! | `GET /sim/requests`, `DELETE /sim/requests` | the request log, clear it |
+//! | `GET /sim/counts`, `DELETE /sim/counts` | the counters (total and by resource), reset them |
+//! | `POST /sim/compact`, `POST /sim/drop-watches` | as the library calls |
+//! | `POST /sim/seed` with YAML/JSON objects | insert or replace objects |
+//!
+//! Control requests are neither logged, counted nor subject to faults.
+
+use std::time::Duration;
+
+use axum::http::Method;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::Shared;
+use super::error::ApiError;
+use super::faults::FaultCommand;
+use super::resources::RESOURCES;
+use super::seed;
+use super::server::{error_response, value_response};
+
+/// Serves one control request.
+pub(crate) fn handle(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Response {
+    match run(sim, method, path, body) {
+        Ok(v) => value_response(200, &v),
+        Err(e) => error_response(&e),
+    }
+}
+
+fn run(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let ok = || Ok(json!({"ok": true}));
+    match (method.as_str(), path.trim_end_matches('/')) {
+        ("POST", "/sim/faults") => {
+            let v: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))?;
+            let commands: Vec<Value> = match v {
+                Value::Array(a) => a,
+                other => vec![other],
+            };
+            // Parse all first so a bad command changes nothing.
+            let parsed = commands
+                .into_iter()
+                .map(serde_json::from_value::<FaultCommand>)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::bad_request(format!("invalid fault command: {e}")))?;
+            for c in parsed {
+                apply(sim, c);
+            }
+            ok()
+        }
+        ("DELETE", "/sim/faults") => {
+            sim.faults.clear();
+            ok()
+        }
+        ("GET", "/sim/requests") => {
+            serde_json::to_value(sim.log.records()).map_err(|e| ApiError::new(500, e.to_string()))
+        }
+        ("DELETE", "/sim/requests") => {
+            sim.log.clear();
+            ok()
+        }
+        ("GET", "/sim/counts") => {
+            let mut by_resource = Map::new();
+            for rt in RESOURCES {
+                let c = sim.log.counts_for(rt.index);
+                if c.total() > 0 {
+                    by_resource.insert(rt.qualified(), json!(c));
+                }
+            }
+            Ok(json!({"total": sim.log.counts(), "by_resource": by_resource}))
+        }
+        ("DELETE", "/sim/counts") => {
+            sim.log.reset_counts();
+            ok()
+        }
+        ("POST", "/sim/compact") => {
+            sim.store.compact();
+            ok()
+        }
+        ("POST", "/sim/drop-watches") => {
+            sim.store.drop_watches();
+            ok()
+        }
+        ("POST", "/sim/seed") => {
+            let text = std::str::from_utf8(body)
+                .map_err(|_| ApiError::bad_request("seed body must be UTF-8"))?;
+            let objects = seed::parse(text).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            let count = objects.len();
+            for obj in objects {
+                sim.store.seed(obj)?;
+            }
+            Ok(json!({"ok": true, "seeded": count}))
+        }
+        _ => Err(ApiError::new(
+            404,
+            format!("no control endpoint {method} {path}"),
+        )),
+    }
+}
+
+fn apply(sim: &Shared, command: FaultCommand) {
+    match command {
+        FaultCommand::Fail {
+            count,
+            status,
+            matcher,
+        } => sim.faults.fail_next(count, status, matcher),
+        FaultCommand::Conflict { count, resource } => {
+            sim.faults.conflict_next_writes(&resource, count)
+        }
+        FaultCommand::Disconnect { count, matcher } => sim.faults.disconnect_next(count, matcher),
+        FaultCommand::Latency { ms, matcher } => match matcher {
+            Some(m) => sim.faults.add_latency(m, Duration::from_millis(ms)),
+            None => sim.faults.set_latency(Duration::from_millis(ms)),
+        },
+        FaultCommand::ExpireWatches { count } => sim.faults.expire_next_watches(count),
+        FaultCommand::DropWatches => sim.store.drop_watches(),
+        FaultCommand::Compact => sim.store.compact(),
+        FaultCommand::Clear => sim.faults.clear(),
+    }
+}

@@ -1,0 +1,439 @@
+//! A stateful Kubernetes API server simulator over plain HTTP (JSON only).
+//!
+//! Serves core `v1` namespaces, nodes, services, events, configmaps and pods,
+//! `events.k8s.io/v1` events and `coordination.k8s.io/v1` leases from one generic JSON store with
+//! the apiserver's semantics where controllers notice them: resourceVersions and optimistic
+//! concurrency, status subresources, merge/JSON/strategic-merge patches, finalizers, watches
+//! with history and 410 Gone, label and field selectors, Service IP and node-port allocation,
+//! and `Status` errors. Fault injection and a request log make it a test fixture.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use wasm_ccm_sim::kube::KubeSim;
+//! let sim = KubeSim::start("127.0.0.1:0".parse()?).await?;
+//! sim.seed(vec![serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})])?;
+//! sim.faults().conflict_next_writes("nodes", 1); // the next node PUT/PATCH gets 409
+//! println!("{}", sim.url());
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod control;
+mod discovery;
+mod error;
+mod faults;
+mod log;
+mod meta;
+mod nodes;
+mod patch;
+mod request;
+mod resources;
+mod seed;
+mod selector;
+mod server;
+mod services;
+mod store;
+mod table;
+mod watch;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use error::{ApiError, Reason};
+pub use faults::{FaultAction, FaultCommand, Faults, RequestMatcher};
+pub use log::{LOG_CAPACITY, RequestCounts, RequestRecord};
+pub use patch::{PatchError, PatchKind, json_patch, merge_patch, strategic_merge_patch};
+pub use request::Verb;
+pub use seed::{SeedError, load_file as load_seed_file, parse as parse_seed};
+pub use store::{DEFAULT_NAMESPACES, HISTORY_LIMIT, WATCH_BUFFER};
+
+use resources::ResourceType;
+use store::{ObjKey, Scope, Store};
+
+/// State shared by the server task and every [`KubeSim`] handle.
+pub(crate) struct Shared {
+    store: Store,
+    faults: Faults,
+    log: log::RequestLog,
+    addr: SocketAddr,
+}
+
+/// Tunables of a simulator; [`KubeSimOptions::default`] is what [`KubeSim::start`] uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeSimOptions {
+    /// Changes kept for watches that resume from a resourceVersion ([`HISTORY_LIMIT`]). Each
+    /// kept change holds a version of an object, so this bounds the memory of old versions.
+    pub history_limit: usize,
+    /// Changes a watch may fall behind before it is ended with 410 ([`WATCH_BUFFER`]).
+    pub watch_buffer: usize,
+    /// Whether request records are kept from the start (counters always count).
+    pub request_log: bool,
+}
+
+impl Default for KubeSimOptions {
+    fn default() -> Self {
+        KubeSimOptions {
+            history_limit: HISTORY_LIMIT,
+            watch_buffer: WATCH_BUFFER,
+            request_log: true,
+        }
+    }
+}
+
+/// Stops the server when the last [`KubeSim`] clone goes away.
+struct ServerHandle {
+    shared: Arc<Shared>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ServerHandle {
+    fn signal_stop(&self) {
+        if let Some(tx) = self
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = tx.send(());
+        }
+        // Open watches are in-flight requests: a graceful shutdown would wait for them forever.
+        self.shared.store.drop_watches();
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.signal_stop();
+        if let Some(task) = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+/// A running Kubernetes API simulator. Cheap to clone; the server stops when the last clone is
+/// dropped or on [`KubeSim::shutdown`].
+#[derive(Clone)]
+pub struct KubeSim {
+    shared: Arc<Shared>,
+    server: Arc<ServerHandle>,
+}
+
+impl std::fmt::Debug for KubeSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSim").field("url", &self.url()).finish()
+    }
+}
+
+fn resource(name: &str) -> Result<&'static ResourceType, ApiError> {
+    resources::by_name(name).ok_or_else(|| {
+        ApiError::new(
+            404,
+            format!("the server doesn't have a resource type \"{name}\""),
+        )
+    })
+}
+
+fn object_resource(obj: &Value) -> Result<&'static ResourceType, ApiError> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    resources::by_kind(api_version, kind).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "no resource served for apiVersion {api_version:?} kind {kind:?}"
+        ))
+    })
+}
+
+fn object_key(rt: &ResourceType, obj: &Value) -> Result<ObjKey, ApiError> {
+    let name = meta::meta_str(obj, "name")
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::bad_request("metadata.name is required"))?;
+    let ns = meta::meta_str(obj, "namespace")
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    Ok(ObjKey::new(rt, Some(ns), name))
+}
+
+impl KubeSim {
+    /// Binds `listen` (port 0 picks a free port) and serves on a spawned task of the current
+    /// tokio runtime.
+    pub async fn start(listen: SocketAddr) -> anyhow::Result<KubeSim> {
+        KubeSim::start_with(listen, KubeSimOptions::default()).await
+    }
+
+    /// [`KubeSim::start`] with explicit options.
+    pub async fn start_with(
+        listen: SocketAddr,
+        options: KubeSimOptions,
+    ) -> anyhow::Result<KubeSim> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let addr = listener.local_addr().context("listener has no address")?;
+        let shared = Arc::new(Shared {
+            store: Store::new(options.history_limit, options.watch_buffer),
+            faults: Faults::default(),
+            log: log::RequestLog::default(),
+            addr,
+        });
+        shared.log.set_enabled(options.request_log);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let app = server::router(shared.clone());
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            if let Err(e) = served {
+                tracing::warn!("kube simulator stopped: {e}");
+            }
+        });
+        let server = Arc::new(ServerHandle {
+            shared: shared.clone(),
+            stop: Mutex::new(Some(stop_tx)),
+            task: Mutex::new(Some(task)),
+        });
+        Ok(KubeSim { shared, server })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:34567` (an unspecified bind address shows as
+    /// 127.0.0.1).
+    pub fn url(&self) -> String {
+        let mut addr = self.shared.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(Ipv4Addr::LOCALHOST.into());
+        }
+        format!("http://{addr}")
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// A kubeconfig (YAML) for this simulator, for kubectl or any client.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\ncurrent-context: sim\nusers:\n- name: sim\n  user:\n    token: sim\n",
+            self.url()
+        )
+    }
+
+    /// Inserts or replaces objects (resource from `apiVersion` + `kind`; namespaced objects
+    /// without a namespace go to `default`; missing namespaces are created). Given uid,
+    /// creationTimestamp, status and finalizers are kept; resourceVersions are assigned and
+    /// watches are notified. Services get their defaults and allocations.
+    pub fn seed(&self, objects: Vec<Value>) -> anyhow::Result<()> {
+        for (i, obj) in objects.into_iter().enumerate() {
+            let name = meta::meta_str(&obj, "name").unwrap_or("?").to_string();
+            self.shared
+                .store
+                .seed(obj)
+                .with_context(|| format!("seed object {} ({name})", i + 1))?;
+        }
+        Ok(())
+    }
+
+    /// One object; `resource` is a plural (`nodes`), singular, short name or kind, optionally
+    /// qualified with its group (`events.events.k8s.io`; plain `events` is core v1).
+    pub fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let rt = resources::by_name(resource)?;
+        let key = ObjKey::new(rt, namespace, name);
+        self.shared.store.get(rt, &key).ok().map(|v| (*v).clone())
+    }
+
+    /// Every object of a resource, all namespaces, in (namespace, name) order.
+    pub fn list(&self, resource: &str) -> Vec<Value> {
+        resources::by_name(resource)
+            .map(|rt| {
+                self.shared
+                    .store
+                    .all(rt)
+                    .iter()
+                    .map(|v| (**v).clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Creates an object like a POST (namespace from `metadata.namespace`, default `default`).
+    pub fn create(&self, obj: Value) -> Result<Value, ApiError> {
+        let rt = object_resource(&obj)?;
+        let ns = meta::meta_str(&obj, "namespace")
+            .filter(|n| !n.is_empty())
+            .map(str::to_string);
+        let created = self.shared.store.create(rt, ns.as_deref(), obj)?;
+        Ok((*created).clone())
+    }
+
+    /// Replaces an object like a PUT of the main resource (`status` kept as stored). The
+    /// resourceVersion is checked only if `obj` carries one.
+    pub fn update(&self, obj: Value) -> Result<Value, ApiError> {
+        self.put(obj, Scope::Main)
+    }
+
+    /// Replaces the status like a PUT of `/status` (everything but spec may change).
+    pub fn update_status(&self, obj: Value) -> Result<Value, ApiError> {
+        self.put(obj, Scope::Status)
+    }
+
+    fn put(&self, obj: Value, scope: Scope) -> Result<Value, ApiError> {
+        let rt = object_resource(&obj)?;
+        let key = object_key(rt, &obj)?;
+        Ok((*self.shared.store.update(rt, &key, obj, scope)?).clone())
+    }
+
+    /// Patches the main resource like a PATCH with `kind`'s content type.
+    pub fn patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        self.patch_scoped(resource, namespace, name, kind, patch, Scope::Main)
+    }
+
+    /// Patches the status subresource.
+    pub fn patch_status(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        self.patch_scoped(resource, namespace, name, kind, patch, Scope::Status)
+    }
+
+    fn patch_scoped(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        patch: &Value,
+        scope: Scope,
+    ) -> Result<Value, ApiError> {
+        let rt = self::resource(resource)?;
+        let key = ObjKey::new(rt, namespace, name);
+        let body = serde_json::to_vec(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok((*self.shared.store.patch(rt, &key, kind, &body, scope)?).clone())
+    }
+
+    /// Read-modify-write of the whole object (spec, status and metadata) under the store lock:
+    /// no conflict possible; bumps the resourceVersion and notifies watches if anything changed;
+    /// removing the last finalizer of a terminating object deletes it.
+    pub fn modify(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Result<Value, ApiError> {
+        let rt = self::resource(resource)?;
+        let key = ObjKey::new(rt, namespace, name);
+        Ok((*self.shared.store.modify(rt, &key, f)?).clone())
+    }
+
+    /// Deletes like a DELETE without preconditions: objects with finalizers only get a
+    /// deletionTimestamp. Returns the object's last state.
+    pub fn remove(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let rt = self::resource(resource)?;
+        let key = ObjKey::new(rt, namespace, name);
+        let pre = store::Preconditions::default();
+        Ok((*self.shared.store.delete(rt, &key, &pre)?).clone())
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.resource_version()
+    }
+
+    /// Fault injection, effective immediately for every later request.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// The logged requests, oldest first (the last [`LOG_CAPACITY`]).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.log.records()
+    }
+
+    /// Empties the request log (counters are kept).
+    pub fn clear_requests(&self) {
+        self.shared.log.clear();
+    }
+
+    /// Turns keeping request records on (the default) or off; counters always count.
+    pub fn set_request_log(&self, enabled: bool) {
+        self.shared.log.set_enabled(enabled);
+    }
+
+    /// Request totals by verb since start or the last [`KubeSim::reset_counts`].
+    pub fn request_counts(&self) -> RequestCounts {
+        self.shared.log.counts()
+    }
+
+    /// Request totals for one resource (zero for an unknown name).
+    pub fn request_counts_for(&self, resource: &str) -> RequestCounts {
+        resources::by_name(resource)
+            .map(|rt| self.shared.log.counts_for(rt.index))
+            .unwrap_or_default()
+    }
+
+    /// Zeroes every counter.
+    pub fn reset_counts(&self) {
+        self.shared.log.reset_counts();
+    }
+
+    /// Forgets the watch history: any later watch from a resourceVersion before now gets a 410
+    /// Expired ERROR event (clients re-list).
+    pub fn compact(&self) {
+        self.shared.store.compact();
+    }
+
+    /// Ends every open watch stream now (clients re-watch from their last resourceVersion).
+    pub fn drop_watches(&self) {
+        self.shared.store.drop_watches();
+    }
+
+    /// Stops accepting connections, ends watches and waits (up to 5 s) for open requests; other
+    /// clones stop serving too.
+    pub async fn shutdown(self) {
+        self.server.signal_stop();
+        let task = self
+            .server
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Service defaulting and allocation: cluster IPs, node ports, health-check node ports.
+//!
+//! Modest on purpose: single-stack IPv4, the defaults controllers read, and the validation errors
+//! a controller can provoke (a taken node port, a node port on a ClusterIP Service).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use rand::Rng;
+use serde_json::{Map, Value, json};
+
+use super::error::ApiError;
+use super::resources::RESOURCES;
+use super::resources::SERVICES;
+use super::store::ObjKey;
+
+const NODE_PORT_MIN: u64 = 30000;
+const NODE_PORT_MAX: u64 = 32767;
+const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+
+/// Defaults and allocates the fields of a Service being created (`old` is `None`) or updated.
+pub(crate) fn admit(
+    services: &BTreeMap<ObjKey, Arc<Value>>,
+    key: &ObjKey,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    let rt = &RESOURCES[SERVICES];
+    let invalid = |msg: String| ApiError::invalid(rt, &key.name, msg);
+    let others = || services.iter().filter(|(k, _)| *k != key).map(|(_, v)| v);
+    let old_spec = old.and_then(|o| o.get("spec")).and_then(Value::as_object);
+    let old_str = |f: &str| old_spec.and_then(|s| s.get(f)).and_then(Value::as_str);
+
+    let Some(obj) = new.as_object_mut() else {
+        return Err(ApiError::bad_request("a Service must be a JSON object"));
+    };
+    let spec = obj
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !spec.is_object() {
+        return Err(invalid("spec: Invalid value: must be an object".into()));
+    }
+    let Some(spec) = spec.as_object_mut() else {
+        return Ok(());
+    };
+
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    if !TYPES.contains(&ty.as_str()) {
+        return Err(invalid(format!(
+            "spec.type: Unsupported value: \"{ty}\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""
+        )));
+    }
+    spec.insert("type".into(), json!(ty));
+    spec.entry("sessionAffinity").or_insert(json!("None"));
+    let external_name = ty == "ExternalName";
+    let load_balancer = ty == "LoadBalancer";
+
+    // Cluster IP: keep the old one, refuse a change, allocate when absent.
+    let requested_ip = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let old_ip = old_str("clusterIP").filter(|s| !s.is_empty());
+    let cluster_ip =
+        match (requested_ip, old_ip) {
+            (Some(ip), Some(old)) if ip != old && !external_name => {
+                return Err(invalid(format!(
+                    "spec.clusterIPs[0]: Invalid value: [\"{ip}\"]: may not change once set"
+                )));
+            }
+            (Some(ip), _) => Some(ip),
+            (None, Some(old)) if !external_name => Some(old.to_string()),
+            (None, _) if external_name => None,
+            (None, _) => {
+                let used: HashSet<&str> = others()
+                    .filter_map(|s| s.get("spec")?.get("clusterIP")?.as_str())
+                    .collect();
+                Some(allocate_ip(&used).ok_or_else(|| {
+                    invalid("spec.clusterIPs: Internal error: range is full".into())
+                })?)
+            }
+        };
+    let headless = cluster_ip.as_deref() == Some("None");
+    match &cluster_ip {
+        Some(ip) => {
+            if old.is_none() && !headless {
+                let taken = others().any(|s| {
+                    s.get("spec")
+                        .and_then(|x| x.get("clusterIP"))
+                        .and_then(Value::as_str)
+                        == Some(ip.as_str())
+                });
+                if taken {
+                    return Err(invalid(format!(
+                        "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+                    )));
+                }
+            }
+            spec.insert("clusterIP".into(), json!(ip));
+            spec.insert("clusterIPs".into(), json!([ip]));
+            spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+            spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+            spec.entry("internalTrafficPolicy")
+                .or_insert(json!("Cluster"));
+        }
+        None => {
+            spec.remove("clusterIP");
+            spec.remove("clusterIPs");
+        }
+    }
+
+    // Node ports come from one range shared by every Service's ports and health checks.
+    let mut used: HashSet<u64> = HashSet::new();
+    for s in others() {
+        let Some(spec) = s.get("spec") else { continue };
+        if let Some(ports) = spec.get("ports").and_then(Value::as_array) {
+            used.extend(ports.iter().filter_map(|p| p.get("nodePort")?.as_u64()));
+        }
+        if let Some(hc) = spec.get("healthCheckNodePort").and_then(Value::as_u64) {
+            used.insert(hc);
+        }
+    }
+    if load_balancer {
+        spec.entry("allocateLoadBalancerNodePorts")
+            .or_insert(json!(true));
+    } else {
+        spec.remove("allocateLoadBalancerNodePorts");
+    }
+    let allocate = ty == "NodePort"
+        || (load_balancer
+            && spec
+                .get("allocateLoadBalancerNodePorts")
+                .and_then(Value::as_bool)
+                != Some(false));
+    let old_ports: Vec<&Value> = old_spec
+        .and_then(|s| s.get("ports"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let ports = spec.entry("ports").or_insert_with(|| json!([]));
+    let Some(ports) = ports.as_array_mut() else {
+        return Err(invalid("spec.ports: Invalid value: must be a list".into()));
+    };
+    if ports.is_empty() && !external_name && !headless {
+        return Err(invalid("spec.ports: Required value".into()));
+    }
+    for (i, port) in ports.iter_mut().enumerate() {
+        let Some(port) = port.as_object_mut() else {
+            return Err(invalid(format!(
+                "spec.ports[{i}]: Invalid value: must be an object"
+            )));
+        };
+        let number = port.get("port").and_then(Value::as_u64);
+        let Some(number) = number.filter(|n| (1..=65535).contains(n)) else {
+            return Err(invalid(format!(
+                "spec.ports[{i}].port: Required value: must be between 1 and 65535, inclusive"
+            )));
+        };
+        port.entry("protocol").or_insert(json!("TCP"));
+        port.entry("targetPort").or_insert(json!(number));
+        let protocol = port.get("protocol").cloned();
+        let previous = old_ports
+            .iter()
+            .find(|p| {
+                p.get("port").and_then(Value::as_u64) == Some(number)
+                    && p.get("protocol").cloned().or(Some(json!("TCP"))) == protocol
+            })
+            .and_then(|p| p.get("nodePort"))
+            .and_then(Value::as_u64);
+        match port.get("nodePort").and_then(Value::as_u64) {
+            Some(np) if !allocate && !load_balancer => {
+                // Left over from a type change away from NodePort/LoadBalancer: dropped, like the
+                // apiserver does when the client did not touch it.
+                if previous == Some(np) {
+                    port.remove("nodePort");
+                } else {
+                    return Err(invalid(format!(
+                        "spec.ports[{i}].nodePort: Forbidden: may not be used when `type` is '{ty}'"
+                    )));
+                }
+            }
+            Some(np) => {
+                check_node_port(np, &used, previous).map_err(|why| {
+                    invalid(format!(
+                        "spec.ports[{i}].nodePort: Invalid value: {np}: {why}"
+                    ))
+                })?;
+                used.insert(np);
+            }
+            None if allocate => {
+                let np = match previous.filter(|p| !used.contains(p)) {
+                    Some(p) => p,
+                    None => allocate_port(&used).ok_or_else(|| {
+                        invalid(format!(
+                            "spec.ports[{i}].nodePort: Internal error: range is full"
+                        ))
+                    })?,
+                };
+                used.insert(np);
+                port.insert("nodePort".into(), json!(np));
+            }
+            None => {}
+        }
+    }
+
+    if ty == "NodePort" || load_balancer {
+        let policy = spec
+            .entry("externalTrafficPolicy")
+            .or_insert(json!("Cluster"));
+        if policy != "Cluster" && policy != "Local" {
+            return Err(invalid(format!(
+                "spec.externalTrafficPolicy: Unsupported value: {policy}: supported values: \"Cluster\", \"Local\""
+            )));
+        }
+    } else {
+        spec.remove("externalTrafficPolicy");
+    }
+    let wants_health_check =
+        load_balancer && spec.get("externalTrafficPolicy").and_then(Value::as_str) == Some("Local");
+    let old_hc = old_spec
+        .and_then(|s| s.get("healthCheckNodePort"))
+        .and_then(Value::as_u64);
+    match spec.get("healthCheckNodePort").and_then(Value::as_u64) {
+        Some(hc) if wants_health_check => {
+            check_node_port(hc, &used, old_hc).map_err(|why| {
+                invalid(format!(
+                    "spec.healthCheckNodePort: Invalid value: {hc}: {why}"
+                ))
+            })?;
+        }
+        None if wants_health_check => {
+            let hc = match old_hc.filter(|p| !used.contains(p)) {
+                Some(p) => p,
+                None => allocate_port(&used).ok_or_else(|| {
+                    invalid("spec.healthCheckNodePort: Internal error: range is full".into())
+                })?,
+            };
+            spec.insert("healthCheckNodePort".into(), json!(hc));
+        }
+        _ => {
+            spec.remove("healthCheckNodePort");
+        }
+    }
+    Ok(())
+}
+
+fn check_node_port(np: u64, used: &HashSet<u64>, previous: Option<u64>) -> Result<(), String> {
+    if !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&np) {
+        return Err(format!(
+            "provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
+        ));
+    }
+    if used.contains(&np) && previous != Some(np) {
+        return Err("provided port is already allocated".into());
+    }
+    Ok(())
+}
+
+fn allocate_port(used: &HashSet<u64>) -> Option<u64> {
+    let mut rng = rand::rng();
+    // Random like the apiserver's allocator; a linear scan finds the last free ports.
+    for _ in 0..64 {
+        let p = rng.random_range(NODE_PORT_MIN..=NODE_PORT_MAX);
+        if !used.contains(&p) {
+            return Some(p);
+        }
+    }
+    (NODE_PORT_MIN..=NODE_PORT_MAX).find(|p| !used.contains(p))
+}
+
+/// A free address in 10.96.0.0/16 (10.96.0.1 is the `kubernetes` Service's by convention).
+fn allocate_ip(used: &HashSet<&str>) -> Option<String> {
+    let mut rng = rand::rng();
+    let candidate = |n: u32| format!("10.96.{}.{}", n >> 8, n & 0xff);
+    let usable = |n: u32| (n & 0xff) != 0 && (n & 0xff) != 255 && n != 1;
+    for _ in 0..64 {
+        let n: u32 = rng.random_range(2..65534);
+        let ip = candidate(n);
+        if usable(n) && !used.contains(ip.as_str()) {
+            return Some(ip);
+        }
+    }
+    (2..65534)
+        .filter(|n| usable(*n))
+        .map(candidate)
+        .find(|ip| !used.contains(ip.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjKey {
+        ObjKey {
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn load_balancer_defaults() {
+        let mut svc = json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}});
+        assert_eq!(admit(&BTreeMap::new(), &key("a"), None, &mut svc), Ok(()));
+        let spec = &svc["spec"];
+        assert!(
+            spec["clusterIP"]
+                .as_str()
+                .is_some_and(|ip| ip.starts_with("10.96."))
+        );
+        assert_eq!(spec["sessionAffinity"], "None");
+        assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+        let np = spec["ports"][0]["nodePort"].as_u64().unwrap_or(0);
+        assert!((NODE_PORT_MIN..=NODE_PORT_MAX).contains(&np));
+        assert_eq!(spec["ports"][0]["protocol"], "TCP");
+        assert_eq!(spec["ports"][0]["targetPort"], 80);
+        assert!(spec["healthCheckNodePort"].as_u64().is_some());
+        assert_eq!(spec["allocateLoadBalancerNodePorts"], true);
+    }
+
+    #[test]
+    fn node_port_conflicts_and_type_changes() {
+        let mut a =
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
+        assert_eq!(admit(&BTreeMap::new(), &key("a"), None, &mut a), Ok(()));
+        let mut existing = BTreeMap::new();
+        existing.insert(key("a"), Arc::new(a.clone()));
+        let mut b =
+            json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
+        let err = admit(&existing, &key("b"), None, &mut b);
+        assert!(matches!(err, Err(e) if e.code == 422 && e.message.contains("already allocated")));
+
+        // Updating `a` keeps its port; switching to ClusterIP drops it.
+        let mut a2 = a.clone();
+        assert_eq!(admit(&existing, &key("a"), Some(&a), &mut a2), Ok(()));
+        assert_eq!(a2["spec"]["ports"][0]["nodePort"], 30080);
+        let mut a3 = a.clone();
+        a3["spec"]["type"] = json!("ClusterIP");
+        assert_eq!(admit(&existing, &key("a"), Some(&a), &mut a3), Ok(()));
+        assert!(a3["spec"]["ports"][0].get("nodePort").is_none());
+        assert!(a3["spec"].get("externalTrafficPolicy").is_none());
+
+        let mut bad = json!({"spec": {"ports": [{"port": 80, "nodePort": 30001}]}});
+        assert!(admit(&BTreeMap::new(), &key("c"), None, &mut bad).is_err());
+        let mut ip_change = a.clone();
+        ip_change["spec"]["clusterIP"] = json!("10.96.9.9");
+        assert!(admit(&existing, &key("a"), Some(&a), &mut ip_change).is_err());
+    }
+
+    #[test]
+    fn ports_required_unless_headless() {
+        let mut none = json!({"spec": {}});
+        assert!(admit(&BTreeMap::new(), &key("a"), None, &mut none).is_err());
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        assert_eq!(
+            admit(&BTreeMap::new(), &key("a"), None, &mut headless),
+            Ok(())
+        );
+    }
+}

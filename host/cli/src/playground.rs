@@ -77,8 +77,8 @@ fn instance(i: usize) -> Value {
     json!({
         "name": node_name(i),
         "id": format!("i-{i:04}"),
-        "type": if i % 3 == 0 { "s1.large" } else { "s1.medium" },
-        "zone": if i % 2 == 0 { "eu-1a" } else { "eu-1b" },
+        "type": if i.is_multiple_of(3) { "s1.large" } else { "s1.medium" },
+        "zone": if i.is_multiple_of(2) { "eu-1a" } else { "eu-1b" },
         "addresses": [
             {"type": "InternalIP", "address": internal_ip(i)},
             {"type": "Hostname", "address": node_name(i)},
@@ -310,10 +310,17 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
         started: Instant::now(),
     };
     let localhost = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let sim = KubeSim::start(localhost)
-        .await
-        .context("starting the Kubernetes API simulator")?;
-    sim.set_request_log(false);
+    // A short watch history: the simulator shares this process, and its memory is not the CCM's.
+    let sim = KubeSim::start_with(
+        localhost,
+        KubeSimOptions {
+            history_limit: 1000,
+            request_log: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("starting the Kubernetes API simulator")?;
     let cloud = StaticCloud::start(localhost, (0..args.nodes).map(instance).collect(), None)
         .await
         .context("starting the static cloud")?;

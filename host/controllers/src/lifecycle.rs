@@ -262,14 +262,8 @@ mod tests {
     fn decision_table() {
         use Decision::*;
         let not_found = Err(CallError::Provider(ProviderError::NotFound("x".into())));
-        let cases: Vec<(
-            &str,
-            bool,
-            bool,
-            Option<Result<bool, CallError>>,
-            Option<Result<bool, CallError>>,
-            Decision,
-        )> = vec![
+        type Answer = Option<Result<bool, CallError>>;
+        let cases: Vec<(&str, bool, bool, Answer, Answer, Decision)> = vec![
             ("ready, untainted", true, false, None, None, Nothing),
             (
                 "ready, tainted: taint removed",

@@ -225,7 +225,8 @@ fn empty_metadata_writes_no_labels() {
 
 #[test]
 fn beta_to_ga_table() {
-    let cases: [(&[(&str, &str)], &[(&str, &str)]); 4] = [
+    type Labels = &'static [(&'static str, &'static str)];
+    let cases: [(Labels, Labels); 4] = [
         // Beta present, GA missing → copied.
         (
             &[

@@ -127,6 +127,29 @@ pub struct RunArgs {
     /// Deprecated upstream; accepted and ignored.
     #[arg(long, hide = true)]
     external_cloud_volume_plugin: Option<String>,
+    /// Accepted for compatibility with upstream manifests, without effect (a warning says so):
+    /// klog verbosity (use --log), feature gates, TLS and delegated-auth settings of the secure
+    /// port, the start interval and the leader-migration lock.
+    #[arg(long = "v", hide = true)]
+    verbosity: Option<String>,
+    #[arg(long, hide = true)]
+    feature_gates: Option<String>,
+    #[arg(long, hide = true)]
+    controller_start_interval: Option<String>,
+    #[arg(long, hide = true)]
+    cert_dir: Option<String>,
+    #[arg(long, hide = true)]
+    tls_cert_file: Option<String>,
+    #[arg(long, hide = true)]
+    tls_private_key_file: Option<String>,
+    #[arg(long, hide = true)]
+    authentication_kubeconfig: Option<String>,
+    #[arg(long, hide = true)]
+    authorization_kubeconfig: Option<String>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    enable_leader_migration: Option<String>,
+    #[arg(long, hide = true)]
+    leader_migration_config: Option<String>,
     /// Grant the driver egress to PATTERN (`https://api.example.com`, `*.example.com`, a CIDR);
     /// repeatable. Default: what the driver declares.
     #[arg(long = "allow-egress", value_name = "PATTERN")]
@@ -242,6 +265,42 @@ impl RunArgs {
         ] {
             if given {
                 tracing::warn!("{flag} is deprecated upstream and has no effect");
+            }
+        }
+        for (given, flag) in [
+            (self.verbosity.is_some(), "--v (use --log)"),
+            (self.feature_gates.is_some(), "--feature-gates"),
+            (
+                self.controller_start_interval.is_some(),
+                "--controller-start-interval",
+            ),
+            (self.cert_dir.is_some(), "--cert-dir"),
+            (self.tls_cert_file.is_some(), "--tls-cert-file"),
+            (
+                self.tls_private_key_file.is_some(),
+                "--tls-private-key-file",
+            ),
+            (
+                self.authentication_kubeconfig.is_some(),
+                "--authentication-kubeconfig",
+            ),
+            (
+                self.authorization_kubeconfig.is_some(),
+                "--authorization-kubeconfig",
+            ),
+            (
+                self.enable_leader_migration.is_some(),
+                "--enable-leader-migration",
+            ),
+            (
+                self.leader_migration_config.is_some(),
+                "--leader-migration-config",
+            ),
+        ] {
+            if given {
+                tracing::warn!(
+                    "{flag} is accepted for compatibility but has no effect in wasm-ccm yet"
+                );
             }
         }
         if self.use_service_account_credentials {

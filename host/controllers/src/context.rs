@@ -341,3 +341,33 @@ pub fn requested_delay(e: &CallError) -> Option<Duration> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_runtime::types::{ProviderError, Retry};
+
+    #[test]
+    fn driver_requested_delays_are_exact_and_everything_else_backs_off() {
+        let p = |e| CallError::Provider(e);
+        assert_eq!(
+            requested_delay(&p(ProviderError::RetryAfter(Retry {
+                seconds: 42,
+                reason: "busy".into()
+            }))),
+            Some(Duration::from_secs(42))
+        );
+        assert_eq!(
+            requested_delay(&p(ProviderError::RateLimited(Some(7)))),
+            Some(Duration::from_secs(7))
+        );
+        for other in [
+            ProviderError::RateLimited(None),
+            ProviderError::Transient("x".into()),
+            ProviderError::InvalidConfig("x".into()),
+            ProviderError::NotFound("x".into()),
+        ] {
+            assert_eq!(requested_delay(&p(other)), None);
+        }
+    }
+}

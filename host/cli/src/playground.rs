@@ -193,7 +193,9 @@ struct Watcher<'a> {
 
 impl Watcher<'_> {
     fn report(&mut self) {
-        if self.show.quiet {
+        // Per-object commentary only: at scale the summary lines in `until` say enough, and
+        // listing every object each poll would compete with the controllers being measured.
+        if self.show.quiet || !self.show.chatty {
             return;
         }
         for node in self.sim.list("nodes") {
@@ -201,7 +203,7 @@ impl Watcher<'_> {
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            if is_initialized(&node) && self.seen_nodes.insert(name.clone()) && self.show.chatty {
+            if is_initialized(&node) && self.seen_nodes.insert(name.clone()) {
                 let labels = &node["metadata"]["labels"];
                 let addresses: Vec<String> = node["status"]["addresses"]
                     .as_array()
@@ -239,28 +241,25 @@ impl Watcher<'_> {
             );
             if let Some(ip) = ingress_of(&svc)
                 && self.seen_services.insert(name.clone())
-                && self.show.chatty
             {
                 self.show
                     .line(&format!("service {name}: load balancer ready at {ip}"));
             }
         }
-        if self.show.chatty {
-            for ev in self.sim.list("events.events.k8s.io") {
-                let id = ev["metadata"]["name"].as_str().unwrap_or("").to_string();
-                if self.seen_events.insert(id) {
-                    self.show.line(&format!(
-                        "event {} {} on {} {}: {}",
-                        ev["type"].as_str().unwrap_or(""),
-                        ev["reason"].as_str().unwrap_or(""),
-                        ev["regarding"]["kind"]
-                            .as_str()
-                            .unwrap_or("")
-                            .to_lowercase(),
-                        ev["regarding"]["name"].as_str().unwrap_or(""),
-                        ev["note"].as_str().unwrap_or("")
-                    ));
-                }
+        for ev in self.sim.list("events.events.k8s.io") {
+            let id = ev["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if self.seen_events.insert(id) {
+                self.show.line(&format!(
+                    "event {} {} on {} {}: {}",
+                    ev["type"].as_str().unwrap_or(""),
+                    ev["reason"].as_str().unwrap_or(""),
+                    ev["regarding"]["kind"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_lowercase(),
+                    ev["regarding"]["name"].as_str().unwrap_or(""),
+                    ev["note"].as_str().unwrap_or("")
+                ));
             }
         }
     }

@@ -18,13 +18,8 @@ use wasm_ccm_runtime::{Driver, DriverOptions, InstanceMode};
 use crate::GlobalArgs;
 use crate::units::{parse_duration, parse_size};
 
-/// A boolean flag written `--flag`, `--flag=true` or `--flag=false`, like Go's.
-macro_rules! go_bool {
-    () => {
-        ArgAction::Set
-    };
-}
-
+/// Booleans take Go's forms: `--flag`, `--flag=true`, `--flag=false` (`ArgAction::Set` with an
+/// optional value).
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The cloud provider's name; must be the driver's name (`wasm-ccm inspect` shows it).
@@ -64,10 +59,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     route_reconciliation_period: Duration,
     /// Whether routes are configured (needs a driver exporting `routes` and --cluster-cidr).
-    #[arg(long, default_value_t = true, action = go_bool!(), num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     configure_cloud_routes: bool,
     /// Accepted for compatibility; not used by a cloud-controller-manager.
-    #[arg(long, default_value_t = false, action = go_bool!(), num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     allocate_node_cidrs: bool,
     /// The cluster's pod CIDR(s), for the route controller.
     #[arg(long, default_value = "")]
@@ -79,7 +74,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "kubernetes")]
     cluster_name: String,
     /// Run only while holding the lease.
-    #[arg(long, default_value_t = true, action = go_bool!(), num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     leader_elect: bool,
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     leader_elect_lease_duration: Duration,
@@ -113,10 +108,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "12h", value_parser = parse_duration)]
     min_resync_period: Duration,
     /// Accepted for compatibility; not supported (one identity for every controller).
-    #[arg(long, default_value_t = false, action = go_bool!(), num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     use_service_account_credentials: bool,
     /// Accepted for compatibility.
-    #[arg(long, default_value_t = true, action = go_bool!(), num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     profiling: bool,
     /// Deprecated upstream; accepted and ignored.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]

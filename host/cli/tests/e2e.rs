@@ -155,6 +155,12 @@ fn lb_service(name: &str) -> Value {
     })
 }
 
+/// Whether the node exists and no longer carries the uninitialized taint.
+fn initialised(sim: &KubeSim, name: &str) -> bool {
+    sim.get("nodes", None, name)
+        .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
+}
+
 fn has_taint(n: &Value, key: &str) -> bool {
     n["spec"]["taints"]
         .as_array()
@@ -225,11 +231,7 @@ async fn nodes_are_initialised_and_follow_their_instances() {
             "127.0.0.1",
         ],
     );
-    eventually("good initialised", || {
-        sim.get("nodes", None, "good")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("good initialised", || initialised(&sim, "good")).await;
     let good = sim.get("nodes", None, "good").expect("good");
     assert_eq!(good["spec"]["providerID"], "static://id-good");
     let labels = &good["metadata"]["labels"];
@@ -308,10 +310,7 @@ async fn nodes_are_initialised_and_follow_their_instances() {
     // Lifecycle: a Ready node is never asked about; a NotReady node whose instance is gone is
     // deleted; a shut-down one is tainted, and untainted once Ready again.
     eventually("doomed and sleepy initialised", || {
-        ["doomed", "sleepy"].iter().all(|n| {
-            sim.get("nodes", None, n)
-                .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-        })
+        ["doomed", "sleepy"].iter().all(|n| initialised(&sim, n))
     })
     .await;
     cloud.remove_instance("doomed");
@@ -614,11 +613,7 @@ async fn routes_without_cluster_cidr_disable_only_the_route_controller() {
         &config,
         &["--allow-egress", &cloud.url(), "--leader-elect=false"],
     );
-    eventually("n1 initialised", || {
-        sim.get("nodes", None, "n1")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("n1 initialised", || initialised(&sim, "n1")).await;
     eventually("clear error", || {
         ccm.log()
             .contains("route controller is disabled: --cluster-cidr is empty")
@@ -668,11 +663,7 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
     let (_, uuid) = first_id.rsplit_once('_').expect("hostname_uuid");
     assert_eq!(uuid.len(), 36, "{first_id}");
     sim.create(node("a", None, true)).expect("node");
-    eventually("a initialised by the leader", || {
-        sim.get("nodes", None, "a")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("a initialised by the leader", || initialised(&sim, "a")).await;
 
     let mut second = Ccm::start(
         &sim,
@@ -704,11 +695,7 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
     assert_eq!(l["spec"]["leaseDurationSeconds"], 2);
     assert!(l["spec"]["acquireTime"].is_string() && l["spec"]["renewTime"].is_string());
     sim.create(node("b", None, true)).expect("node");
-    eventually("b initialised by the new leader", || {
-        sim.get("nodes", None, "b")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("b initialised by the new leader", || initialised(&sim, "b")).await;
 
     // Someone else takes the lease (as a Go CCM would after an expiry): the leader exits 1.
     sim.modify(
@@ -752,30 +739,18 @@ async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
             "--leader-elect=false",
         ],
     );
-    eventually("n0", || {
-        sim.get("nodes", None, "n0")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("n0", || initialised(&sim, "n0")).await;
 
     // The watch is dropped and its resourceVersion expires: the informer re-lists.
     sim.compact();
     sim.drop_watches();
     sim.create(node("n1", None, true)).expect("node");
-    eventually("n1 after a 410", || {
-        sim.get("nodes", None, "n1")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("n1 after a 410", || initialised(&sim, "n1")).await;
 
     // Conflicts on the initialising write are retried.
     sim.faults().conflict_next_writes("nodes", 3);
     sim.create(node("n2", None, true)).expect("node");
-    eventually("n2 after 409s", || {
-        sim.get("nodes", None, "n2")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("n2 after 409s", || initialised(&sim, "n2")).await;
 
     // Server errors back off and retry.
     sim.faults().fail_next(
@@ -784,11 +759,7 @@ async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
         RequestMatcher::resource("nodes").with_verb(Verb::Patch),
     );
     sim.create(node("n3", None, true)).expect("node");
-    eventually("n3 after 500s", || {
-        sim.get("nodes", None, "n3")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("n3 after 500s", || initialised(&sim, "n3")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -810,11 +781,7 @@ async fn driver_traps_and_deadlines_are_events_and_do_not_block_other_nodes() {
             "2",
         ],
     );
-    eventually("fine initialised", || {
-        sim.get("nodes", None, "fine")
-            .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-    })
-    .await;
+    eventually("fine initialised", || initialised(&sim, "fine")).await;
     eventually("trap event", || {
         events(&sim, "trap", "FailedToInitializeNode")
             .iter()

@@ -2,7 +2,7 @@
 //! (counted), the caches, the event recorders, the metrics and the configuration.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -325,7 +325,24 @@ pub struct Ctx {
     pub config: ControllerConfig,
     pub nodes: Store<Node>,
     pub services: Store<Service>,
-    pub started: Instant,
+}
+
+impl Ctx {
+    /// Counts and times a finished driver call and records the events the driver asked for on
+    /// `regarding`; returns the call's result.
+    pub async fn finish_call<T>(
+        &self,
+        function: &str,
+        outcome: Outcome<T>,
+        reporter: &'static str,
+        regarding: &ObjectReference,
+    ) -> Result<T, CallError> {
+        let (result, events) = self.cloud.observe(function, outcome);
+        self.events
+            .publish_driver_events(reporter, regarding, &events)
+            .await;
+        result
+    }
 }
 
 /// The delay a driver error asks for (`retry-after`, `rate-limited(seconds)`), if any.

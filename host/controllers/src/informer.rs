@@ -79,22 +79,6 @@ impl<K> Store<K> {
         let mut rx = self.synced.clone();
         let _ = rx.wait_for(|s| *s).await;
     }
-
-    /// A store holding `objects`, already synced (for tests).
-    pub fn from_objects(objects: impl IntoIterator<Item = K>) -> Self
-    where
-        K: Resource,
-    {
-        let map = objects
-            .into_iter()
-            .map(|o| (key_of(&o), Arc::new(o)))
-            .collect();
-        let (_tx, rx) = watch::channel(true);
-        Store {
-            map: Arc::new(RwLock::new(map)),
-            synced: rx,
-        }
-    }
 }
 
 /// Watches one resource, keeps the cache and calls the handlers.

@@ -101,12 +101,9 @@ impl LifecycleController {
         } else {
             driver.instance_exists(&wit, &scope).await
         };
-        let (result, events) = self.ctx.cloud.observe(function, outcome);
         self.ctx
-            .events
-            .publish_driver_events(REPORTER, &reference(node), &events)
-            .await;
-        result
+            .finish_call(function, outcome, REPORTER, &reference(node))
+            .await
     }
 
     async fn monitor(&self, node: &Node) {

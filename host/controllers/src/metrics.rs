@@ -34,7 +34,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "wasm_ccm_nodes_pending_initialization",
         Kind::Gauge,
-        "Nodes still carrying the uninitialized taint, by the reason of their last failure (empty: not tried yet).",
+        "Nodes still carrying the uninitialized taint (their events say why).",
     ),
     (
         "service_controller_loadbalancer_sync_total",

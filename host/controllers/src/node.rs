@@ -79,7 +79,7 @@ impl NodeController {
     pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(NodeController {
             ctx,
-            queue: WorkQueue::new("node"),
+            queue: WorkQueue::new(),
             backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
             retry_bucket: TokenBucket::new(10.0, 100),
             last_failure: Mutex::default(),
@@ -198,30 +198,21 @@ impl NodeController {
             .await;
     }
 
-    /// The reasons nodes are stuck, for the `wasm_ccm_nodes_pending_initialization` gauge.
-    pub fn pending_reasons(&self) -> Vec<String> {
-        self.last_failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
-    }
-
     async fn initialize(&self, node: &Node) -> Result<(), SyncError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
-        let (result, events) = self.ctx.cloud.observe(
-            "instances.instance-metadata",
-            self.ctx
-                .cloud
-                .driver()
-                .instance_metadata(&wit, &self.ctx.cloud.scope(&name))
-                .await,
-        );
-        self.ctx
-            .events
-            .publish_driver_events(REPORTER, &reference(node), &events)
+        let result = self
+            .ctx
+            .finish_call(
+                "instances.instance-metadata",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .instance_metadata(&wit, &self.ctx.cloud.scope(&name))
+                    .await,
+                REPORTER,
+                &reference(node),
+            )
             .await;
         let meta = result.map_err(|e| driver_failure(&name, &e))?;
         let existing_provider_id = wit.provider_id.clone();

@@ -116,12 +116,11 @@ struct State<K> {
 pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
-    name: String,
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
-    /// An empty queue; `name` labels its metrics.
-    pub fn new(name: &str) -> Arc<Self> {
+    /// An empty queue.
+    pub fn new() -> Arc<Self> {
         Arc::new(WorkQueue {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
@@ -132,17 +131,11 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
                 closed: false,
             }),
             notify: Notify::new(),
-            name: name.to_string(),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The queue's name.
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// Adds `key` now. Returns whether it was new (not already waiting).
@@ -290,7 +283,7 @@ mod tests {
 
     #[tokio::test]
     async fn keys_coalesce_and_are_redone_after_a_concurrent_add() {
-        let q = WorkQueue::new("t");
+        let q = WorkQueue::new();
         assert!(q.add("a"));
         assert!(!q.add("a"), "a queued key coalesces");
         q.add("b");
@@ -311,7 +304,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn delayed_adds_fire_once_and_the_earliest_wins() {
-        let q = WorkQueue::new("t");
+        let q = WorkQueue::new();
         q.add_after("a", Duration::from_secs(10));
         q.add_after("a", Duration::from_secs(2));
         q.add_after("a", Duration::from_secs(5));

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
@@ -93,7 +93,6 @@ pub fn start_controllers(
         nodes: node_informer.store(),
         services,
         config: config.clone(),
-        started: Instant::now(),
     });
     let mut tasks = JoinSet::new();
     let exports = driver.compiled().surface.exports;
@@ -170,7 +169,6 @@ pub fn start_controllers(
     });
     // The pending-initialisation gauge (operators alert on nodes stuck with the taint).
     let gauge_ctx = Arc::clone(&ctx);
-    let gauge_node = node.clone();
     let gauge_cancel = cancel.clone();
     tasks.spawn(async move {
         loop {
@@ -186,9 +184,6 @@ pub fn start_controllers(
             gauge_ctx
                 .metrics
                 .set("wasm_ccm_nodes_pending_initialization", &[], stuck as f64);
-            if let Some(n) = &gauge_node {
-                let _ = n.pending_reasons();
-            }
             tokio::select! {
                 _ = gauge_cancel.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(10)) => {}

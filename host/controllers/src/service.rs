@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, ObjectReference, Service};
+use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -44,10 +45,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn split_key(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("default", key))
-}
-
 fn fail(message: String, e: &CallError) -> SyncError {
     SyncError {
         message,
@@ -82,7 +79,7 @@ impl ServiceController {
     pub fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(ServiceController {
             ctx,
-            queue: WorkQueue::new("service"),
+            queue: WorkQueue::new(),
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
             cache: Mutex::default(),
             last_nodes: Mutex::default(),
@@ -118,6 +115,29 @@ impl ServiceController {
             own.remove(key);
         }
         only_annotations
+    }
+
+    async fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) {
+        self.ctx
+            .events
+            .publish(REPORTER, regarding, warning, reason, note, action)
+            .await;
+    }
+
+    /// The Service's API and name.
+    fn api_of(&self, svc: &Service) -> (Api<Service>, String) {
+        let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+        (
+            self.ctx.kube.services(ns),
+            svc.metadata.name.clone().unwrap_or_default(),
+        )
     }
 
     /// Service informer callback (spec §4.2).
@@ -200,17 +220,14 @@ impl ServiceController {
                 Ok(()) => self.backoff.forget(&key),
                 Err(e) => {
                     if let Some(svc) = self.ctx.services.get(&key) {
-                        self.ctx
-                            .events
-                            .publish(
-                                REPORTER,
-                                &reference(svc.as_ref()),
-                                true,
-                                "SyncLoadBalancerFailed",
-                                &format!("Error syncing load balancer: {}", e.message),
-                                "SyncLoadBalancer",
-                            )
-                            .await;
+                        self.event(
+                            &reference(svc.as_ref()),
+                            true,
+                            "SyncLoadBalancerFailed",
+                            &format!("Error syncing load balancer: {}", e.message),
+                            "SyncLoadBalancer",
+                        )
+                        .await;
                     }
                     // A driver's retry-after is honoured exactly; everything else backs off.
                     let delay = e
@@ -260,58 +277,50 @@ impl ServiceController {
     async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), SyncError> {
         if wants_load_balancer(old) {
             let regarding = reference(old);
-            self.ctx
-                .events
-                .publish(
+            self.event(
+                &regarding,
+                false,
+                "DeletingLoadBalancer",
+                "Deleting load balancer",
+                "DeleteLoadBalancer",
+            )
+            .await;
+            let result = self
+                .ctx
+                .finish_call(
+                    "load-balancer.delete",
+                    self.ctx
+                        .cloud
+                        .driver()
+                        .load_balancer_delete(&service_to_wit(old), &self.ctx.cloud.scope(key))
+                        .await,
                     REPORTER,
                     &regarding,
-                    false,
-                    "DeletingLoadBalancer",
-                    "Deleting load balancer",
-                    "DeleteLoadBalancer",
                 )
-                .await;
-            let (result, events) = self.ctx.cloud.observe(
-                "load-balancer.delete",
-                self.ctx
-                    .cloud
-                    .driver()
-                    .load_balancer_delete(&service_to_wit(old), &self.ctx.cloud.scope(key))
-                    .await,
-            );
-            self.ctx
-                .events
-                .publish_driver_events(REPORTER, &regarding, &events)
                 .await;
             match result {
                 Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
                 Err(e) => {
                     let message = format!("Error deleting load balancer: {e}");
-                    self.ctx
-                        .events
-                        .publish(
-                            REPORTER,
-                            &regarding,
-                            true,
-                            "DeleteLoadBalancerFailed",
-                            &message,
-                            "DeleteLoadBalancer",
-                        )
-                        .await;
+                    self.event(
+                        &regarding,
+                        true,
+                        "DeleteLoadBalancerFailed",
+                        &message,
+                        "DeleteLoadBalancer",
+                    )
+                    .await;
                     return Err(fail(message, &e));
                 }
             }
-            self.ctx
-                .events
-                .publish(
-                    REPORTER,
-                    &regarding,
-                    false,
-                    "DeletedLoadBalancer",
-                    "Deleted load balancer",
-                    "DeleteLoadBalancer",
-                )
-                .await;
+            self.event(
+                &regarding,
+                false,
+                "DeletedLoadBalancer",
+                "Deleted load balancer",
+                "DeleteLoadBalancer",
+            )
+            .await;
         }
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
@@ -323,17 +332,18 @@ impl ServiceController {
         let regarding = reference(svc);
         let wit = service_to_wit(svc);
         let scope = self.ctx.cloud.scope(key);
-        let (exists, events) = self.ctx.cloud.observe(
-            "load-balancer.get",
-            self.ctx
-                .cloud
-                .driver()
-                .load_balancer_get(&wit, &scope)
-                .await,
-        );
-        self.ctx
-            .events
-            .publish_driver_events(REPORTER, &regarding, &events)
+        let exists = self
+            .ctx
+            .finish_call(
+                "load-balancer.get",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_get(&wit, &scope)
+                    .await,
+                REPORTER,
+                &regarding,
+            )
             .await;
         let exists = exists.map_err(|e| {
             fail(
@@ -342,28 +352,26 @@ impl ServiceController {
             )
         })?;
         if exists.is_some() {
-            self.ctx
-                .events
-                .publish(
+            self.event(
+                &regarding,
+                false,
+                "DeletingLoadBalancer",
+                "Deleting load balancer",
+                "DeleteLoadBalancer",
+            )
+            .await;
+            let result = self
+                .ctx
+                .finish_call(
+                    "load-balancer.delete",
+                    self.ctx
+                        .cloud
+                        .driver()
+                        .load_balancer_delete(&wit, &scope)
+                        .await,
                     REPORTER,
                     &regarding,
-                    false,
-                    "DeletingLoadBalancer",
-                    "Deleting load balancer",
-                    "DeleteLoadBalancer",
                 )
-                .await;
-            let (result, events) = self.ctx.cloud.observe(
-                "load-balancer.delete",
-                self.ctx
-                    .cloud
-                    .driver()
-                    .load_balancer_delete(&wit, &scope)
-                    .await,
-            );
-            self.ctx
-                .events
-                .publish_driver_events(REPORTER, &regarding, &events)
                 .await;
             match result {
                 Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
@@ -373,17 +381,14 @@ impl ServiceController {
         if has_finalizer(svc) {
             self.set_finalizer(svc, false).await?;
         }
-        self.ctx
-            .events
-            .publish(
-                REPORTER,
-                &regarding,
-                false,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-                "DeleteLoadBalancer",
-            )
-            .await;
+        self.event(
+            &regarding,
+            false,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+            "DeleteLoadBalancer",
+        )
+        .await;
         if !ingress_of(svc).is_empty() {
             self.patch_ingress(svc, &[]).await?;
         }
@@ -409,17 +414,14 @@ impl ServiceController {
         // A converged Service seen for the first time after a restart is re-ensured quietly.
         let quiet = first_sync && has_finalizer(svc) && !previous.is_empty();
         if !quiet {
-            self.ctx
-                .events
-                .publish(
-                    REPORTER,
-                    &regarding,
-                    false,
-                    "EnsuringLoadBalancer",
-                    "Ensuring load balancer",
-                    "EnsureLoadBalancer",
-                )
-                .await;
+            self.event(
+                &regarding,
+                false,
+                "EnsuringLoadBalancer",
+                "Ensuring load balancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
         }
         if !has_finalizer(svc) {
             self.set_finalizer(svc, true).await?;
@@ -432,34 +434,36 @@ impl ServiceController {
             .filter(|n| is_backend(n))
             .collect();
         if nodes.is_empty() {
-            self.ctx
-                .events
-                .publish(
-                    REPORTER,
-                    &regarding,
-                    true,
-                    "UnAvailableLoadBalancer",
-                    "There are no available nodes for LoadBalancer",
-                    "EnsureLoadBalancer",
-                )
-                .await;
+            self.event(
+                &regarding,
+                true,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
         }
         lock(&self.last_nodes).insert(
             key.to_string(),
             backend_key(nodes.iter().map(|n| n.as_ref())),
         );
         let wit_nodes: Vec<_> = nodes.iter().map(|n| node_to_wit(n)).collect();
-        let (result, events) = self.ctx.cloud.observe(
-            "load-balancer.ensure",
-            self.ctx
-                .cloud
-                .driver()
-                .load_balancer_ensure(&service_to_wit(svc), &wit_nodes, &self.ctx.cloud.scope(key))
-                .await,
-        );
-        self.ctx
-            .events
-            .publish_driver_events(REPORTER, &regarding, &events)
+        let result = self
+            .ctx
+            .finish_call(
+                "load-balancer.ensure",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_ensure(
+                        &service_to_wit(svc),
+                        &wit_nodes,
+                        &self.ctx.cloud.scope(key),
+                    )
+                    .await,
+                REPORTER,
+                &regarding,
+            )
             .await;
         let result = match result {
             Ok(r) => r,
@@ -486,17 +490,14 @@ impl ServiceController {
         let ingress = ingress_to_kube(&result.ingress);
         let changed = ingress != previous;
         if !quiet || changed {
-            self.ctx
-                .events
-                .publish(
-                    REPORTER,
-                    &regarding,
-                    false,
-                    "EnsuredLoadBalancer",
-                    "Ensured load balancer",
-                    "EnsureLoadBalancer",
-                )
-                .await;
+            self.event(
+                &regarding,
+                false,
+                "EnsuredLoadBalancer",
+                "Ensured load balancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
         }
         if changed {
             self.patch_ingress(svc, &ingress).await?;
@@ -524,20 +525,13 @@ impl ServiceController {
                 "finalizers": finalizers,
             }
         });
-        let (ns, name) = (
-            svc.metadata.namespace.as_deref().unwrap_or("default"),
-            svc.metadata.name.as_deref().unwrap_or_default(),
-        );
+        let (api, name) = self.api_of(svc);
         let result = self
             .ctx
             .kube
             .request(
                 "patch",
-                self.ctx.kube.services(ns).patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                ),
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
             )
             .await;
         match result {
@@ -573,16 +567,12 @@ impl ServiceController {
         }
         lock(&self.own_annotations).insert(key.to_string(), expected);
         let patch = json!({ "metadata": { "annotations": changes } });
-        let (ns, name) = split_key(key);
+        let (api, name) = self.api_of(svc);
         self.ctx
             .kube
             .request(
                 "patch",
-                self.ctx.kube.services(ns).patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                ),
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
             )
             .await
             .map_err(|e| SyncError {
@@ -600,20 +590,13 @@ impl ServiceController {
         ingress: &[LoadBalancerIngress],
     ) -> Result<(), SyncError> {
         let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
-        let (ns, name) = (
-            svc.metadata.namespace.as_deref().unwrap_or("default"),
-            svc.metadata.name.as_deref().unwrap_or_default(),
-        );
+        let (api, name) = self.api_of(svc);
         match self
             .ctx
             .kube
             .request(
                 "patch",
-                self.ctx.kube.services(ns).patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                ),
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
             )
             .await
         {
@@ -707,49 +690,41 @@ impl ServiceController {
         let wit = service_to_wit(svc);
         let scope = self.ctx.cloud.scope(key);
         let started = Instant::now();
-        let (result, events) = self.ctx.cloud.observe(
-            "load-balancer.update",
-            self.ctx
-                .cloud
-                .driver()
-                .load_balancer_update(&wit, nodes, &scope)
-                .await,
-        );
+        let outcome = self
+            .ctx
+            .cloud
+            .driver()
+            .load_balancer_update(&wit, nodes, &scope)
+            .await;
         self.ctx.metrics.observe(
             "service_controller_update_loadbalancer_host_latency_seconds",
             &[],
             started.elapsed().as_secs_f64(),
         );
-        self.ctx
-            .events
-            .publish_driver_events(REPORTER, &regarding, &events)
+        let result = self
+            .ctx
+            .finish_call("load-balancer.update", outcome, REPORTER, &regarding)
             .await;
         match result {
             Ok(()) if nodes.is_empty() => {
-                self.ctx
-                    .events
-                    .publish(
-                        REPORTER,
-                        &regarding,
-                        true,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer",
-                        "UpdateLoadBalancer",
-                    )
-                    .await;
+                self.event(
+                    &regarding,
+                    true,
+                    "UnAvailableLoadBalancer",
+                    "There are no available nodes for LoadBalancer",
+                    "UpdateLoadBalancer",
+                )
+                .await;
             }
             Ok(()) => {
-                self.ctx
-                    .events
-                    .publish(
-                        REPORTER,
-                        &regarding,
-                        false,
-                        "UpdatedLoadBalancer",
-                        "Updated load balancer with new hosts",
-                        "UpdateLoadBalancer",
-                    )
-                    .await;
+                self.event(
+                    &regarding,
+                    false,
+                    "UpdatedLoadBalancer",
+                    "Updated load balancer with new hosts",
+                    "UpdateLoadBalancer",
+                )
+                .await;
             }
             Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
             Err(e) => {
@@ -773,17 +748,14 @@ impl ServiceController {
                     names,
                     nodes.len()
                 );
-                self.ctx
-                    .events
-                    .publish(
-                        REPORTER,
-                        &regarding,
-                        true,
-                        "UpdateLoadBalancerFailed",
-                        &message,
-                        "UpdateLoadBalancer",
-                    )
-                    .await;
+                self.event(
+                    &regarding,
+                    true,
+                    "UpdateLoadBalancerFailed",
+                    &message,
+                    "UpdateLoadBalancer",
+                )
+                .await;
                 // A full ensure follows: now, or when the driver asked.
                 lock(&self.last_nodes).remove(key);
                 self.queue.add_after(

@@ -274,44 +274,52 @@ impl ServiceController {
         }
     }
 
+    /// `DeletingLoadBalancer`, then the driver's delete (`implemented-elsewhere` counts as done).
+    async fn release(
+        &self,
+        key: &str,
+        svc: &Service,
+        regarding: &ObjectReference,
+    ) -> Result<(), CallError> {
+        self.event(
+            regarding,
+            false,
+            "DeletingLoadBalancer",
+            "Deleting load balancer",
+            "DeleteLoadBalancer",
+        )
+        .await;
+        let outcome = self
+            .ctx
+            .cloud
+            .driver()
+            .load_balancer_delete(&service_to_wit(svc), &self.ctx.cloud.scope(key))
+            .await;
+        match self
+            .ctx
+            .finish_call("load-balancer.delete", outcome, REPORTER, regarding)
+            .await
+        {
+            Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), SyncError> {
         if wants_load_balancer(old) {
             let regarding = reference(old);
-            self.event(
-                &regarding,
-                false,
-                "DeletingLoadBalancer",
-                "Deleting load balancer",
-                "DeleteLoadBalancer",
-            )
-            .await;
-            let result = self
-                .ctx
-                .finish_call(
-                    "load-balancer.delete",
-                    self.ctx
-                        .cloud
-                        .driver()
-                        .load_balancer_delete(&service_to_wit(old), &self.ctx.cloud.scope(key))
-                        .await,
-                    REPORTER,
+            let result = self.release(key, old, &regarding).await;
+            if let Err(e) = result {
+                let message = format!("Error deleting load balancer: {e}");
+                self.event(
                     &regarding,
+                    true,
+                    "DeleteLoadBalancerFailed",
+                    &message,
+                    "DeleteLoadBalancer",
                 )
                 .await;
-            match result {
-                Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
-                Err(e) => {
-                    let message = format!("Error deleting load balancer: {e}");
-                    self.event(
-                        &regarding,
-                        true,
-                        "DeleteLoadBalancerFailed",
-                        &message,
-                        "DeleteLoadBalancer",
-                    )
-                    .await;
-                    return Err(fail(message, &e));
-                }
+                return Err(fail(message, &e));
             }
             self.event(
                 &regarding,
@@ -351,32 +359,10 @@ impl ServiceController {
                 &e,
             )
         })?;
-        if exists.is_some() {
-            self.event(
-                &regarding,
-                false,
-                "DeletingLoadBalancer",
-                "Deleting load balancer",
-                "DeleteLoadBalancer",
-            )
-            .await;
-            let result = self
-                .ctx
-                .finish_call(
-                    "load-balancer.delete",
-                    self.ctx
-                        .cloud
-                        .driver()
-                        .load_balancer_delete(&wit, &scope)
-                        .await,
-                    REPORTER,
-                    &regarding,
-                )
-                .await;
-            match result {
-                Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
-                Err(e) => return Err(fail(format!("failed to delete load balancer: {e}"), &e)),
-            }
+        if exists.is_some()
+            && let Err(e) = self.release(key, svc, &regarding).await
+        {
+            return Err(fail(format!("failed to delete load balancer: {e}"), &e));
         }
         if has_finalizer(svc) {
             self.set_finalizer(svc, false).await?;

@@ -15,6 +15,11 @@ use std::process::Command;
 const GUESTS: &[(&str, &str, &str)] = &[
     ("static-driver", "static_driver", "WASM_CCM_STATIC_DRIVER"),
     (
+        "cloudscale-driver",
+        "cloudscale_driver",
+        "WASM_CCM_CLOUDSCALE_DRIVER",
+    ),
+    (
         "hostile-driver",
         "hostile_driver",
         "WASM_CCM_HOSTILE_DRIVER",
@@ -46,6 +51,7 @@ fn main() {
         "sdk/rust/src",
         "sdk/rust/Cargo.toml",
         "plugins/static",
+        "plugins/cloudscale",
         "tests/plugins",
         "Cargo.lock",
         "Cargo.toml",

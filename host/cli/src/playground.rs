@@ -16,7 +16,7 @@ use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 
 use crate::GlobalArgs;
-use crate::run::{DriverSpec, load_driver};
+use crate::run::{ClusterFacts, DriverSpec, load_driver};
 use crate::units::parse_duration;
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -353,6 +353,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
             memory_limit: 64 << 20,
             cluster_name: &config.cluster_name,
             max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
+            facts: ClusterFacts::default(),
         },
     )
     .await?;

@@ -169,6 +169,43 @@ pub struct DriverSpec<'a> {
     pub memory_limit: usize,
     pub cluster_name: &'a str,
     pub max_concurrency: usize,
+    /// What `init` learns about the cluster (see [`cluster_facts`]).
+    pub facts: ClusterFacts,
+}
+
+/// Facts about the cluster a driver's `init` receives in its context.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterFacts {
+    /// The API server's `gitVersion`, e.g. `v1.31.2`.
+    pub kubernetes_version: String,
+    /// The UID of the `kube-system` namespace.
+    pub cluster_id: String,
+}
+
+/// Reads the API server's version and the `kube-system` UID. Drivers use the version for
+/// features such as `ipMode` (Kubernetes ≥ 1.30); a failure is logged and leaves the fact empty,
+/// because the controllers report an unreachable API server more usefully than `init` would.
+pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
+    let kubernetes_version = match client.apiserver_version().await {
+        Ok(info) => info.git_version,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the API server version; the driver gets none");
+            String::new()
+        }
+    };
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let cluster_id = match namespaces.get_opt("kube-system").await {
+        Ok(ns) => ns.and_then(|ns| ns.metadata.uid).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the kube-system namespace; the driver gets no cluster ID");
+            String::new()
+        }
+    };
+    ClusterFacts {
+        kubernetes_version,
+        cluster_id,
+    }
 }
 
 /// Compiles (or loads from the cache) and initialises a driver.
@@ -178,8 +215,8 @@ pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::R
     let opts = DriverOptions {
         context: Context {
             cluster_name: spec.cluster_name.to_string(),
-            cluster_id: String::new(),
-            kubernetes_version: String::new(),
+            cluster_id: spec.facts.cluster_id,
+            kubernetes_version: spec.facts.kubernetes_version,
         },
         config: spec.config,
         env: std::env::vars().collect(),
@@ -331,6 +368,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
         None => Vec::new(),
     };
+    let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let facts = cluster_facts(&client).await;
     let driver = load_driver(
         global,
         DriverSpec {
@@ -341,6 +380,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             memory_limit: args.memory_limit,
             cluster_name: &args.cluster_name,
             max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
+            facts,
         },
     )
     .await?;
@@ -353,7 +393,6 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         );
     }
     tracing::info!(driver = %driver.name(), version = %driver.info().version, "driver loaded");
-    let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let identity = default_identity();
     let leader = args.leader_elect.then(|| LeaderConfig {
         namespace: args.leader_elect_resource_namespace.clone(),

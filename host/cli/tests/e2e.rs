@@ -2,126 +2,14 @@
 //! real static driver and its inventory service as the cloud (and the hostile test driver for
 //! failures). Every wait polls with a bound.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod common;
+
+use common::*;
 use serde_json::{Value, json};
 use wasm_ccm_sim::kube::KubeSim;
 use wasm_ccm_sim::static_cloud::StaticCloud;
-
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
-const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-const WAIT: Duration = Duration::from_secs(30);
-
-fn localhost() -> std::net::SocketAddr {
-    ([127, 0, 0, 1], 0).into()
-}
-
-/// A running `wasm-ccm run`; killed on drop. Its stderr goes to a file shown on failure.
-struct Ccm {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Ccm {
-    fn start(
-        sim: &KubeSim,
-        plugin: &str,
-        provider: &str,
-        cloud_config: &Value,
-        extra: &[&str],
-    ) -> Ccm {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("cloud.json");
-        std::fs::write(&config, cloud_config.to_string()).expect("config");
-        let log = dir.path().join("ccm.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
-        let mut args: Vec<String> = [
-            "--cache-dir",
-            &dir.path().join("cache").display().to_string(),
-            "run",
-            "--cloud-provider",
-            provider,
-            "--plugin",
-            plugin,
-            "--cloud-config",
-            &config.display().to_string(),
-            "--master",
-            &sim.url(),
-            "--node-monitor-period",
-            "200ms",
-            "--route-reconciliation-period",
-            "300ms",
-            "--kube-api-qps",
-            "500",
-            "--kube-api-burst",
-            "1000",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if !extra.contains(&"--secure-port") {
-            args.extend(["--secure-port".to_string(), "0".to_string()]);
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_wasm-ccm"))
-            .args(&args)
-            .env("WASM_CCM_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("start wasm-ccm");
-        Ccm {
-            child,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, sig: &str) {
-        let _ = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status();
-    }
-
-    /// Waits for the process to exit and returns its code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let started = Instant::now();
-        while started.elapsed() < WAIT {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Ccm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("---- wasm-ccm log ----\n{}", self.log());
-        }
-    }
-}
-
-/// Polls `cond` until it holds; panics with `what` after the bound.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !cond() {
-        assert!(started.elapsed() < WAIT, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn instance(name: &str, ip: &str) -> Value {
     json!({
@@ -131,55 +19,12 @@ fn instance(name: &str, ip: &str) -> Value {
     })
 }
 
-fn node(name: &str, provided_ip: Option<&str>, ready: bool) -> Value {
-    let mut n = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
-        "status": {
-            "addresses": [{"type": "Hostname", "address": format!("{name}.kubelet")}],
-            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-        },
-    });
-    if let Some(ip) = provided_ip {
-        n["metadata"]["annotations"] = json!({"alpha.kubernetes.io/provided-node-ip": ip});
-    }
-    n
-}
-
 fn lb_service(name: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
     })
-}
-
-/// Whether the node exists and no longer carries the uninitialized taint.
-fn initialised(sim: &KubeSim, name: &str) -> bool {
-    sim.get("nodes", None, name)
-        .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
-}
-
-fn has_taint(n: &Value, key: &str) -> bool {
-    n["spec"]["taints"]
-        .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["key"] == key))
-}
-
-fn events(sim: &KubeSim, object: &str, reason: &str) -> Vec<Value> {
-    sim.list("events.events.k8s.io")
-        .into_iter()
-        .filter(|e| e["regarding"]["name"] == object && e["reason"] == reason)
-        .collect()
-}
-
-fn set_ready(sim: &KubeSim, name: &str, ready: bool) {
-    sim.modify("nodes", None, name, |n| {
-        n["status"]["conditions"] =
-            json!([{"type": "Ready", "status": if ready { "True" } else { "Unknown" }}]);
-    })
-    .expect("set readiness");
 }
 
 async fn static_cloud(instances: Vec<Value>) -> (StaticCloud, Value) {
@@ -384,22 +229,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
-}
-
-fn service(sim: &KubeSim, name: &str) -> Option<Value> {
-    sim.get("services", Some("default"), name)
-}
-
-fn ingress_ip(svc: &Value) -> Option<String> {
-    svc["status"]["loadBalancer"]["ingress"][0]["ip"]
-        .as_str()
-        .map(str::to_string)
-}
-
-fn has_finalizer(svc: &Value) -> bool {
-    svc["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -236,8 +236,16 @@ impl Cloud {
 pub struct Events {
     client: Client,
     instance: String,
-    recorders: std::sync::Mutex<std::collections::HashMap<&'static str, Recorder>>,
+    /// One recorder per (controller, note). kube-rs' `Recorder` deduplicates events by a key
+    /// without the note (client-go's includes it), so a second event with the same reason but a
+    /// different message would only bump the first one's series count and the new message would
+    /// be lost. A recorder per note restores client-go's behaviour.
+    recorders: std::sync::Mutex<std::collections::HashMap<(&'static str, String), Recorder>>,
 }
+
+/// Recorders kept before the map is cleared (each is a client handle and a tiny cache; clearing
+/// only means the next repeat of an event starts a new series).
+const MAX_RECORDERS: usize = 1024;
 
 impl Events {
     /// Recorders for `instance` (the leader-election identity).
@@ -249,9 +257,12 @@ impl Events {
         }
     }
 
-    fn recorder(&self, controller: &'static str) -> Recorder {
+    fn recorder(&self, controller: &'static str, note: &str) -> Recorder {
         let mut map = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(controller)
+        if map.len() >= MAX_RECORDERS {
+            map.clear();
+        }
+        map.entry((controller, note.to_string()))
             .or_insert_with(|| {
                 Recorder::new(
                     self.client.clone(),
@@ -285,7 +296,8 @@ impl Events {
             action: action.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder(controller).publish(&event, regarding).await {
+        let recorder = self.recorder(controller, event.note.as_deref().unwrap_or_default());
+        if let Err(e) = recorder.publish(&event, regarding).await {
             tracing::warn!(reason, error = %e, "could not record event");
         }
     }

@@ -52,6 +52,8 @@ fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 pub struct SyncError {
     pub message: String,
     pub retry_after: Option<Duration>,
+    /// The driver said work is under way (`retry-after`): not a failure worth a Warning event.
+    pub in_progress: bool,
 }
 
 impl From<kube::Error> for SyncError {
@@ -59,6 +61,7 @@ impl From<kube::Error> for SyncError {
         SyncError {
             message: format!("Kubernetes API: {e}"),
             retry_after: None,
+            in_progress: false,
         }
     }
 }
@@ -222,6 +225,7 @@ impl NodeController {
                     "cannot initialize node {name}: the driver returned no provider ID and the node has none; a node is never initialised without one (fix the driver)"
                 ),
                 retry_after: None,
+                in_progress: false,
             });
         }
         let cloud_addresses: Vec<NodeAddress> =
@@ -235,6 +239,7 @@ impl NodeController {
         .map_err(|e| SyncError {
             message: format!("cannot initialize node {name}: {e}"),
             retry_after: None,
+            in_progress: false,
         })?;
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let plan = init_labels(&labels, &meta);
@@ -431,6 +436,7 @@ impl NodeController {
             .map_err(|e| SyncError {
                 message: e.to_string(),
                 retry_after: None,
+                in_progress: false,
             })?;
         if let Some(addresses) = merged
             && addresses_changed(&current, &addresses)
@@ -456,5 +462,6 @@ fn driver_failure(name: &str, e: &CallError) -> SyncError {
     SyncError {
         message,
         retry_after: requested_delay(e),
+        in_progress: false,
     }
 }

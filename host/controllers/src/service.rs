@@ -49,6 +49,10 @@ fn fail(message: String, e: &CallError) -> SyncError {
     SyncError {
         message,
         retry_after: requested_delay(e),
+        in_progress: matches!(
+            e,
+            CallError::Provider(wasm_ccm_runtime::types::ProviderError::RetryAfter(_))
+        ),
     }
 }
 
@@ -219,7 +223,9 @@ impl ServiceController {
             match self.sync(&key).await {
                 Ok(()) => self.backoff.forget(&key),
                 Err(e) => {
-                    if let Some(svc) = self.ctx.services.get(&key) {
+                    // A load balancer still being built is progress, not a failure: upstream
+                    // CCMs wait inside the call and record nothing meanwhile.
+                    if let Some(svc) = self.ctx.services.get(&key).filter(|_| !e.in_progress) {
                         self.event(
                             &reference(svc.as_ref()),
                             true,
@@ -233,7 +239,11 @@ impl ServiceController {
                     let delay = e
                         .retry_after
                         .unwrap_or_else(|| self.backoff.next_delay(&key));
-                    tracing::warn!(service = %key, error = %e.message, retry_in = ?delay, "failed to sync load balancer");
+                    if e.in_progress {
+                        tracing::info!(service = %key, reason = %e.message, retry_in = ?delay, "load balancer in progress");
+                    } else {
+                        tracing::warn!(service = %key, error = %e.message, retry_in = ?delay, "failed to sync load balancer");
+                    }
                     self.ctx
                         .metrics
                         .inc("workqueue_retries_total", &[("name", "service")]);
@@ -530,6 +540,7 @@ impl ServiceController {
                     if present { "add" } else { "remove" }
                 ),
                 retry_after: None,
+                in_progress: false,
             }),
         }
     }
@@ -564,6 +575,7 @@ impl ServiceController {
             .map_err(|e| SyncError {
                 message: format!("failed to write the annotations the driver asked for: {e}"),
                 retry_after: None,
+                in_progress: false,
             })?;
         Ok(())
     }
@@ -591,6 +603,7 @@ impl ServiceController {
             Err(e) => Err(SyncError {
                 message: format!("failed to update load balancer status: {e}"),
                 retry_after: None,
+                in_progress: false,
             }),
         }
     }
@@ -734,14 +747,17 @@ impl ServiceController {
                     names,
                     nodes.len()
                 );
-                self.event(
-                    &regarding,
-                    true,
-                    "UpdateLoadBalancerFailed",
-                    &message,
-                    "UpdateLoadBalancer",
-                )
-                .await;
+                // Work under way (retry-after) is not a failure worth a Warning.
+                if !matches!(e, CallError::Provider(ProviderError::RetryAfter(_))) {
+                    self.event(
+                        &regarding,
+                        true,
+                        "UpdateLoadBalancerFailed",
+                        &message,
+                        "UpdateLoadBalancer",
+                    )
+                    .await;
+                }
                 // A full ensure follows: now, or when the driver asked.
                 lock(&self.last_nodes).remove(key);
                 self.queue.add_after(

@@ -8,6 +8,9 @@
 /// The reference driver (`plugins/static`, world `full-driver`).
 pub const STATIC_DRIVER: &str = env!("WASM_CCM_STATIC_DRIVER");
 
+/// The cloudscale.ch driver (`plugins/cloudscale`, world `load-balancer-driver`).
+pub const CLOUDSCALE_DRIVER: &str = env!("WASM_CCM_CLOUDSCALE_DRIVER");
+
 /// The hostile test driver (`tests/plugins/hostile`, world `instances-driver`): loops, memory
 /// bombs, traps, egress, log floods and leaks chosen by `node.name`.
 pub const HOSTILE_DRIVER: &str = env!("WASM_CCM_HOSTILE_DRIVER");
@@ -16,10 +19,12 @@ pub const HOSTILE_DRIVER: &str = env!("WASM_CCM_HOSTILE_DRIVER");
 /// host must refuse by its major version.
 pub const FUTURE_MAJOR_DRIVER: &str = env!("WASM_CCM_FUTURE_MAJOR_DRIVER");
 
-/// Every guest component as (short name, absolute path): `static`, `hostile`, `future-major`.
+/// Every guest component as (short name, absolute path): `static`, `cloudscale`, `hostile`,
+/// `future-major`.
 pub fn all() -> &'static [(&'static str, &'static str)] {
     &[
         ("static", STATIC_DRIVER),
+        ("cloudscale", CLOUDSCALE_DRIVER),
         ("hostile", HOSTILE_DRIVER),
         ("future-major", FUTURE_MAJOR_DRIVER),
     ]

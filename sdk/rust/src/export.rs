@@ -235,7 +235,13 @@ macro_rules! export_driver {
             struct __WasmCcmExports;
             $crate::__wasm_ccm_impl_provider!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
             $crate::__wasm_ccm_impl_instances!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
+            // Natively the glue is only type-checked, and Cargo unifies the SDK's features across
+            // the workspace: a load-balancer driver tested next to a full driver sees the full
+            // world. So the optional interfaces are only wired where they are exported, on wasm,
+            // where each driver is built alone with its own features.
+            #[cfg(target_arch = "wasm32")]
             $crate::__wasm_ccm_impl_load_balancer!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
+            #[cfg(target_arch = "wasm32")]
             $crate::__wasm_ccm_impl_routes!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
             // The exported symbols' names (`wasm-ccm:provider/…#…`) only link on wasm; elsewhere
             // the glue above is still type-checked, so `cargo check`/`clippy`/`test` work natively.
@@ -263,6 +269,11 @@ macro_rules! export_driver {
             struct __WasmCcmExports;
             $crate::__wasm_ccm_impl_provider!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
             $crate::__wasm_ccm_impl_instances!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
+            // Natively the glue is only type-checked, and Cargo unifies the SDK's features across
+            // the workspace: a load-balancer driver tested next to a full driver sees the full
+            // world. So the optional interfaces are only wired where they are exported, on wasm,
+            // where each driver is built alone with its own features.
+            #[cfg(target_arch = "wasm32")]
             $crate::__wasm_ccm_impl_load_balancer!($driver, __WasmCcmExports, __WASM_CCM_DRIVER);
             // The exported symbols' names (`wasm-ccm:provider/…#…`) only link on wasm; elsewhere
             // the glue above is still type-checked, so `cargo check`/`clippy`/`test` work natively.

@@ -1,6 +1,8 @@
 //! Stateful simulators for wasm-ccm's tests, playground and benchmarks.
 //!
-//! [`kube`] simulates the Kubernetes API server over plain HTTP; the cloud APIs come later.
+//! [`kube`] simulates the Kubernetes API server over plain HTTP; [`cloudscale`] the cloudscale.ch
+//! REST API; [`static_cloud`] is the static driver's inventory service.
 
+pub mod cloudscale;
 pub mod kube;
 pub mod static_cloud;

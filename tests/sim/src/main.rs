@@ -2,9 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
 use wasm_ccm_sim::kube::{KubeSim, load_seed_file};
 
 /// Stateful simulators of the APIs wasm-ccm talks to.
@@ -19,6 +21,42 @@ struct Cli {
 enum Command {
     /// The Kubernetes API server (plain HTTP, JSON, any credentials accepted).
     Kube(KubeArgs),
+    /// The cloudscale.ch REST API (bearer token, JSON, `/v1/...`).
+    Cloudscale(CloudscaleArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CloudscaleArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8480")]
+    listen: SocketAddr,
+    /// Servers and floating IPs to start with (YAML or JSON; see the README).
+    #[arg(long, value_name = "FILE")]
+    seed: Option<PathBuf>,
+    /// The bearer token clients must send.
+    #[arg(long, default_value = "sim-token")]
+    token: String,
+    /// How long new load balancers stay `changing`: `2s`, `500ms`, `1m` or plain seconds.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    lb_ready_after: Duration,
+}
+
+/// `500ms`, `2s`, `1m`, or a plain number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 2s or 500ms"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        _ => Err(format!("{text:?}: the unit must be ms, s or m")),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,7 +84,37 @@ async fn main() -> anyhow::Result<()> {
         .init();
     match Cli::parse().command {
         Command::Kube(args) => kube(args).await,
+        Command::Cloudscale(args) => cloudscale(args).await,
     }
+}
+
+async fn cloudscale(args: CloudscaleArgs) -> anyhow::Result<()> {
+    // Read and check the seed before binding so a bad file fails fast with nothing started.
+    let seed = match &args.seed {
+        Some(path) => Seed::load_file(path)?,
+        None => Seed::default(),
+    };
+    let (servers, fips) = (seed.servers.len(), seed.floating_ips.len());
+    let options = CloudscaleOptions {
+        token: args.token,
+        lb_ready_after: args.lb_ready_after,
+    };
+    let sim = CloudscaleSim::start(args.listen, options).await?;
+    sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;
+    println!("cloudscale simulator listening on {}", sim.url());
+    if servers + fips > 0 {
+        println!("seeded {servers} servers and {fips} floating IPs");
+    }
+    println!(
+        "CLOUDSCALE_API_URL={}/ CLOUDSCALE_ACCESS_TOKEN={}",
+        sim.url(),
+        sim.token()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot wait for Ctrl-C")?;
+    sim.shutdown().await;
+    Ok(())
 }
 
 async fn kube(args: KubeArgs) -> anyhow::Result<()> {
@@ -81,4 +149,19 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
         .context("cannot wait for Ctrl-C")?;
     sim.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("s").is_err());
+    }
 }

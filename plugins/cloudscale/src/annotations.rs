@@ -1,0 +1,409 @@
+//! The 23 `k8s.cloudscale.ch/*` Service annotations, with upstream's defaults and parsing.
+//!
+//! Defaults are frozen (upstream: changing one would silently reconfigure existing clusters).
+//! Everything is parsed before the first request, so a bad value changes nothing in the cloud.
+
+use serde::Deserialize;
+use wasm_ccm_sdk::types::{ProviderError, Service};
+
+use crate::selector::Selector;
+
+/// The prefix of every annotation.
+pub const PREFIX: &str = "k8s.cloudscale.ch/";
+
+/// `loadbalancer-uuid`: written by the driver after creation, used for lookup.
+pub const LB_UUID: &str = "k8s.cloudscale.ch/loadbalancer-uuid";
+/// `loadbalancer-config-version`: written by the driver (`1`).
+pub const LB_CONFIG_VERSION: &str = "k8s.cloudscale.ch/loadbalancer-config-version";
+/// `loadbalancer-name`.
+pub const LB_NAME: &str = "k8s.cloudscale.ch/loadbalancer-name";
+/// `loadbalancer-flavor`.
+pub const LB_FLAVOR: &str = "k8s.cloudscale.ch/loadbalancer-flavor";
+/// `loadbalancer-zone`: written back by the driver.
+pub const LB_ZONE: &str = "k8s.cloudscale.ch/loadbalancer-zone";
+/// `loadbalancer-vip-addresses`.
+pub const LB_VIP_ADDRESSES: &str = "k8s.cloudscale.ch/loadbalancer-vip-addresses";
+/// `loadbalancer-floating-ips`.
+pub const LB_FLOATING_IPS: &str = "k8s.cloudscale.ch/loadbalancer-floating-ips";
+/// `loadbalancer-pool-algorithm`.
+pub const LB_POOL_ALGORITHM: &str = "k8s.cloudscale.ch/loadbalancer-pool-algorithm";
+/// `loadbalancer-pool-protocol`.
+pub const LB_POOL_PROTOCOL: &str = "k8s.cloudscale.ch/loadbalancer-pool-protocol";
+/// `loadbalancer-force-hostname`.
+pub const LB_FORCE_HOSTNAME: &str = "k8s.cloudscale.ch/loadbalancer-force-hostname";
+/// `loadbalancer-ip-mode`.
+pub const LB_IP_MODE: &str = "k8s.cloudscale.ch/loadbalancer-ip-mode";
+/// `loadbalancer-health-monitor-delay-s`.
+pub const LB_HM_DELAY: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-delay-s";
+/// `loadbalancer-health-monitor-timeout-s`.
+pub const LB_HM_TIMEOUT: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-timeout-s";
+/// `loadbalancer-health-monitor-up-threshold`.
+pub const LB_HM_UP: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-up-threshold";
+/// `loadbalancer-health-monitor-down-threshold`.
+pub const LB_HM_DOWN: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-down-threshold";
+/// `loadbalancer-health-monitor-type`.
+pub const LB_HM_TYPE: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-type";
+/// `loadbalancer-health-monitor-http`.
+pub const LB_HM_HTTP: &str = "k8s.cloudscale.ch/loadbalancer-health-monitor-http";
+/// `loadbalancer-listener-protocol`.
+pub const LB_LISTENER_PROTOCOL: &str = "k8s.cloudscale.ch/loadbalancer-listener-protocol";
+/// `loadbalancer-listener-allowed-cidrs`.
+pub const LB_ALLOWED_CIDRS: &str = "k8s.cloudscale.ch/loadbalancer-listener-allowed-cidrs";
+/// `loadbalancer-timeout-client-data-ms`.
+pub const LB_TIMEOUT_CLIENT_DATA: &str = "k8s.cloudscale.ch/loadbalancer-timeout-client-data-ms";
+/// `loadbalancer-timeout-member-connect-ms`.
+pub const LB_TIMEOUT_MEMBER_CONNECT: &str =
+    "k8s.cloudscale.ch/loadbalancer-timeout-member-connect-ms";
+/// `loadbalancer-timeout-member-data-ms`.
+pub const LB_TIMEOUT_MEMBER_DATA: &str = "k8s.cloudscale.ch/loadbalancer-timeout-member-data-ms";
+/// `loadbalancer-listener-allowed-subnets`.
+pub const LB_ALLOWED_SUBNETS: &str = "k8s.cloudscale.ch/loadbalancer-listener-allowed-subnets";
+/// `loadbalancer-node-selector`.
+pub const LB_NODE_SELECTOR: &str = "k8s.cloudscale.ch/loadbalancer-node-selector";
+
+/// Every annotation with its frozen default, in upstream's order.
+pub const ALL: [(&str, &str); 23] = [
+    (LB_UUID, ""),
+    (LB_CONFIG_VERSION, "1"),
+    (LB_NAME, ""),
+    (LB_FLAVOR, "lb-standard"),
+    (LB_ZONE, ""),
+    (LB_VIP_ADDRESSES, "[]"),
+    (LB_FLOATING_IPS, "[]"),
+    (LB_POOL_ALGORITHM, "round_robin"),
+    (LB_POOL_PROTOCOL, "tcp"),
+    (LB_FORCE_HOSTNAME, ""),
+    (LB_IP_MODE, "Proxy"),
+    (LB_HM_DELAY, "2"),
+    (LB_HM_TIMEOUT, "1"),
+    (LB_HM_UP, "2"),
+    (LB_HM_DOWN, "3"),
+    (LB_HM_TYPE, "tcp"),
+    (LB_HM_HTTP, "{}"),
+    (LB_LISTENER_PROTOCOL, "tcp"),
+    (LB_ALLOWED_CIDRS, "[]"),
+    (LB_TIMEOUT_CLIENT_DATA, "50000"),
+    (LB_TIMEOUT_MEMBER_CONNECT, "5000"),
+    (LB_TIMEOUT_MEMBER_DATA, "50000"),
+    (LB_ALLOWED_SUBNETS, "[]"),
+];
+
+/// The annotation `key` on `service`, or its default.
+pub fn value<'a>(service: &'a Service, key: &str) -> &'a str {
+    service.annotation(key).unwrap_or_else(|| default_of(key))
+}
+
+fn default_of(key: &str) -> &'static str {
+    ALL.iter().find(|(k, _)| *k == key).map_or("", |(_, d)| *d)
+}
+
+/// A VIP the operator asked for: a subnet, optionally a fixed address in it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct VipRequest {
+    pub subnet: String,
+    #[serde(default)]
+    pub address: Option<String>,
+}
+
+/// The user's HTTP health check block; missing fields get the API's defaults.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpCheckRequest {
+    pub method: Option<String>,
+    pub url_path: Option<String>,
+    pub version: Option<String>,
+    pub host: Option<String>,
+    pub expected_codes: Option<Vec<String>>,
+}
+
+impl HttpCheckRequest {
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// `ingress[].ipMode` the operator asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpModeChoice {
+    Proxy,
+    Vip,
+}
+
+/// Every annotation of one Service, parsed and validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Annotations {
+    pub uuid: String,
+    pub name: String,
+    pub flavor: String,
+    pub zone: String,
+    pub vip_addresses: Vec<VipRequest>,
+    pub floating_ips: Vec<String>,
+    pub pool_algorithm: String,
+    pub pool_protocol: String,
+    pub force_hostname: String,
+    pub ip_mode: IpModeChoice,
+    pub hm_delay_s: u64,
+    pub hm_timeout_s: u64,
+    pub hm_up_threshold: u64,
+    pub hm_down_threshold: u64,
+    pub hm_type: String,
+    /// `None` for `{}`.
+    pub hm_http: Option<HttpCheckRequest>,
+    pub listener_protocol: String,
+    pub allowed_cidrs: Vec<String>,
+    pub timeout_client_data_ms: u64,
+    pub timeout_member_connect_ms: u64,
+    pub timeout_member_data_ms: u64,
+    pub allowed_subnets: Vec<String>,
+    pub node_selector: Option<Selector>,
+}
+
+impl Annotations {
+    /// Parses every annotation of `service`; the first bad one is an `invalid-config` naming it.
+    pub fn parse(service: &Service) -> Result<Self, ProviderError> {
+        let v = |key| value(service, key);
+        let name = match v(LB_NAME) {
+            "" => default_name(service),
+            n => n.to_string(),
+        };
+        Ok(Self {
+            uuid: v(LB_UUID).to_string(),
+            name,
+            flavor: v(LB_FLAVOR).to_string(),
+            zone: v(LB_ZONE).to_string(),
+            vip_addresses: json_list(service, LB_VIP_ADDRESSES)?,
+            floating_ips: floating_ips(service)?,
+            pool_algorithm: v(LB_POOL_ALGORITHM).to_string(),
+            pool_protocol: v(LB_POOL_PROTOCOL).to_string(),
+            force_hostname: v(LB_FORCE_HOSTNAME).to_string(),
+            ip_mode: match v(LB_IP_MODE) {
+                "Proxy" => IpModeChoice::Proxy,
+                "VIP" => IpModeChoice::Vip,
+                other => {
+                    return Err(bad(
+                        LB_IP_MODE,
+                        other,
+                        "must be `Proxy` or `VIP` (case-sensitive)",
+                    ));
+                }
+            },
+            hm_delay_s: int(service, LB_HM_DELAY)?,
+            hm_timeout_s: int(service, LB_HM_TIMEOUT)?,
+            hm_up_threshold: int(service, LB_HM_UP)?,
+            hm_down_threshold: int(service, LB_HM_DOWN)?,
+            hm_type: v(LB_HM_TYPE).to_string(),
+            hm_http: http_check(service)?,
+            listener_protocol: v(LB_LISTENER_PROTOCOL).to_string(),
+            allowed_cidrs: json_list(service, LB_ALLOWED_CIDRS)?,
+            timeout_client_data_ms: int(service, LB_TIMEOUT_CLIENT_DATA)?,
+            timeout_member_connect_ms: int(service, LB_TIMEOUT_MEMBER_CONNECT)?,
+            timeout_member_data_ms: int(service, LB_TIMEOUT_MEMBER_DATA)?,
+            allowed_subnets: json_list(service, LB_ALLOWED_SUBNETS)?,
+            node_selector: match service.annotation(LB_NODE_SELECTOR).map(str::trim) {
+                None | Some("") => None,
+                Some(s) => Some(Selector::parse(s).map_err(|e| bad(LB_NODE_SELECTOR, s, &e))?),
+            },
+        })
+    }
+}
+
+/// `k8s-service-<uid>`: the load balancer's name unless `loadbalancer-name` says otherwise.
+pub fn default_name(service: &Service) -> String {
+    format!("k8s-service-{}", service.uid)
+}
+
+/// The load balancer name of `service` (the annotation or the default), without parsing the
+/// other annotations: `name` must answer even when another annotation is bad.
+pub fn lb_name(service: &Service) -> String {
+    match value(service, LB_NAME) {
+        "" => default_name(service),
+        n => n.to_string(),
+    }
+}
+
+/// The floating IPs `service` asks for, each an `address/prefix` network as the API lists them;
+/// also read on other Services for the conflict check.
+pub fn floating_ips(service: &Service) -> Result<Vec<String>, ProviderError> {
+    let networks: Vec<String> = json_list(service, LB_FLOATING_IPS)?;
+    for network in &networks {
+        let valid = network.split_once('/').is_some_and(|(ip, prefix)| {
+            ip.parse::<std::net::IpAddr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 128)
+        });
+        if !valid {
+            return Err(bad(
+                LB_FLOATING_IPS,
+                network,
+                "not a floating IP network such as 5.102.150.123/32 or 2a06:c01::123/128",
+            ));
+        }
+    }
+    Ok(networks)
+}
+
+fn bad(key: &str, value: &str, why: &str) -> ProviderError {
+    ProviderError::invalid_config(format!("annotation {key}={value:?}: {why}"))
+}
+
+/// A JSON list annotation: blank after trimming spaces is an empty list, like upstream.
+fn json_list<T: for<'de> Deserialize<'de>>(
+    service: &Service,
+    key: &str,
+) -> Result<Vec<T>, ProviderError> {
+    let raw = value(service, key);
+    if raw.trim_matches(' ').is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(raw).map_err(|e| bad(key, raw, &format!("not a valid JSON list: {e}")))
+}
+
+/// An integer annotation. Negative values are refused here (the API would refuse them later,
+/// after part of the load balancer was changed).
+fn int(service: &Service, key: &str) -> Result<u64, ProviderError> {
+    let raw = value(service, key);
+    raw.parse::<i64>()
+        .map_err(|_| bad(key, raw, "not an integer"))
+        .and_then(|n| u64::try_from(n).map_err(|_| bad(key, raw, "must not be negative")))
+}
+
+fn http_check(service: &Service) -> Result<Option<HttpCheckRequest>, ProviderError> {
+    let raw = value(service, LB_HM_HTTP);
+    if raw.trim().is_empty() {
+        return Ok(None);
+    }
+    let parsed: HttpCheckRequest = serde_json::from_str(raw).map_err(|e| {
+        bad(
+            LB_HM_HTTP,
+            raw,
+            &format!("not a JSON object with method, url_path, version, host, expected_codes: {e}"),
+        )
+    })?;
+    Ok((!parsed.is_empty()).then_some(parsed))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use wasm_ccm_sdk::types::{SessionAffinity, TrafficPolicy};
+
+    pub fn service(annotations: &[(&str, &str)]) -> Service {
+        Service {
+            namespace: "default".into(),
+            name: "web".into(),
+            uid: "6a1c0c4e-3d2b-4f3e-9a7c-1b2c3d4e5f60".into(),
+            labels: vec![],
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ports: vec![],
+            external_traffic_policy: TrafficPolicy::Cluster,
+            health_check_node_port: 0,
+            load_balancer_ip: None,
+            load_balancer_source_ranges: vec![],
+            session_affinity: SessionAffinity::None,
+            session_affinity_timeout: None,
+            ip_families: vec![],
+            load_balancer_class: None,
+            ingress: vec![],
+        }
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let a = Annotations::parse(&service(&[])).unwrap();
+        assert_eq!(a.name, "k8s-service-6a1c0c4e-3d2b-4f3e-9a7c-1b2c3d4e5f60");
+        assert_eq!(a.flavor, "lb-standard");
+        assert_eq!(a.zone, "");
+        assert_eq!(a.pool_algorithm, "round_robin");
+        assert_eq!(a.pool_protocol, "tcp");
+        assert_eq!(a.ip_mode, IpModeChoice::Proxy);
+        assert_eq!(
+            (
+                a.hm_delay_s,
+                a.hm_timeout_s,
+                a.hm_up_threshold,
+                a.hm_down_threshold
+            ),
+            (2, 1, 2, 3)
+        );
+        assert_eq!(a.hm_type, "tcp");
+        assert_eq!(a.hm_http, None);
+        assert_eq!(a.listener_protocol, "tcp");
+        assert!(a.allowed_cidrs.is_empty() && a.allowed_subnets.is_empty());
+        assert!(a.vip_addresses.is_empty() && a.floating_ips.is_empty());
+        assert_eq!(
+            (
+                a.timeout_client_data_ms,
+                a.timeout_member_connect_ms,
+                a.timeout_member_data_ms
+            ),
+            (50_000, 5_000, 50_000)
+        );
+        assert_eq!(a.node_selector, None);
+        assert_eq!(ALL.len(), 23);
+        assert!(ALL.iter().all(|(k, _)| k.starts_with(PREFIX)));
+    }
+
+    #[test]
+    fn values_parse() {
+        let a = Annotations::parse(&service(&[
+            (LB_NAME, "my-lb"),
+            (
+                LB_VIP_ADDRESSES,
+                r#"[{"subnet": "s1", "address": "10.0.0.5"}, {"subnet": "s2"}]"#,
+            ),
+            (LB_FLOATING_IPS, r#"["5.102.150.123/32"]"#),
+            (LB_ALLOWED_CIDRS, "  "),
+            (LB_IP_MODE, "VIP"),
+            (LB_HM_HTTP, r#"{"url_path": "/healthz"}"#),
+            (LB_TIMEOUT_MEMBER_DATA, "60000"),
+            (LB_NODE_SELECTOR, "role=lb"),
+        ]))
+        .unwrap();
+        assert_eq!(a.name, "my-lb");
+        assert_eq!(
+            a.vip_addresses,
+            vec![
+                VipRequest {
+                    subnet: "s1".into(),
+                    address: Some("10.0.0.5".into())
+                },
+                VipRequest {
+                    subnet: "s2".into(),
+                    address: None
+                }
+            ]
+        );
+        assert_eq!(a.floating_ips, vec!["5.102.150.123/32"]);
+        assert!(a.allowed_cidrs.is_empty());
+        assert_eq!(a.ip_mode, IpModeChoice::Vip);
+        assert_eq!(a.hm_http.unwrap().url_path.as_deref(), Some("/healthz"));
+        assert_eq!(a.timeout_member_data_ms, 60_000);
+        assert!(a.node_selector.is_some());
+        // `{}` means "no HTTP block", as upstream.
+        let a = Annotations::parse(&service(&[(LB_HM_HTTP, "{}")])).unwrap();
+        assert_eq!(a.hm_http, None);
+    }
+
+    #[test]
+    fn bad_values_name_the_annotation() {
+        for (key, value) in [
+            (LB_IP_MODE, "proxy"),
+            (LB_HM_DELAY, "two"),
+            (LB_TIMEOUT_CLIENT_DATA, "-1"),
+            (LB_FLOATING_IPS, "5.102.150.123/32"),
+            (LB_FLOATING_IPS, r#"["5.102.150.123"]"#),
+            (LB_VIP_ADDRESSES, r#"[{"subnet": 1}]"#),
+            (LB_ALLOWED_CIDRS, "[1, 2]"),
+            (LB_HM_HTTP, r#"{"path": "/"}"#),
+            (LB_NODE_SELECTOR, "a in b"),
+        ] {
+            let e = Annotations::parse(&service(&[(key, value)])).unwrap_err();
+            assert!(
+                matches!(&e, ProviderError::InvalidConfig(m) if m.contains(key)),
+                "{key}={value}: {e}"
+            );
+        }
+    }
+}

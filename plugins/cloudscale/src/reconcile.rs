@@ -1,0 +1,290 @@
+//! Drives the load balancer towards the desired state, one pass at a time (§1.4.5).
+//!
+//! Upstream loops inside one call and sleeps 5–7.5 s whenever the load balancer is busy. A driver
+//! call must not sleep, so a busy load balancer ends the call with `retry-after` and the host
+//! calls again; everything else runs in up to [`MAX_PASSES`] passes of one call, each pass
+//! re-reading the cloud so a retried call always starts from what really exists.
+
+use serde_json::json;
+use wasm_ccm_sdk::http::encode_path_segment;
+use wasm_ccm_sdk::log;
+use wasm_ccm_sdk::types::ProviderError;
+
+use crate::api::Api;
+use crate::desired::DesiredLb;
+use crate::model::{FloatingIp, Listener, LoadBalancer, Member, Monitor, Pool, pool_uuid};
+use crate::plan::{self, PoolState};
+
+/// Passes per call: create, pools, children, in-place changes, and slack for a concurrent edit.
+pub const MAX_PASSES: usize = 6;
+
+/// How long the host waits before calling again while the load balancer is busy; upstream waits
+/// 5–7.5 s between passes.
+pub const BUSY_RETRY_SECONDS: u32 = 5;
+
+/// The status of a load balancer that is still being built or changed.
+const CHANGING: &str = "changing";
+
+/// Finds the Service's load balancer: by the UUID annotation and by name, as upstream. An API
+/// error is an error (upstream dropped lookup errors and could create a duplicate during an
+/// outage); two different load balancers are an error.
+pub fn find(api: &Api, uuid: &str, name: &str) -> Result<Option<LoadBalancer>, ProviderError> {
+    let mut found: Vec<LoadBalancer> = Vec::new();
+    if !uuid.is_empty() {
+        let path = format!("load-balancers/{}", encode_path_segment(uuid));
+        if let Some(lb) = api.get_optional::<LoadBalancer>(&path)? {
+            found.push(lb);
+        }
+    } else if name.is_empty() {
+        return Err(ProviderError::invalid_config(
+            "the load balancer has neither a UUID nor a name to look it up by",
+        ));
+    }
+    if !name.is_empty() {
+        let all: Vec<LoadBalancer> = api.get("load-balancers")?;
+        for lb in all.into_iter().filter(|lb| lb.name == name) {
+            if !found.iter().any(|f| f.uuid == lb.uuid) {
+                found.push(lb);
+            }
+        }
+    }
+    if found.len() > 1 {
+        return Err(ProviderError::permanent(format!(
+            "found more than one load balancer for this Service ({}): the UUID annotation and the \
+             name point at different load balancers, or several share the name {name:?}; delete \
+             the wrong one or fix k8s.cloudscale.ch/loadbalancer-uuid",
+            found
+                .iter()
+                .map(|l| format!("{} {:?}", l.uuid, l.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(found.pop())
+}
+
+fn busy(lb: &LoadBalancer) -> ProviderError {
+    ProviderError::retry_after(
+        BUSY_RETRY_SECONDS,
+        format!("load balancer {} ({}) is {CHANGING}", lb.name, lb.uuid),
+    )
+}
+
+/// Creates or changes the load balancer until it matches `desired`; returns it.
+pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer, ProviderError> {
+    for _ in 0..MAX_PASSES {
+        let lb = match find(api, uuid, &desired.name)? {
+            Some(lb) => lb,
+            None => {
+                let created: LoadBalancer =
+                    api.post("load-balancers", &desired.create_request())?;
+                log::info(
+                    "created load balancer",
+                    &[("name", &created.name), ("uuid", &created.uuid)],
+                );
+                // The API answers `changing`; the next pass looks again and ends the call with
+                // retry-after if it still is.
+                continue;
+            }
+        };
+        if lb.status == CHANGING {
+            return Err(busy(&lb));
+        }
+        if let Some(why) = plan::refusal(desired, &lb) {
+            return Err(ProviderError::invalid_config(why));
+        }
+        if lb.name != desired.name {
+            api.patch(
+                &format!("load-balancers/{}", lb.uuid),
+                &json!({"name": desired.name}),
+            )?;
+        }
+        if pass(api, desired, &lb)? == Pass::Done {
+            return Ok(lb);
+        }
+    }
+    Err(ProviderError::retry_after(
+        BUSY_RETRY_SECONDS,
+        format!(
+            "load balancer {:?} still differs from the Service after {MAX_PASSES} passes",
+            desired.name
+        ),
+    ))
+}
+
+#[derive(PartialEq, Eq)]
+enum Pass {
+    Done,
+    Again,
+}
+
+/// One pass over pools, children, in-place changes and floating IPs.
+fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, ProviderError> {
+    let state = fetch(api, lb)?;
+    let pools = plan::plan_pools(desired, &state);
+    if !pools.is_empty() {
+        for obsolete in &pools.delete {
+            for member in &obsolete.members {
+                api.delete_href(&member.href)?;
+            }
+            api.delete_href(&obsolete.pool.href)?;
+        }
+        for pool in &pools.create {
+            api.post::<_, Pool>(
+                "load-balancers/pools",
+                &json!({
+                    "name": pool.name,
+                    "load_balancer": lb.uuid,
+                    "algorithm": pool.algorithm,
+                    "protocol": pool.protocol,
+                }),
+            )?;
+        }
+        return Ok(Pass::Again);
+    }
+
+    let mut changed = false;
+    for want in &desired.pools {
+        let Some(have) = state.iter().find(|s| s.pool.name == want.name) else {
+            continue;
+        };
+        let children = plan::plan_children(want, have);
+        for m in &children.delete_members {
+            api.delete_href(&m.href)?;
+        }
+        for l in &children.delete_listeners {
+            api.delete_href(&l.href)?;
+        }
+        for m in &children.delete_monitors {
+            api.delete_href(&m.href)?;
+        }
+        // Upstream pauses 5 s between deletes and creates so the load balancer settles; look
+        // instead, and come back later if it is busy.
+        if children.deletes() && children.creates() {
+            let path = format!("load-balancers/{}", lb.uuid);
+            if let Some(now) = api.get_optional::<LoadBalancer>(&path)?
+                && now.status == CHANGING
+            {
+                return Err(busy(&now));
+            }
+        }
+        let pool = &have.pool.uuid;
+        for m in &children.create_members {
+            api.post::<_, Member>(
+                &format!("load-balancers/pools/{pool}/members"),
+                &json!({
+                    "name": m.name,
+                    "protocol_port": m.protocol_port,
+                    "monitor_port": m.monitor_port,
+                    "address": m.address,
+                    "subnet": m.subnet,
+                }),
+            )?;
+        }
+        for l in &children.create_listeners {
+            api.post::<_, Listener>(
+                "load-balancers/listeners",
+                &json!({
+                    "pool": pool,
+                    "name": l.name,
+                    "protocol": l.protocol,
+                    "protocol_port": l.protocol_port,
+                    "allowed_cidrs": l.allowed_cidrs,
+                    "timeout_client_data_ms": l.timeout_client_data_ms,
+                    "timeout_member_connect_ms": l.timeout_member_connect_ms,
+                    "timeout_member_data_ms": l.timeout_member_data_ms,
+                }),
+            )?;
+        }
+        for m in &children.create_monitors {
+            api.post::<_, Monitor>(
+                "load-balancers/health-monitors",
+                &json!({
+                    "pool": pool,
+                    "delay_s": m.delay_s,
+                    "timeout_s": m.timeout_s,
+                    "up_threshold": m.up_threshold,
+                    "down_threshold": m.down_threshold,
+                    "type": m.kind,
+                    "http": m.http.as_ref().map_or_else(|| json!({}), |h| json!(h)),
+                }),
+            )?;
+        }
+        changed |= children.deletes() || children.creates();
+    }
+    if changed {
+        return Ok(Pass::Again);
+    }
+
+    for want in &desired.pools {
+        if let Some(have) = state.iter().find(|s| s.pool.name == want.name) {
+            for patch in plan::plan_patches(want, have) {
+                api.patch(&patch.path, &patch.body)?;
+            }
+        }
+    }
+
+    if !desired.floating_ips.is_empty() {
+        let all: Vec<FloatingIp> = api.get("floating-ips")?;
+        for network in plan::missing_floating_ips(desired, &lb.uuid, &all) {
+            // The address without its prefix length (validated with the annotations), verbatim:
+            // `:` is allowed in a path segment and the API names IPv6 floating IPs that way.
+            let ip = network.split('/').next().unwrap_or(network);
+            let path = format!("floating-ips/{ip}");
+            match api.patch(&path, &json!({"load_balancer": lb.uuid})) {
+                Err(ProviderError::NotFound(_)) => {
+                    return Err(ProviderError::invalid_config(format!(
+                        "floating IP {network} from k8s.cloudscale.ch/loadbalancer-floating-ips \
+                         does not exist in this cloudscale account; create it first or remove it \
+                         from the annotation"
+                    )));
+                }
+                other => other?,
+            }
+        }
+    }
+    Ok(Pass::Done)
+}
+
+/// Everything attached to `lb`: its pools with their members, listeners and monitors.
+pub fn fetch(api: &Api, lb: &LoadBalancer) -> Result<Vec<PoolState>, ProviderError> {
+    let monitors: Vec<Monitor> = api.get("load-balancers/health-monitors")?;
+    let listeners: Vec<Listener> = api.get("load-balancers/listeners")?;
+    let pools: Vec<Pool> = api.get("load-balancers/pools")?;
+    let mut out = Vec::new();
+    for pool in pools.into_iter().filter(|p| p.belongs_to(&lb.uuid)) {
+        let members: Vec<Member> =
+            api.get(&format!("load-balancers/pools/{}/members", pool.uuid))?;
+        out.push(PoolState {
+            listeners: listeners
+                .iter()
+                .filter(|l| pool_uuid(&l.pool) == pool.uuid)
+                .cloned()
+                .collect(),
+            monitors: monitors
+                .iter()
+                .filter(|m| pool_uuid(&m.pool) == pool.uuid)
+                .cloned()
+                .collect(),
+            members,
+            pool,
+        });
+    }
+    Ok(out)
+}
+
+/// Deletes the load balancer (the API deletes everything in it); nothing to do when it is gone.
+pub fn delete(api: &Api, uuid: &str, name: &str) -> Result<(), ProviderError> {
+    let Some(lb) = find(api, uuid, name)? else {
+        return Ok(());
+    };
+    if lb.status == CHANGING {
+        return Err(busy(&lb));
+    }
+    api.delete_href(&lb.href)?;
+    log::info(
+        "deleted load balancer",
+        &[("name", &lb.name), ("uuid", &lb.uuid)],
+    );
+    Ok(())
+}

@@ -1,0 +1,359 @@
+//! A stateful simulator of the cloudscale.ch REST API, as far as the cloudscale cloud
+//! controller manager uses it: servers (seeded), load balancers with pools, members, listeners
+//! and health monitors, and floating IPs.
+//!
+//! Every request needs `Authorization: Bearer <token>`. Errors are flat JSON objects of
+//! strings (Django REST framework style), which the Go SDK and the driver decode. Every
+//! resource has an absolute `href` that resolves against this simulator, so clients can DELETE
+//! by href. Load balancers are `changing` until `lb_ready_after` has passed (or
+//! [`CloudscaleSim::settle`]), then `running`. Fault injection and a request log make it a test
+//! fixture.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Match, SeedServer};
+//! let sim = CloudscaleSim::start("127.0.0.1:0".parse()?, CloudscaleOptions::default()).await?;
+//! let uuid = sim.add_server(
+//!     SeedServer::new("node-1").private("", "10.0.0.0/24", &["10.0.0.10"]),
+//! );
+//! sim.faults().fail_next(Match::method("POST"), 500, 1);
+//! println!("CLOUDSCALE_API_URL={}/ CLOUDSCALE_ACCESS_TOKEN={} ({uuid})", sim.url(), sim.token());
+//! # Ok(()) }
+//! ```
+
+mod body;
+mod control;
+mod error;
+mod faults;
+mod floating_ips;
+mod listeners;
+mod load_balancers;
+mod log;
+mod model;
+mod monitors;
+mod net;
+mod pools;
+mod render;
+mod seed;
+mod server;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use faults::{Faults, Match};
+pub use log::{LOG_CAPACITY, LoggedRequest};
+pub use seed::{Seed, SeedAddress, SeedFloatingIp, SeedInterface, SeedServer};
+
+use model::{Ctx, HasMeta, State, ordered};
+
+/// State shared by the server task and every [`CloudscaleSim`] handle.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    faults: Faults,
+    log: log::RequestLog,
+    token: String,
+    /// `http://127.0.0.1:PORT`.
+    url: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Makes every load balancer `running` now.
+fn settle(state: &mut State) {
+    let now = Instant::now();
+    for lb in state.load_balancers.values_mut() {
+        lb.ready_at = lb.ready_at.min(now);
+    }
+}
+
+/// Removes a server; floating IPs on it are unassigned. Its subnets stay known.
+fn remove_server(state: &mut State, uuid: &str) -> bool {
+    if state.servers.remove(uuid).is_none() {
+        return false;
+    }
+    for fip in state.floating_ips.values_mut() {
+        if fip.server.as_deref() == Some(uuid) {
+            fip.server = None;
+        }
+    }
+    true
+}
+
+/// Tunables of a simulator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloudscaleOptions {
+    /// The bearer token every request must carry.
+    pub token: String,
+    /// How long a new load balancer reads `changing` before it is `running`.
+    pub lb_ready_after: Duration,
+}
+
+impl Default for CloudscaleOptions {
+    /// Token `sim-token`; load balancers are `running` as soon as they are read after creation.
+    fn default() -> Self {
+        CloudscaleOptions {
+            token: "sim-token".into(),
+            lb_ready_after: Duration::ZERO,
+        }
+    }
+}
+
+/// Stops the server when the last [`CloudscaleSim`] clone goes away.
+struct ServerHandle {
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ServerHandle {
+    fn signal_stop(&self) {
+        let stop = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tx) = stop {
+            let _ = tx.send(());
+        }
+    }
+
+    fn take_task(&self) -> Option<JoinHandle<()>> {
+        self.task.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.signal_stop();
+        if let Some(task) = self.take_task() {
+            task.abort();
+        }
+    }
+}
+
+/// A running cloudscale API simulator. Cheap to clone; the server stops when the last clone is
+/// dropped or on [`CloudscaleSim::shutdown`].
+#[derive(Clone)]
+pub struct CloudscaleSim {
+    shared: Arc<Shared>,
+    server: Arc<ServerHandle>,
+}
+
+impl std::fmt::Debug for CloudscaleSim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudscaleSim")
+            .field("url", &self.url())
+            .finish()
+    }
+}
+
+impl CloudscaleSim {
+    /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
+    /// tokio runtime.
+    pub async fn start(addr: SocketAddr, options: CloudscaleOptions) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        let mut bound = listener.local_addr().context("listener has no address")?;
+        if bound.ip().is_unspecified() {
+            bound.set_ip(Ipv4Addr::LOCALHOST.into());
+        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(options.lb_ready_after)),
+            faults: Faults::default(),
+            log: log::RequestLog::default(),
+            token: options.token,
+            url: format!("http://{bound}"),
+        });
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let app = server::router(shared.clone());
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+            if let Err(e) = served {
+                tracing::warn!("cloudscale simulator stopped: {e}");
+            }
+        });
+        let server = Arc::new(ServerHandle {
+            stop: Mutex::new(Some(stop_tx)),
+            task: Mutex::new(Some(task)),
+        });
+        Ok(CloudscaleSim { shared, server })
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:34567` (no trailing slash; an unspecified bind
+    /// address shows as 127.0.0.1). The API lives under `/v1/`.
+    pub fn url(&self) -> String {
+        self.shared.url.clone()
+    }
+
+    /// The bearer token requests must carry.
+    pub fn token(&self) -> String {
+        self.shared.token.clone()
+    }
+
+    /// Adds servers and floating IPs; all or nothing (an error leaves the simulator as it
+    /// was). Errors: duplicate server UUIDs or floating IPs, unparsable addresses, CIDRs or
+    /// flavors, unknown zones, subnets reused with another CIDR or network.
+    pub fn seed(&self, seed: Seed) -> Result<(), String> {
+        let mut state = self.shared.lock();
+        let mut next = state.clone();
+        seed::apply(&mut next, &seed)?;
+        *state = next;
+        Ok(())
+    }
+
+    /// Adds one server (its private subnets become known subnets); returns its UUID.
+    ///
+    /// # Panics
+    ///
+    /// When the server is invalid (see [`CloudscaleSim::seed`]); a test set-up error.
+    /// [`CloudscaleSim::try_add_server`] returns the error instead.
+    pub fn add_server(&self, server: SeedServer) -> String {
+        match self.try_add_server(server) {
+            Ok(uuid) => uuid,
+            Err(e) => panic!("invalid seed server: {e}"),
+        }
+    }
+
+    /// [`CloudscaleSim::add_server`] returning the error instead of panicking.
+    pub fn try_add_server(&self, server: SeedServer) -> Result<String, String> {
+        let mut state = self.shared.lock();
+        let mut next = state.clone();
+        let uuid = seed::add_server(&mut next, &server)?;
+        *state = next;
+        Ok(uuid)
+    }
+
+    /// Removes a server (floating IPs on it are unassigned); returns whether it existed.
+    pub fn remove_server(&self, uuid: &str) -> bool {
+        remove_server(&mut self.shared.lock(), uuid)
+    }
+
+    /// Sets a server's status (any string, e.g. `stopped`); returns whether it exists.
+    pub fn set_server_status(&self, uuid: &str, status: &str) -> bool {
+        match self.shared.lock().servers.get_mut(uuid) {
+            Some(s) => {
+                s.status = status.to_string();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Adds an unassigned regional floating IP in `rma`: `5.102.150.123/32` or
+    /// `2a06:c01::123/128` (or an IPv6 `/56`).
+    pub fn add_floating_ip(&self, network: &str) -> Result<(), String> {
+        seed::add_floating_ip(&mut self.shared.lock(), network, None)
+    }
+
+    /// Makes every existing load balancer `running` now.
+    pub fn settle(&self) {
+        settle(&mut self.shared.lock());
+    }
+
+    /// How long load balancers created from now on stay `changing`.
+    pub fn set_lb_ready_after(&self, d: Duration) {
+        self.shared.lock().lb_ready_after = d;
+    }
+
+    /// Renders every resource of a table in creation order, as a GET of the list would.
+    fn render_all<T: HasMeta, K: Ord>(
+        &self,
+        table: impl Fn(&State) -> &std::collections::BTreeMap<K, T>,
+        render: impl Fn(&State, &Ctx, &T) -> Value,
+    ) -> Vec<Value> {
+        let state = self.shared.lock();
+        let ctx = Ctx {
+            base: self.shared.url.clone(),
+            now: Instant::now(),
+            refuse_changing: false,
+        };
+        ordered(table(&state))
+            .into_iter()
+            .map(|x| render(&state, &ctx, x))
+            .collect()
+    }
+
+    /// Every server, as `GET /v1/servers` renders them.
+    pub fn servers(&self) -> Vec<Value> {
+        self.render_all(|s| &s.servers, render::server)
+    }
+
+    /// Every load balancer, as `GET /v1/load-balancers` renders them.
+    pub fn load_balancers(&self) -> Vec<Value> {
+        self.render_all(|s| &s.load_balancers, render::load_balancer)
+    }
+
+    /// Every pool.
+    pub fn pools(&self) -> Vec<Value> {
+        self.render_all(|s| &s.pools, render::pool)
+    }
+
+    /// Every member of every pool.
+    pub fn members(&self) -> Vec<Value> {
+        self.render_all(|s| &s.members, render::member)
+    }
+
+    /// Every listener.
+    pub fn listeners(&self) -> Vec<Value> {
+        self.render_all(|s| &s.listeners, render::listener)
+    }
+
+    /// Every health monitor.
+    pub fn health_monitors(&self) -> Vec<Value> {
+        self.render_all(|s| &s.monitors, render::monitor)
+    }
+
+    /// Every floating IP.
+    pub fn floating_ips(&self) -> Vec<Value> {
+        self.render_all(|s| &s.floating_ips, render::floating_ip)
+    }
+
+    /// Every request so far (the last [`LOG_CAPACITY`]), oldest first, including rejected and
+    /// faulted ones. `/sim/...` control requests are not logged.
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        self.shared.log.all()
+    }
+
+    /// Empties the request log.
+    pub fn clear_requests(&self) {
+        self.shared.log.clear();
+    }
+
+    /// The logged requests whose method is not GET.
+    pub fn mutations(&self) -> Vec<LoggedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
+    }
+
+    /// Fault injection, effective immediately for every later request.
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.clone()
+    }
+
+    /// Stops accepting connections and waits (up to 5 s) for open requests; other clones stop
+    /// serving too.
+    pub async fn shutdown(self) {
+        self.server.signal_stop();
+        if let Some(task) = self.server.take_task() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -3,6 +3,7 @@
 mod call;
 mod inspect;
 mod playground;
+mod playground_cloud;
 mod run;
 mod units;
 

@@ -13,16 +13,18 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::metrics::Metrics;
 use wasm_ccm_controllers::{ControllerConfig, start_controllers};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
-use wasm_ccm_sim::static_cloud::StaticCloud;
 
 use crate::GlobalArgs;
-use crate::run::{ClusterFacts, DriverSpec, load_driver};
+use crate::playground_cloud::PlaygroundCloud;
+use crate::run::{DriverSpec, cluster_facts, load_driver};
 use crate::units::parse_duration;
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
 pub enum PlaygroundDriver {
     /// The reference driver, with its inventory service as the cloud.
     Static,
+    /// The cloudscale.ch driver, with the cloudscale API simulator as the cloud.
+    Cloudscale,
 }
 
 #[derive(Args, Debug)]
@@ -71,6 +73,10 @@ fn node_name(i: usize) -> String {
 
 fn internal_ip(i: usize) -> String {
     format!("10.0.{}.{}", i / 250, i % 250 + 1)
+}
+
+fn public_ip(i: usize) -> String {
+    format!("5.102.{}.{}", 148 + i / 250, i % 250 + 1)
 }
 
 fn instance(i: usize) -> Value {
@@ -302,7 +308,6 @@ impl Watcher<'_> {
 
 /// Runs the playground.
 pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<ExitCode> {
-    let PlaygroundDriver::Static = args.driver;
     let show = Show {
         quiet: args.json,
         chatty: args.nodes + args.services <= CHATTY_LIMIT,
@@ -320,17 +325,24 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
     )
     .await
     .context("starting the Kubernetes API simulator")?;
-    let cloud = StaticCloud::start(localhost, (0..args.nodes).map(instance).collect(), None)
-        .await
-        .context("starting the static cloud")?;
-    let plugin = std::path::PathBuf::from(wasm_ccm_plugins::STATIC_DRIVER);
-    let cloud_config = json!({
-        "region": "eu-1",
-        "zone": "eu-1a",
-        "loadBalancer": {"addresses": ["198.18.0.0/20"]},
-        "inventoryUrl": cloud.url(),
-    })
-    .to_string();
+    let cloud = match args.driver {
+        PlaygroundDriver::Static => {
+            PlaygroundCloud::start_static(localhost, (0..args.nodes).map(instance).collect())
+                .await?
+        }
+        PlaygroundDriver::Cloudscale => {
+            let nodes: Vec<(String, String, String)> = (0..args.nodes)
+                .map(|i| (node_name(i), internal_ip(i), public_ip(i)))
+                .collect();
+            PlaygroundCloud::start_cloudscale(localhost, &nodes).await?
+        }
+    };
+    let setup = cloud.driver();
+    let client = kube::Client::try_from(kube::Config::new(
+        sim.url().parse().context("simulator URL")?,
+    ))
+    .context("Kubernetes client for the simulator")?;
+    let facts = cluster_facts(&client).await;
     let config = ControllerConfig {
         cluster_name: "playground".into(),
         concurrent_node_syncs: args.concurrent_node_syncs.max(1),
@@ -346,14 +358,15 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
     let driver = load_driver(
         global,
         DriverSpec {
-            plugin: &plugin,
-            config: cloud_config.into_bytes(),
-            egress: vec![cloud.url()],
+            plugin: &setup.plugin,
+            config: setup.config,
+            egress: setup.egress,
             call_timeout: Duration::from_secs(10),
             memory_limit: 64 << 20,
             cluster_name: &config.cluster_name,
             max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
-            facts: ClusterFacts::default(),
+            facts,
+            extra_env: setup.env,
         },
     )
     .await?;
@@ -370,15 +383,8 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
         sim.url(),
         sim.url()
     ));
-    show.step(&format!(
-        "static cloud (the driver's inventory) at {}",
-        cloud.url()
-    ));
+    show.step(&cloud.describe());
 
-    let client = kube::Client::try_from(kube::Config::new(
-        sim.url().parse().context("simulator URL")?,
-    ))
-    .context("Kubernetes client for the simulator")?;
     for i in 0..args.nodes {
         sim.create(kubelet_node(i))
             .map_err(|e| anyhow::anyhow!("registering node {i}: {e:?}"))?;
@@ -448,7 +454,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
         Ok(_) => show.step(&format!(
             "converged in {:.2}s: {n} nodes initialised, {m} load balancers, {} routes; {} API requests ({} mutating), {:.0} driver calls",
             converge_time.as_secs_f64(),
-            cloud.routes().len(),
+            cloud.routes(),
             converge_requests.total(),
             converge_requests.mutations(),
             converge_calls
@@ -519,7 +525,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
             Err(e) => failures.push(e),
         }
         let off = node_name(2);
-        cloud.set_shutdown(&off, true);
+        cloud.shut_down(&off);
         let _ = set_ready(&off, false);
         show.step(&format!(
             "shut down the instance of {off}; its kubelet stopped reporting"
@@ -586,6 +592,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
         "scenario": scenario,
         "driver_instances": stats.instances_created.load(std::sync::atomic::Ordering::Relaxed),
         "cloud_requests": {"reads": cloud.request_counts().0, "writes": cloud.request_counts().1},
+        "cloud_load_balancers": cloud.load_balancers(),
         "failures": failures,
     });
     if args.json {

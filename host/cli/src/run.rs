@@ -171,6 +171,8 @@ pub struct DriverSpec<'a> {
     pub max_concurrency: usize,
     /// What `init` learns about the cluster (see [`cluster_facts`]).
     pub facts: ClusterFacts,
+    /// Variables added to the process environment for the driver (later ones win).
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// Facts about the cluster a driver's `init` receives in its context.
@@ -219,7 +221,7 @@ pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::R
             kubernetes_version: spec.facts.kubernetes_version,
         },
         config: spec.config,
-        env: std::env::vars().collect(),
+        env: std::env::vars().chain(spec.extra_env).collect(),
         egress: (!spec.egress.is_empty()).then_some(spec.egress),
         call_timeout: spec.call_timeout,
         memory_limit: spec.memory_limit,
@@ -381,6 +383,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             cluster_name: &args.cluster_name,
             max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
             facts,
+            extra_env: Vec::new(),
         },
     )
     .await?;

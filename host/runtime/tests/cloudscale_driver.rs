@@ -1067,6 +1067,14 @@ async fn a_node_selector_matching_nothing_warns_and_empties_the_pool() {
         matches!(provider_error(&o), ProviderError::InvalidConfig(m) if m.contains("node-selector"))
     );
     assert!(c.sim.requests().is_empty());
+    // get needs only the name, the UUID and the status annotations: it still finds it.
+    let found = c
+        .driver
+        .load_balancer_get(&bad, &scope())
+        .await
+        .result
+        .expect("get");
+    assert_eq!(found.map(|i| i.len()), Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

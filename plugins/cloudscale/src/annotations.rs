@@ -177,17 +177,7 @@ impl Annotations {
             pool_algorithm: v(LB_POOL_ALGORITHM).to_string(),
             pool_protocol: v(LB_POOL_PROTOCOL).to_string(),
             force_hostname: v(LB_FORCE_HOSTNAME).to_string(),
-            ip_mode: match v(LB_IP_MODE) {
-                "Proxy" => IpModeChoice::Proxy,
-                "VIP" => IpModeChoice::Vip,
-                other => {
-                    return Err(bad(
-                        LB_IP_MODE,
-                        other,
-                        "must be `Proxy` or `VIP` (case-sensitive)",
-                    ));
-                }
-            },
+            ip_mode: ip_mode(service)?,
             hm_delay_s: int(service, LB_HM_DELAY)?,
             hm_timeout_s: int(service, LB_HM_TIMEOUT)?,
             hm_up_threshold: int(service, LB_HM_UP)?,
@@ -205,6 +195,19 @@ impl Annotations {
                 Some(s) => Some(Selector::parse(s).map_err(|e| bad(LB_NODE_SELECTOR, s, &e))?),
             },
         })
+    }
+}
+
+/// `loadbalancer-ip-mode`: `Proxy` (default) or `VIP`, case-sensitive like upstream.
+pub fn ip_mode(service: &Service) -> Result<IpModeChoice, ProviderError> {
+    match value(service, LB_IP_MODE) {
+        "Proxy" => Ok(IpModeChoice::Proxy),
+        "VIP" => Ok(IpModeChoice::Vip),
+        other => Err(bad(
+            LB_IP_MODE,
+            other,
+            "must be `Proxy` or `VIP` (case-sensitive)",
+        )),
     }
 }
 

@@ -198,9 +198,17 @@ impl LoadBalancer for CloudscaleDriver {
         if gate(service).is_err() {
             return Ok(None);
         }
-        let a = Annotations::parse(service)?;
-        Ok(reconcile::find(&self.api, &a.uuid, &a.name)?
-            .map(|lb| status::ingress(&lb, &a, self.ip_mode_supported)))
+        // Only the annotations `get` needs: a bad one elsewhere must not hide the load balancer.
+        let uuid = service.annotation(annotations::LB_UUID).unwrap_or_default();
+        let Some(lb) = reconcile::find(&self.api, uuid, &annotations::lb_name(service))? else {
+            return Ok(None);
+        };
+        Ok(Some(status::ingress_with(
+            &lb,
+            annotations::value(service, annotations::LB_FORCE_HOSTNAME),
+            annotations::ip_mode(service)?,
+            self.ip_mode_supported,
+        )))
     }
 
     fn name(&self, service: &Service) -> String {

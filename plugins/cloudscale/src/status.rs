@@ -8,15 +8,26 @@ use crate::model::LoadBalancer;
 /// `status.loadBalancer.ingress`: the forced hostname alone, or one entry per VIP in API order
 /// (floating IPs are not reported, as upstream). `ipMode` only when the cluster knows it.
 pub fn ingress(lb: &LoadBalancer, a: &Annotations, ip_mode_supported: bool) -> Vec<Ingress> {
-    if !a.force_hostname.is_empty() {
-        return vec![Ingress::hostname(a.force_hostname.clone())];
+    ingress_with(lb, &a.force_hostname, a.ip_mode, ip_mode_supported)
+}
+
+/// [`ingress`] from the two annotations it depends on, for `get`, which must not fail on an
+/// unrelated bad annotation.
+pub fn ingress_with(
+    lb: &LoadBalancer,
+    force_hostname: &str,
+    ip_mode: IpModeChoice,
+    ip_mode_supported: bool,
+) -> Vec<Ingress> {
+    if !force_hostname.is_empty() {
+        return vec![Ingress::hostname(force_hostname)];
     }
     lb.vip_addresses
         .iter()
         .map(|vip| Ingress {
             ip: Some(vip.address.clone()),
             hostname: None,
-            ip_mode: ip_mode_supported.then_some(match a.ip_mode {
+            ip_mode: ip_mode_supported.then_some(match ip_mode {
                 IpModeChoice::Proxy => IpMode::Proxy,
                 IpModeChoice::Vip => IpMode::Vip,
             }),

@@ -1,0 +1,163 @@
+//! The cloud behind the playground's driver: the static driver's inventory service, or the
+//! cloudscale API simulator for the cloudscale driver. Both hold one instance per simulated node.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, SeedServer};
+use wasm_ccm_sim::static_cloud::StaticCloud;
+
+/// The private subnet of every simulated cloudscale server (the nodes' InternalIPs).
+const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
+
+/// A running simulated cloud and how to point a driver at it.
+pub enum PlaygroundCloud {
+    Static(StaticCloud),
+    Cloudscale {
+        sim: CloudscaleSim,
+        /// Node name → server UUID.
+        servers: HashMap<String, String>,
+    },
+}
+
+/// What loading the driver for this cloud needs.
+pub struct DriverSetup {
+    pub plugin: PathBuf,
+    pub config: Vec<u8>,
+    pub env: Vec<(String, String)>,
+    pub egress: Vec<String>,
+}
+
+impl PlaygroundCloud {
+    /// The static driver's inventory with `instances`.
+    pub async fn start_static(addr: SocketAddr, instances: Vec<Value>) -> anyhow::Result<Self> {
+        let cloud = StaticCloud::start(addr, instances, None)
+            .await
+            .context("starting the static cloud")?;
+        Ok(Self::Static(cloud))
+    }
+
+    /// The cloudscale simulator with one server per node: `(name, internal IP, public IP)`.
+    pub async fn start_cloudscale(
+        addr: SocketAddr,
+        nodes: &[(String, String, String)],
+    ) -> anyhow::Result<Self> {
+        let sim = CloudscaleSim::start(addr, CloudscaleOptions::default())
+            .await
+            .context("starting the cloudscale simulator")?;
+        let mut servers = HashMap::new();
+        for (i, (name, internal, public)) in nodes.iter().enumerate() {
+            let flavor = if i % 3 == 0 { "plus-32-16" } else { "flex-4-2" };
+            let uuid = sim
+                .try_add_server(
+                    SeedServer::new(name)
+                        .with_flavor(flavor)
+                        .public(&[public.as_str()])
+                        .private(CLOUDSCALE_SUBNET, "10.0.0.0/16", &[internal.as_str()]),
+                )
+                .map_err(|e| anyhow::anyhow!("seeding server {name}: {e}"))?;
+            servers.insert(name.clone(), uuid);
+        }
+        Ok(Self::Cloudscale { sim, servers })
+    }
+
+    /// One line saying what the cloud is.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Static(c) => format!("static cloud (the driver's inventory) at {}", c.url()),
+            Self::Cloudscale { sim, .. } => format!(
+                "cloudscale API simulator at {} (try: curl -H 'Authorization: Bearer {}' {}/v1/load-balancers)",
+                sim.url(),
+                sim.token(),
+                sim.url()
+            ),
+        }
+    }
+
+    /// The driver and its configuration for this cloud.
+    pub fn driver(&self) -> DriverSetup {
+        match self {
+            Self::Static(c) => DriverSetup {
+                plugin: PathBuf::from(wasm_ccm_plugins::STATIC_DRIVER),
+                config: json!({
+                    "region": "eu-1",
+                    "zone": "eu-1a",
+                    "loadBalancer": {"addresses": ["198.18.0.0/20"]},
+                    "inventoryUrl": c.url(),
+                })
+                .to_string()
+                .into_bytes(),
+                env: Vec::new(),
+                egress: vec![c.url()],
+            },
+            Self::Cloudscale { sim, .. } => DriverSetup {
+                plugin: PathBuf::from(wasm_ccm_plugins::CLOUDSCALE_DRIVER),
+                config: Vec::new(),
+                env: vec![
+                    ("CLOUDSCALE_ACCESS_TOKEN".into(), sim.token()),
+                    ("CLOUDSCALE_API_URL".into(), format!("{}/", sim.url())),
+                ],
+                egress: vec![sim.url()],
+            },
+        }
+    }
+
+    /// Deletes the instance behind node `name`.
+    pub fn remove_instance(&self, name: &str) {
+        match self {
+            Self::Static(c) => {
+                c.remove_instance(name);
+            }
+            Self::Cloudscale { sim, servers } => {
+                if let Some(uuid) = servers.get(name) {
+                    sim.remove_server(uuid);
+                }
+            }
+        }
+    }
+
+    /// Powers off the instance behind node `name`.
+    pub fn shut_down(&self, name: &str) {
+        match self {
+            Self::Static(c) => {
+                c.set_shutdown(name, true);
+            }
+            Self::Cloudscale { sim, servers } => {
+                if let Some(uuid) = servers.get(name) {
+                    sim.set_server_status(uuid, "stopped");
+                }
+            }
+        }
+    }
+
+    /// Routes in the cloud (the cloudscale driver manages none).
+    pub fn routes(&self) -> usize {
+        match self {
+            Self::Static(c) => c.routes().len(),
+            Self::Cloudscale { .. } => 0,
+        }
+    }
+
+    /// Load balancers in the cloud, when the cloud has them as objects.
+    pub fn load_balancers(&self) -> Option<usize> {
+        match self {
+            Self::Static(_) => None,
+            Self::Cloudscale { sim, .. } => Some(sim.load_balancers().len()),
+        }
+    }
+
+    /// (reads, writes) the driver made so far.
+    pub fn request_counts(&self) -> (u64, u64) {
+        match self {
+            Self::Static(c) => c.request_counts(),
+            Self::Cloudscale { sim, .. } => {
+                let log = sim.requests();
+                let reads = log.iter().filter(|r| r.method == "GET").count() as u64;
+                (reads, log.len() as u64 - reads)
+            }
+        }
+    }
+}

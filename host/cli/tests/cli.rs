@@ -188,3 +188,43 @@ fn call_feeds_cluster_services_to_the_driver() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `nmae`"));
 }
+
+/// The README's first command, with each driver: the playground converges, stays quiet in a
+/// steady state and exits 0.
+#[test]
+fn the_playground_converges_with_every_driver() {
+    for driver in ["static", "cloudscale"] {
+        let cache = tempfile::tempdir().expect("tempdir");
+        let out = wasm_ccm(cache.path())
+            .args([
+                "playground",
+                "--driver",
+                driver,
+                "--nodes",
+                "4",
+                "--services",
+                "2",
+                "--steady",
+                "1s",
+                "--json",
+            ])
+            .output()
+            .expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{driver}: exit {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_str(&stdout).expect("JSON summary");
+        assert_eq!(summary["driver"], driver);
+        assert_eq!(summary["converged"], true, "{summary}");
+        assert_eq!(summary["steady_writes"], serde_json::json!([]), "{summary}");
+        assert_eq!(summary["steady_driver_calls"], 0.0, "{summary}");
+        if driver == "cloudscale" {
+            // Two load balancers were built in the simulator and one was deleted with its Service.
+            assert_eq!(summary["cloud_load_balancers"], 1, "{summary}");
+        }
+    }
+}

@@ -101,9 +101,17 @@ fn default_of(key: &str) -> &'static str {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct VipRequest {
-    pub subnet: String,
+    /// The subnet UUID; empty when not given (upstream sends none then).
     #[serde(default)]
+    pub subnet: String,
+    /// A fixed address; `""` counts as not given, as upstream.
+    #[serde(default, deserialize_with = "empty_as_none")]
     pub address: Option<String>,
+}
+
+fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v: Option<String> = Option::deserialize(d)?;
+    Ok(v.filter(|s| !s.is_empty()))
 }
 
 /// The user's HTTP health check block; missing fields get the API's defaults.
@@ -115,12 +123,6 @@ pub struct HttpCheckRequest {
     pub version: Option<String>,
     pub host: Option<String>,
     pub expected_codes: Option<Vec<String>>,
-}
-
-impl HttpCheckRequest {
-    fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 /// `ingress[].ipMode` the operator asked for.
@@ -211,6 +213,12 @@ pub fn ip_mode(service: &Service) -> Result<IpModeChoice, ProviderError> {
     }
 }
 
+/// The floating IPs another Service claims, as plain strings (unvalidated, like upstream: one bad
+/// entry there must not hide a conflict with its good ones).
+pub fn claimed_floating_ips(service: &Service) -> Result<Vec<String>, ProviderError> {
+    json_list(service, LB_FLOATING_IPS)
+}
+
 /// `k8s-service-<uid>`: the load balancer's name unless `loadbalancer-name` says otherwise.
 pub fn default_name(service: &Service) -> String {
     format!("k8s-service-{}", service.uid)
@@ -231,7 +239,12 @@ pub fn floating_ips(service: &Service) -> Result<Vec<String>, ProviderError> {
     let networks: Vec<String> = json_list(service, LB_FLOATING_IPS)?;
     for network in &networks {
         let valid = network.split_once('/').is_some_and(|(ip, prefix)| {
-            ip.parse::<std::net::IpAddr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 128)
+            let max = match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => 32,
+                Ok(std::net::IpAddr::V6(_)) => 128,
+                Err(_) => return false,
+            };
+            prefix.parse::<u8>().is_ok_and(|p| p <= max)
         });
         if !valid {
             return Err(bad(
@@ -269,9 +282,11 @@ fn int(service: &Service, key: &str) -> Result<u64, ProviderError> {
         .and_then(|n| u64::try_from(n).map_err(|_| bad(key, raw, "must not be negative")))
 }
 
+/// The HTTP check block; exactly `{}` (the default) means none, as upstream. Empty strings and
+/// lists count as not given, so they get the API's defaults instead of a diff that never settles.
 fn http_check(service: &Service) -> Result<Option<HttpCheckRequest>, ProviderError> {
     let raw = value(service, LB_HM_HTTP);
-    if raw.trim().is_empty() {
+    if raw == "{}" {
         return Ok(None);
     }
     let parsed: HttpCheckRequest = serde_json::from_str(raw).map_err(|e| {
@@ -281,7 +296,14 @@ fn http_check(service: &Service) -> Result<Option<HttpCheckRequest>, ProviderErr
             &format!("not a JSON object with method, url_path, version, host, expected_codes: {e}"),
         )
     })?;
-    Ok((!parsed.is_empty()).then_some(parsed))
+    let text = |v: Option<String>| v.filter(|s| !s.is_empty());
+    Ok(Some(HttpCheckRequest {
+        method: text(parsed.method),
+        url_path: text(parsed.url_path),
+        version: text(parsed.version),
+        host: text(parsed.host),
+        expected_codes: parsed.expected_codes.filter(|c| !c.is_empty()),
+    }))
 }
 
 #[cfg(test)]
@@ -400,6 +422,8 @@ pub(crate) mod tests {
             (LB_VIP_ADDRESSES, r#"[{"subnet": 1}]"#),
             (LB_ALLOWED_CIDRS, "[1, 2]"),
             (LB_HM_HTTP, r#"{"path": "/"}"#),
+            (LB_HM_HTTP, ""),
+            (LB_FLOATING_IPS, r#"["5.102.150.123/64"]"#),
             (LB_NODE_SELECTOR, "a in b"),
         ] {
             let e = Annotations::parse(&service(&[(key, value)])).unwrap_err();

@@ -45,9 +45,7 @@ impl Api {
 
     /// `GET` a JSON document.
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ProviderError> {
-        self.send(http::get(self.url(path)))?
-            .error_for_status()?
-            .json()
+        decode(&self.send(http::get(self.url(path)))?.error_for_status()?)
     }
 
     /// `GET` a JSON document; `None` on 404.
@@ -56,7 +54,7 @@ impl Api {
         path: &str,
     ) -> Result<Option<T>, ProviderError> {
         match self.send(http::get(self.url(path)))?.error_for_status() {
-            Ok(response) => response.json().map(Some),
+            Ok(response) => decode(&response).map(Some),
             Err(ProviderError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
@@ -68,7 +66,9 @@ impl Api {
         path: &str,
         body: &B,
     ) -> Result<T, ProviderError> {
-        write_error(self.send(http::post(self.url(path)).json(body))?)?.json()
+        decode(&write_error(
+            self.send(http::post(self.url(path)).json(body))?,
+        )?)
     }
 
     /// `PATCH` a JSON body; the response body is ignored.
@@ -79,7 +79,8 @@ impl Api {
 
     /// `DELETE` an object by its `href`, as upstream does; already gone counts as deleted.
     pub fn delete_href(&self, href: &str) -> Result<(), ProviderError> {
-        if !href.starts_with(&self.base) {
+        // Prefix with the path, so `https://api.cloudscale.ch.evil/…` or `…@evil/…` do not pass.
+        if !href.starts_with(&format!("{}/v1/", self.base)) {
             // An href elsewhere would send our token to another host.
             return Err(ProviderError::permanent(format!(
                 "the API returned href {href:?} outside {}; refusing to send the token there",
@@ -90,6 +91,31 @@ impl Api {
             Ok(_) | Err(ProviderError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Decodes a response with `null` read as "absent", so every field takes its default, as Go's
+/// decoder reads `null` as the zero value: one `null` must not make a whole list unreadable.
+fn decode<T: DeserializeOwned>(response: &Response) -> Result<T, ProviderError> {
+    let mut value: serde_json::Value = response.json()?;
+    strip_nulls(&mut value);
+    serde_json::from_value(value).map_err(|e| {
+        ProviderError::transient(format!(
+            "unexpected response from {}: {e}; body: {}",
+            http::display_url(&response.url),
+            http::body_snippet(&response.body)
+        ))
+    })
+}
+
+fn strip_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
     }
 }
 
@@ -104,4 +130,26 @@ fn write_error(response: Response) -> Result<Response, ProviderError> {
         )));
     }
     response.error_for_status()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Listener;
+
+    #[test]
+    fn nulls_read_as_defaults() {
+        let response = Response {
+            url: "https://api.cloudscale.ch/v1/load-balancers/listeners".into(),
+            status: 200,
+            headers: vec![],
+            body: br#"[{"uuid": "l1", "name": null, "pool": null, "allowed_cidrs": null, "protocol_port": 80}]"#
+                .to_vec(),
+        };
+        let listeners: Vec<Listener> = decode(&response).unwrap();
+        assert_eq!(listeners[0].name, "");
+        assert_eq!(listeners[0].pool, None);
+        assert!(listeners[0].allowed_cidrs.is_empty());
+        assert_eq!(listeners[0].protocol_port, 80);
+    }
 }

@@ -270,7 +270,10 @@ fn monitor(a: &Annotations, local: bool) -> DesiredMonitor {
         });
         ("http".to_string(), http)
     } else {
-        (a.hm_type.clone(), user_http)
+        // The API keeps no HTTP block on other monitor types (it answers `http: null`), so one
+        // here would be a difference that never settles.
+        let http = user_http.filter(|_| matches!(a.hm_type.as_str(), "http" | "https"));
+        (a.hm_type.clone(), http)
     };
     DesiredMonitor {
         kind,
@@ -298,6 +301,7 @@ pub struct CreateLb<'a> {
 pub struct CreateVip<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<&'a str>,
+    #[serde(skip_serializing_if = "str::is_empty")]
     pub subnet: &'a str,
 }
 
@@ -470,6 +474,36 @@ mod tests {
         let svc = service(&[(LB_ZONE, "lpg1")]);
         let ann = Annotations::parse(&svc).unwrap();
         assert_eq!(desired(&svc, &ann, &[&a, &b]).unwrap().zone, "lpg1");
+    }
+
+    #[test]
+    fn http_blocks_only_on_http_monitors_with_empty_fields_defaulted() {
+        let mut svc = service(&[(LB_HM_HTTP, r#"{"version": "1.0"}"#)]);
+        svc.ports = vec![port("", Protocol::Tcp, 80, 30080)];
+        let ann = Annotations::parse(&svc).unwrap();
+        let d = desired(&svc, &ann, &[]).unwrap();
+        assert_eq!(
+            d.pools[0].monitor.http, None,
+            "a tcp monitor has no HTTP block"
+        );
+
+        let mut svc = service(&[
+            (LB_HM_TYPE, "http"),
+            (
+                LB_HM_HTTP,
+                r#"{"version": "", "expected_codes": [], "url_path": "/x"}"#,
+            ),
+        ]);
+        svc.ports = vec![port("", Protocol::Tcp, 80, 30080)];
+        let ann = Annotations::parse(&svc).unwrap();
+        let http = desired(&svc, &ann, &[]).unwrap().pools[0]
+            .monitor
+            .http
+            .clone()
+            .unwrap();
+        assert_eq!(http.version, "1.1");
+        assert_eq!(http.expected_codes, vec!["200"]);
+        assert_eq!(http.url_path, "/x");
     }
 
     #[test]

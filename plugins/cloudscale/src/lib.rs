@@ -104,7 +104,7 @@ fn check_floating_ip_conflicts(service: &Service, a: &Annotations) -> Result<(),
         {
             continue;
         }
-        let Ok(theirs) = annotations::floating_ips(&other) else {
+        let Ok(theirs) = annotations::claimed_floating_ips(&other) else {
             continue;
         };
         for ip in a.floating_ips.iter().filter(|ip| theirs.contains(ip)) {

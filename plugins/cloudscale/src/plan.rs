@@ -46,16 +46,19 @@ impl PoolPlan<'_> {
 
 /// Pools are keyed by (name, algorithm, protocol): a change of algorithm, pool protocol or port
 /// name recreates the pool; a port number change does not (the listener changes instead).
+/// A second pool with the key of an earlier one (left by a concurrent create) is deleted too, so
+/// members, listener and monitor are always reconciled on one pool per key.
 pub fn plan_pools<'a>(desired: &'a DesiredLb, actual: &'a [PoolState]) -> PoolPlan<'a> {
     PoolPlan {
         delete: actual
             .iter()
-            .filter(|a| {
-                !desired
-                    .pools
-                    .iter()
-                    .any(|d| desired_pool_key(d) == pool_key(&a.pool))
+            .enumerate()
+            .filter(|(i, a)| {
+                let key = pool_key(&a.pool);
+                !desired.pools.iter().any(|d| desired_pool_key(d) == key)
+                    || actual[..*i].iter().any(|e| pool_key(&e.pool) == key)
             })
+            .map(|(_, a)| a)
             .collect(),
         create: desired
             .pools
@@ -156,9 +159,14 @@ fn diff<'a, A, D, K: PartialEq>(
         .iter()
         .filter(|a| !desired.iter().any(|d| kd(d) == ka(a)))
         .collect();
+    // Each key once: two nodes naming one server must not create the same member twice.
     let create = desired
         .iter()
-        .filter(|d| !actual.iter().any(|a| kd(d) == ka(a)))
+        .enumerate()
+        .filter(|(i, d)| {
+            !actual.iter().any(|a| kd(d) == ka(a)) && !desired[..*i].iter().any(|e| kd(e) == kd(d))
+        })
+        .map(|(_, d)| d)
         .collect();
     (delete, create)
 }
@@ -539,6 +547,25 @@ mod tests {
         v10.monitor.http.as_mut().unwrap().version = "1.0".into();
         let c = plan_children(&v10, &s);
         assert_eq!((c.delete_monitors.len(), c.create_monitors.len()), (1, 1));
+    }
+
+    #[test]
+    fn duplicate_pools_and_duplicate_members_are_reconciled_once() {
+        let d = dpool("tcp", "round_robin");
+        let mut second = state_of(&d);
+        second.pool.uuid = "p2".into();
+        let actual = vec![state_of(&d), second];
+        let want = lb(vec![d.clone()]);
+        let p = plan_pools(&want, &actual);
+        assert_eq!(p.delete.len(), 1);
+        assert_eq!(p.delete[0].pool.uuid, "p2", "the later duplicate goes");
+        assert!(p.create.is_empty());
+
+        let mut twice = d.clone();
+        twice.members.push(twice.members[0].clone());
+        let mut empty = state_of(&d);
+        empty.members.clear();
+        assert_eq!(plan_children(&twice, &empty).create_members.len(), 1);
     }
 
     #[test]

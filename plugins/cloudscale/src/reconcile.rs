@@ -103,13 +103,12 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
             return Ok(lb);
         }
     }
-    Err(ProviderError::retry_after(
-        BUSY_RETRY_SECONDS,
-        format!(
-            "load balancer {:?} still differs from the Service after {MAX_PASSES} passes",
-            desired.name
-        ),
-    ))
+    // Not retry-after: a difference that never settles must show up as a Warning event.
+    Err(ProviderError::transient(format!(
+        "load balancer {:?} still differs from the Service after {MAX_PASSES} passes of changes; \
+         something (another client, or an API that rewrites a value) keeps changing it",
+        desired.name
+    )))
 }
 
 #[derive(PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Kubernetes label selectors in their string form (`loadbalancer-node-selector`), as
 //! `labels.Parse` reads them: `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`,
-//! joined by commas (all must match).
+//! `k>n`, `k<n`, joined by commas (all must match).
 
 /// One requirement of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -9,6 +9,8 @@ enum Requirement {
     NotExists(String),
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
+    /// The label's value is an integer greater (`true`) or less (`false`) than the bound.
+    Compare(String, i64, bool),
 }
 
 /// A parsed label selector; the empty selector matches everything.
@@ -38,6 +40,9 @@ impl Selector {
             Requirement::In(k, vs) => get(k).is_some_and(|v| vs.contains(v)),
             // As in Kubernetes: a missing label satisfies `notin` and `!=`.
             Requirement::NotIn(k, vs) => get(k).is_none_or(|v| !vs.contains(v)),
+            Requirement::Compare(k, bound, greater) => get(k)
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| if *greater { v > *bound } else { v < *bound }),
         })
     }
 }
@@ -69,6 +74,15 @@ fn split_top_level(input: &str) -> Result<Vec<&str>, String> {
 fn parse_requirement(part: &str) -> Result<Requirement, String> {
     if let Some(key) = part.strip_prefix('!') {
         return Ok(Requirement::NotExists(key_of(key.trim())?));
+    }
+    for (op, greater) in [(">", true), ("<", false)] {
+        if let Some((k, v)) = part.split_once(op) {
+            let bound = v
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| format!("{part:?}: `{op}` needs an integer"))?;
+            return Ok(Requirement::Compare(key_of(k.trim())?, bound, greater));
+        }
     }
     for (op, negated) in [("!=", true), ("==", false), ("=", false)] {
         if let Some((k, v)) = part.split_once(op) {
@@ -149,7 +163,7 @@ mod tests {
 
     #[test]
     fn matches_like_kubernetes() {
-        let l = labels(&[("role", "lb"), ("zone", "rma1")]);
+        let l = labels(&[("role", "lb"), ("zone", "rma1"), ("tier", "2")]);
         for (sel, want) in [
             ("role=lb", true),
             ("role==lb", true),
@@ -162,6 +176,9 @@ mod tests {
             ("zone notin (rma1)", false),
             ("role=lb,zone=lpg1", false),
             ("node-role.kubernetes.io/worker", false),
+            ("tier>1", true),
+            ("tier<2", false),
+            ("zone>1", false),
         ] {
             assert_eq!(Selector::parse(sel).unwrap().matches(&l), want, "{sel}");
         }

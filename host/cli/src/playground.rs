@@ -576,6 +576,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
     running.join().await;
 
     let stats = driver.stats();
+    let (cloud_reads, cloud_writes) = cloud.request_counts();
     let summary = json!({
         "driver": driver.name(),
         "nodes": n,
@@ -591,7 +592,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
         "steady_writes": steady_writes,
         "scenario": scenario,
         "driver_instances": stats.instances_created.load(std::sync::atomic::Ordering::Relaxed),
-        "cloud_requests": {"reads": cloud.request_counts().0, "writes": cloud.request_counts().1},
+        "cloud_requests": {"reads": cloud_reads, "writes": cloud_writes},
         "cloud_load_balancers": cloud.load_balancers(),
         "failures": failures,
     });

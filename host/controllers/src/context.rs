@@ -357,6 +357,15 @@ impl Ctx {
     }
 }
 
+/// Whether the driver said the work is under way (`retry-after`): progress, not a failure worth
+/// a Warning event.
+pub fn in_progress(e: &CallError) -> bool {
+    matches!(
+        e,
+        CallError::Provider(wasm_ccm_runtime::types::ProviderError::RetryAfter(_))
+    )
+}
+
 /// The delay a driver error asks for (`retry-after`, `rate-limited(seconds)`), if any.
 pub fn requested_delay(e: &CallError) -> Option<Duration> {
     use wasm_ccm_runtime::types::ProviderError;

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
-use crate::context::{Ctx, PendingWrite, is_status, reference, requested_delay};
+use crate::context::{Ctx, PendingWrite, in_progress, is_status, reference, requested_delay};
 use crate::convert::{ingress_to_kube, node_to_wit, service_to_wit};
 use crate::informer::key_of;
 use crate::node::SyncError;
@@ -49,10 +49,7 @@ fn fail(message: String, e: &CallError) -> SyncError {
     SyncError {
         message,
         retry_after: requested_delay(e),
-        in_progress: matches!(
-            e,
-            CallError::Provider(wasm_ccm_runtime::types::ProviderError::RetryAfter(_))
-        ),
+        in_progress: in_progress(e),
     }
 }
 
@@ -331,19 +328,29 @@ impl ServiceController {
                 .await;
                 return Err(fail(message, &e));
             }
-            self.event(
-                &regarding,
-                false,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-                "DeleteLoadBalancer",
-            )
-            .await;
+            self.deleted_event(&regarding).await;
         }
+        self.forget(key);
+        Ok(())
+    }
+
+    /// Drops what the controller remembers about a Service that is gone or no longer has a load
+    /// balancer.
+    fn forget(&self, key: &str) {
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
         self.ctx.cloud.cluster().record(key, None);
-        Ok(())
+    }
+
+    async fn deleted_event(&self, regarding: &ObjectReference) {
+        self.event(
+            regarding,
+            false,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+            "DeleteLoadBalancer",
+        )
+        .await;
     }
 
     async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), SyncError> {
@@ -377,20 +384,11 @@ impl ServiceController {
         if has_finalizer(svc) {
             self.set_finalizer(svc, false).await?;
         }
-        self.event(
-            &regarding,
-            false,
-            "DeletedLoadBalancer",
-            "Deleted load balancer",
-            "DeleteLoadBalancer",
-        )
-        .await;
+        self.deleted_event(&regarding).await;
         if !ingress_of(svc).is_empty() {
             self.patch_ingress(svc, &[]).await?;
         }
-        lock(&self.cache).remove(key);
-        lock(&self.last_nodes).remove(key);
-        self.ctx.cloud.cluster().record(key, None);
+        self.forget(key);
         Ok(())
     }
 
@@ -748,7 +746,7 @@ impl ServiceController {
                     nodes.len()
                 );
                 // Work under way (retry-after) is not a failure worth a Warning.
-                if !matches!(e, CallError::Provider(ProviderError::RetryAfter(_))) {
+                if !in_progress(&e) {
                     self.event(
                         &regarding,
                         true,

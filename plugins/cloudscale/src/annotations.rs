@@ -165,13 +165,9 @@ impl Annotations {
     /// Parses every annotation of `service`; the first bad one is an `invalid-config` naming it.
     pub fn parse(service: &Service) -> Result<Self, ProviderError> {
         let v = |key| value(service, key);
-        let name = match v(LB_NAME) {
-            "" => default_name(service),
-            n => n.to_string(),
-        };
         Ok(Self {
             uuid: v(LB_UUID).to_string(),
-            name,
+            name: lb_name(service),
             flavor: v(LB_FLAVOR).to_string(),
             zone: v(LB_ZONE).to_string(),
             vip_addresses: json_list(service, LB_VIP_ADDRESSES)?,

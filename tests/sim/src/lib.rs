@@ -5,4 +5,5 @@
 
 pub mod cloudscale;
 pub mod kube;
+mod serving;
 pub mod static_cloud;

@@ -86,6 +86,15 @@ pub(crate) fn create(state: &mut State, ctx: &Ctx, body: &[u8]) -> Result<Reply,
     Ok(Reply::Created(json))
 }
 
+/// The listener's LB UUID, or 404.
+fn listener_lb(state: &State, uuid: &str) -> Result<String, ApiError> {
+    state
+        .listeners
+        .get(uuid)
+        .map(|l| l.lb.clone())
+        .ok_or_else(ApiError::not_found)
+}
+
 /// `PATCH /v1/load-balancers/listeners/{uuid}`: any of `name`, `allowed_cidrs`, the three
 /// timeouts, `tags`.
 pub(crate) fn patch(
@@ -94,12 +103,7 @@ pub(crate) fn patch(
     uuid: &str,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
-    let lb = state
-        .listeners
-        .get(uuid)
-        .ok_or_else(ApiError::not_found)?
-        .lb
-        .clone();
+    let lb = listener_lb(state, uuid)?;
     let mut f = Fields::parse(body)?;
     let name = f.opt_string("name");
     let allowed_cidrs = f.opt_cidrs("allowed_cidrs");
@@ -134,12 +138,7 @@ pub(crate) fn patch(
 
 /// `DELETE /v1/load-balancers/listeners/{uuid}`.
 pub(crate) fn delete(state: &mut State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
-    let lb = state
-        .listeners
-        .get(uuid)
-        .ok_or_else(ApiError::not_found)?
-        .lb
-        .clone();
+    let lb = listener_lb(state, uuid)?;
     state.ensure_not_changing(ctx, &lb)?;
     state.listeners.remove(uuid);
     Ok(Reply::NoContent)

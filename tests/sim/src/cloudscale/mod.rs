@@ -41,10 +41,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+
+use crate::serving::{self, Served};
 
 pub use faults::{Faults, Match};
 pub use log::{LOG_CAPACITY, LoggedRequest};
@@ -108,40 +107,12 @@ impl Default for CloudscaleOptions {
     }
 }
 
-/// Stops the server when the last [`CloudscaleSim`] clone goes away.
-struct ServerHandle {
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl ServerHandle {
-    fn signal_stop(&self) {
-        let stop = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(tx) = stop {
-            let _ = tx.send(());
-        }
-    }
-
-    fn take_task(&self) -> Option<JoinHandle<()>> {
-        self.task.lock().unwrap_or_else(|p| p.into_inner()).take()
-    }
-}
-
-impl Drop for ServerHandle {
-    fn drop(&mut self) {
-        self.signal_stop();
-        if let Some(task) = self.take_task() {
-            task.abort();
-        }
-    }
-}
-
 /// A running cloudscale API simulator. Cheap to clone; the server stops when the last clone is
 /// dropped or on [`CloudscaleSim::shutdown`].
 #[derive(Clone)]
 pub struct CloudscaleSim {
     shared: Arc<Shared>,
-    server: Arc<ServerHandle>,
+    server: Arc<Served>,
 }
 
 impl std::fmt::Debug for CloudscaleSim {
@@ -156,10 +127,7 @@ impl CloudscaleSim {
     /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
     /// tokio runtime.
     pub async fn start(addr: SocketAddr, options: CloudscaleOptions) -> anyhow::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
-        let mut bound = listener.local_addr().context("listener has no address")?;
+        let (listener, mut bound) = serving::bind(addr).await?;
         if bound.ip().is_unspecified() {
             bound.set_ip(Ipv4Addr::LOCALHOST.into());
         }
@@ -170,22 +138,11 @@ impl CloudscaleSim {
             token: options.token,
             url: format!("http://{bound}"),
         });
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let app = server::router(shared.clone());
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!("cloudscale simulator stopped: {e}");
-            }
-        });
-        let server = Arc::new(ServerHandle {
-            stop: Mutex::new(Some(stop_tx)),
-            task: Mutex::new(Some(task)),
-        });
+        let server = Arc::new(Served::spawn(
+            listener,
+            server::router(shared.clone()),
+            "cloudscale",
+        ));
         Ok(CloudscaleSim { shared, server })
     }
 
@@ -345,15 +302,6 @@ impl CloudscaleSim {
     /// Stops accepting connections and waits (up to 5 s) for open requests; other clones stop
     /// serving too.
     pub async fn shutdown(self) {
-        self.server.signal_stop();
-        if let Some(task) = self.server.take_task() {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
+        self.server.shutdown().await;
     }
 }

@@ -5,8 +5,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
-
 use super::error::ApiError;
 use super::net::{Cidr, bits, from_bits};
 
@@ -31,20 +29,7 @@ pub(crate) const PUBLIC_V4_CIDR: &str = "5.102.151.0/24";
 pub(crate) const PUBLIC_V6_CIDR: &str = "2a06:c01:1:1151::/64";
 
 /// A random version-4 UUID, lowercase, the API's identifier format.
-pub(crate) fn new_uuid() -> String {
-    let mut b: [u8; 16] = rand::rng().random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
+pub(crate) use crate::serving::new_uuid;
 
 /// RFC 3339 "now" with microseconds, like the API's Django timestamps.
 fn now_rfc3339() -> String {

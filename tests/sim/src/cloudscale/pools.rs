@@ -47,12 +47,7 @@ pub(crate) fn patch(
     uuid: &str,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
-    let lb = state
-        .pools
-        .get(uuid)
-        .ok_or_else(ApiError::not_found)?
-        .lb
-        .clone();
+    let lb = pool_lb(state, uuid)?;
     let mut f = Fields::parse(body)?;
     let name = f.opt_string("name");
     let tags = f.opt_tags();
@@ -71,12 +66,7 @@ pub(crate) fn patch(
 
 /// `DELETE /v1/load-balancers/pools/{uuid}`: cascades to members, monitor and listeners.
 pub(crate) fn delete(state: &mut State, ctx: &Ctx, uuid: &str) -> Result<Reply, ApiError> {
-    let lb = state
-        .pools
-        .get(uuid)
-        .ok_or_else(ApiError::not_found)?
-        .lb
-        .clone();
+    let lb = pool_lb(state, uuid)?;
     state.ensure_not_changing(ctx, &lb)?;
     state.delete_pool(uuid);
     Ok(Reply::NoContent)

@@ -13,20 +13,7 @@ pub(crate) fn now() -> String {
 }
 
 /// A random version-4 UUID string, the format of `metadata.uid`.
-pub(crate) fn new_uid() -> String {
-    let mut b: [u8; 16] = rand::rng().random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
+pub(crate) use crate::serving::new_uuid as new_uid;
 
 /// The five characters `generateName` appends, from the apiserver's alphabet (no vowels, no
 /// look-alikes).

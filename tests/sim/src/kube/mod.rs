@@ -37,13 +37,12 @@ mod table;
 mod watch;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+
+use crate::serving::{self, Served};
 
 pub use error::{ApiError, Reason};
 pub use faults::{FaultAction, FaultCommand, Faults, RequestMatcher};
@@ -89,36 +88,20 @@ impl Default for KubeSimOptions {
 /// Stops the server when the last [`KubeSim`] clone goes away.
 struct ServerHandle {
     shared: Arc<Shared>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    served: Served,
 }
 
 impl ServerHandle {
-    fn signal_stop(&self) {
-        if let Some(tx) = self
-            .stop
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            let _ = tx.send(());
-        }
-        // Open watches are in-flight requests: a graceful shutdown would wait for them forever.
+    /// Open watches are in-flight requests: a graceful shutdown would wait for them forever.
+    fn drop_watches(&self) {
         self.shared.store.drop_watches();
     }
 }
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        self.signal_stop();
-        if let Some(task) = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
+        self.served.signal_stop();
+        self.drop_watches();
     }
 }
 
@@ -177,10 +160,7 @@ impl KubeSim {
         listen: SocketAddr,
         options: KubeSimOptions,
     ) -> anyhow::Result<KubeSim> {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let addr = listener.local_addr().context("listener has no address")?;
+        let (listener, addr) = serving::bind(listen).await?;
         let shared = Arc::new(Shared {
             store: Store::new(options.history_limit, options.watch_buffer),
             faults: Faults::default(),
@@ -188,22 +168,9 @@ impl KubeSim {
             addr,
         });
         shared.log.set_enabled(options.request_log);
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let app = server::router(shared.clone());
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-            if let Err(e) = served {
-                tracing::warn!("kube simulator stopped: {e}");
-            }
-        });
         let server = Arc::new(ServerHandle {
             shared: shared.clone(),
-            stop: Mutex::new(Some(stop_tx)),
-            task: Mutex::new(Some(task)),
+            served: Served::spawn(listener, server::router(shared.clone()), "kube"),
         });
         Ok(KubeSim { shared, server })
     }
@@ -419,21 +386,8 @@ impl KubeSim {
     /// Stops accepting connections, ends watches and waits (up to 5 s) for open requests; other
     /// clones stop serving too.
     pub async fn shutdown(self) {
-        self.server.signal_stop();
-        let task = self
-            .server
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(task) = task {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(5), task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
+        self.server.served.signal_stop();
+        self.server.drop_watches();
+        self.server.served.shutdown().await;
     }
 }

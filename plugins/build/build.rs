@@ -29,6 +29,12 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "future_major_driver",
         "WASM_CCM_FUTURE_MAJOR_DRIVER",
     ),
+    ("broken-driver", "broken_driver", "WASM_CCM_BROKEN_DRIVER"),
+    (
+        "template-driver",
+        "template_driver",
+        "WASM_CCM_TEMPLATE_DRIVER",
+    ),
 ];
 
 const TARGET: &str = "wasm32-wasip2";
@@ -53,6 +59,7 @@ fn main() {
         "plugins/static",
         "plugins/cloudscale",
         "tests/plugins",
+        "sdk/rust/template",
         "Cargo.lock",
         "Cargo.toml",
     ] {

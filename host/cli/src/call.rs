@@ -13,6 +13,7 @@ use wasm_ccm_runtime::{
 };
 
 use crate::GlobalArgs;
+use crate::cassette::Recorder;
 use crate::units::{parse_duration, parse_size};
 
 /// Arguments of `wasm-ccm call`.
@@ -50,6 +51,10 @@ pub struct CallArgs {
     /// The cluster name passed to init.
     #[arg(long, default_value = "kubernetes")]
     cluster_name: String,
+    /// Record every request the driver sends, and the answer, to this cassette (secrets
+    /// redacted); replay it with `wasm-ccm conformance --cloud cassette:FILE`.
+    #[arg(long, value_name = "FILE")]
+    record_http: Option<PathBuf>,
 }
 
 fn read_json_arg(text: &str, what: &str) -> anyhow::Result<Value> {
@@ -98,6 +103,10 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
     };
     let runtime = global.runtime()?;
     let compiled = runtime.compile_file(&args.plugin).await?;
+    let recorder = args
+        .record_http
+        .as_ref()
+        .map(|_| Arc::new(Recorder::default()));
     let opts = DriverOptions {
         context: Context {
             cluster_name: args.cluster_name.clone(),
@@ -114,6 +123,9 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
         call_timeout: args.timeout,
         memory_limit: args.memory_limit,
         mode: InstanceMode::Warm,
+        http_interceptor: recorder
+            .clone()
+            .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),
         ..Default::default()
     };
     let driver = runtime.load(&compiled, opts).await?;
@@ -122,6 +134,10 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
         cluster: Arc::new(StaticCluster(cluster)),
     };
     let outcome = driver.call_json(&args.function, input, &scope).await;
+    if let (Some(recorder), Some(path)) = (&recorder, &args.record_http) {
+        let n = recorder.save(path, None)?;
+        eprintln!("wasm-ccm: recorded {n} requests to {}", path.display());
+    }
     for e in &outcome.events {
         eprintln!("event {:?} {}: {}", e.kind, e.reason, e.message);
     }

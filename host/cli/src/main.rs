@@ -1,6 +1,8 @@
 //! `wasm-ccm`: the command line of the wasm-ccm cloud-controller-manager.
 
 mod call;
+mod cassette;
+mod conformance;
 mod inspect;
 mod playground;
 mod playground_cloud;
@@ -70,6 +72,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Call one driver function with JSON arguments (after init) and print the JSON result.
     Call(call::CallArgs),
+    /// Check that a driver keeps the contract: static checks, behaviour against a cloud
+    /// (simulator, URL or cassette) from a scenario file, robustness under injected faults.
+    Conformance(conformance::ConformanceArgs),
     /// Run the cloud-controller-manager (upstream's flags; see --help).
     Run(Box<run::RunArgs>),
     /// Start a simulated cluster and cloud in process, run the real controllers with a real
@@ -141,6 +146,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Inspect(args) => inspect::run(&cli.global, args).await,
             Command::Call(args) => call::run(&cli.global, args).await,
+            Command::Conformance(args) => conformance::run(&cli.global, args).await,
             Command::Run(args) => run::run(&cli.global, *args).await,
             Command::Playground(args) => playground::run(&cli.global, args).await,
         }

@@ -23,7 +23,7 @@ use crate::call::{CallScope, EmptyCluster, Outcome};
 use crate::egress::EgressPolicy;
 use crate::engine::{EngineOptions, WasmEngine};
 use crate::error::{CallError, HostError};
-use crate::http::{HttpCapability, HttpLimits};
+use crate::http::{HttpCapability, HttpInterceptor, HttpLimits};
 use crate::log::{DriverLogger, LogLimits, LogSink, TracingSink, is_secret_env_name};
 use crate::state::{DriverHost, InstanceState};
 use crate::surface::{self, Surface};
@@ -106,6 +106,9 @@ pub struct DriverOptions {
     pub memory_recycle_ratio: f64,
     /// HTTP limits.
     pub http: HttpLimits,
+    /// Stands between the driver's checked requests and the network (fault injection,
+    /// record/replay); `None` in production.
+    pub http_interceptor: Option<Arc<dyn HttpInterceptor>>,
     /// Log limits.
     pub log: LogLimits,
     /// Where the driver's log lines go.
@@ -132,6 +135,7 @@ impl Default for DriverOptions {
             max_instance_age: Duration::from_secs(30 * 60),
             memory_recycle_ratio: 0.75,
             http: HttpLimits::default(),
+            http_interceptor: None,
             log: LogLimits::default(),
             log_sink: Arc::new(TracingSink),
         }
@@ -300,7 +304,9 @@ impl Runtime {
                 format!("driver {name} declares a bad default egress pattern: {e}")
             })
         })?;
-        let http = HttpCapability::new(policy, opts.http).map_err(HostError::InvalidEgress)?;
+        let http = HttpCapability::new(policy, opts.http)
+            .map_err(HostError::InvalidEgress)?
+            .with_interceptor(opts.http_interceptor.clone());
         let logger = Arc::new(DriverLogger::new(&name, opts.log_sink.clone(), opts.log));
         let env: Vec<(String, String)> = opts
             .env

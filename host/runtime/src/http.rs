@@ -4,9 +4,15 @@
 //! again at connect time (in the DNS resolver, so no connection is ever opened to a refused
 //! address), and every redirect hop again. Timeouts are bounded by the call's deadline; response
 //! bodies and headers are capped.
+//!
+//! An [`HttpInterceptor`] may stand between the checks and the network: the conformance runner
+//! injects faults and records or replays cassettes there, so what a driver sees is exactly what
+//! the host would hand it, egress policy included.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -84,6 +90,49 @@ impl HttpCounters {
     }
 }
 
+/// What an [`HttpInterceptor`] returns: the response the driver will see.
+pub type Intercepted<'a> = Pin<Box<dyn Future<Output = Result<Response, HttpError>> + Send + 'a>>;
+
+/// Sees every request that passed the egress policy and the size limits, and decides what the
+/// driver gets back: the network's answer ([`Forward::send`]) or one of its own.
+pub trait HttpInterceptor: Send + Sync {
+    /// Answers one request.
+    fn intercept<'a>(&'a self, forward: Forward<'a>) -> Intercepted<'a>;
+}
+
+/// A checked request on its way to the network.
+pub struct Forward<'a> {
+    capability: &'a HttpCapability,
+    request: Request,
+    url: Url,
+    budget: Duration,
+    asked: Duration,
+}
+
+impl Forward<'_> {
+    /// The request as the driver made it (headers included: do not log them).
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The time this request may take: the driver's timeout capped by the call's deadline.
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Sends the request to the network, as the host does without an interceptor.
+    pub async fn send(self) -> Result<Response, HttpError> {
+        let Forward {
+            capability,
+            request,
+            url,
+            budget,
+            asked,
+        } = self;
+        capability.forward(request, url, budget, asked).await
+    }
+}
+
 /// A driver's HTTP client with its egress policy.
 pub struct HttpCapability {
     policy: Arc<EgressPolicy>,
@@ -92,6 +141,7 @@ pub struct HttpCapability {
     client: OnceLock<Result<reqwest::Client, String>>,
     limits: HttpLimits,
     counters: Arc<HttpCounters>,
+    interceptor: Option<Arc<dyn HttpInterceptor>>,
 }
 
 impl HttpCapability {
@@ -102,7 +152,14 @@ impl HttpCapability {
             client: OnceLock::new(),
             limits,
             counters: Arc::new(HttpCounters::default()),
+            interceptor: None,
         })
+    }
+
+    /// Routes every checked request through `interceptor`.
+    pub fn with_interceptor(mut self, interceptor: Option<Arc<dyn HttpInterceptor>>) -> Self {
+        self.interceptor = interceptor;
+        self
     }
 
     fn client(&self) -> Result<&reqwest::Client, HttpError> {
@@ -169,6 +226,33 @@ impl HttpCapability {
                 self.limits.max_request_body
             )));
         }
+        let asked = req
+            .timeout_ms
+            .map(|ms| Duration::from_millis(u64::from(ms)))
+            .unwrap_or(self.limits.request_timeout);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let budget = asked.min(left);
+        let forward = Forward {
+            capability: self,
+            request: req,
+            url,
+            budget,
+            asked,
+        };
+        match &self.interceptor {
+            Some(interceptor) => interceptor.intercept(forward).await,
+            None => forward.send().await,
+        }
+    }
+
+    /// Sends a checked request to the network within `budget`.
+    async fn forward(
+        &self,
+        req: Request,
+        url: Url,
+        budget: Duration,
+        asked: Duration,
+    ) -> Result<Response, HttpError> {
         let mut builder = self
             .client()?
             .request(to_reqwest_method(req.method), url.clone());
@@ -191,12 +275,6 @@ impl HttpCapability {
         if !req.body.is_empty() {
             builder = builder.body(req.body);
         }
-        let asked = req
-            .timeout_ms
-            .map(|ms| Duration::from_millis(u64::from(ms)))
-            .unwrap_or(self.limits.request_timeout);
-        let left = deadline.saturating_duration_since(Instant::now());
-        let budget = asked.min(left);
         match tokio::time::timeout(budget, self.exchange(builder, &url)).await {
             Ok(result) => result,
             Err(_) => Err(HttpError::Timeout(format!(
@@ -387,7 +465,8 @@ fn to_reqwest_method(m: Method) -> reqwest::Method {
     }
 }
 
-fn method_name(m: Method) -> &'static str {
+/// The HTTP name of a method.
+pub fn method_name(m: Method) -> &'static str {
     match m {
         Method::Get => "GET",
         Method::Head => "HEAD",
@@ -410,7 +489,8 @@ pub fn error_case(e: &HttpError) -> &'static str {
     }
 }
 
-fn strip_query(url: &str) -> String {
+/// `url` without its query (queries may carry signatures or keys), for messages and logs.
+pub fn strip_query(url: &str) -> String {
     match url.split_once('?') {
         Some((base, _)) => format!("{base}?…"),
         None => url.to_string(),

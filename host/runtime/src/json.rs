@@ -600,6 +600,136 @@ pub fn service_from_json(v: &Value) -> Result<crate::types::Service, String> {
     })
 }
 
+/// A typed [`Node`](crate::types::Node) from the same JSON a dynamic call takes (WIT field names,
+/// label maps as objects, `ready` defaulting to true). For scenario files.
+pub fn node_from_json(v: &Value) -> Result<crate::types::Node, String> {
+    use crate::types::{Node, Taint};
+    let o = Fields::new(
+        v,
+        "node",
+        &[
+            "name",
+            "uid",
+            "provider-id",
+            "labels",
+            "annotations",
+            "addresses",
+            "taints",
+            "ready",
+        ],
+    )?;
+    let addresses = o
+        .list("addresses")?
+        .iter()
+        .enumerate()
+        .map(|(i, a)| address_from_json(a, &format!("node.addresses[{i}]")))
+        .collect::<Result<_, String>>()?;
+    let taints = o
+        .list("taints")?
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let t = Fields::new(t, &format!("node.taints[{i}]"), &["key", "value", "effect"])?;
+            Ok(Taint {
+                key: t.string("key")?,
+                value: t.string("value")?,
+                effect: t.string("effect")?,
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    let ready = match o.get("ready") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(format!("node.ready: expected true or false, got {other}")),
+    };
+    Ok(Node {
+        name: o.string("name")?,
+        uid: o.string("uid")?,
+        provider_id: o.string("provider-id")?,
+        labels: o.pairs("labels")?,
+        annotations: o.pairs("annotations")?,
+        addresses,
+        taints,
+        ready,
+    })
+}
+
+/// A node address from `{"kind": "internal-ip", "address": "10.0.0.1"}`.
+pub fn address_from_json(v: &Value, path: &str) -> Result<crate::types::NodeAddress, String> {
+    use crate::types::NodeAddress;
+    let a = Fields::new(v, path, &["kind", "address"])?;
+    let kind = a.string("kind")?;
+    Ok(NodeAddress {
+        kind: address_type(&kind).ok_or_else(|| {
+            format!(
+                "{path}.kind: `{kind}` is not one of hostname, internal-ip, external-ip, internal-dns, external-dns"
+            )
+        })?,
+        address: a.string("address")?,
+    })
+}
+
+/// `internal-ip` → [`AddressType::InternalIp`](crate::types::AddressType), and so on.
+pub fn address_type(kind: &str) -> Option<crate::types::AddressType> {
+    use crate::types::AddressType;
+    Some(match kind {
+        "hostname" => AddressType::Hostname,
+        "internal-ip" => AddressType::InternalIp,
+        "external-ip" => AddressType::ExternalIp,
+        "internal-dns" => AddressType::InternalDns,
+        "external-dns" => AddressType::ExternalDns,
+        _ => return None,
+    })
+}
+
+/// The WIT name of an address type.
+pub fn address_type_name(kind: crate::types::AddressType) -> &'static str {
+    use crate::types::AddressType;
+    match kind {
+        AddressType::Hostname => "hostname",
+        AddressType::InternalIp => "internal-ip",
+        AddressType::ExternalIp => "external-ip",
+        AddressType::InternalDns => "internal-dns",
+        AddressType::ExternalDns => "external-dns",
+    }
+}
+
+/// Instance metadata in the JSON form the CLI prints.
+pub fn metadata_json(m: &crate::types::InstanceMetadata) -> Value {
+    json!({
+        "provider-id": m.provider_id,
+        "instance-type": m.instance_type,
+        "zone": m.zone,
+        "region": m.region,
+        "addresses": m.addresses.iter().map(|a| json!({
+            "kind": address_type_name(a.kind),
+            "address": a.address,
+        })).collect::<Vec<_>>(),
+        "additional-labels": m.additional_labels.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect::<Map<String, Value>>(),
+    })
+}
+
+/// Ingress entries in the JSON form the CLI prints.
+pub fn ingress_json(list: &[crate::types::Ingress]) -> Value {
+    use crate::types::IpMode;
+    Value::Array(
+        list.iter()
+            .map(|g| {
+                json!({
+                    "ip": g.ip,
+                    "hostname": g.hostname,
+                    "ip-mode": g.ip_mode.map(|m| match m {
+                        IpMode::Vip => "vip",
+                        IpMode::Proxy => "proxy",
+                    }),
+                })
+            })
+            .collect(),
+    )
+}
+
 /// An object's fields, checked against the names a record has.
 struct Fields<'a> {
     map: &'a Map<String, Value>,

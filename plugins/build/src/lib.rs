@@ -19,13 +19,23 @@ pub const HOSTILE_DRIVER: &str = env!("WASM_CCM_HOSTILE_DRIVER");
 /// host must refuse by its major version.
 pub const FUTURE_MAJOR_DRIVER: &str = env!("WASM_CCM_FUTURE_MAJOR_DRIVER");
 
+/// A driver with one switchable bug (`tests/plugins/broken`, world `load-balancer-driver`):
+/// conformance must fail exactly the checks each bug breaks.
+pub const BROKEN_DRIVER: &str = env!("WASM_CCM_BROKEN_DRIVER");
+
+/// The SDK's template driver (`sdk/rust/template`, world `instances-driver`), which passes
+/// conformance as it is.
+pub const TEMPLATE_DRIVER: &str = env!("WASM_CCM_TEMPLATE_DRIVER");
+
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `hostile`,
-/// `future-major`.
+/// `future-major`, `broken`, `template`.
 pub fn all() -> &'static [(&'static str, &'static str)] {
     &[
         ("static", STATIC_DRIVER),
         ("cloudscale", CLOUDSCALE_DRIVER),
         ("hostile", HOSTILE_DRIVER),
         ("future-major", FUTURE_MAJOR_DRIVER),
+        ("broken", BROKEN_DRIVER),
+        ("template", TEMPLATE_DRIVER),
     ]
 }

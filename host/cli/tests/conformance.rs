@@ -78,6 +78,9 @@ fn the_static_driver_conforms_at_full_level() {
         "provider/0.1/determinism/fresh-equals-warm [load-balancer.get]",
         "provider/0.1/robustness/http-429 [instances.instance-metadata]",
         "provider/0.1/egress/declared",
+        "provider/0.1/routes/create-idempotent [10.244.1.0/24 → node-a]",
+        "provider/0.1/routes/delete [10.244.1.0/24 → node-a]",
+        "provider/0.1/robustness/http-500 [routes.list]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }

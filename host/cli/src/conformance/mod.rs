@@ -15,6 +15,7 @@ mod instances;
 mod load_balancer;
 mod report;
 mod robustness;
+mod routes;
 mod scenario;
 mod static_checks;
 
@@ -350,6 +351,10 @@ async fn behave(h: &mut Harness, scenario: &Scenario, level: Level, checks: &mut
             }
         }
     }
+    let check_routes = level == Level::Full && exports.routes;
+    if check_routes {
+        routes::check(h, scenario, checks, &mut diffs).await;
+    }
     // Robustness runs while the load balancers exist, so ensure takes its steady-state path.
     if let Some(known) = scenario.nodes.iter().find(|n| n.expect.exists)
         && exports.instances
@@ -365,6 +370,9 @@ async fn behave(h: &mut Harness, scenario: &Scenario, level: Level, checks: &mut
         )
         .await;
         robustness::check(h, &Target::Delete(c.service.clone()), checks).await;
+    }
+    if check_routes {
+        robustness::check(h, &Target::RoutesList, checks).await;
     }
     for c in &created {
         load_balancer::check_delete(h, c, checks).await;

@@ -15,6 +15,7 @@ pub enum Target {
     Exists(Node),
     Ensure(Service, Vec<Node>),
     Delete(Service),
+    RoutesList,
 }
 
 impl Target {
@@ -24,13 +25,17 @@ impl Target {
             Target::Exists(_) => "instances.instance-exists",
             Target::Ensure(..) => "load-balancer.ensure",
             Target::Delete(_) => "load-balancer.delete",
+            Target::RoutesList => "routes.list",
         }
     }
 
     /// Whether the answer can only come from a response body (a read), as opposed to a change
     /// whose response may rightly be ignored.
     fn reads(&self) -> bool {
-        matches!(self, Target::Metadata(_) | Target::Exists(_))
+        matches!(
+            self,
+            Target::Metadata(_) | Target::Exists(_) | Target::RoutesList
+        )
     }
 
     /// Calls it, the value rendered as text.
@@ -41,6 +46,7 @@ impl Target {
             Target::Exists(n) => text(driver.instance_exists(n, &sc).await),
             Target::Ensure(s, nodes) => text(driver.load_balancer_ensure(s, nodes, &sc).await),
             Target::Delete(s) => text(driver.load_balancer_delete(s, &sc).await),
+            Target::RoutesList => text(driver.routes_list(&sc).await),
         }
     }
 }

@@ -29,6 +29,17 @@ pub struct Scenario {
     pub unknown_nodes: Vec<Node>,
     /// LoadBalancer Services to create, update and delete.
     pub services: Vec<ScenarioService>,
+    /// Routes to create and delete (drivers exporting `routes`).
+    pub routes: Vec<ScenarioRoute>,
+}
+
+/// A pod CIDR routed to a node.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ScenarioRoute {
+    /// The name of one of the scenario's nodes.
+    pub target_node: String,
+    pub destination_cidr: String,
 }
 
 /// `cloud:` — the simulator and its seed.
@@ -109,6 +120,8 @@ struct Raw {
     unknown_nodes: Vec<Value>,
     #[serde(default)]
     services: Vec<RawService>,
+    #[serde(default)]
+    routes: Vec<ScenarioRoute>,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +201,14 @@ impl Scenario {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
+        for (i, r) in raw.routes.iter().enumerate() {
+            if !nodes.iter().any(|n| n.node.name == r.target_node) {
+                bail!(
+                    "routes[{i}].target-node: `{}` is not the name of one of the scenario's nodes",
+                    r.target_node
+                );
+            }
+        }
         let mut names: Vec<&str> = nodes.iter().map(|n| n.node.name.as_str()).collect();
         names.extend(unknown_nodes.iter().map(|n| n.name.as_str()));
         if let Some(empty) = names.iter().position(|n| n.is_empty()) {
@@ -210,6 +231,7 @@ impl Scenario {
             nodes,
             unknown_nodes,
             services,
+            routes: raw.routes,
         })
     }
 

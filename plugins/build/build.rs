@@ -20,6 +20,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "WASM_CCM_CLOUDSCALE_DRIVER",
     ),
     (
+        "phoenixnap-driver",
+        "phoenixnap_driver",
+        "WASM_CCM_PHOENIXNAP_DRIVER",
+    ),
+    (
         "hostile-driver",
         "hostile_driver",
         "WASM_CCM_HOSTILE_DRIVER",
@@ -58,6 +63,7 @@ fn main() {
         "sdk/rust/Cargo.toml",
         "plugins/static",
         "plugins/cloudscale",
+        "plugins/phoenixnap",
         "tests/plugins",
         "sdk/rust/template",
         "Cargo.lock",

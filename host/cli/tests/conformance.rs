@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use wasm_ccm_plugins::{BROKEN_DRIVER, CLOUDSCALE_DRIVER, STATIC_DRIVER, TEMPLATE_DRIVER};
+use wasm_ccm_plugins::{
+    BROKEN_DRIVER, CLOUDSCALE_DRIVER, FUTURE_MAJOR_DRIVER, STATIC_DRIVER, TEMPLATE_DRIVER,
+};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -390,4 +392,12 @@ fn bad_input_is_refused_with_the_reason() {
     assert_eq!(out.status.code(), Some(1));
     let failed = with_status(&report, "fail");
     assert_eq!(failed, set(&["static/component"]), "{report}");
+    // A driver built for a WIT major this host does not speak fails exactly that check.
+    let (out, report) = conformance(FUTURE_MAJOR_DRIVER, Path::new(scenario), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        with_status(&report, "fail"),
+        set(&["static/wit-version"]),
+        "{report}"
+    );
 }

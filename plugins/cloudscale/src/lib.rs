@@ -17,7 +17,8 @@ pub mod model;
 pub mod plan;
 pub mod provider_id;
 pub mod reconcile;
-pub mod selector;
+/// Label selectors moved to the SDK; kept here under their old path.
+pub use wasm_ccm_sdk::selector;
 pub mod status;
 
 use wasm_ccm_sdk::types::{

@@ -37,6 +37,7 @@ mod error;
 pub mod export;
 pub mod http;
 pub mod log;
+pub mod selector;
 mod traits;
 pub mod types;
 

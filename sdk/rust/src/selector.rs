@@ -1,6 +1,7 @@
-//! Kubernetes label selectors in their string form (`loadbalancer-node-selector`), as
-//! `labels.Parse` reads them: `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`,
-//! `k>n`, `k<n`, joined by commas (all must match).
+//! Kubernetes label selectors in their string form (annotations and config keys that select
+//! nodes, such as cloudscale's `loadbalancer-node-selector`), as `labels.Parse` reads them:
+//! `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`, joined by
+//! commas (all must match).
 
 /// One requirement of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,115 @@
+//! Nodes ↔ servers (§3.2, §3.3): lookups, shutdown and metadata.
+
+use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};
+
+use crate::api::Api;
+use crate::model::Server;
+use crate::provider_id;
+
+/// The server behind a provider ID; `None` when the API says 404 or 403.
+pub fn by_provider_id(api: &Api, node: &Node) -> Result<Option<Server>, ProviderError> {
+    let id = provider_id::parse(&node.provider_id)?;
+    api.get_optional(&format!(
+        "/bmc/v1/servers/{}",
+        wasm_ccm_sdk::http::encode_path_segment(&id)
+    ))
+}
+
+/// Upstream decides existence and shutdown only by provider ID: a name is too weak a reason to
+/// delete a Node.
+pub fn require_provider_id(node: &Node, what: &str) -> Result<(), ProviderError> {
+    if node.provider_id.is_empty() {
+        return Err(ProviderError::Permanent(format!(
+            "node {} has no provider ID, so whether its server {what} cannot be decided; it gets one when the node is initialised",
+            node.name
+        )));
+    }
+    Ok(())
+}
+
+/// The server behind `node`: by provider ID, else the first server whose hostname is the node's
+/// name.
+pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
+    let found = if node.provider_id.is_empty() {
+        let servers: Vec<Server> = api.get("/bmc/v1/servers")?;
+        servers.into_iter().find(|s| s.hostname == node.name)
+    } else {
+        by_provider_id(api, node)?
+    };
+    found.ok_or_else(|| {
+        ProviderError::NotFound(if node.provider_id.is_empty() {
+            format!(
+                "no PhoenixNAP server with hostname {:?}: name the node like its server, or set its providerID to phoenixnap://<server-id>",
+                node.name
+            )
+        } else {
+            format!("no PhoenixNAP server with provider ID {:?}", node.provider_id)
+        })
+    })
+}
+
+/// Provider ID, type, region (the location; PhoenixNAP has no zones) and addresses: the
+/// hostname, every public IP as ExternalIP, every private IP as InternalIP. A server without
+/// public IPs (`PRIVATE_ONLY`) initialises too.
+pub fn metadata(server: &Server) -> InstanceMetadata {
+    let mut m = InstanceMetadata::new(provider_id::format(&server.id));
+    m.instance_type = server.server_type.clone();
+    m.region = server.location.clone();
+    let mut addresses = vec![NodeAddress::new(AddressType::Hostname, &server.hostname)];
+    addresses.extend(
+        server
+            .public_ip_addresses
+            .iter()
+            .map(|a| NodeAddress::new(AddressType::ExternalIp, a)),
+    );
+    addresses.extend(
+        server
+            .private_ip_addresses
+            .iter()
+            .map(|a| NodeAddress::new(AddressType::InternalIp, a)),
+    );
+    m.addresses = addresses;
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(public: &[&str]) -> Server {
+        Server {
+            id: "5ff5cc9bc1acf144d9106233".into(),
+            status: "powered-on".into(),
+            hostname: "worker-1".into(),
+            server_type: "s1.c1.medium".into(),
+            location: "PHX".into(),
+            private_ip_addresses: vec!["10.0.0.11".into()],
+            public_ip_addresses: public.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn metadata_in_upstream_order() {
+        let m = metadata(&server(&["198.51.100.5"]));
+        assert_eq!(m.provider_id, "phoenixnap://5ff5cc9bc1acf144d9106233");
+        assert_eq!(
+            (m.instance_type.as_str(), m.region.as_str(), m.zone.as_str()),
+            ("s1.c1.medium", "PHX", "")
+        );
+        let kinds: Vec<AddressType> = m.addresses.iter().map(|a| a.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AddressType::Hostname,
+                AddressType::ExternalIp,
+                AddressType::InternalIp
+            ]
+        );
+    }
+
+    #[test]
+    fn private_only_servers_initialise() {
+        let m = metadata(&server(&[]));
+        assert_eq!(m.addresses.len(), 2);
+    }
+}

@@ -1,0 +1,183 @@
+//! The PhoenixNAP Bare Metal Cloud driver, compatible with the upstream
+//! `phoenixnap/k8s-cloud-provider-bmc`: the same `cloud-sa.json` and `PNAP_*` variables,
+//! provider IDs (`phoenixnap://<server-id>`) and IP-block tags, so an operator can switch without
+//! re-creating anything. `README.md` lists where it deliberately differs from upstream.
+
+pub mod api;
+pub mod config;
+pub mod instances;
+pub mod lb;
+pub mod model;
+pub mod provider_id;
+
+use wasm_ccm_sdk::types::{
+    Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Service,
+};
+use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, log};
+
+use crate::api::Api;
+use crate::config::{Config, LOCATIONS};
+
+/// The driver value kept between calls (the token in [`Api`] is a cache).
+pub struct PhoenixnapDriver {
+    api: Api,
+    config: Config,
+    cluster_id: String,
+}
+
+impl PhoenixnapDriver {
+    /// The load-balancer context, or the error saying load balancers are off.
+    fn lb(&self) -> Result<lb::Lb<'_>, ProviderError> {
+        let network = self.config.public_network.as_deref().ok_or_else(|| {
+            ProviderError::InvalidConfig(
+                "load balancers are disabled: set PNAP_LOAD_BALANCER or loadbalancer to kube-vip://<public-network-id>"
+                    .into(),
+            )
+        })?;
+        Ok(lb::Lb {
+            api: &self.api,
+            cluster_id: &self.cluster_id,
+            network,
+        })
+    }
+
+    /// Upstream's check on the backends, with its `serviceNodeSelector` honoured (upstream parsed
+    /// it and then used an empty one): every selected node must be initialised.
+    fn check_nodes(&self, nodes: &[Node]) -> Result<(), ProviderError> {
+        let selected = |n: &Node| {
+            self.config
+                .service_node_selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&n.labels))
+        };
+        match nodes
+            .iter()
+            .find(|n| selected(n) && n.provider_id.is_empty())
+        {
+            Some(n) => Err(ProviderError::Transient(format!(
+                "node {} has no provider ID yet; it gets one when the node is initialised",
+                n.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The location of a Service's block: its annotation (upstream documents it but never read
+    /// it), else the configured one.
+    fn location(&self, service: &Service) -> Result<String, ProviderError> {
+        match service.annotation(&self.config.ip_location_annotation) {
+            None => Ok(self.config.location.clone()),
+            Some(v) => {
+                let v = v.trim().to_ascii_uppercase();
+                if LOCATIONS.contains(&v.as_str()) {
+                    Ok(v)
+                } else {
+                    Err(ProviderError::InvalidConfig(format!(
+                        "annotation {}: {v:?} is not one of {}",
+                        self.config.ip_location_annotation,
+                        LOCATIONS.join(", ")
+                    )))
+                }
+            }
+        }
+    }
+}
+
+impl Provider for PhoenixnapDriver {
+    fn info() -> ProviderInfo {
+        ProviderInfo {
+            name: "phoenixnap".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            provider_id_scheme: provider_id::SCHEME.into(),
+            default_egress: vec![
+                config::DEFAULT_BASE_URL.into(),
+                config::DEFAULT_AUTH_URL.into(),
+            ],
+            env_prefixes: vec!["PNAP_".into()],
+        }
+    }
+
+    fn init(
+        ctx: Context,
+        file: Vec<u8>,
+        env: Vec<(String, String)>,
+    ) -> Result<Self, ProviderError> {
+        let config = Config::parse(&file, &env)?;
+        log::redact(&config.client_secret);
+        log::info(
+            "phoenixnap driver configured",
+            &[
+                ("location", &config.location),
+                (
+                    "load-balancer",
+                    config.public_network.as_deref().unwrap_or("disabled"),
+                ),
+                ("api", &config.base_url),
+            ],
+        );
+        Ok(PhoenixnapDriver {
+            api: Api::new(&config),
+            config,
+            cluster_id: ctx.cluster_id,
+        })
+    }
+
+    fn housekeeping(&self) -> Result<(), ProviderError> {
+        if self.config.public_network.is_none() {
+            return Ok(());
+        }
+        let acted = self.lb()?.housekeeping()?;
+        if acted > 0 {
+            log::info(
+                "released IP blocks of deleted Services",
+                &[("steps", &acted.to_string())],
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Instances for PhoenixnapDriver {
+    fn instance_exists(&self, node: &Node) -> Result<bool, ProviderError> {
+        instances::require_provider_id(node, "exists")?;
+        Ok(instances::by_provider_id(&self.api, node)?.is_some())
+    }
+
+    fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
+        instances::require_provider_id(node, "is powered off")?;
+        Ok(instances::find(&self.api, node)?.status == "powered-off")
+    }
+
+    fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError> {
+        Ok(instances::metadata(&instances::find(&self.api, node)?))
+    }
+}
+
+impl LoadBalancer for PhoenixnapDriver {
+    fn get(&self, service: &Service) -> Result<Option<Vec<Ingress>>, ProviderError> {
+        self.lb()?.get(service)
+    }
+
+    fn name(&self, service: &Service) -> String {
+        lb::name(service, &self.cluster_id)
+    }
+
+    fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
+        self.check_nodes(nodes)?;
+        let location = self.location(service)?;
+        self.lb()?.ensure(service, &location)
+    }
+
+    /// kube-vip runs on the nodes and the cloud keeps no backend list, so only the nodes are
+    /// checked, as upstream does.
+    fn update(&self, _service: &Service, nodes: &[Node]) -> Result<(), ProviderError> {
+        self.lb()?;
+        self.check_nodes(nodes)
+    }
+
+    fn delete(&self, service: &Service) -> Result<(), ProviderError> {
+        self.lb()?.delete(service)
+    }
+}
+
+wasm_ccm_sdk::export_driver!(PhoenixnapDriver);

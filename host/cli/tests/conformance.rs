@@ -8,7 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use wasm_ccm_plugins::{
-    BROKEN_DRIVER, CLOUDSCALE_DRIVER, FUTURE_MAJOR_DRIVER, STATIC_DRIVER, TEMPLATE_DRIVER,
+    BROKEN_DRIVER, CLOUDSCALE_DRIVER, FUTURE_MAJOR_DRIVER, PHOENIXNAP_DRIVER, STATIC_DRIVER,
+    TEMPLATE_DRIVER,
 };
 
 fn repo(path: &str) -> PathBuf {
@@ -113,6 +114,24 @@ fn the_cloudscale_driver_conforms_against_its_simulator() {
         "provider/0.1/load-balancer/delete [default/web]",
         "provider/0.1/robustness/http-401 [load-balancer.ensure]",
         "provider/0.1/instances/metadata-expected [worker-1]",
+    ] {
+        assert!(passed.contains(id), "{id} did not pass: {passed:?}");
+    }
+}
+
+#[test]
+fn the_phoenixnap_driver_conforms_against_its_simulator() {
+    let (out, report) = conformance(
+        PHOENIXNAP_DRIVER,
+        &repo("plugins/phoenixnap/conformance.yaml"),
+        &[],
+    );
+    assert_conformant("phoenixnap", &out, &report);
+    let passed = with_status(&report, "pass");
+    for id in [
+        "provider/0.1/instances/metadata-expected [worker-2]",
+        "provider/0.1/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.1/robustness/http-401 [load-balancer.ensure]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }
@@ -373,7 +392,7 @@ fn bad_input_is_refused_with_the_reason() {
     let (code, err) = run(&[STATIC_DRIVER, "--scenario", scenario, "--cloud", "sim:aws"]);
     assert_eq!(code, Some(2));
     assert!(
-        err.contains("no `aws` simulator") && err.contains("static, cloudscale"),
+        err.contains("no `aws` simulator") && err.contains("static, cloudscale, phoenixnap"),
         "{err}"
     );
     let typo = dir.path().join("typo.yaml");

@@ -192,7 +192,8 @@ impl HttpCapability {
             url: strip_query(&req.url),
             status: None,
             error: None,
-            mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options),
+            mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options)
+                && !is_token_request(&req),
         };
         let host = Url::parse(&req.url)
             .ok()
@@ -478,6 +479,16 @@ pub fn method_name(m: Method) -> &'static str {
     }
 }
 
+/// An OAuth2 token request (a form POST with `grant_type`): it exchanges credentials and
+/// changes nothing in the cloud, so it does not count as a mutation.
+fn is_token_request(req: &Request) -> bool {
+    req.method == Method::Post
+        && std::str::from_utf8(&req.body).is_ok_and(|body| {
+            url::form_urlencoded::parse(body.as_bytes()).any(|(k, _)| k == "grant_type")
+                && !body.trim_start().starts_with('{')
+        })
+}
+
 /// The WIT case name of an [`HttpError`].
 pub fn error_case(e: &HttpError) -> &'static str {
     match e {
@@ -494,5 +505,32 @@ pub fn strip_query(url: &str) -> String {
     match url.split_once('?') {
         Some((base, _)) => format!("{base}?…"),
         None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(body: &str) -> Request {
+        Request {
+            method: Method::Post,
+            url: "https://auth.example/token".into(),
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+            timeout_ms: None,
+        }
+    }
+
+    #[test]
+    fn token_requests_are_not_mutations() {
+        assert!(is_token_request(&post(
+            "grant_type=client_credentials&scope=bmc"
+        )));
+        assert!(!is_token_request(&post(r#"{"grant_type": "x"}"#)));
+        assert!(!is_token_request(&post("name=lb-1")));
+        let mut get = post("grant_type=client_credentials");
+        get.method = Method::Get;
+        assert!(!is_token_request(&get));
     }
 }

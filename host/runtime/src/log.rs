@@ -335,6 +335,13 @@ pub(crate) fn cut(s: &str, max: usize) -> &str {
 /// Environment variable names whose values the host treats as secrets without being told.
 pub fn is_secret_env_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
+    // Addresses are not credentials, even when their name says AUTH (`PNAP_AUTH_URL`).
+    if ["_URL", "_URI", "_ENDPOINT", "_HOST"]
+        .iter()
+        .any(|suffix| upper.ends_with(suffix))
+    {
+        return false;
+    }
     [
         "TOKEN",
         "SECRET",
@@ -385,5 +392,7 @@ mod tests {
         assert!(is_secret_env_name("CLOUDSCALE_ACCESS_TOKEN"));
         assert!(is_secret_env_name("PNAP_CLIENT_SECRET"));
         assert!(!is_secret_env_name("CLOUDSCALE_API_URL"));
+        assert!(!is_secret_env_name("PNAP_AUTH_URL"));
+        assert!(is_secret_env_name("PNAP_AUTH_TOKEN"));
     }
 }

@@ -1,9 +1,11 @@
 //! Stateful simulators for wasm-ccm's tests, playground and benchmarks.
 //!
 //! [`kube`] simulates the Kubernetes API server over plain HTTP; [`cloudscale`] the cloudscale.ch
-//! REST API; [`static_cloud`] is the static driver's inventory service.
+//! REST API; [`phoenixnap`] the PhoenixNAP APIs (OAuth2 token endpoint, BMC servers, IP blocks,
+//! public networks, tag manager); [`static_cloud`] is the static driver's inventory service.
 
 pub mod cloudscale;
 pub mod kube;
+pub mod phoenixnap;
 mod serving;
 pub mod static_cloud;

@@ -9,13 +9,17 @@ use anyhow::{Context as _, bail};
 use serde::Deserialize;
 use serde_json::Value;
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
+use wasm_ccm_sim::phoenixnap::{self, PhoenixnapOptions, PhoenixnapSim};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 
 use super::scenario::Scenario;
 use crate::cassette::{Cassette, Replayer};
 
 /// The simulators `--cloud sim:<name>` can start.
-pub const SIMULATORS: &[&str] = &["static", "cloudscale"];
+pub const SIMULATORS: &[&str] = &["static", "cloudscale", "phoenixnap"];
+
+/// The OAuth2 client ID of `sim:phoenixnap` (its secret is `${CLOUD_TOKEN}`).
+pub const PHOENIXNAP_CLIENT_ID: &str = "conformance";
 
 /// The environment variable holding the credential for `--cloud URL` (`${CLOUD_TOKEN}`).
 pub const TOKEN_ENV: &str = "WASM_CCM_CLOUD_TOKEN";
@@ -54,6 +58,7 @@ impl CloudChoice {
 enum Running {
     Static(#[allow(dead_code)] StaticCloud),
     Cloudscale(CloudscaleSim),
+    Phoenixnap(PhoenixnapSim),
     Nothing,
 }
 
@@ -122,6 +127,24 @@ impl CloudUnderTest {
                             .map_err(|e| anyhow::anyhow!("cloud.seed: {e}"))?;
                         (sim.url(), Running::Cloudscale(sim))
                     }
+                    "phoenixnap" => {
+                        let seed: phoenixnap::Seed = serde_json::from_value(seed)
+                            .context("cloud.seed is not a PhoenixNAP simulator seed")?;
+                        // The client secret is `${CLOUD_TOKEN}`; the client ID is fixed.
+                        let sim = PhoenixnapSim::start(
+                            loopback,
+                            PhoenixnapOptions {
+                                client_id: PHOENIXNAP_CLIENT_ID.into(),
+                                client_secret: token.clone(),
+                                ..Default::default()
+                            },
+                        )
+                        .await
+                        .context("starting the PhoenixNAP simulator")?;
+                        sim.seed(seed)
+                            .map_err(|e| anyhow::anyhow!("cloud.seed: {e}"))?;
+                        (sim.url(), Running::Phoenixnap(sim))
+                    }
                     other => bail!("there is no `{other}` simulator"),
                 };
                 Ok(CloudUnderTest {
@@ -165,6 +188,7 @@ impl CloudUnderTest {
     pub async fn stop(self) {
         match self.running {
             Running::Cloudscale(sim) => sim.shutdown().await,
+            Running::Phoenixnap(sim) => sim.shutdown().await,
             Running::Static(_) | Running::Nothing => {}
         }
     }
@@ -189,7 +213,7 @@ mod tests {
             CloudChoice::Cassette("x.json".into())
         );
         let e = CloudChoice::parse("sim:aws").unwrap_err().to_string();
-        assert!(e.contains("static, cloudscale"), "{e}");
+        assert!(e.contains("static, cloudscale, phoenixnap"), "{e}");
         assert!(CloudChoice::parse("ftp://x").is_err());
     }
 }

@@ -25,6 +25,8 @@ pub enum PlaygroundDriver {
     Static,
     /// The cloudscale.ch driver, with the cloudscale API simulator as the cloud.
     Cloudscale,
+    /// The PhoenixNAP driver, with the PhoenixNAP API simulator as the cloud.
+    Phoenixnap,
 }
 
 #[derive(Args, Debug)]
@@ -335,6 +337,12 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
                 .map(|i| (node_name(i), internal_ip(i), public_ip(i)))
                 .collect();
             PlaygroundCloud::start_cloudscale(localhost, &nodes).await?
+        }
+        PlaygroundDriver::Phoenixnap => {
+            let nodes: Vec<(String, String, String)> = (0..args.nodes)
+                .map(|i| (node_name(i), internal_ip(i), public_ip(i)))
+                .collect();
+            PlaygroundCloud::start_phoenixnap(localhost, &nodes).await?
         }
     };
     let setup = cloud.driver();

@@ -1,5 +1,6 @@
-//! The cloud behind the playground's driver: the static driver's inventory service, or the
-//! cloudscale API simulator for the cloudscale driver. Both hold one instance per simulated node.
+//! The cloud behind the playground's driver: the static driver's inventory service, the
+//! cloudscale API simulator or the PhoenixNAP API simulator. Each holds one instance per
+//! simulated node.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,7 +9,11 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, SeedServer};
+use wasm_ccm_sim::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, SeedPublicNetwork};
 use wasm_ccm_sim::static_cloud::StaticCloud;
+
+/// The public network the PhoenixNAP driver assigns IP blocks to.
+const PHOENIXNAP_NETWORK: &str = "60473c2509268bc77fd06d29";
 
 /// The private subnet of every simulated cloudscale server (the nodes' InternalIPs).
 const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
@@ -19,6 +24,11 @@ pub enum PlaygroundCloud {
     Cloudscale {
         sim: CloudscaleSim,
         /// Node name → server UUID.
+        servers: HashMap<String, String>,
+    },
+    Phoenixnap {
+        sim: PhoenixnapSim,
+        /// Node name → server ID.
         servers: HashMap<String, String>,
     },
 }
@@ -64,6 +74,36 @@ impl PlaygroundCloud {
         Ok(Self::Cloudscale { sim, servers })
     }
 
+    /// The PhoenixNAP simulator with one server per node and the public network for IP blocks.
+    pub async fn start_phoenixnap(
+        addr: SocketAddr,
+        nodes: &[(String, String, String)],
+    ) -> anyhow::Result<Self> {
+        let sim = PhoenixnapSim::start(addr, PhoenixnapOptions::default())
+            .await
+            .context("starting the PhoenixNAP simulator")?;
+        sim.try_add_public_network(SeedPublicNetwork::new("k8s-vips").with_id(PHOENIXNAP_NETWORK))
+            .map_err(|e| anyhow::anyhow!("seeding the public network: {e}"))?;
+        let mut servers = HashMap::new();
+        for (i, (name, internal, public)) in nodes.iter().enumerate() {
+            let server_type = if i % 3 == 0 {
+                "s2.c1.medium"
+            } else {
+                "s1.c1.small"
+            };
+            let id = sim
+                .try_add_server(
+                    wasm_ccm_sim::phoenixnap::SeedServer::new(name)
+                        .with_type(server_type)
+                        .public(&[public.as_str()])
+                        .private(&[internal.as_str()]),
+                )
+                .map_err(|e| anyhow::anyhow!("seeding server {name}: {e}"))?;
+            servers.insert(name.clone(), id);
+        }
+        Ok(Self::Phoenixnap { sim, servers })
+    }
+
     /// One line saying what the cloud is.
     pub fn describe(&self) -> String {
         match self {
@@ -72,6 +112,13 @@ impl PlaygroundCloud {
                 "cloudscale API simulator at {} (try: curl -H 'Authorization: Bearer {}' {}/v1/load-balancers)",
                 sim.url(),
                 sim.token(),
+                sim.url()
+            ),
+            Self::Phoenixnap { sim, .. } => format!(
+                "PhoenixNAP API simulator at {} (client {} / {}; IP blocks: {}/ips/v1/ip-blocks)",
+                sim.url(),
+                sim.client_id(),
+                sim.client_secret(),
                 sim.url()
             ),
         }
@@ -102,6 +149,22 @@ impl PlaygroundCloud {
                 ],
                 egress: vec![sim.url()],
             },
+            Self::Phoenixnap { sim, .. } => DriverSetup {
+                plugin: PathBuf::from(wasm_ccm_plugins::PHOENIXNAP_DRIVER),
+                config: Vec::new(),
+                env: vec![
+                    ("PNAP_CLIENT_ID".into(), sim.client_id()),
+                    ("PNAP_CLIENT_SECRET".into(), sim.client_secret()),
+                    ("PNAP_BASE_URL".into(), sim.url()),
+                    ("PNAP_AUTH_URL".into(), sim.url()),
+                    ("PNAP_LOCATION".into(), "PHX".into()),
+                    (
+                        "PNAP_LOAD_BALANCER".into(),
+                        format!("kube-vip://{PHOENIXNAP_NETWORK}"),
+                    ),
+                ],
+                egress: vec![sim.url()],
+            },
         }
     }
 
@@ -114,6 +177,11 @@ impl PlaygroundCloud {
             Self::Cloudscale { sim, servers } => {
                 if let Some(uuid) = servers.get(name) {
                     sim.remove_server(uuid);
+                }
+            }
+            Self::Phoenixnap { sim, servers } => {
+                if let Some(id) = servers.get(name) {
+                    sim.remove_server(id);
                 }
             }
         }
@@ -130,14 +198,19 @@ impl PlaygroundCloud {
                     sim.set_server_status(uuid, "stopped");
                 }
             }
+            Self::Phoenixnap { sim, servers } => {
+                if let Some(id) = servers.get(name) {
+                    sim.set_server_status(id, "powered-off");
+                }
+            }
         }
     }
 
-    /// Routes in the cloud (the cloudscale driver manages none).
+    /// Routes in the cloud (the cloudscale and PhoenixNAP drivers manage none).
     pub fn routes(&self) -> usize {
         match self {
             Self::Static(c) => c.routes().len(),
-            Self::Cloudscale { .. } => 0,
+            Self::Cloudscale { .. } | Self::Phoenixnap { .. } => 0,
         }
     }
 
@@ -146,6 +219,14 @@ impl PlaygroundCloud {
         match self {
             Self::Static(_) => None,
             Self::Cloudscale { sim, .. } => Some(sim.load_balancers().len()),
+            // A Service's IP block; a deleted Service's block is marked, then released by
+            // housekeeping.
+            Self::Phoenixnap { sim, .. } => Some(
+                sim.ip_blocks()
+                    .iter()
+                    .filter(|b| !b["tags"].to_string().contains("\"delete\""))
+                    .count(),
+            ),
         }
     }
 
@@ -157,6 +238,15 @@ impl PlaygroundCloud {
                 let log = sim.requests();
                 let reads = log.iter().filter(|r| r.method == "GET").count() as u64;
                 (reads, log.len() as u64 - reads)
+            }
+            Self::Phoenixnap { sim, .. } => {
+                // Token requests change nothing in the cloud: counted as reads.
+                let log = sim.requests();
+                let writes = log
+                    .iter()
+                    .filter(|r| r.method != "GET" && !r.path.ends_with("/openid-connect/token"))
+                    .count() as u64;
+                (log.len() as u64 - writes, writes)
             }
         }
     }

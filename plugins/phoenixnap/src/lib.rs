@@ -162,8 +162,9 @@ impl LoadBalancer for PhoenixnapDriver {
         lb::name(service, &self.cluster_id)
     }
 
-    fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
-        self.check_nodes(nodes)?;
+    /// The nodes do not matter here (kube-vip runs on them; the cloud keeps no backend list);
+    /// upstream checks them in `update` only.
+    fn ensure(&self, service: &Service, _nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
         let location = self.location(service)?;
         self.lb()?.ensure(service, &location)
     }

@@ -5,6 +5,7 @@
 //! public networks, tag manager); [`static_cloud`] is the static driver's inventory service.
 
 pub mod cloudscale;
+mod fixture;
 pub mod kube;
 pub mod phoenixnap;
 mod serving;

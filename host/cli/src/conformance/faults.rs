@@ -86,7 +86,7 @@ impl Fault {
     }
 }
 
-/// The interceptor every conformance driver uses: passes requests to `inner` (the network, a
+/// The interceptor of the driver the robustness checks call: passes requests to `inner` (the network, a
 /// recorder or a replayer) and, while a fault is set, answers them with the fault instead. Healthy
 /// bodies are remembered per request so a truncated body is a real one cut short.
 pub struct FaultLayer {

@@ -54,21 +54,28 @@ impl Harness {
         transport: Option<Arc<dyn HttpInterceptor>>,
         real_cloud: bool,
     ) -> Result<Harness, wasm_ccm_runtime::HostError> {
-        let healthy: Arc<dyn HttpInterceptor> = Arc::new(FaultLayer::new(transport.clone()));
-        let faults = Arc::new(FaultLayer::new(transport));
-        let with = |mode: InstanceMode, interceptor: Arc<dyn HttpInterceptor>| DriverOptions {
-            mode,
-            http_interceptor: Some(interceptor),
-            ..opts.clone()
-        };
+        // Only the faulty driver needs the fault layer; the others go straight to the transport.
+        let faults = Arc::new(FaultLayer::new(transport.clone()));
+        let with =
+            |mode: InstanceMode, interceptor: Option<Arc<dyn HttpInterceptor>>| DriverOptions {
+                mode,
+                http_interceptor: interceptor,
+                ..opts.clone()
+            };
         let warm = runtime
-            .load(compiled, with(InstanceMode::Warm, healthy.clone()))
+            .load(compiled, with(InstanceMode::Warm, transport.clone()))
             .await?;
         let fresh = runtime
-            .load(compiled, with(InstanceMode::Fresh, healthy))
+            .load(compiled, with(InstanceMode::Fresh, transport))
             .await?;
         let faulty = runtime
-            .load(compiled, with(InstanceMode::Warm, faults.clone()))
+            .load(
+                compiled,
+                with(
+                    InstanceMode::Warm,
+                    Some(faults.clone() as Arc<dyn HttpInterceptor>),
+                ),
+            )
             .await?;
         Ok(Harness {
             warm,

@@ -10,44 +10,23 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
-use super::faults::Match;
 use super::seed::{Seed, apply};
 use super::server::Reply;
 use super::{Shared, settle};
 
-/// A `POST /sim/faults` command.
+/// A `POST /sim/faults` command: a common one, or cloudscale's refusal of mutations while a
+/// load balancer is `changing`.
 #[derive(Debug, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(untagged)]
 enum FaultCommand {
-    Fail {
-        status: u16,
-        #[serde(default = "one")]
-        count: usize,
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        path_prefix: Option<String>,
-    },
-    Throttle {
-        retry_after: u32,
-        #[serde(default = "one")]
-        count: usize,
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        path_prefix: Option<String>,
-    },
-    Latency {
-        ms: u64,
-    },
-    RefuseWhileChanging {
-        on: bool,
-    },
-    Clear,
+    Common(crate::fixture::FaultCommand),
+    Cloudscale(CloudscaleFault),
 }
 
-fn one() -> usize {
-    1
+#[derive(Debug, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+enum CloudscaleFault {
+    RefuseWhileChanging { on: bool },
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,35 +107,10 @@ fn control(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Rep
         ("POST", ["sim", "faults"]) => {
             let faults = &sim.faults;
             match parse::<FaultCommand>(body)? {
-                FaultCommand::Fail {
-                    status,
-                    count,
-                    method,
-                    path_prefix,
-                } => faults.fail_next(
-                    Match {
-                        method,
-                        path_prefix,
-                    },
-                    status,
-                    count,
-                ),
-                FaultCommand::Throttle {
-                    retry_after,
-                    count,
-                    method,
-                    path_prefix,
-                } => faults.throttle_next(
-                    Match {
-                        method,
-                        path_prefix,
-                    },
-                    retry_after,
-                    count,
-                ),
-                FaultCommand::Latency { ms } => faults.set_latency(Duration::from_millis(ms)),
-                FaultCommand::RefuseWhileChanging { on } => faults.refuse_while_changing(on),
-                FaultCommand::Clear => faults.clear(),
+                FaultCommand::Common(command) => command.apply(faults),
+                FaultCommand::Cloudscale(CloudscaleFault::RefuseWhileChanging { on }) => {
+                    faults.refuse_while_changing(on)
+                }
             }
             Ok(Reply::NoContent)
         }

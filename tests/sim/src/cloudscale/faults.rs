@@ -1,184 +1,45 @@
-//! Fault injection: failing and throttled responses, latency, and refusing mutations of
-//! load balancers that are still `changing`.
-//!
-//! Failure rules are consumed in the order they were added: the first rule that matches a
-//! request and has a count left answers it. Injected faults apply before authentication and
-//! handling, so they change no state.
+//! Fault injection: the simulators' common rules (failing and throttled responses, latency) plus
+//! refusing mutations of load balancers that are still `changing`.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Which requests a fault applies to; unset fields match anything.
-#[derive(Clone, Debug, Default)]
-pub struct Match {
-    /// HTTP method, e.g. `POST` (case-insensitive).
-    pub method: Option<String>,
-    /// Prefix of the request path (without the query), e.g. `/v1/load-balancers/pools`.
-    pub path_prefix: Option<String>,
-}
-
-impl Match {
-    /// Every request.
-    pub fn any() -> Self {
-        Match::default()
-    }
-
-    /// Requests with this method.
-    pub fn method(m: &str) -> Self {
-        Match::any().with_method(m)
-    }
-
-    /// Requests whose path starts with `prefix`.
-    pub fn path(prefix: &str) -> Self {
-        Match {
-            path_prefix: Some(prefix.to_string()),
-            ..Match::default()
-        }
-    }
-
-    /// Also requires this method.
-    pub fn with_method(mut self, m: &str) -> Self {
-        self.method = Some(m.to_string());
-        self
-    }
-
-    pub(crate) fn matches(&self, method: &str, path: &str) -> bool {
-        self.method
-            .as_deref()
-            .is_none_or(|m| m.eq_ignore_ascii_case(method))
-            && self
-                .path_prefix
-                .as_deref()
-                .is_none_or(|p| path.starts_with(p))
-    }
-}
-
-/// What an injected fault answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Injected {
-    /// This status with `{"detail": "Simulated failure."}`.
-    Fail(u16),
-    /// 429 with `Retry-After` in seconds.
-    Throttle(u32),
-}
-
-#[derive(Debug)]
-struct Rule {
-    matcher: Match,
-    action: Injected,
-    remaining: usize,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    rules: Vec<Rule>,
-    latency: Duration,
-    refuse_while_changing: bool,
-}
+pub use crate::fixture::Match;
 
 /// A handle on the simulator's fault injection; clones share it, changes apply to every later
-/// request.
+/// request. The common rules ([`crate::fixture::Faults`]: `fail_next`, `throttle_next`,
+/// `set_latency`, `pending`) are reached through it.
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
-    state: Arc<Mutex<State>>,
+    common: crate::fixture::Faults,
+    refuse_while_changing: Arc<AtomicBool>,
+}
+
+impl Deref for Faults {
+    type Target = crate::fixture::Faults;
+
+    fn deref(&self) -> &Self::Target {
+        &self.common
+    }
 }
 
 impl Faults {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn push(&self, matcher: Match, action: Injected, count: usize) {
-        if count > 0 {
-            self.lock().rules.push(Rule {
-                matcher,
-                action,
-                remaining: count,
-            });
-        }
-    }
-
-    /// The next `count` requests matching answer `status` with
-    /// `{"detail": "Simulated failure."}` (a status outside 100–999 answers 500).
-    pub fn fail_next(&self, matcher: Match, status: u16, count: usize) {
-        self.push(matcher, Injected::Fail(status), count);
-    }
-
-    /// The next `count` matching requests answer 429 with `Retry-After: <seconds>` and
-    /// `{"detail": "Request was throttled. Expected available in N seconds."}`.
-    pub fn throttle_next(&self, matcher: Match, retry_after_secs: u32, count: usize) {
-        self.push(matcher, Injected::Throttle(retry_after_secs), count);
-    }
-
-    /// Every request waits this long before being handled (zero: no delay).
-    pub fn set_latency(&self, d: Duration) {
-        self.lock().latency = d;
-    }
-
     /// While an LB is `changing`, mutating requests on it or its children (pools, members,
     /// listeners, monitors; PATCH/DELETE of the LB) answer 400
     /// `{"detail": "Load balancer is currently changing, try again later."}`. Off by default.
     pub fn refuse_while_changing(&self, on: bool) {
-        self.lock().refuse_while_changing = on;
+        self.refuse_while_changing.store(on, Ordering::Relaxed);
     }
 
     /// Removes every rule and the latency, and stops refusing mutations of changing LBs.
     pub fn clear(&self) {
-        *self.lock() = State::default();
-    }
-
-    /// Failures and throttles still to be injected (summed over rules).
-    pub fn pending(&self) -> usize {
-        self.lock().rules.iter().map(|r| r.remaining).sum()
-    }
-
-    /// The fault answering this request, consuming one count of the first matching rule.
-    pub(crate) fn take(&self, method: &str, path: &str) -> Option<Injected> {
-        let mut state = self.lock();
-        let index = state
-            .rules
-            .iter()
-            .position(|r| r.remaining > 0 && r.matcher.matches(method, path))?;
-        let rule = &mut state.rules[index];
-        rule.remaining -= 1;
-        let action = rule.action;
-        if rule.remaining == 0 {
-            state.rules.remove(index);
-        }
-        Some(action)
-    }
-
-    /// The configured latency.
-    pub(crate) fn latency(&self) -> Duration {
-        self.lock().latency
+        self.common.clear();
+        self.refuse_while_changing(false);
     }
 
     /// Whether mutations of changing LBs are refused.
     pub(crate) fn refusing_while_changing(&self) -> bool {
-        self.lock().refuse_while_changing
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules_are_consumed_in_order() {
-        let f = Faults::default();
-        f.fail_next(Match::method("post"), 500, 1);
-        f.throttle_next(Match::path("/v1/load-balancers"), 3, 2);
-        assert_eq!(f.take("GET", "/v1/servers"), None);
-        assert_eq!(
-            f.take("POST", "/v1/load-balancers"),
-            Some(Injected::Fail(500))
-        );
-        assert_eq!(
-            f.take("POST", "/v1/load-balancers"),
-            Some(Injected::Throttle(3))
-        );
-        assert_eq!(f.pending(), 1);
-        f.clear();
-        assert_eq!(f.take("GET", "/v1/load-balancers"), None);
+        self.refuse_while_changing.load(Ordering::Relaxed)
     }
 }

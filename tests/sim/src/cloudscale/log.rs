@@ -1,12 +1,8 @@
 //! The request log: every request in order, including rejected and faulted ones.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use serde_json::Value;
 
-/// Requests kept; older ones are dropped first (bounds memory in long benchmark runs).
-pub const LOG_CAPACITY: usize = 100_000;
+pub use crate::fixture::LOG_CAPACITY;
 
 /// One served request.
 #[derive(Clone, Debug)]
@@ -27,43 +23,7 @@ impl LoggedRequest {
     pub fn line(&self) -> String {
         format!("{} {} {}", self.method, self.path, self.status)
     }
-
-    /// The log's rendering of a request body.
-    pub(crate) fn body_value(body: &[u8]) -> Option<Value> {
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return None;
-        }
-        Some(
-            serde_json::from_slice(body)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned())),
-        )
-    }
 }
 
-/// The log shared by the server and every handle.
-#[derive(Debug, Default)]
-pub(crate) struct RequestLog {
-    entries: Mutex<VecDeque<LoggedRequest>>,
-}
-
-impl RequestLog {
-    pub(crate) fn record(&self, request: LoggedRequest) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() >= LOG_CAPACITY {
-            entries.pop_front();
-        }
-        entries.push_back(request);
-    }
-
-    pub(crate) fn all(&self) -> Vec<LoggedRequest> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.iter().cloned().collect()
-    }
-
-    pub(crate) fn clear(&self) {
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-    }
-}
+/// The log of this simulator's requests.
+pub(crate) type RequestLog = crate::fixture::RequestLog<LoggedRequest>;

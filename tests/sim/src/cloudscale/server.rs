@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use super::Shared;
 use super::error::{ApiError, json_response};
-use super::faults::Injected;
 use super::log::LoggedRequest;
 use super::model::{Ctx, State, ordered};
 use super::{control, floating_ips, listeners, load_balancers, monitors, pools, render};
+use crate::fixture::Injected;
 
 /// What a handler answers on success.
 #[derive(Debug)]
@@ -151,7 +151,7 @@ async fn handle(
     sim.log.record(LoggedRequest {
         method: method.to_string(),
         path: path_and_query,
-        body: LoggedRequest::body_value(&body),
+        body: crate::fixture::body_value(&body),
         status,
     });
     response

@@ -11,40 +11,7 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::error::{ApiError, json_response};
-use super::faults::Match;
 use super::seed::{Seed, apply};
-
-/// A `POST /sim/faults` command.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
-enum FaultCommand {
-    Fail {
-        status: u16,
-        #[serde(default = "one")]
-        count: usize,
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        path_prefix: Option<String>,
-    },
-    Throttle {
-        retry_after: u32,
-        #[serde(default = "one")]
-        count: usize,
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        path_prefix: Option<String>,
-    },
-    Latency {
-        ms: u64,
-    },
-    Clear,
-}
-
-fn one() -> usize {
-    1
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,36 +103,7 @@ fn control(
         ("DELETE", ["sim", "requests"]) => sim.log.clear(),
         ("POST", ["sim", "faults"]) => {
             let faults = &sim.faults;
-            match parse::<FaultCommand>(body)? {
-                FaultCommand::Fail {
-                    status,
-                    count,
-                    method,
-                    path_prefix,
-                } => faults.fail_next(
-                    Match {
-                        method,
-                        path_prefix,
-                    },
-                    status,
-                    count,
-                ),
-                FaultCommand::Throttle {
-                    retry_after,
-                    count,
-                    method,
-                    path_prefix,
-                } => faults.throttle_next(
-                    Match {
-                        method,
-                        path_prefix,
-                    },
-                    retry_after,
-                    count,
-                ),
-                FaultCommand::Latency { ms } => faults.set_latency(Duration::from_millis(ms)),
-                FaultCommand::Clear => faults.clear(),
-            }
+            parse::<crate::fixture::FaultCommand>(body)?.apply(faults);
         }
         ("DELETE", ["sim", "faults"]) => sim.faults.clear(),
         _ => return Err(not_found()),

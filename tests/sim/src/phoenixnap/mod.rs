@@ -35,7 +35,6 @@ mod api;
 mod auth;
 mod control;
 mod error;
-mod faults;
 mod log;
 mod model;
 mod seed;
@@ -49,8 +48,8 @@ use serde_json::Value;
 
 use crate::serving::{self, Served};
 
+pub use crate::fixture::{Faults, Match};
 pub use auth::TOKEN_PATH;
-pub use faults::{Faults, Match};
 pub use log::{LOG_CAPACITY, LoggedRequest};
 pub use seed::{Seed, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag, SeedTagValue};
 

@@ -15,9 +15,9 @@ use super::Shared;
 use super::api::{self, Reply};
 use super::auth::{Refusal, TOKEN_PATH, token_endpoint};
 use super::error::ApiError;
-use super::faults::Injected;
 use super::log::LoggedRequest;
 use super::{control, model::State};
+use crate::fixture::Injected;
 
 /// A served path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +113,7 @@ async fn handle(
         method: method.to_string(),
         path,
         query,
-        body: LoggedRequest::body_value(&body),
+        body: crate::fixture::body_value(&body),
         status,
     });
     response

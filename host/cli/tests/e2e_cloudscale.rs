@@ -70,6 +70,12 @@ async fn nodes_and_load_balancers_through_the_controllers() {
         initialised(&sim, "worker-1") && initialised(&sim, "worker-2")
     })
     .await;
+    let worker_1_addresses = json!([
+        {"type": "Hostname", "address": "worker-1"},
+        {"type": "ExternalIP", "address": "5.102.148.11"},
+        {"type": "InternalIP", "address": "10.1.1.11"},
+    ]);
+    addresses_become(&sim, "worker-1", &worker_1_addresses).await;
     let n = sim.get("nodes", None, "worker-1").expect("node");
     assert_eq!(
         n["spec"]["providerID"],
@@ -79,14 +85,7 @@ async fn nodes_and_load_balancers_through_the_controllers() {
     assert_eq!(labels["node.kubernetes.io/instance-type"], "flex-4-2");
     assert_eq!(labels["topology.kubernetes.io/zone"], "rma1");
     assert_eq!(labels["topology.kubernetes.io/region"], "rma");
-    assert_eq!(
-        n["status"]["addresses"],
-        json!([
-            {"type": "Hostname", "address": "worker-1"},
-            {"type": "ExternalIP", "address": "5.102.148.11"},
-            {"type": "InternalIP", "address": "10.1.1.11"},
-        ])
-    );
+    assert_eq!(n["status"]["addresses"], worker_1_addresses);
 
     // A Service gets a load balancer: retry-after while it provisions, then the status, the
     // written-back annotations and the finalizer.

@@ -63,19 +63,18 @@ async fn nodes_and_ip_blocks_through_the_controllers() {
         initialised(&sim, "worker-1") && initialised(&sim, "worker-2")
     })
     .await;
+    let private_addresses = json!([
+        {"type": "Hostname", "address": "worker-2"},
+        {"type": "InternalIP", "address": "10.0.0.12"},
+    ]);
+    addresses_become(&sim, "worker-2", &private_addresses).await;
     let n = sim.get("nodes", None, "worker-2").expect("node");
     assert_eq!(n["spec"]["providerID"], format!("phoenixnap://{private}"));
     assert_eq!(
         n["metadata"]["labels"]["topology.kubernetes.io/region"],
         "PHX"
     );
-    assert_eq!(
-        n["status"]["addresses"],
-        json!([
-            {"type": "Hostname", "address": "worker-2"},
-            {"type": "InternalIP", "address": "10.0.0.12"},
-        ])
-    );
+    assert_eq!(n["status"]["addresses"], private_addresses);
     let n = sim.get("nodes", None, "worker-1").expect("node");
     assert_eq!(n["spec"]["providerID"], format!("phoenixnap://{public}"));
 

@@ -160,6 +160,16 @@ pub fn initialised(sim: &KubeSim, name: &str) -> bool {
         .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
 }
 
+/// Waits until the node's `status.addresses` are `expected`: the controller writes them with a
+/// status update of their own, which may land after the taint is gone.
+pub async fn addresses_become(sim: &KubeSim, name: &str, expected: &Value) {
+    eventually(&format!("addresses of {name}"), || {
+        sim.get("nodes", None, name)
+            .is_some_and(|n| &n["status"]["addresses"] == expected)
+    })
+    .await;
+}
+
 pub fn has_taint(n: &Value, key: &str) -> bool {
     n["spec"]["taints"]
         .as_array()

@@ -25,6 +25,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "WASM_CCM_PHOENIXNAP_DRIVER",
     ),
     (
+        "cloudstack-driver",
+        "cloudstack_driver",
+        "WASM_CCM_CLOUDSTACK_DRIVER",
+    ),
+    (
         "hostile-driver",
         "hostile_driver",
         "WASM_CCM_HOSTILE_DRIVER",
@@ -64,6 +69,7 @@ fn main() {
         "plugins/static",
         "plugins/cloudscale",
         "plugins/phoenixnap",
+        "plugins/cloudstack",
         "tests/plugins",
         "sdk/rust/template",
         "Cargo.lock",

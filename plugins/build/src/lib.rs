@@ -14,6 +14,9 @@ pub const CLOUDSCALE_DRIVER: &str = env!("WASM_CCM_CLOUDSCALE_DRIVER");
 /// The PhoenixNAP driver (`plugins/phoenixnap`, world `load-balancer-driver`).
 pub const PHOENIXNAP_DRIVER: &str = env!("WASM_CCM_PHOENIXNAP_DRIVER");
 
+/// The Apache CloudStack driver (`plugins/cloudstack`, world `load-balancer-driver`).
+pub const CLOUDSTACK_DRIVER: &str = env!("WASM_CCM_CLOUDSTACK_DRIVER");
+
 /// The hostile test driver (`tests/plugins/hostile`, world `instances-driver`): loops, memory
 /// bombs, traps, egress, log floods and leaks chosen by `node.name`.
 pub const HOSTILE_DRIVER: &str = env!("WASM_CCM_HOSTILE_DRIVER");
@@ -31,13 +34,13 @@ pub const BROKEN_DRIVER: &str = env!("WASM_CCM_BROKEN_DRIVER");
 pub const TEMPLATE_DRIVER: &str = env!("WASM_CCM_TEMPLATE_DRIVER");
 
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `phoenixnap`,
-/// `hostile`,
-/// `future-major`, `broken`, `template`.
+/// `cloudstack`, `hostile`, `future-major`, `broken`, `template`.
 pub fn all() -> &'static [(&'static str, &'static str)] {
     &[
         ("static", STATIC_DRIVER),
         ("cloudscale", CLOUDSCALE_DRIVER),
         ("phoenixnap", PHOENIXNAP_DRIVER),
+        ("cloudstack", CLOUDSTACK_DRIVER),
         ("hostile", HOSTILE_DRIVER),
         ("future-major", FUTURE_MAJOR_DRIVER),
         ("broken", BROKEN_DRIVER),

@@ -6,7 +6,7 @@ const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0
 
 #[test]
 fn every_guest_is_a_component() {
-    assert_eq!(wasm_ccm_plugins::all().len(), 7);
+    assert_eq!(wasm_ccm_plugins::all().len(), 8);
     for (name, path) in wasm_ccm_plugins::all() {
         assert!(
             Path::new(path).is_absolute(),
@@ -27,6 +27,7 @@ fn shipped_drivers_fit_a_configmap() {
         ("static", wasm_ccm_plugins::STATIC_DRIVER),
         ("cloudscale", wasm_ccm_plugins::CLOUDSCALE_DRIVER),
         ("phoenixnap", wasm_ccm_plugins::PHOENIXNAP_DRIVER),
+        ("cloudstack", wasm_ccm_plugins::CLOUDSTACK_DRIVER),
         ("template", wasm_ccm_plugins::TEMPLATE_DRIVER),
     ] {
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX);

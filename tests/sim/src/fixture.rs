@@ -1,5 +1,5 @@
-//! What the cloud API simulators (cloudscale, PhoenixNAP) share as test fixtures: fault
-//! injection by request rules, its `/sim/faults` command, and the bounded request log.
+//! What the cloud API simulators (cloudscale, PhoenixNAP, CloudStack) share as test fixtures:
+//! fault injection by request rules, its `/sim/faults` command, and the bounded request log.
 //!
 //! Fault rules are consumed in the order they were added: the first rule that matches a request
 //! and has a count left answers it. Each simulator applies faults before authentication and
@@ -19,6 +19,10 @@ pub struct Match {
     pub method: Option<String>,
     /// Prefix of the request path (without the query), e.g. `/v1/load-balancers`.
     pub path_prefix: Option<String>,
+    /// The API command, for APIs with one endpoint that name the operation in a parameter
+    /// (CloudStack's `command`, case-insensitive). A rule with a command never matches a request
+    /// without one.
+    pub command: Option<String>,
 }
 
 impl Match {
@@ -40,13 +44,24 @@ impl Match {
         }
     }
 
+    /// Requests for this API command, e.g. CloudStack's `createLoadBalancerRule`.
+    pub fn command(name: &str) -> Self {
+        Match::any().with_command(name)
+    }
+
     /// Also requires this method.
     pub fn with_method(mut self, m: &str) -> Self {
         self.method = Some(m.to_string());
         self
     }
 
-    fn matches(&self, method: &str, path: &str) -> bool {
+    /// Also requires this API command.
+    pub fn with_command(mut self, name: &str) -> Self {
+        self.command = Some(name.to_string());
+        self
+    }
+
+    fn matches(&self, method: &str, path: &str, command: Option<&str>) -> bool {
         self.method
             .as_deref()
             .is_none_or(|m| m.eq_ignore_ascii_case(method))
@@ -54,6 +69,10 @@ impl Match {
                 .path_prefix
                 .as_deref()
                 .is_none_or(|p| path.starts_with(p))
+            && self
+                .command
+                .as_deref()
+                .is_none_or(|c| command.is_some_and(|got| c.eq_ignore_ascii_case(got)))
     }
 }
 
@@ -129,11 +148,22 @@ impl Faults {
 
     /// The fault answering this request, consuming one count of the first matching rule.
     pub(crate) fn take(&self, method: &str, path: &str) -> Option<Injected> {
+        self.take_for(method, path, None)
+    }
+
+    /// [`Faults::take`] for an API that names the operation in a parameter: `command` is that
+    /// name, None when the request has none.
+    pub(crate) fn take_for(
+        &self,
+        method: &str,
+        path: &str,
+        command: Option<&str>,
+    ) -> Option<Injected> {
         let mut state = self.lock();
         let index = state
             .rules
             .iter()
-            .position(|r| r.matcher.matches(method, path))?;
+            .position(|r| r.matcher.matches(method, path, command))?;
         let rule = &mut state.rules[index];
         rule.remaining -= 1;
         let action = rule.action;
@@ -161,6 +191,8 @@ pub(crate) enum FaultCommand {
         method: Option<String>,
         #[serde(default)]
         path_prefix: Option<String>,
+        #[serde(default)]
+        command: Option<String>,
     },
     Throttle {
         retry_after: u32,
@@ -170,6 +202,8 @@ pub(crate) enum FaultCommand {
         method: Option<String>,
         #[serde(default)]
         path_prefix: Option<String>,
+        #[serde(default)]
+        command: Option<String>,
     },
     Latency {
         ms: u64,
@@ -190,10 +224,12 @@ impl FaultCommand {
                 count,
                 method,
                 path_prefix,
+                command,
             } => faults.fail_next(
                 Match {
                     method,
                     path_prefix,
+                    command,
                 },
                 status,
                 count,
@@ -203,10 +239,12 @@ impl FaultCommand {
                 count,
                 method,
                 path_prefix,
+                command,
             } => faults.throttle_next(
                 Match {
                     method,
                     path_prefix,
+                    command,
                 },
                 retry_after,
                 count,
@@ -292,6 +330,27 @@ mod tests {
         assert_eq!(f.pending(), 1);
         f.clear();
         assert_eq!(f.take("GET", "/v1/load-balancers"), None);
+    }
+
+    #[test]
+    fn command_rules_need_the_command() {
+        let f = Faults::default();
+        f.fail_next(Match::command("createLoadBalancerRule"), 530, 1);
+        assert_eq!(f.take("POST", "/client/api"), None);
+        assert_eq!(f.take_for("POST", "/client/api", Some("listZones")), None);
+        assert_eq!(
+            f.take_for("POST", "/client/api", Some("createloadbalancerrule")),
+            Some(Injected::Fail(530))
+        );
+        let c: FaultCommand = serde_json::from_str(
+            r#"{"action": "throttle", "retry_after": 2, "command": "listZones"}"#,
+        )
+        .unwrap();
+        c.apply(&f);
+        assert_eq!(
+            f.take_for("GET", "/client/api", Some("listZones")),
+            Some(Injected::Throttle(2))
+        );
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //!
 //! [`kube`] simulates the Kubernetes API server over plain HTTP; [`cloudscale`] the cloudscale.ch
 //! REST API; [`phoenixnap`] the PhoenixNAP APIs (OAuth2 token endpoint, BMC servers, IP blocks,
-//! public networks, tag manager); [`static_cloud`] is the static driver's inventory service.
+//! public networks, tag manager); [`cloudstack`] the Apache CloudStack API (signed requests,
+//! async jobs, load-balancer rules, public IPs, firewall rules, network ACLs); [`static_cloud`]
+//! is the static driver's inventory service.
 
 pub mod cloudscale;
+pub mod cloudstack;
 mod fixture;
 pub mod kube;
 pub mod phoenixnap;

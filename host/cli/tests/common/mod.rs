@@ -48,7 +48,12 @@ impl Ccm {
     ) -> Ccm {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("cloud.json");
-        std::fs::write(&config, cloud_config.to_string()).expect("config");
+        // A JSON string is the file's text as is (e.g. CloudStack's INI); anything else is JSON.
+        let text = match cloud_config {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        std::fs::write(&config, text).expect("config");
         let log = dir.path().join("ccm.log");
         let stderr = std::fs::File::create(&log).expect("log file");
         let mut args: Vec<String> = [

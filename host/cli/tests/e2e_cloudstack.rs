@@ -1,0 +1,145 @@
+//! End to end with the CloudStack driver: the real `wasm-ccm run` binary, the real
+//! `cloudstack_driver.wasm` configured from upstream's INI `cloud-config`, the Kubernetes API
+//! simulator and the CloudStack API simulator.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use wasm_ccm_sim::cloudstack::{CloudstackOptions, CloudstackSim, Seed};
+use wasm_ccm_sim::kube::KubeSim;
+
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+fn vm_id(cloud: &CloudstackSim, name: &str) -> String {
+    cloud
+        .vms()
+        .iter()
+        .find(|v| v["name"] == name)
+        .and_then(|v| v["id"].as_str())
+        .map(String::from)
+        .unwrap_or_else(|| panic!("no VM {name}"))
+}
+
+/// Members of every rule, as sorted VM ids per rule.
+fn members(cloud: &CloudstackSim) -> Vec<usize> {
+    cloud
+        .load_balancer_rules()
+        .iter()
+        .map(|r| r["members"].as_array().map_or(0, Vec::len))
+        .collect()
+}
+
+fn allocated(cloud: &CloudstackSim) -> Vec<String> {
+    cloud
+        .public_ips()
+        .iter()
+        .filter(|ip| ip["state"] != "Free" && ip["issourcenat"] != true)
+        .filter_map(|ip| ip["ipaddress"].as_str().map(String::from))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_and_load_balancer_rules_through_the_controllers() {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    // Jobs need two polls: every change goes through the asynchronous path.
+    let cloud = CloudstackSim::start_with(CloudstackOptions {
+        job_polls: 2,
+        ..Default::default()
+    })
+    .await
+    .expect("cloudstack sim");
+    cloud.seed(Seed::example()).expect("seed");
+    for name in ["k8s-node-1", "k8s-node-2", "k8s-node-3"] {
+        sim.create(node(name, None, true)).expect("node");
+    }
+    // Upstream's cloud-config, unchanged but for the simulator's address and keys.
+    let cloud_config = format!(
+        "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+        cloud.url(),
+        cloud.api_key(),
+        cloud.secret_key()
+    );
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_plugins::CLOUDSTACK_DRIVER,
+        "external-cloudstack",
+        &Value::String(cloud_config),
+        &["--allow-egress", &cloud.base_url()],
+    );
+
+    eventually("nodes initialised", || {
+        ["k8s-node-1", "k8s-node-2", "k8s-node-3"]
+            .iter()
+            .all(|n| initialised(&sim, n))
+    })
+    .await;
+    let expected = json!([
+        {"type": "InternalIP", "address": "10.1.1.12"},
+        {"type": "InternalIP", "address": "fd00:10:1:1::12"},
+        {"type": "Hostname", "address": "k8s-node-2"},
+    ]);
+    addresses_become(&sim, "k8s-node-2", &expected).await;
+    let n = sim.get("nodes", None, "k8s-node-2").expect("node");
+    assert_eq!(
+        n["spec"]["providerID"],
+        format!("external-cloudstack://{}", vm_id(&cloud, "k8s-node-2"))
+    );
+    let labels = &n["metadata"]["labels"];
+    assert_eq!(labels["node.kubernetes.io/instance-type"], "MediumInstance");
+    assert_eq!(labels["topology.kubernetes.io/zone"], "zone1");
+    assert_eq!(labels["topology.kubernetes.io/region"], "zone1");
+
+    // A Service with TCP and UDP on one port: two rules on one new public IP, every node a
+    // member, the firewall opened.
+    sim.create(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "dns", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+        ]},
+    }))
+    .expect("service");
+    eventually("ingress IP", || {
+        service(&sim, "dns").is_some_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    let ip = ingress_ip(&service(&sim, "dns").expect("service")).expect("ip");
+    assert_eq!(allocated(&cloud), std::slice::from_ref(&ip));
+    let rules = cloud.load_balancer_rules();
+    let mut protocols: Vec<&str> = rules
+        .iter()
+        .filter_map(|r| r["protocol"].as_str())
+        .collect();
+    protocols.sort();
+    assert_eq!(protocols, ["tcp", "udp"]);
+    assert!(rules.iter().all(|r| r["publicip"] == ip.as_str()));
+    eventually("all members", || members(&cloud) == [3, 3]).await;
+    assert_eq!(cloud.firewall_rules().len(), 2);
+
+    // Lifecycle: a stopped VM taints its NotReady node; an expunged one deletes the node
+    // (upstream never did: it reported the missing VM as an error), and the rules lose it.
+    let node3 = vm_id(&cloud, "k8s-node-3");
+    cloud.set_vm_state(&node3, "Stopped");
+    set_ready(&sim, "k8s-node-3", false);
+    eventually("shutdown taint", || {
+        sim.get("nodes", None, "k8s-node-3")
+            .is_some_and(|n| has_taint(&n, SHUTDOWN))
+    })
+    .await;
+    cloud.remove_vm(&node3);
+    eventually("node deleted", || {
+        sim.get("nodes", None, "k8s-node-3").is_none()
+    })
+    .await;
+    eventually("member removed", || members(&cloud) == [2, 2]).await;
+
+    // Deleting the Service deletes the rules and firewall rules and releases the IP.
+    sim.remove("services", Some("default"), "dns")
+        .expect("delete service");
+    eventually("service gone", || service(&sim, "dns").is_none()).await;
+    assert!(cloud.load_balancer_rules().is_empty());
+    assert!(cloud.firewall_rules().is_empty());
+    assert!(allocated(&cloud).is_empty(), "{:?}", allocated(&cloud));
+}

@@ -1,0 +1,744 @@
+//! Load balancers (§2.4): one CloudStack LB rule per Service port on one public IP, firewall
+//! rules or VPC ACL entries opening the ports, and the IP released on delete when we took it.
+//!
+//! Identity is the rule names (`<lbname>-<protocol>-<port>`), matched exactly. Every change is an
+//! asynchronous job waited for within the call's budget; a job that outlives it makes the call
+//! answer `retry-after`, and the next call first waits for it, then continues from CloudStack's
+//! state, so nothing is done twice.
+
+pub mod firewall;
+pub mod hosts;
+pub mod spec;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use wasm_ccm_sdk::cluster;
+use wasm_ccm_sdk::log;
+use wasm_ccm_sdk::types::{EnsureResult, Ingress, Node, ProviderError, Service};
+
+use crate::api::{Api, Budget, JOB_RETRY_SECS, Params};
+use crate::model::{LbRule, Network, PublicIp, split_cidrs};
+use firewall::Opening;
+use spec::{Wanted, WantedRule};
+
+/// An IP this driver associated for a Service whose load balancer is not complete yet: reused
+/// by the next call instead of associating another one, released if the Service goes away.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub ip_id: String,
+    /// It is the Service's `spec.loadBalancerIP`.
+    pub requested: bool,
+}
+
+/// State kept between calls; caches only (a fresh instance works from CloudStack's state).
+#[derive(Default)]
+pub struct LbState {
+    /// Per Service UID.
+    pub claims: RefCell<BTreeMap<String, Claim>>,
+    /// Whether `updateLoadBalancerRule` takes `cidrlist` (CloudStack 4.22 and later).
+    pub cidr_updates: Cell<Option<bool>>,
+}
+
+/// The load-balancer operations of one call.
+pub struct Lb<'a> {
+    pub api: &'a Api,
+    pub state: &'a LbState,
+    pub job_budget: Duration,
+}
+
+/// One of our rules found in CloudStack, with what its name says.
+#[derive(Clone, Debug)]
+struct Found {
+    rule: LbRule,
+    protocol: &'static str,
+    port: u16,
+}
+
+impl Found {
+    fn opening(&self) -> Opening {
+        Opening {
+            protocol: spec::ip_protocol(self.protocol),
+            port: self.port,
+        }
+    }
+}
+
+fn ingress(wanted_hostname: Option<&str>, ip: &str) -> Vec<Ingress> {
+    vec![match wanted_hostname {
+        Some(h) => Ingress {
+            ip: None,
+            hostname: Some(h.to_string()),
+            ip_mode: None,
+        },
+        None => Ingress {
+            ip: Some(ip.to_string()),
+            hostname: None,
+            ip_mode: None,
+        },
+    }]
+}
+
+/// The object a job result carries (`{"loadbalancer": {...}}` → the rule).
+fn job_object<T: serde::de::DeserializeOwned>(
+    result: &Value,
+    key: &str,
+) -> Result<T, ProviderError> {
+    let object = result.get(key).cloned().unwrap_or(Value::Null);
+    serde_json::from_value(object).map_err(|e| {
+        ProviderError::Transient(format!(
+            "unexpected CloudStack job result: no {key} object in {result}: {e}"
+        ))
+    })
+}
+
+fn openings(rules: &[WantedRule]) -> Vec<Opening> {
+    let mut out: Vec<Opening> = rules
+        .iter()
+        .map(|r| Opening {
+            protocol: r.ip_protocol(),
+            port: r.port,
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+impl Lb<'_> {
+    fn budget(&self, service: &Service) -> Budget {
+        Budget::new(self.job_budget, &service.uid)
+    }
+
+    /// Our rules: a keyword search (a substring match in CloudStack) filtered to exact names.
+    fn discover(&self, lbname: &str) -> Result<Vec<Found>, ProviderError> {
+        let rules: Vec<LbRule> = self.api.list(
+            "listLoadBalancerRules",
+            self.api
+                .scoped(Params::new().set("keyword", lbname).set("listall", "true"))?,
+            "loadbalancerrule",
+        )?;
+        Ok(rules
+            .into_iter()
+            .filter_map(|rule| {
+                let (protocol, port) = spec::parse_rule_name(lbname, &rule.name)?;
+                Some(Found {
+                    rule,
+                    protocol,
+                    port,
+                })
+            })
+            .collect())
+    }
+
+    fn network(&self, id: &str) -> Result<Network, ProviderError> {
+        let networks: Vec<Network> = self.api.list(
+            "listNetworks",
+            self.api.scoped(Params::new().set("id", id))?,
+            "network",
+        )?;
+        networks.into_iter().find(|n| n.id == id).ok_or_else(|| {
+            ProviderError::NotFound(format!(
+                "CloudStack network {id} is not visible to this API key"
+            ))
+        })
+    }
+
+    fn public_ips(&self, params: Params) -> Result<Vec<PublicIp>, ProviderError> {
+        self.api.list(
+            "listPublicIpAddresses",
+            self.api
+                .scoped(params.set("allocatedonly", "false").set("listall", "true"))?,
+            "publicipaddress",
+        )
+    }
+
+    fn ip_by_id(&self, id: &str) -> Result<Option<PublicIp>, ProviderError> {
+        match self.public_ips(Params::new().set("id", id)) {
+            Ok(ips) => Ok(ips.into_iter().find(|ip| ip.id == id)),
+            Err(ProviderError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn ip_by_address(&self, address: &str) -> Result<Vec<PublicIp>, ProviderError> {
+        Ok(self
+            .public_ips(Params::new().set("ipaddress", address))?
+            .into_iter()
+            .filter(|ip| ip.ipaddress == address)
+            .collect())
+    }
+
+    /// Rules being deleted by a job this instance does not know of: wait for them.
+    fn refuse_while_revoking(found: &[Found]) -> Result<(), ProviderError> {
+        match found
+            .iter()
+            .find(|f| f.rule.state.eq_ignore_ascii_case("revoke"))
+        {
+            Some(f) => Err(ProviderError::retry_after(
+                JOB_RETRY_SECS,
+                format!(
+                    "CloudStack is still deleting load-balancer rule {}",
+                    f.rule.name
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether this CloudStack updates a rule's CIDR list in place (4.22+). Asked once with
+    /// `listCapabilities`, which every account may call; if that fails, rules are recreated
+    /// instead, which works on every version.
+    fn cidr_updates(&self) -> bool {
+        if let Some(known) = self.state.cidr_updates.get() {
+            return known;
+        }
+        let version = self
+            .api
+            .read("listCapabilities", Params::new())
+            .map(|body| {
+                body.pointer("/capability/cloudstackversion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            });
+        let supported = match version {
+            Ok(v) => {
+                let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+                let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+                (major, minor) >= (4, 22)
+            }
+            Err(e) => {
+                log::warn(
+                    "listCapabilities failed; CIDR changes recreate LB rules",
+                    &[("error", &e.to_string())],
+                );
+                false
+            }
+        };
+        self.state.cidr_updates.set(Some(supported));
+        supported
+    }
+
+    /// The current ingress, or `None` when the Service has no rules.
+    pub fn get(&self, service: &Service) -> Result<Option<Vec<Ingress>>, ProviderError> {
+        let wanted_hostname = spec::wanted(service).ok().and_then(|w| w.hostname);
+        let found = self.discover(&spec::lb_name(service))?;
+        Ok(found
+            .first()
+            .map(|f| ingress(wanted_hostname.as_deref(), &f.rule.publicip)))
+    }
+
+    /// Creates or updates the load balancer (§2.4.3).
+    pub fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
+        let wanted = spec::wanted(service)?;
+        let budget = self.budget(service);
+        self.api.finish_pending(&budget)?;
+        let hosts = hosts::find(self.api, nodes)?;
+        warn_unmatched(&hosts.unmatched);
+        let network_id = hosts.network_id.clone().ok_or_else(|| {
+            ProviderError::Transient(format!(
+                "none of the {} nodes is a CloudStack VM with a NIC; node names must be VM names (or set providerIDs)",
+                nodes.len()
+            ))
+        })?;
+        let network = self.network(&network_id)?;
+        let found = self.discover(&wanted.name)?;
+        Self::refuse_while_revoking(&found)?;
+
+        let (ip, associated) = self.public_ip(service, &wanted, &found, &network, &budget)?;
+        let result = self.converge(&wanted, &found, &ip, &network, &hosts.vm_ids, &budget);
+        if let Err(e) = result {
+            // An IP taken in this call for a load balancer that could not be built is given
+            // back, unless the work is only waiting for a job (the next call goes on with it).
+            if associated
+                && !matches!(e, ProviderError::RetryAfter(_))
+                && ip.ipaddress != wanted.requested_ip.clone().unwrap_or_default()
+            {
+                self.release_quietly(&ip, &budget);
+                self.state.claims.borrow_mut().remove(&service.uid);
+            }
+            return Err(e);
+        }
+        let claim = self.state.claims.borrow_mut().remove(&service.uid);
+        let mut set_annotations = Vec::new();
+        if claim.is_some_and(|c| c.requested) && !wanted.ip_associated_by_us {
+            set_annotations.push((spec::IP_ASSOCIATED.to_string(), "true".to_string()));
+        }
+        Ok(EnsureResult {
+            ingress: ingress(wanted.hostname.as_deref(), &ip.ipaddress),
+            set_annotations,
+            remove_annotations: Vec::new(),
+        })
+    }
+
+    /// The public IP of the load balancer: the rules', else the one claimed earlier, else the
+    /// requested one (associated if free), else a new one. Returns whether this call associated it.
+    fn public_ip(
+        &self,
+        service: &Service,
+        wanted: &Wanted,
+        found: &[Found],
+        network: &Network,
+        budget: &Budget,
+    ) -> Result<(PublicIp, bool), ProviderError> {
+        if let Some(first) = found.first() {
+            if let Some(other) = found
+                .iter()
+                .find(|f| f.rule.publicipid != first.rule.publicipid)
+            {
+                log::warn(
+                    "the Service's LB rules are on different public IPs; using the first",
+                    &[("first", &first.rule.name), ("other", &other.rule.name)],
+                );
+            }
+            return self
+                .ip_by_id(&first.rule.publicipid)?
+                .map(|ip| (ip, false))
+                .ok_or_else(|| {
+                    ProviderError::NotFound(format!(
+                        "public IP {} of rule {} is gone",
+                        first.rule.publicipid, first.rule.name
+                    ))
+                });
+        }
+        let claimed = self.state.claims.borrow().get(&service.uid).cloned();
+        if let Some(claim) = claimed {
+            if let Some(ip) = self
+                .ip_by_id(&claim.ip_id)?
+                .filter(|ip| !ip.allocated.is_empty())
+            {
+                return Ok((ip, false));
+            }
+            self.state.claims.borrow_mut().remove(&service.uid);
+        }
+        match wanted.requested_ip.as_deref() {
+            Some(address) => {
+                let ips = self.ip_by_address(address)?;
+                let [ip] = &ips[..] else {
+                    return Err(ProviderError::InvalidConfig(format!(
+                        "Service {}: spec.loadBalancerIP {address} is {} public IP of this account's zones; use an address CloudStack can allocate to the account",
+                        service.key(),
+                        if ips.is_empty() {
+                            "not a"
+                        } else {
+                            "more than one"
+                        }
+                    )));
+                };
+                if !ip.allocated.is_empty() {
+                    return Ok((ip.clone(), false));
+                }
+                let ip = self.associate(service, network, Some(address), budget)?;
+                Ok((ip, true))
+            }
+            None => Ok((self.associate(service, network, None, budget)?, true)),
+        }
+    }
+
+    /// `associateIpAddress` on the network (or its VPC), claimed before its job ends.
+    fn associate(
+        &self,
+        service: &Service,
+        network: &Network,
+        address: Option<&str>,
+        budget: &Budget,
+    ) -> Result<PublicIp, ProviderError> {
+        let place = if network.vpcid.is_empty() {
+            Params::new().set("networkid", &network.id)
+        } else {
+            Params::new().set("vpcid", &network.vpcid)
+        };
+        let job = self.api.submit(
+            "associateIpAddress",
+            self.api.scoped(place.opt("ipaddress", address))?,
+        )?;
+        if let Some(ip_id) = &job.entity {
+            self.state.claims.borrow_mut().insert(
+                service.uid.clone(),
+                Claim {
+                    ip_id: ip_id.clone(),
+                    requested: address.is_some(),
+                },
+            );
+        }
+        let result = self.api.wait(&job, budget)?;
+        let ip: PublicIp = job_object(&result, "ipaddress")?;
+        log::info(
+            "associated a public IP",
+            &[("service", &service.key()), ("ip", &ip.ipaddress)],
+        );
+        self.state.claims.borrow_mut().insert(
+            service.uid.clone(),
+            Claim {
+                ip_id: ip.id.clone(),
+                requested: address.is_some(),
+            },
+        );
+        Ok(ip)
+    }
+
+    /// Rules, members and openings as wanted; our rules no port claims are deleted.
+    fn converge(
+        &self,
+        wanted: &Wanted,
+        found: &[Found],
+        ip: &PublicIp,
+        network: &Network,
+        vm_ids: &[String],
+        budget: &Budget,
+    ) -> Result<(), ProviderError> {
+        for want in &wanted.rules {
+            let existing = found.iter().find(|f| f.rule.name == want.name);
+            let rule =
+                self.ensure_rule(wanted, want, existing.map(|f| &f.rule), ip, network, budget)?;
+            self.reconcile_members(&rule, vm_ids, existing.is_none(), budget)?;
+        }
+        let open = openings(&wanted.rules);
+        if network.has_service("Firewall") {
+            firewall::reconcile_firewall(self.api, &ip.id, &open, &wanted.firewall_cidrs, budget)?;
+        } else if network.has_service("NetworkACL") {
+            firewall::open_acl(self.api, network, &open, &wanted.firewall_cidrs, budget)?;
+        }
+        let stale: Vec<&Found> = found
+            .iter()
+            .filter(|f| !wanted.rules.iter().any(|w| w.name == f.rule.name))
+            .collect();
+        let closing: Vec<Opening> = stale
+            .iter()
+            .map(|f| f.opening())
+            .filter(|o| !open.contains(o))
+            .collect();
+        self.close(network, &ip.id, &closing, &stale, budget)?;
+        for f in stale {
+            self.api.run(
+                "deleteLoadBalancerRule",
+                Params::new().set("id", &f.rule.id),
+                budget,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// One rule as wanted: kept, updated in place, or (for a changed IP or port, or a CIDR
+    /// change CloudStack cannot update) deleted and created again.
+    fn ensure_rule(
+        &self,
+        wanted: &Wanted,
+        want: &WantedRule,
+        existing: Option<&LbRule>,
+        ip: &PublicIp,
+        network: &Network,
+        budget: &Budget,
+    ) -> Result<LbRule, ProviderError> {
+        if let Some(rule) = existing {
+            let cidrs_differ = !spec::same_cidrs(&split_cidrs(&rule.cidrlist), &wanted.rule_cidrs);
+            let moved = rule.publicipid != ip.id
+                || rule.publicport != Some(want.port)
+                || rule.privateport != Some(want.node_port);
+            // CIDR changes are updated in place only where CloudStack supports it (4.22+).
+            let updatable = !cidrs_differ || self.cidr_updates();
+            if !moved && updatable {
+                if rule.algorithm == wanted.algorithm && !cidrs_differ {
+                    return Ok(rule.clone());
+                }
+                let result = self.api.run(
+                    "updateLoadBalancerRule",
+                    Params::new()
+                        .set("id", &rule.id)
+                        .set("algorithm", wanted.algorithm)
+                        .set("protocol", want.protocol)
+                        .opt(
+                            "cidrlist",
+                            cidrs_differ.then(|| wanted.rule_cidrs.join(",")).as_deref(),
+                        ),
+                    budget,
+                )?;
+                return job_object(&result, "loadbalancer").or_else(|_| Ok(rule.clone()));
+            }
+            self.api.run(
+                "deleteLoadBalancerRule",
+                Params::new().set("id", &rule.id),
+                budget,
+            )?;
+        }
+        let result = self.api.run(
+            "createLoadBalancerRule",
+            self.api.scoped(
+                Params::new()
+                    .set("algorithm", wanted.algorithm)
+                    .set("name", &want.name)
+                    .set("privateport", want.node_port.to_string())
+                    .set("publicport", want.port.to_string())
+                    .set("networkid", &network.id)
+                    .set("publicipid", &ip.id)
+                    .set("protocol", want.protocol)
+                    .set("openfirewall", "false")
+                    .set("cidrlist", wanted.rule_cidrs.join(",")),
+            )?,
+            budget,
+        )?;
+        job_object(&result, "loadbalancer")
+    }
+
+    /// The rule's members become exactly `vm_ids`.
+    fn reconcile_members(
+        &self,
+        rule: &LbRule,
+        vm_ids: &[String],
+        fresh: bool,
+        budget: &Budget,
+    ) -> Result<(), ProviderError> {
+        let current: Vec<String> = if fresh {
+            Vec::new()
+        } else {
+            let vms: Vec<crate::model::Vm> = self.api.list(
+                "listLoadBalancerRuleInstances",
+                Params::new().set("id", &rule.id),
+                "loadbalancerruleinstance",
+            )?;
+            vms.into_iter().map(|vm| vm.id).collect()
+        };
+        let add: Vec<&str> = vm_ids
+            .iter()
+            .filter(|id| !current.contains(id))
+            .map(String::as_str)
+            .collect();
+        let remove: Vec<&str> = current
+            .iter()
+            .filter(|id| !vm_ids.contains(id))
+            .map(String::as_str)
+            .collect();
+        if !add.is_empty() {
+            self.api.run(
+                "assignToLoadBalancerRule",
+                Params::new()
+                    .set("id", &rule.id)
+                    .set("virtualmachineids", add.join(",")),
+                budget,
+            )?;
+        }
+        if !remove.is_empty() {
+            self.api.run(
+                "removeFromLoadBalancerRule",
+                Params::new()
+                    .set("id", &rule.id)
+                    .set("virtualmachineids", remove.join(",")),
+                budget,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Closes `openings` on the IP (firewall) or the tier (ACL; only ports no other load
+    /// balancer on the tier still uses, since ACL lists are shared).
+    fn close(
+        &self,
+        network: &Network,
+        ip_id: &str,
+        openings: &[Opening],
+        leaving: &[&Found],
+        budget: &Budget,
+    ) -> Result<(), ProviderError> {
+        if openings.is_empty() {
+            return Ok(());
+        }
+        if network.has_service("Firewall") {
+            return firewall::close_firewall(self.api, ip_id, openings, budget);
+        }
+        if !network.has_service("NetworkACL") {
+            return Ok(());
+        }
+        let others: Vec<LbRule> = self.api.list(
+            "listLoadBalancerRules",
+            self.api.scoped(
+                Params::new()
+                    .set("networkid", &network.id)
+                    .set("listall", "true"),
+            )?,
+            "loadbalancerrule",
+        )?;
+        let still_used: Vec<Opening> = others
+            .iter()
+            .filter(|r| !leaving.iter().any(|f| f.rule.id == r.id))
+            .filter_map(|r| {
+                Some(Opening {
+                    protocol: spec::ip_protocol(&r.protocol),
+                    port: r.publicport?,
+                })
+            })
+            .collect();
+        let free: Vec<Opening> = openings
+            .iter()
+            .filter(|o| !still_used.contains(o))
+            .copied()
+            .collect();
+        firewall::close_acl(self.api, network, &free, budget)
+    }
+
+    /// Only the backends changed (§2.4.4): each rule's members become the nodes' VMs.
+    pub fn update(&self, service: &Service, nodes: &[Node]) -> Result<(), ProviderError> {
+        let budget = self.budget(service);
+        self.api.finish_pending(&budget)?;
+        let found = self.discover(&spec::lb_name(service))?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        let hosts = hosts::find(self.api, nodes)?;
+        warn_unmatched(&hosts.unmatched);
+        if hosts.vm_ids.is_empty() && !nodes.is_empty() {
+            return Err(ProviderError::Transient(format!(
+                "none of the {} nodes is a CloudStack VM with a NIC; the members are left as they are",
+                nodes.len()
+            )));
+        }
+        for f in &found {
+            self.reconcile_members(&f.rule, &hosts.vm_ids, false, &budget)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the rules, their openings and, when we took it, the IP (§2.4.5). Works from what
+    /// is left after a partial delete: with no rules, the IP is found from the Service's status.
+    pub fn delete(&self, service: &Service) -> Result<(), ProviderError> {
+        let budget = self.budget(service);
+        self.api.finish_pending(&budget)?;
+        let lbname = spec::lb_name(service);
+        let found = self.discover(&lbname)?;
+        Self::refuse_while_revoking(&found)?;
+        let ip = self.ip_to_release(service, &found)?;
+        if let Some(first) = found.first() {
+            let network = self.network(&first.rule.networkid)?;
+            let leaving: Vec<&Found> = found.iter().collect();
+            let mut closing: Vec<Opening> = found.iter().map(Found::opening).collect();
+            closing.dedup();
+            self.close(
+                &network,
+                &first.rule.publicipid,
+                &closing,
+                &leaving,
+                &budget,
+            )?;
+            for f in &found {
+                self.api.run(
+                    "deleteLoadBalancerRule",
+                    Params::new().set("id", &f.rule.id),
+                    &budget,
+                )?;
+            }
+        }
+        if let Some(ip) = ip {
+            self.release(service, &ip, &budget)?;
+        }
+        self.state.claims.borrow_mut().remove(&service.uid);
+        self.api.forget(&service.uid);
+        Ok(())
+    }
+
+    /// The IP the Service's load balancer used: its rules', else one claimed by an unfinished
+    /// ensure, else the address in the Service's status or its requested address.
+    fn ip_to_release(
+        &self,
+        service: &Service,
+        found: &[Found],
+    ) -> Result<Option<PublicIp>, ProviderError> {
+        if let Some(first) = found.first() {
+            return self.ip_by_id(&first.rule.publicipid);
+        }
+        let claimed = self.state.claims.borrow().get(&service.uid).cloned();
+        if let Some(claim) = claimed {
+            return self.ip_by_id(&claim.ip_id);
+        }
+        let address = service
+            .ingress
+            .iter()
+            .find_map(|i| i.ip.clone())
+            .or_else(|| service.load_balancer_ip.clone().filter(|ip| !ip.is_empty()));
+        match address {
+            Some(a) => Ok(self.ip_by_address(&a)?.into_iter().next()),
+            None => Ok(None),
+        }
+    }
+
+    /// Gives the IP back unless it is not ours to give: the user's own `spec.loadBalancerIP`,
+    /// a source-NAT or static-NAT address, one still carrying other rules, or already free.
+    fn release(
+        &self,
+        service: &Service,
+        ip: &PublicIp,
+        budget: &Budget,
+    ) -> Result<(), ProviderError> {
+        if ip.allocated.is_empty() || ip.issourcenat || ip.isstaticnat {
+            return Ok(());
+        }
+        let requested = service.load_balancer_ip.as_deref() == Some(ip.ipaddress.as_str());
+        let ours_by_annotation = service.annotation(spec::IP_ASSOCIATED) == Some("true")
+            || self
+                .state
+                .claims
+                .borrow()
+                .get(&service.uid)
+                .is_some_and(|c| c.requested && c.ip_id == ip.id);
+        if requested && !ours_by_annotation {
+            log::info(
+                "keeping the Service's own spec.loadBalancerIP",
+                &[("service", &service.key()), ("ip", &ip.ipaddress)],
+            );
+            return Ok(());
+        }
+        let remaining: Vec<LbRule> = self.api.list(
+            "listLoadBalancerRules",
+            self.api.scoped(
+                Params::new()
+                    .set("publicipid", &ip.id)
+                    .set("listall", "true"),
+            )?,
+            "loadbalancerrule",
+        )?;
+        if let Some(other) = remaining.first() {
+            log::warn(
+                "keeping a public IP other LB rules still use",
+                &[("ip", &ip.ipaddress), ("rule", &other.name)],
+            );
+            return Ok(());
+        }
+        self.api.run(
+            "disassociateIpAddress",
+            Params::new().set("id", &ip.id),
+            budget,
+        )?;
+        log::info(
+            "released a public IP",
+            &[("service", &service.key()), ("ip", &ip.ipaddress)],
+        );
+        Ok(())
+    }
+
+    /// Best-effort release after a failed ensure; the error that caused it is what is reported.
+    fn release_quietly(&self, ip: &PublicIp, budget: &Budget) {
+        if let Err(e) = self.api.run(
+            "disassociateIpAddress",
+            Params::new().set("id", &ip.id),
+            budget,
+        ) {
+            log::warn(
+                "could not release the public IP of a failed ensure",
+                &[("ip", &ip.ipaddress), ("error", &e.to_string())],
+            );
+        }
+    }
+}
+
+/// A Warning event naming the nodes no VM was found for.
+fn warn_unmatched(unmatched: &[String]) {
+    if unmatched.is_empty() {
+        return;
+    }
+    let message = format!(
+        "no CloudStack VM with a NIC found for node(s) {}; they get no traffic (node names must be VM names, or set providerIDs)",
+        unmatched.join(", ")
+    );
+    log::warn(&message, &[]);
+    cluster::warning("UnmatchedNodes", &message);
+}

@@ -1,0 +1,521 @@
+//! Asynchronous jobs. A mutating command answers at once with a job ID; what it changes is
+//! visible in a transitional state (`Add`, `Allocating`, `Revoke`, `Releasing`) until the job
+//! completes, which happens on the configured number of `queryAsyncJobResult` polls, after the
+//! configured duration, or on `settle()`. A job marked to fail rolls its change back instead and
+//! reports `jobstatus: 2`.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::error::CS_SERVER_API;
+use super::model::{IpState, LbRule, RuleState, State};
+use super::render::{now_cs, render_acl_item, render_firewall_rule, render_ip, render_lb_rule};
+use crate::serving::new_uuid;
+
+/// Completed jobs kept for `queryAsyncJobResult`; older ones are forgotten first (bounds memory
+/// in long benchmark runs).
+pub(crate) const JOB_HISTORY: usize = 10_000;
+
+/// What a job changes when it completes, and what it undoes when it fails.
+#[derive(Clone, Debug)]
+pub(crate) enum Effect {
+    /// `Add` → `Active`; failure removes the rule.
+    CreateLbRule { id: String },
+    /// The new values are in place (`Add`) → `Active`; failure restores `before`.
+    UpdateLbRule { id: String, before: Box<LbRule> },
+    /// `Revoke` → removed; failure restores the state.
+    DeleteLbRule { id: String, before: RuleState },
+    /// Adds members.
+    Assign { id: String, vms: Vec<String> },
+    /// Removes members.
+    Remove { id: String, vms: Vec<String> },
+    /// `Allocating` → `Allocated`; failure frees the address.
+    Associate { id: String },
+    /// `Releasing` → free, with its load-balancer and firewall rules; nothing when the address
+    /// was not allocated. Failure restores the states.
+    Disassociate {
+        id: String,
+        before: IpState,
+        lb_rules: Vec<(String, RuleState)>,
+        firewall_rules: Vec<(String, RuleState)>,
+    },
+    /// `Add` → `Active`; failure removes the rule.
+    CreateFirewallRule { id: String },
+    /// `Revoke` → removed; failure restores the state.
+    DeleteFirewallRule { id: String, before: RuleState },
+    /// `Add` → `Active`; failure removes the item.
+    CreateAclItem { id: String },
+    /// `Revoke` → removed; failure restores the state.
+    DeleteAclItem { id: String, before: RuleState },
+}
+
+impl Effect {
+    /// The command that started it.
+    pub(crate) fn command(&self) -> &'static str {
+        match self {
+            Effect::CreateLbRule { .. } => "createLoadBalancerRule",
+            Effect::UpdateLbRule { .. } => "updateLoadBalancerRule",
+            Effect::DeleteLbRule { .. } => "deleteLoadBalancerRule",
+            Effect::Assign { .. } => "assignToLoadBalancerRule",
+            Effect::Remove { .. } => "removeFromLoadBalancerRule",
+            Effect::Associate { .. } => "associateIpAddress",
+            Effect::Disassociate { .. } => "disassociateIpAddress",
+            Effect::CreateFirewallRule { .. } => "createFirewallRule",
+            Effect::DeleteFirewallRule { .. } => "deleteFirewallRule",
+            Effect::CreateAclItem { .. } => "createNetworkACL",
+            Effect::DeleteAclItem { .. } => "deleteNetworkACL",
+        }
+    }
+
+    /// The API command class, reported as the job's `cmd`.
+    fn class(&self) -> &'static str {
+        match self {
+            Effect::CreateLbRule { .. } => {
+                "org.apache.cloudstack.api.command.user.loadbalancer.CreateLoadBalancerRuleCmd"
+            }
+            Effect::UpdateLbRule { .. } => {
+                "org.apache.cloudstack.api.command.user.loadbalancer.UpdateLoadBalancerRuleCmd"
+            }
+            Effect::DeleteLbRule { .. } => {
+                "org.apache.cloudstack.api.command.user.loadbalancer.DeleteLoadBalancerRuleCmd"
+            }
+            Effect::Assign { .. } => {
+                "org.apache.cloudstack.api.command.user.loadbalancer.AssignToLoadBalancerRuleCmd"
+            }
+            Effect::Remove { .. } => {
+                "org.apache.cloudstack.api.command.user.loadbalancer.RemoveFromLoadBalancerRuleCmd"
+            }
+            Effect::Associate { .. } => {
+                "org.apache.cloudstack.api.command.user.address.AssociateIPAddrCmd"
+            }
+            Effect::Disassociate { .. } => {
+                "org.apache.cloudstack.api.command.user.address.DisassociateIPAddrCmd"
+            }
+            Effect::CreateFirewallRule { .. } => {
+                "org.apache.cloudstack.api.command.user.firewall.CreateFirewallRuleCmd"
+            }
+            Effect::DeleteFirewallRule { .. } => {
+                "org.apache.cloudstack.api.command.user.firewall.DeleteFirewallRuleCmd"
+            }
+            Effect::CreateAclItem { .. } => {
+                "org.apache.cloudstack.api.command.user.network.CreateNetworkACLCmd"
+            }
+            Effect::DeleteAclItem { .. } => {
+                "org.apache.cloudstack.api.command.user.network.DeleteNetworkACLCmd"
+            }
+        }
+    }
+
+    /// `jobinstancetype`.
+    fn instance_type(&self) -> &'static str {
+        match self {
+            Effect::CreateLbRule { .. }
+            | Effect::UpdateLbRule { .. }
+            | Effect::DeleteLbRule { .. }
+            | Effect::Assign { .. }
+            | Effect::Remove { .. } => "LoadBalancerRule",
+            Effect::Associate { .. } | Effect::Disassociate { .. } => "IpAddress",
+            Effect::CreateFirewallRule { .. } | Effect::DeleteFirewallRule { .. } => "FirewallRule",
+            Effect::CreateAclItem { .. } | Effect::DeleteAclItem { .. } => "NetworkAcl",
+        }
+    }
+
+    /// The entity it works on (`jobinstanceid`).
+    pub(crate) fn instance_id(&self) -> &str {
+        match self {
+            Effect::CreateLbRule { id }
+            | Effect::UpdateLbRule { id, .. }
+            | Effect::DeleteLbRule { id, .. }
+            | Effect::Assign { id, .. }
+            | Effect::Remove { id, .. }
+            | Effect::Associate { id }
+            | Effect::Disassociate { id, .. }
+            | Effect::CreateFirewallRule { id }
+            | Effect::DeleteFirewallRule { id, .. }
+            | Effect::CreateAclItem { id }
+            | Effect::DeleteAclItem { id, .. } => id,
+        }
+    }
+
+    /// Whether the command creates the entity (its immediate answer carries the `id`).
+    fn creates(&self) -> bool {
+        matches!(
+            self,
+            Effect::CreateLbRule { .. }
+                | Effect::Associate { .. }
+                | Effect::CreateFirewallRule { .. }
+                | Effect::CreateAclItem { .. }
+        )
+    }
+
+    /// The `errortext` of a failed job.
+    fn failure_text(&self) -> String {
+        match self {
+            Effect::CreateLbRule { id } => format!("Failed to create load balancer rule {id}"),
+            Effect::UpdateLbRule { id, .. } => format!("Failed to update load balancer rule {id}"),
+            Effect::DeleteLbRule { .. } => "Failed to delete load balancer".into(),
+            Effect::Assign { .. } => "Failed to assign load balancer rule".into(),
+            Effect::Remove { .. } => "Failed to remove instance from load balancer rule".into(),
+            Effect::Associate { .. } => "Failed to allocate IP address".into(),
+            Effect::Disassociate { .. } => "Failed to disassociate IP address".into(),
+            Effect::CreateFirewallRule { .. } => "Failed to create firewall rule".into(),
+            Effect::DeleteFirewallRule { .. } => "Failed to delete firewall rule".into(),
+            Effect::CreateAclItem { .. } => "Failed to create network ACL item".into(),
+            Effect::DeleteAclItem { .. } => "Failed to delete network ACL item".into(),
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Clone, Debug)]
+pub(crate) enum Outcome {
+    /// `jobstatus: 1` with this `jobresult`.
+    Succeeded(Value),
+    /// `jobstatus: 2` with this `errortext`.
+    Failed(String),
+}
+
+/// An asynchronous job.
+#[derive(Clone, Debug)]
+pub(crate) struct Job {
+    pub id: String,
+    pub effect: Effect,
+    pub created: String,
+    /// Polls so far.
+    pub polls: u32,
+    /// Polls after which it completes (when `due` is None).
+    pub polls_needed: u32,
+    /// When it completes, for time-based jobs.
+    pub due: Option<Instant>,
+    /// Whether it fails and rolls back.
+    pub fail: bool,
+    /// None while pending.
+    pub outcome: Option<Outcome>,
+    pub completed: Option<String>,
+}
+
+impl State {
+    /// Starts a job for `effect` (already visible in its transitional state); returns the
+    /// command's immediate answer `{"jobid", "id"?}`.
+    pub(crate) fn submit(&mut self, effect: Effect, now: Instant) -> Value {
+        let command = effect.command().to_lowercase();
+        let fail = match self.settings.failing_jobs.get_mut(&command) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        };
+        self.settings.failing_jobs.retain(|_, n| *n > 0);
+        let mut answer = if effect.creates() {
+            json!({"id": effect.instance_id()})
+        } else {
+            json!({})
+        };
+        let job = Job {
+            id: new_uuid(),
+            effect,
+            created: now_cs(),
+            polls: 0,
+            polls_needed: self.settings.job_polls,
+            due: self
+                .settings
+                .job_duration
+                .map(|d| now.checked_add(d).unwrap_or(now)),
+            fail,
+            outcome: None,
+            completed: None,
+        };
+        let id = job.id.clone();
+        let at_once = job.due.is_none() && job.polls_needed == 0;
+        self.jobs.push(job);
+        if at_once {
+            self.complete(&id);
+        }
+        self.forget_old_jobs();
+        answer["jobid"] = id.into();
+        answer
+    }
+
+    /// Drops the oldest completed jobs beyond [`JOB_HISTORY`].
+    fn forget_old_jobs(&mut self) {
+        let done = self.jobs.iter().filter(|j| j.outcome.is_some()).count();
+        let mut excess = done.saturating_sub(JOB_HISTORY);
+        if excess > 0 {
+            self.jobs.retain(|j| {
+                if excess > 0 && j.outcome.is_some() {
+                    excess -= 1;
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    /// Completes the time-based jobs that are due.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        let due: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|j| j.outcome.is_none() && j.due.is_some_and(|d| d <= now))
+            .map(|j| j.id.clone())
+            .collect();
+        for id in due {
+            self.complete(&id);
+        }
+    }
+
+    /// Completes every pending job now, oldest first.
+    pub(crate) fn settle(&mut self) {
+        let pending: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|j| j.outcome.is_none())
+            .map(|j| j.id.clone())
+            .collect();
+        for id in pending {
+            self.complete(&id);
+        }
+    }
+
+    /// Pending jobs.
+    pub(crate) fn pending_jobs(&self) -> usize {
+        self.jobs.iter().filter(|j| j.outcome.is_none()).count()
+    }
+
+    /// A `queryAsyncJobResult` poll: counts it, completes the job when it has had its polls,
+    /// and renders it. None for an unknown job.
+    pub(crate) fn poll(&mut self, id: &str) -> Option<Value> {
+        let job = self.jobs.iter_mut().find(|j| j.id == id)?;
+        if job.outcome.is_none() {
+            job.polls = job.polls.saturating_add(1);
+            if job.due.is_none() && job.polls >= job.polls_needed {
+                self.complete(id);
+            }
+        }
+        let job = self.jobs.iter().find(|j| j.id == id)?;
+        Some(self.render_job(job))
+    }
+
+    /// Ends a pending job: applies its effect, or rolls it back when it is to fail.
+    fn complete(&mut self, id: &str) {
+        let Some(job) = self.jobs.iter().find(|j| j.id == id && j.outcome.is_none()) else {
+            return;
+        };
+        let (effect, fail) = (job.effect.clone(), job.fail);
+        let outcome = if fail {
+            self.roll_back(&effect);
+            Outcome::Failed(effect.failure_text())
+        } else {
+            self.apply(&effect)
+        };
+        if let Some(job) = self.jobs.iter_mut().find(|j| j.id == id) {
+            job.outcome = Some(outcome);
+            job.completed = Some(now_cs());
+        }
+    }
+
+    /// Carries out a job's effect; the outcome holds the `jobresult`.
+    fn apply(&mut self, effect: &Effect) -> Outcome {
+        let gone = |what: &str, id: &str| Outcome::Failed(format!("{what} {id} no longer exists"));
+        let success = Outcome::Succeeded(json!({"success": true}));
+        match effect {
+            Effect::CreateLbRule { id } | Effect::UpdateLbRule { id, .. } => {
+                let Some(rule) = self.lb_rule_mut(id) else {
+                    return gone("Load balancer rule", id);
+                };
+                if rule.state == RuleState::Add {
+                    rule.state = RuleState::Active;
+                }
+                let Some(rule) = self.lb_rule(id) else {
+                    return gone("Load balancer rule", id);
+                };
+                Outcome::Succeeded(json!({"loadbalancer": render_lb_rule(self, rule)}))
+            }
+            Effect::DeleteLbRule { id, .. } => {
+                self.remove_lb_rule(id);
+                success
+            }
+            Effect::Assign { id, vms } => {
+                let live: Vec<String> = vms
+                    .iter()
+                    .filter(|v| self.vm(v).is_some())
+                    .cloned()
+                    .collect();
+                match self.lb_rule_mut(id) {
+                    Some(rule) => {
+                        rule.members.extend(live);
+                        success
+                    }
+                    None => gone("Load balancer rule", id),
+                }
+            }
+            Effect::Remove { id, vms } => {
+                if let Some(rule) = self.lb_rule_mut(id) {
+                    for vm in vms {
+                        rule.members.remove(vm);
+                    }
+                }
+                success
+            }
+            Effect::Associate { id } => {
+                let Some(ip) = self.ip_mut(id) else {
+                    return gone("IP address", id);
+                };
+                if ip.state == IpState::Allocating {
+                    ip.state = IpState::Allocated;
+                    ip.allocated = Some(now_cs());
+                }
+                let Some(ip) = self.ip(id) else {
+                    return gone("IP address", id);
+                };
+                Outcome::Succeeded(json!({"ipaddress": render_ip(self, ip)}))
+            }
+            Effect::Disassociate {
+                id,
+                before,
+                lb_rules,
+                firewall_rules,
+            } => {
+                if *before != IpState::Free {
+                    for (rule, _) in lb_rules {
+                        self.remove_lb_rule(rule);
+                    }
+                    for (rule, _) in firewall_rules {
+                        self.remove_firewall_rule(rule);
+                    }
+                    if let Some(ip) = self.ip_mut(id) {
+                        ip.release();
+                    }
+                }
+                success
+            }
+            Effect::CreateFirewallRule { id } => {
+                let Some(rule) = self.firewall_rule_mut(id) else {
+                    return gone("Firewall rule", id);
+                };
+                rule.state = RuleState::Active;
+                let Some(rule) = self.firewall_rule(id) else {
+                    return gone("Firewall rule", id);
+                };
+                Outcome::Succeeded(json!({"firewallrule": render_firewall_rule(self, rule)}))
+            }
+            Effect::DeleteFirewallRule { id, .. } => {
+                self.remove_firewall_rule(id);
+                success
+            }
+            Effect::CreateAclItem { id } => {
+                let Some(item) = self.acl_item_mut(id) else {
+                    return gone("Network ACL item", id);
+                };
+                item.state = RuleState::Active;
+                let Some(item) = self.acl_item(id) else {
+                    return gone("Network ACL item", id);
+                };
+                Outcome::Succeeded(json!({"networkacl": render_acl_item(self, item)}))
+            }
+            Effect::DeleteAclItem { id, .. } => {
+                self.remove_acl_item(id);
+                success
+            }
+        }
+    }
+
+    /// Undoes what a failing job's command already changed.
+    fn roll_back(&mut self, effect: &Effect) {
+        match effect {
+            Effect::CreateLbRule { id } => self.remove_lb_rule(id),
+            Effect::UpdateLbRule { id, before } => {
+                if let Some(rule) = self.lb_rule_mut(id) {
+                    // Membership may have changed meanwhile; only the rule's own fields revert.
+                    let members = std::mem::take(&mut rule.members);
+                    *rule = (**before).clone();
+                    rule.members = members;
+                }
+            }
+            Effect::DeleteLbRule { id, before } => {
+                if let Some(rule) = self.lb_rule_mut(id) {
+                    rule.state = *before;
+                }
+            }
+            Effect::Assign { .. } | Effect::Remove { .. } => {}
+            Effect::Associate { id } => {
+                if let Some(ip) = self.ip_mut(id) {
+                    ip.release();
+                }
+            }
+            Effect::Disassociate {
+                id,
+                before,
+                lb_rules,
+                firewall_rules,
+            } => {
+                if let Some(ip) = self.ip_mut(id) {
+                    ip.state = *before;
+                }
+                for (rule, state) in lb_rules {
+                    if let Some(r) = self.lb_rule_mut(rule) {
+                        r.state = *state;
+                    }
+                }
+                for (rule, state) in firewall_rules {
+                    if let Some(r) = self.firewall_rule_mut(rule) {
+                        r.state = *state;
+                    }
+                }
+            }
+            Effect::CreateFirewallRule { id } => self.remove_firewall_rule(id),
+            Effect::DeleteFirewallRule { id, before } => {
+                if let Some(rule) = self.firewall_rule_mut(id) {
+                    rule.state = *before;
+                }
+            }
+            Effect::CreateAclItem { id } => self.remove_acl_item(id),
+            Effect::DeleteAclItem { id, before } => {
+                if let Some(item) = self.acl_item_mut(id) {
+                    item.state = *before;
+                }
+            }
+        }
+    }
+
+    /// A job as `queryAsyncJobResult` answers it; pending jobs have no `jobresult`.
+    pub(crate) fn render_job(&self, job: &Job) -> Value {
+        let (status, code, result) = match &job.outcome {
+            None => (0, 0, None),
+            Some(Outcome::Succeeded(result)) => (1, 0, Some(result.clone())),
+            Some(Outcome::Failed(text)) => (
+                2,
+                530,
+                Some(json!({
+                    "uuidList": [],
+                    "errorcode": 530,
+                    "cserrorcode": CS_SERVER_API,
+                    "errortext": text,
+                })),
+            ),
+        };
+        let mut body = json!({
+            "jobid": job.id,
+            "accountid": self.account.account_id,
+            "userid": self.account.user_id,
+            "cmd": job.effect.class(),
+            "jobstatus": status,
+            "jobprocstatus": 0,
+            "jobresultcode": code,
+            "jobresulttype": "object",
+            "created": job.created,
+            "jobinstancetype": job.effect.instance_type(),
+            "jobinstanceid": job.effect.instance_id(),
+        });
+        if let Some(result) = result {
+            body["jobresult"] = result;
+        }
+        if let Some(completed) = &job.completed {
+            body["completed"] = completed.clone().into();
+        }
+        body
+    }
+}

@@ -1,0 +1,261 @@
+//! Request parameters: the query string merged with a form body, decoded, looked up by name
+//! case-insensitively; typed accessors that fail with CloudStack's parameter errors; pagination.
+
+use super::error::CsError;
+
+/// A request's parameters in the order received (query first, then the form body). A name given
+/// twice keeps its first value, as the management server reads `value[0]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Params {
+    pairs: Vec<(String, String)>,
+}
+
+impl Params {
+    /// Parses and merges `application/x-www-form-urlencoded` texts (a query, a body).
+    pub(crate) fn parse(texts: &[&str]) -> Params {
+        let mut params = Params::default();
+        for text in texts {
+            for (k, v) in parse_form(text) {
+                params.push(k, v);
+            }
+        }
+        params
+    }
+
+    /// Adds a pair unless the name is already there (any case).
+    pub(crate) fn push(&mut self, name: String, value: String) {
+        if !self
+            .pairs
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case(&name))
+        {
+            self.pairs.push((name, value));
+        }
+    }
+
+    /// The value of `name` (case-insensitive), empty values included.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every pair, names as sent.
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// `application/x-www-form-urlencoded` pairs (also a URL query), decoded.
+pub(crate) fn parse_form(text: &str) -> Vec<(String, String)> {
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) => (form_decode(k), form_decode(v)),
+            None => (form_decode(pair), String::new()),
+        })
+        .collect()
+}
+
+/// Decodes `+` and `%XX` (invalid escapes stay as they are; invalid UTF-8 is replaced).
+pub(crate) fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        // Two hex digits make one byte.
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The parameters of one command, with accessors whose errors name the command.
+pub(crate) struct Args<'a> {
+    /// The command as sent (for error texts).
+    pub command: &'a str,
+    pub params: &'a Params,
+}
+
+impl<'a> Args<'a> {
+    /// A non-empty value; an empty one counts as absent, as CloudStack skips empty parameters.
+    pub(crate) fn opt(&self, name: &str) -> Option<&'a str> {
+        self.params.get(name).filter(|v| !v.is_empty())
+    }
+
+    /// A required value.
+    pub(crate) fn required(&self, name: &str) -> Result<&'a str, CsError> {
+        self.opt(name)
+            .ok_or_else(|| CsError::missing(self.command, name))
+    }
+
+    /// A boolean: `true` in any case is true, any other value false, absent `default`.
+    pub(crate) fn flag(&self, name: &str, default: bool) -> bool {
+        self.opt(name)
+            .map_or(default, |v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// An integer.
+    pub(crate) fn int(&self, name: &str) -> Result<Option<i64>, CsError> {
+        self.opt(name)
+            .map(|v| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| CsError::bad_value(self.command, name, v))
+            })
+            .transpose()
+    }
+
+    /// A port number (1–65535; CloudStack's `Invalid port` check is on the value's range).
+    pub(crate) fn port(&self, name: &str) -> Result<Option<u16>, CsError> {
+        match self.int(name)? {
+            None => Ok(None),
+            Some(n) => u16::try_from(n)
+                .ok()
+                .filter(|p| *p > 0)
+                .map(Some)
+                .ok_or_else(|| CsError::param(format!("Invalid port {n} for {name}"))),
+        }
+    }
+
+    /// A comma-separated list (items trimmed, empty items dropped); None when the parameter
+    /// is absent, an empty list when it is present but empty.
+    pub(crate) fn list(&self, name: &str) -> Option<Vec<String>> {
+        self.params.get(name).map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+    }
+}
+
+/// CloudStack's `pagesize=-1`: every item on one page.
+const UNLIMITED: i64 = -1;
+
+/// Which slice of a list to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Page {
+    /// Items to skip.
+    pub skip: usize,
+    /// Items at most.
+    pub take: usize,
+}
+
+impl Page {
+    /// `page` (1-based, default 1) and `pagesize` (default and maximum `limit`; `-1` is
+    /// unlimited without `page`).
+    pub(crate) fn from_args(args: &Args<'_>, limit: usize) -> Result<Page, CsError> {
+        let page = args.int("page")?;
+        let size = args.int("pagesize")?;
+        if let Some(p) = page
+            && p < 1
+        {
+            return Err(CsError::param(format!(
+                "Invalid page value {p}: pages are numbered from 1"
+            )));
+        }
+        let take = match size {
+            None => limit,
+            Some(UNLIMITED) if page.is_some() => {
+                return Err(CsError::param(
+                    "Can't specify page parameter when pagesize is -1 (Unlimited)",
+                ));
+            }
+            Some(UNLIMITED) => usize::MAX,
+            Some(s) if s > limit as i64 => {
+                return Err(CsError::param(format!(
+                    "Page size can't exceed max allowed page size value: {limit}"
+                )));
+            }
+            Some(s) if s < 1 => {
+                return Err(CsError::param(format!("Invalid page size value {s}")));
+            }
+            Some(s) => s as usize,
+        };
+        let page = page.unwrap_or(1) as usize;
+        Ok(Page {
+            skip: (page - 1).saturating_mul(take),
+            take,
+        })
+    }
+
+    /// The page's items of `all`.
+    pub(crate) fn apply<T>(self, all: Vec<T>) -> Vec<T> {
+        all.into_iter().skip(self.skip).take(self.take).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(params: &Params) -> Args<'_> {
+        Args {
+            command: "listZones",
+            params,
+        }
+    }
+
+    #[test]
+    fn query_and_form_merge_first_wins() {
+        let p = Params::parse(&["command=listZones&name=a+b", "NAME=c&id=%41%zz%"]);
+        assert_eq!(p.get("name"), Some("a b"));
+        assert_eq!(p.get("Id"), Some("A%zz%"));
+        assert_eq!(p.pairs().count(), 3);
+    }
+
+    #[test]
+    fn typed_values() {
+        let p = Params::parse(&["a=1&b=x&c=&d=TRUE&e=0&l=x,+y,,&m="]);
+        let a = args(&p);
+        assert_eq!(a.int("a"), Ok(Some(1)));
+        assert_eq!(a.int("b").map_err(|e| e.status), Err(431));
+        assert_eq!(a.opt("c"), None);
+        assert!(a.flag("d", false));
+        assert!(a.flag("zz", true));
+        assert_eq!(a.port("e").map_err(|e| e.status), Err(431));
+        assert_eq!(a.list("l"), Some(vec!["x".to_string(), "y".to_string()]));
+        assert_eq!(a.list("m"), Some(vec![]));
+        assert_eq!(a.list("n"), None);
+        assert_eq!(a.required("n").map_err(|e| e.status), Err(431));
+    }
+
+    #[test]
+    fn pages() {
+        let p = Params::parse(&["page=2&pagesize=3"]);
+        let page = Page::from_args(&args(&p), 500).expect("page");
+        assert_eq!(page.apply((0..10).collect()), vec![3, 4, 5]);
+        let p = Params::parse(&["pagesize=501"]);
+        let e = Page::from_args(&args(&p), 500).expect_err("too big");
+        assert_eq!(
+            e.text,
+            "Page size can't exceed max allowed page size value: 500"
+        );
+        let p = Params::parse(&["pagesize=-1"]);
+        assert_eq!(
+            Page::from_args(&args(&p), 500).map(|p| p.take),
+            Ok(usize::MAX)
+        );
+        let p = Params::parse(&[""]);
+        assert_eq!(
+            Page::from_args(&args(&p), 500),
+            Ok(Page { skip: 0, take: 500 })
+        );
+    }
+}

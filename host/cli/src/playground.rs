@@ -27,6 +27,8 @@ pub enum PlaygroundDriver {
     Cloudscale,
     /// The PhoenixNAP driver, with the PhoenixNAP API simulator as the cloud.
     Phoenixnap,
+    /// The Apache CloudStack driver, with the CloudStack API simulator as the cloud.
+    Cloudstack,
 }
 
 #[derive(Args, Debug)]
@@ -343,6 +345,12 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
                 .map(|i| (node_name(i), internal_ip(i), public_ip(i)))
                 .collect();
             PlaygroundCloud::start_phoenixnap(localhost, &nodes).await?
+        }
+        PlaygroundDriver::Cloudstack => {
+            let nodes: Vec<(String, String)> = (0..args.nodes)
+                .map(|i| (node_name(i), internal_ip(i)))
+                .collect();
+            PlaygroundCloud::start_cloudstack(localhost, &nodes).await?
         }
     };
     let setup = cloud.driver();

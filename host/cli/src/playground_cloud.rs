@@ -1,6 +1,6 @@
-//! The cloud behind the playground's driver: the static driver's inventory service, the
-//! cloudscale API simulator or the PhoenixNAP API simulator. Each holds one instance per
-//! simulated node.
+//! The cloud behind the playground's driver: the static driver's inventory service, or the
+//! cloudscale, PhoenixNAP or CloudStack API simulator. Each holds one instance per simulated
+//! node.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, SeedServer};
+use wasm_ccm_sim::cloudstack::{CloudstackOptions, CloudstackSim, SeedNetwork, SeedVm};
 use wasm_ccm_sim::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, SeedPublicNetwork};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 
@@ -17,6 +18,10 @@ const PHOENIXNAP_NETWORK: &str = "60473c2509268bc77fd06d29";
 
 /// The private subnet of every simulated cloudscale server (the nodes' InternalIPs).
 const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
+
+/// The CloudStack zone and the isolated network every simulated VM is on.
+const CLOUDSTACK_ZONE: &str = "zone1";
+const CLOUDSTACK_NETWORK: &str = "k8s-net";
 
 /// A running simulated cloud and how to point a driver at it.
 pub enum PlaygroundCloud {
@@ -30,6 +35,11 @@ pub enum PlaygroundCloud {
         sim: PhoenixnapSim,
         /// Node name → server ID.
         servers: HashMap<String, String>,
+    },
+    Cloudstack {
+        sim: CloudstackSim,
+        /// Node name → VM ID.
+        vms: HashMap<String, String>,
     },
 }
 
@@ -104,6 +114,40 @@ impl PlaygroundCloud {
         Ok(Self::Phoenixnap { sim, servers })
     }
 
+    /// The CloudStack simulator: one zone, one isolated network with a source-NAT IP and a pool
+    /// of public IPs, one VM per node `(name, internal IP)`.
+    pub async fn start_cloudstack(
+        addr: SocketAddr,
+        nodes: &[(String, String)],
+    ) -> anyhow::Result<Self> {
+        let sim = CloudstackSim::start_on(addr, CloudstackOptions::default())
+            .await
+            .context("starting the CloudStack simulator")?;
+        let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
+        sim.try_add_zone(CLOUDSTACK_ZONE)
+            .map_err(|e| seeding("the zone", e))?;
+        sim.try_add_network(SeedNetwork::isolated(CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE))
+            .map_err(|e| seeding("the network", e))?;
+        sim.try_add_public_ips(CLOUDSTACK_ZONE, &["198.18.0.1-198.18.15.254"])
+            .map_err(|e| seeding("the public IP pool", e))?;
+        let mut vms = HashMap::new();
+        for (i, (name, internal)) in nodes.iter().enumerate() {
+            let mut vm =
+                SeedVm::new(name, CLOUDSTACK_ZONE).nic(CLOUDSTACK_NETWORK, internal.as_str());
+            vm.service_offering = if i % 3 == 0 {
+                "Large Instance"
+            } else {
+                "Medium Instance"
+            }
+            .into();
+            let id = sim
+                .try_add_vm(vm)
+                .map_err(|e| seeding(&format!("VM {name}"), e))?;
+            vms.insert(name.clone(), id);
+        }
+        Ok(Self::Cloudstack { sim, vms })
+    }
+
     /// One line saying what the cloud is.
     pub fn describe(&self) -> String {
         match self {
@@ -120,6 +164,12 @@ impl PlaygroundCloud {
                 sim.client_id(),
                 sim.client_secret(),
                 sim.url()
+            ),
+            Self::Cloudstack { sim, .. } => format!(
+                "CloudStack API simulator at {} (api-key {}, secret-key {}; signed requests only)",
+                sim.url(),
+                sim.api_key(),
+                sim.secret_key()
             ),
         }
     }
@@ -165,6 +215,20 @@ impl PlaygroundCloud {
                 ],
                 egress: vec![sim.url()],
             },
+            Self::Cloudstack { sim, .. } => DriverSetup {
+                plugin: PathBuf::from(wasm_ccm_plugins::CLOUDSTACK_DRIVER),
+                // Upstream's cloud-config, as the cloudstack-secret Secret holds it.
+                config: format!(
+                    "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+                    sim.url(),
+                    sim.api_key(),
+                    sim.secret_key()
+                )
+                .into_bytes(),
+                // Well inside the playground's 10 s call deadline.
+                env: vec![("CLOUDSTACK_JOB_BUDGET".into(), "3s".into())],
+                egress: vec![sim.base_url()],
+            },
         }
     }
 
@@ -182,6 +246,11 @@ impl PlaygroundCloud {
             Self::Phoenixnap { sim, servers } => {
                 if let Some(id) = servers.get(name) {
                     sim.remove_server(id);
+                }
+            }
+            Self::Cloudstack { sim, vms } => {
+                if let Some(id) = vms.get(name) {
+                    sim.remove_vm(id);
                 }
             }
         }
@@ -203,14 +272,19 @@ impl PlaygroundCloud {
                     sim.set_server_status(id, "powered-off");
                 }
             }
+            Self::Cloudstack { sim, vms } => {
+                if let Some(id) = vms.get(name) {
+                    sim.set_vm_state(id, "Stopped");
+                }
+            }
         }
     }
 
-    /// Routes in the cloud (the cloudscale and PhoenixNAP drivers manage none).
+    /// Routes in the cloud (only the static driver manages them).
     pub fn routes(&self) -> usize {
         match self {
             Self::Static(c) => c.routes().len(),
-            Self::Cloudscale { .. } | Self::Phoenixnap { .. } => 0,
+            Self::Cloudscale { .. } | Self::Phoenixnap { .. } | Self::Cloudstack { .. } => 0,
         }
     }
 
@@ -227,6 +301,15 @@ impl PlaygroundCloud {
                     .filter(|b| !b["tags"].to_string().contains("\"delete\""))
                     .count(),
             ),
+            // A Service's rules share one public IP.
+            Self::Cloudstack { sim, .. } => {
+                let ips: std::collections::BTreeSet<String> = sim
+                    .load_balancer_rules()
+                    .iter()
+                    .filter_map(|r| r["publicipid"].as_str().map(String::from))
+                    .collect();
+                Some(ips.len())
+            }
         }
     }
 
@@ -246,6 +329,11 @@ impl PlaygroundCloud {
                     .iter()
                     .filter(|r| r.method != "GET" && !r.path.ends_with("/openid-connect/token"))
                     .count() as u64;
+                (log.len() as u64 - writes, writes)
+            }
+            Self::Cloudstack { sim, .. } => {
+                let log = sim.requests();
+                let writes = log.iter().filter(|r| r.is_mutation()).count() as u64;
                 (log.len() as u64 - writes, writes)
             }
         }

@@ -193,7 +193,7 @@ fn call_feeds_cluster_services_to_the_driver() {
 /// steady state and exits 0.
 #[test]
 fn the_playground_converges_with_every_driver() {
-    for driver in ["static", "cloudscale", "phoenixnap"] {
+    for driver in ["static", "cloudscale", "phoenixnap", "cloudstack"] {
         let cache = tempfile::tempdir().expect("tempdir");
         let out = wasm_ccm(cache.path())
             .args([
@@ -218,7 +218,12 @@ fn the_playground_converges_with_every_driver() {
             String::from_utf8_lossy(&out.stderr)
         );
         let summary: serde_json::Value = serde_json::from_str(&stdout).expect("JSON summary");
-        assert_eq!(summary["driver"], driver);
+        // The summary names the driver by its provider name (upstream's, for CloudStack).
+        let provider = match driver {
+            "cloudstack" => "external-cloudstack",
+            other => other,
+        };
+        assert_eq!(summary["driver"], provider);
         assert_eq!(summary["converged"], true, "{summary}");
         assert_eq!(summary["steady_writes"], serde_json::json!([]), "{summary}");
         assert_eq!(summary["steady_driver_calls"], 0.0, "{summary}");

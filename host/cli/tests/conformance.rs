@@ -8,8 +8,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use wasm_ccm_plugins::{
-    BROKEN_DRIVER, CLOUDSCALE_DRIVER, FUTURE_MAJOR_DRIVER, PHOENIXNAP_DRIVER, STATIC_DRIVER,
-    TEMPLATE_DRIVER,
+    BROKEN_DRIVER, CLOUDSCALE_DRIVER, CLOUDSTACK_DRIVER, FUTURE_MAJOR_DRIVER, PHOENIXNAP_DRIVER,
+    STATIC_DRIVER, TEMPLATE_DRIVER,
 };
 
 fn repo(path: &str) -> PathBuf {
@@ -131,6 +131,28 @@ fn the_phoenixnap_driver_conforms_against_its_simulator() {
     for id in [
         "provider/0.1/instances/metadata-expected [worker-2]",
         "provider/0.1/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.1/robustness/http-401 [load-balancer.ensure]",
+    ] {
+        assert!(passed.contains(id), "{id} did not pass: {passed:?}");
+    }
+}
+
+#[test]
+fn the_cloudstack_driver_conforms_against_its_simulator() {
+    let (out, report) = conformance(
+        CLOUDSTACK_DRIVER,
+        &repo("plugins/cloudstack/conformance.yaml"),
+        &[],
+    );
+    assert_conformant("cloudstack", &out, &report);
+    assert_eq!(report["cloud"], "sim:cloudstack");
+    let passed = with_status(&report, "pass");
+    for id in [
+        "provider/0.1/instances/metadata-expected [worker-1]",
+        "provider/0.1/instances/metadata-expected [worker-2.cluster.example]",
+        "provider/0.1/instances/unknown-node [ghost]",
+        "provider/0.1/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.1/load-balancer/update [default/web]",
         "provider/0.1/robustness/http-401 [load-balancer.ensure]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");

@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use serde::Deserialize;
 use serde_json::Value;
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
+use wasm_ccm_sim::cloudstack::{self, CloudstackOptions, CloudstackSim};
 use wasm_ccm_sim::phoenixnap::{self, PhoenixnapOptions, PhoenixnapSim};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 
@@ -16,10 +17,14 @@ use super::scenario::Scenario;
 use crate::cassette::{Cassette, Replayer};
 
 /// The simulators `--cloud sim:<name>` can start.
-pub const SIMULATORS: &[&str] = &["static", "cloudscale", "phoenixnap"];
+pub const SIMULATORS: &[&str] = &["static", "cloudscale", "phoenixnap", "cloudstack"];
 
 /// The OAuth2 client ID of `sim:phoenixnap` (its secret is `${CLOUD_TOKEN}`).
 pub const PHOENIXNAP_CLIENT_ID: &str = "conformance";
+
+/// The API key of `sim:cloudstack` (its secret key is `${CLOUD_TOKEN}`; `${CLOUD_URL}` is
+/// `http://127.0.0.1:<port>`, the API below it at `/client/api`).
+pub const CLOUDSTACK_API_KEY: &str = "conformance";
 
 /// The environment variable holding the credential for `--cloud URL` (`${CLOUD_TOKEN}`).
 pub const TOKEN_ENV: &str = "WASM_CCM_CLOUD_TOKEN";
@@ -59,6 +64,7 @@ enum Running {
     Static(#[allow(dead_code)] StaticCloud),
     Cloudscale(CloudscaleSim),
     Phoenixnap(PhoenixnapSim),
+    Cloudstack(CloudstackSim),
     Nothing,
 }
 
@@ -145,6 +151,25 @@ impl CloudUnderTest {
                             .map_err(|e| anyhow::anyhow!("cloud.seed: {e}"))?;
                         (sim.url(), Running::Phoenixnap(sim))
                     }
+                    "cloudstack" => {
+                        let seed: cloudstack::Seed = serde_json::from_value(seed)
+                            .context("cloud.seed is not a CloudStack simulator seed")?;
+                        // Jobs complete at their first poll: the async path is exercised
+                        // without waiting.
+                        let sim = CloudstackSim::start_on(
+                            loopback,
+                            CloudstackOptions {
+                                api_key: CLOUDSTACK_API_KEY.into(),
+                                secret_key: token.clone(),
+                                ..Default::default()
+                            },
+                        )
+                        .await
+                        .context("starting the CloudStack simulator")?;
+                        sim.seed(seed)
+                            .map_err(|e| anyhow::anyhow!("cloud.seed: {e}"))?;
+                        (sim.base_url(), Running::Cloudstack(sim))
+                    }
                     other => bail!("there is no `{other}` simulator"),
                 };
                 Ok(CloudUnderTest {
@@ -189,6 +214,7 @@ impl CloudUnderTest {
         match self.running {
             Running::Cloudscale(sim) => sim.shutdown().await,
             Running::Phoenixnap(sim) => sim.shutdown().await,
+            Running::Cloudstack(sim) => sim.shutdown().await,
             Running::Static(_) | Running::Nothing => {}
         }
     }
@@ -213,7 +239,10 @@ mod tests {
             CloudChoice::Cassette("x.json".into())
         );
         let e = CloudChoice::parse("sim:aws").unwrap_err().to_string();
-        assert!(e.contains("static, cloudscale, phoenixnap"), "{e}");
+        assert!(
+            e.contains("static, cloudscale, phoenixnap, cloudstack"),
+            "{e}"
+        );
         assert!(CloudChoice::parse("ftp://x").is_err());
     }
 }

@@ -587,6 +587,27 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
 }
 
 #[tokio::test]
+async fn switching_a_port_to_proxy_protocol_replaces_its_rule() {
+    let c = cloud().await;
+    let svc = web('0', vec![port(Protocol::Tcp, 443, 30443)]);
+    let name = lbname(&svc);
+    let r = ensure(&c, &svc, &NODES).await.expect("ensure");
+    let svc = annotate(apply(svc, &r), &[(PROXY, "true")]);
+    let again = ensure(&c, &svc, &NODES)
+        .await
+        .expect("ensure with proxy protocol");
+    assert_eq!(again.ingress, r.ingress, "same IP");
+    let all = rules(&c.sim);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let proxied = rule(&all, &format!("{name}-tcp-proxy-443"));
+    assert_eq!(proxied["protocol"], "tcp-proxy");
+    assert_eq!(members(proxied), ids(&c.sim, &NODES));
+    // The TCP/443 firewall rule serves the new rule as well: kept, not recreated.
+    assert_eq!(c.sim.firewall_rules().len(), 1);
+    assert!(!commands(&c.sim).contains(&"deleteFirewallRule".to_string()));
+}
+
+#[tokio::test]
 async fn hostname_affinity_and_source_cidrs() {
     let c = cloud_with(
         CloudstackOptions {

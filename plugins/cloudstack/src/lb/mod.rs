@@ -379,7 +379,7 @@ impl Lb<'_> {
         Ok(ip)
     }
 
-    /// Rules, members and openings as wanted; our rules no port claims are deleted.
+    /// Rules, members and openings as wanted; our rules no port claims are deleted first.
     fn converge(
         &self,
         wanted: &Wanted,
@@ -389,18 +389,10 @@ impl Lb<'_> {
         vm_ids: &[String],
         budget: &Budget,
     ) -> Result<(), ProviderError> {
-        for want in &wanted.rules {
-            let existing = found.iter().find(|f| f.rule.name == want.name);
-            let rule =
-                self.ensure_rule(wanted, want, existing.map(|f| &f.rule), ip, network, budget)?;
-            self.reconcile_members(&rule, vm_ids, existing.is_none(), budget)?;
-        }
         let open = openings(&wanted.rules);
-        if network.has_service("Firewall") {
-            firewall::reconcile_firewall(self.api, &ip.id, &open, &wanted.firewall_cidrs, budget)?;
-        } else if network.has_service("NetworkACL") {
-            firewall::open_acl(self.api, network, &open, &wanted.firewall_cidrs, budget)?;
-        }
+        // Rules no port claims go first: a port that changed protocol (TCP to proxy protocol)
+        // gets a new rule on the same IP and port, which CloudStack refuses while the old one
+        // is there.
         let stale: Vec<&Found> = found
             .iter()
             .filter(|f| !wanted.rules.iter().any(|w| w.name == f.rule.name))
@@ -417,6 +409,17 @@ impl Lb<'_> {
                 Params::new().set("id", &f.rule.id),
                 budget,
             )?;
+        }
+        for want in &wanted.rules {
+            let existing = found.iter().find(|f| f.rule.name == want.name);
+            let rule =
+                self.ensure_rule(wanted, want, existing.map(|f| &f.rule), ip, network, budget)?;
+            self.reconcile_members(&rule, vm_ids, existing.is_none(), budget)?;
+        }
+        if network.has_service("Firewall") {
+            firewall::reconcile_firewall(self.api, &ip.id, &open, &wanted.firewall_cidrs, budget)?;
+        } else if network.has_service("NetworkACL") {
+            firewall::open_acl(self.api, network, &open, &wanted.firewall_cidrs, budget)?;
         }
         Ok(())
     }

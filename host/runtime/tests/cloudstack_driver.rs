@@ -390,6 +390,38 @@ async fn a_missing_vm_does_not_exist_and_a_stopped_one_is_shut_down() {
 }
 
 #[tokio::test]
+async fn a_mistyped_project_is_a_configuration_error_never_a_missing_vm() {
+    let c = cloud().await;
+    let typo = load(
+        &c.sim,
+        ini(
+            &c.sim,
+            &c.sim.secret_key(),
+            "project-id = 6a3d7c2e-0000-4000-8000-00000000dead\n",
+        ),
+        &[],
+    )
+    .await
+    .expect("loads");
+    // "false" here would make the lifecycle controller delete every node.
+    for mut node in [common::node("k8s-node-1"), common::node("x")] {
+        if node.name == "x" {
+            node.provider_id = format!("external-cloudstack://{}", vm_id(&c.sim, "k8s-node-1"));
+        }
+        let e = typo
+            .instance_exists(&node, &scope())
+            .await
+            .into_result()
+            .expect_err("refused");
+        assert!(
+            matches!(provider_error(e), ProviderError::InvalidConfig(ref m) if m.contains("project-id")),
+            "{}",
+            node.name
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_vm_without_nics_gives_an_error_and_is_skipped_as_a_backend() {
     let c = cloud().await;
     c.sim.add_vm(SeedVm::new("k8s-node-bare", "zone1"));

@@ -423,13 +423,27 @@ fn code_error(code: u16, message: &str) -> ProviderError {
         401 | 403 => ProviderError::Unauthorized(format!(
             "{message}; check api-key and secret-key in cloud-config, and the host's clock (signed requests carry an expiry time)"
         )),
-        431 if message.contains("entity does not exist") => ProviderError::NotFound(message.into()),
+        // Only an unknown `id` means the object is gone; CloudStack words an unknown
+        // `projectid` the same way, and that is the operator's to fix, never a deleted node.
+        431 if message.contains("Invalid parameter projectid") => {
+            ProviderError::InvalidConfig(format!(
+                "{message}; check project-id in cloud-config (a project UUID or name visible to this API key)"
+            ))
+        }
+        431 if message.contains("Invalid parameter id value=")
+            && message.contains("entity does not exist") =>
+        {
+            ProviderError::NotFound(message.into())
+        }
         432 => ProviderError::Permanent(format!(
             "{message}; the API key's account may not call it (an admin-only API, or a role without it)"
         )),
         429 => ProviderError::RateLimited(None),
         537 => ProviderError::Permanent(format!(
             "{message}; another rule already uses this port on the IP address"
+        )),
+        531 | 532 => ProviderError::Permanent(format!(
+            "{message}; the account is refused or at a resource limit (e.g. public IPs): raise the limit or free resources"
         )),
         500..=599 => ProviderError::Transient(message.into()),
         _ => ProviderError::Permanent(message.into()),

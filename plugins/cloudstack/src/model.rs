@@ -131,6 +131,7 @@ pub struct AclItem {
     pub startport: Option<u16>,
     #[serde(deserialize_with = "port")]
     pub endport: Option<u16>,
+    pub cidrlist: String,
     pub traffictype: String,
     pub action: String,
 }

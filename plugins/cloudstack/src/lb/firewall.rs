@@ -119,11 +119,21 @@ fn acl_list(api: &Api, network: &Network) -> Result<Option<AclList>, ProviderErr
 fn acl_items(api: &Api, list: &AclList, network: &Network) -> Result<Vec<AclItem>, ProviderError> {
     api.list(
         "listNetworkACLs",
-        Params::new()
-            .set("aclid", &list.id)
-            .set("networkid", &network.id),
+        api.scoped(
+            Params::new()
+                .set("aclid", &list.id)
+                .set("networkid", &network.id),
+        )?,
         "networkacl",
     )
+}
+
+/// Whether the entry lets `cidrs` in on the opening: an Allow Ingress entry for its protocol
+/// (or all) covering the port, open to everyone or to exactly `cidrs` (so a changed list gets
+/// an entry of its own).
+fn allows_from(item: &AclItem, o: &Opening, cidrs: &[String]) -> bool {
+    let theirs = split_cidrs(&item.cidrlist);
+    allows(item, o) && (theirs.iter().any(|c| c == ANYWHERE) || same_cidrs(&theirs, cidrs))
 }
 
 fn allows(item: &AclItem, o: &Opening) -> bool {
@@ -155,7 +165,7 @@ pub fn open_acl(
     };
     let items = acl_items(api, &list, network)?;
     for o in openings {
-        if items.iter().any(|i| allows(i, o)) {
+        if items.iter().any(|i| allows_from(i, o, cidrs)) {
             continue;
         }
         api.run(

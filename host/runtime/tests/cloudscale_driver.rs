@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use wasm_ccm_plugins::CLOUDSCALE_DRIVER;
 use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, IpMode, Node, Protocol, ProviderError, Service, ServicePort,
-    SessionAffinity, TrafficPolicy,
+    TrafficPolicy,
 };
 use wasm_ccm_runtime::{
     CallError, CallScope, Compiled, Driver, DriverOptions, EventKind, Outcome, StaticCluster,
@@ -102,26 +102,13 @@ fn port(name: &str, protocol: Protocol, port: u16, node_port: u16) -> ServicePor
 }
 
 fn service(annotations: &[(&str, &str)]) -> Service {
-    Service {
-        namespace: "default".into(),
-        name: "web".into(),
-        uid: UID.into(),
-        labels: vec![],
-        annotations: annotations
-            .iter()
-            .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
-            .collect(),
-        ports: vec![port("", Protocol::Tcp, 80, 30080)],
-        external_traffic_policy: TrafficPolicy::Cluster,
-        health_check_node_port: 0,
-        load_balancer_ip: None,
-        load_balancer_source_ranges: vec![],
-        session_affinity: SessionAffinity::None,
-        session_affinity_timeout: None,
-        ip_families: vec![],
-        load_balancer_class: None,
-        ingress: vec![],
-    }
+    let mut s = common::lb_service("web", UID);
+    s.annotations = annotations
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), v.to_string()))
+        .collect();
+    s.ports = vec![port("", Protocol::Tcp, 80, 30080)];
+    s
 }
 
 /// Sets (or replaces) annotation `k8s.cloudscale.ch/<key>`.
@@ -129,16 +116,6 @@ fn annotate(mut svc: Service, key: &str, value: &str) -> Service {
     let key = format!("{P}{key}");
     svc.annotations.retain(|(k, _)| *k != key);
     svc.annotations.push((key, value.into()));
-    svc
-}
-
-/// What the host does with an ensure result: write the annotations and the status back.
-fn apply(mut svc: Service, r: &EnsureResult) -> Service {
-    for (k, v) in &r.set_annotations {
-        svc.annotations.retain(|(key, _)| key != k);
-        svc.annotations.push((k.clone(), v.clone()));
-    }
-    svc.ingress = r.ingress.clone();
     svc
 }
 
@@ -216,7 +193,7 @@ impl Cloud {
     async fn converge(&self, svc: Service) -> (Service, Outcome<EnsureResult>) {
         let o = self.ensure(&svc, &nodes()).await;
         let r = o.result.clone().expect("ensure succeeds");
-        (apply(svc, &r), o)
+        (common::apply(svc, &r), o)
     }
 
     fn pool_names(&self) -> Vec<String> {
@@ -627,7 +604,7 @@ async fn change(
         .result
         .clone()
         .unwrap_or_else(|e| panic!("ensure after change: {e}"));
-    (apply(changed, &r), shape(mutations(&o)))
+    (common::apply(changed, &r), shape(mutations(&o)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1088,7 +1065,7 @@ async fn no_nodes_and_no_zone_is_not_a_dead_end() {
         r.set_annotations
             .contains(&(format!("{P}loadbalancer-zone"), "rma1".to_string()))
     );
-    let svc = apply(svc, &r);
+    let svc = common::apply(svc, &r);
     let o = c.ensure(&svc, &nodes()).await;
     o.result.expect("ensure once nodes exist");
     assert_eq!(c.member_names().len(), 3);

@@ -9,7 +9,7 @@ use tokio::sync::OnceCell;
 use wasm_ccm_plugins::CLOUDSTACK_DRIVER;
 use wasm_ccm_runtime::types::{
     AddressType, EnsureResult, Ingress, Node, Protocol, ProviderError, Service, ServicePort,
-    SessionAffinity, TrafficPolicy,
+    SessionAffinity,
 };
 use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions};
 use wasm_ccm_sim::cloudstack::{
@@ -93,23 +93,12 @@ fn port(protocol: Protocol, port: u16, node_port: u16) -> ServicePort {
 }
 
 fn service(name: &str, ports: Vec<ServicePort>) -> Service {
-    Service {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("{:0>8}-7c2b-4a8e-9d3f-1b2c3d4e5f60", name.len()),
-        labels: vec![],
-        annotations: vec![],
-        ports,
-        external_traffic_policy: TrafficPolicy::Cluster,
-        health_check_node_port: 0,
-        load_balancer_ip: None,
-        load_balancer_source_ranges: vec![],
-        session_affinity: SessionAffinity::None,
-        session_affinity_timeout: None,
-        ip_families: vec![],
-        load_balancer_class: None,
-        ingress: vec![],
-    }
+    let mut s = common::lb_service(
+        name,
+        &format!("{:0>8}-7c2b-4a8e-9d3f-1b2c3d4e5f60", name.len()),
+    );
+    s.ports = ports;
+    s
 }
 
 /// A Service with its own UID (the LB name comes from it).
@@ -134,16 +123,6 @@ fn annotate(mut s: Service, pairs: &[(&str, &str)]) -> Service {
         s.annotations.push((k.to_string(), v.to_string()));
     }
     s
-}
-
-/// The Service as the host leaves it after a successful ensure.
-fn apply(mut svc: Service, r: &EnsureResult) -> Service {
-    for (k, v) in &r.set_annotations {
-        svc.annotations.retain(|(key, _)| key != k);
-        svc.annotations.push((k.clone(), v.clone()));
-    }
-    svc.ingress = r.ingress.clone();
-    svc
 }
 
 async fn ensure(c: &Cloud, svc: &Service, names: &[&str]) -> Result<EnsureResult, CallError> {
@@ -502,7 +481,7 @@ async fn isolated_network_tcp_and_udp_on_one_port_from_creation_to_deletion() {
 
     // Converged: a second ensure and get change nothing and agree.
     c.sim.clear_requests();
-    let svc = apply(svc, &r);
+    let svc = common::apply(svc, &r);
     let again = ensure(&c, &svc, &NODES).await.expect("ensure again");
     assert_eq!(again.ingress, r.ingress);
     assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
@@ -590,7 +569,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
         ]
     );
     c.sim.clear_requests();
-    ensure(&c, &apply(svc.clone(), &r), &["k8s-vpc-node-1"])
+    ensure(&c, &common::apply(svc.clone(), &r), &["k8s-vpc-node-1"])
         .await
         .expect("ensure again");
     assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
@@ -601,7 +580,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
     ensure(&c, &other, &["k8s-vpc-node-1"])
         .await
         .expect("ensure other");
-    delete(&c, &apply(svc, &r)).await.expect("delete");
+    delete(&c, &common::apply(svc, &r)).await.expect("delete");
     let left: Vec<String> = c
         .sim
         .network_acls()
@@ -624,7 +603,7 @@ async fn switching_a_port_to_proxy_protocol_replaces_its_rule() {
     let svc = web('0', vec![port(Protocol::Tcp, 443, 30443)]);
     let name = lbname(&svc);
     let r = ensure(&c, &svc, &NODES).await.expect("ensure");
-    let svc = annotate(apply(svc, &r), &[(PROXY, "true")]);
+    let svc = annotate(common::apply(svc, &r), &[(PROXY, "true")]);
     let again = ensure(&c, &svc, &NODES)
         .await
         .expect("ensure with proxy protocol");
@@ -678,7 +657,7 @@ async fn hostname_affinity_and_source_cidrs() {
         "10.0.0.0/8,192.168.0.0/16"
     );
     c.sim.clear_requests();
-    let svc = apply(svc, &r);
+    let svc = common::apply(svc, &r);
     ensure(&c, &svc, &NODES).await.expect("ensure again");
     assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
     let got = c
@@ -737,7 +716,7 @@ async fn a_requested_ip_we_associated_is_released_and_a_users_ip_is_kept() {
         r.set_annotations,
         vec![(IP_ASSOCIATED.to_string(), "true".to_string())]
     );
-    let ours = apply(ours, &r);
+    let ours = common::apply(ours, &r);
     let again = ensure(&c, &ours, &NODES).await.expect("ensure again");
     assert!(again.set_annotations.is_empty());
     delete(&c, &ours).await.expect("delete");
@@ -755,7 +734,7 @@ async fn a_requested_ip_we_associated_is_released_and_a_users_ip_is_kept() {
     let r = ensure(&c, &users, &NODES).await.expect("ensure");
     assert_eq!(ip_of(&r), "203.0.113.50");
     assert!(r.set_annotations.is_empty());
-    delete(&c, &apply(users, &r)).await.expect("delete");
+    delete(&c, &common::apply(users, &r)).await.expect("delete");
     assert!(rules(&c.sim).is_empty());
     assert!(allocated(&c.sim).contains(&"203.0.113.50".to_string()));
 
@@ -887,7 +866,7 @@ async fn a_partial_delete_does_not_leak_the_ip() {
     let c = cloud().await;
     let svc = web('c', vec![port(Protocol::Tcp, 80, 30080)]);
     let r = ensure(&c, &svc, &NODES).await.expect("ensure");
-    let svc = apply(svc, &r);
+    let svc = common::apply(svc, &r);
     c.sim.fail_next_jobs("disassociateIpAddress", 1);
     delete(&c, &svc).await.expect_err("the release fails");
     assert!(rules(&c.sim).is_empty(), "the rules went first");
@@ -925,7 +904,7 @@ async fn only_rules_named_exactly_are_ours() {
         private_port: 31000,
     });
     let r = ensure(&c, &svc, &NODES).await.expect("ensure");
-    delete(&c, &apply(svc, &r)).await.expect("delete");
+    delete(&c, &common::apply(svc, &r)).await.expect("delete");
     let left = rules(&c.sim);
     assert_eq!(left.len(), 1, "{left:#?}");
     assert_eq!(left[0]["id"], decoy.as_str());
@@ -992,7 +971,7 @@ async fn a_project_scopes_every_request() {
         .into_result()
         .expect("ensure in the project");
     driver
-        .load_balancer_delete(&apply(svc, &r), &scope())
+        .load_balancer_delete(&common::apply(svc, &r), &scope())
         .await
         .into_result()
         .expect("delete in the project");

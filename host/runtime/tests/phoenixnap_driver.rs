@@ -7,9 +7,7 @@ mod common;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use wasm_ccm_plugins::PHOENIXNAP_DRIVER;
-use wasm_ccm_runtime::types::{
-    EnsureResult, Ingress, IpMode, Node, ProviderError, Service, SessionAffinity, TrafficPolicy,
-};
+use wasm_ccm_runtime::types::{EnsureResult, Ingress, IpMode, Node, ProviderError, Service};
 use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions};
 use wasm_ccm_sim::phoenixnap::{
     PhoenixnapOptions, PhoenixnapSim, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag,
@@ -89,32 +87,7 @@ fn node(name: &str, id: &str) -> Node {
 }
 
 fn service(name: &str) -> Service {
-    Service {
-        namespace: "default".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        labels: vec![],
-        annotations: vec![],
-        ports: vec![],
-        external_traffic_policy: TrafficPolicy::Cluster,
-        health_check_node_port: 0,
-        load_balancer_ip: None,
-        load_balancer_source_ranges: vec![],
-        session_affinity: SessionAffinity::None,
-        session_affinity_timeout: None,
-        ip_families: vec![],
-        load_balancer_class: None,
-        ingress: vec![],
-    }
-}
-
-fn apply(mut svc: Service, r: &EnsureResult) -> Service {
-    for (k, v) in &r.set_annotations {
-        svc.annotations.retain(|(key, _)| key != k);
-        svc.annotations.push((k.clone(), v.clone()));
-    }
-    svc.ingress = r.ingress.clone();
-    svc
+    common::lb_service(name, &format!("uid-{name}"))
 }
 
 fn scope() -> CallScope {
@@ -184,7 +157,7 @@ async fn the_first_ensure_publishes_the_address_in_status_and_annotation() {
     );
     // Again, with the result applied: the same answer, nothing written.
     c.sim.clear_requests();
-    let svc = apply(service("web"), &r);
+    let svc = common::apply(service("web"), &r);
     let again = ensure(&c, &svc).await.expect("ensure again");
     assert_eq!(again.ingress, r.ingress);
     assert!(again.set_annotations.is_empty());

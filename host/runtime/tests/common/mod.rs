@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-use wasm_ccm_runtime::types::Node;
+use wasm_ccm_runtime::types::{EnsureResult, Node, Service, SessionAffinity, TrafficPolicy};
 use wasm_ccm_runtime::{Compiled, Driver, DriverOptions, Runtime, RuntimeOptions};
 
 /// One runtime per test process (one engine, like the real host); no disk cache.
@@ -37,6 +37,38 @@ pub fn node(name: &str) -> Node {
         taints: Vec::new(),
         ready: true,
     }
+}
+
+/// A Service of type LoadBalancer in `default` without ports, annotations or status.
+pub fn lb_service(name: &str, uid: &str) -> Service {
+    Service {
+        namespace: "default".into(),
+        name: name.into(),
+        uid: uid.into(),
+        labels: vec![],
+        annotations: vec![],
+        ports: vec![],
+        external_traffic_policy: TrafficPolicy::Cluster,
+        health_check_node_port: 0,
+        load_balancer_ip: None,
+        load_balancer_source_ranges: vec![],
+        session_affinity: SessionAffinity::None,
+        session_affinity_timeout: None,
+        ip_families: vec![],
+        load_balancer_class: None,
+        ingress: vec![],
+    }
+}
+
+/// The Service as the host leaves it after a successful ensure: annotations set, ingress
+/// written.
+pub fn apply(mut svc: Service, r: &EnsureResult) -> Service {
+    for (k, v) in &r.set_annotations {
+        svc.annotations.retain(|(key, _)| key != k);
+        svc.annotations.push((k.clone(), v.clone()));
+    }
+    svc.ingress = r.ingress.clone();
+    svc
 }
 
 pub fn node_with(name: &str, annotations: &[(&str, &str)]) -> Node {

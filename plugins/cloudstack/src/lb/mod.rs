@@ -111,14 +111,19 @@ impl Lb<'_> {
         Budget::new(self.job_budget, &service.uid)
     }
 
-    /// Our rules: a keyword search (a substring match in CloudStack) filtered to exact names.
-    fn discover(&self, lbname: &str) -> Result<Vec<Found>, ProviderError> {
-        let rules: Vec<LbRule> = self.api.list(
+    /// Every LB rule matching `filter` (one parameter), in the configured project.
+    fn load_balancer_rules(&self, filter: &str, value: &str) -> Result<Vec<LbRule>, ProviderError> {
+        self.api.list(
             "listLoadBalancerRules",
             self.api
-                .scoped(Params::new().set("keyword", lbname).set("listall", "true"))?,
+                .scoped(Params::new().set(filter, value).set("listall", "true"))?,
             "loadbalancerrule",
-        )?;
+        )
+    }
+
+    /// Our rules: a keyword search (a substring match in CloudStack) filtered to exact names.
+    fn discover(&self, lbname: &str) -> Result<Vec<Found>, ProviderError> {
+        let rules = self.load_balancer_rules("keyword", lbname)?;
         Ok(rules
             .into_iter()
             .filter_map(|rule| {
@@ -293,15 +298,15 @@ impl Lb<'_> {
                     &[("first", &first.rule.name), ("other", &other.rule.name)],
                 );
             }
-            return self
-                .ip_by_id(&first.rule.publicipid)?
-                .map(|ip| (ip, false))
-                .ok_or_else(|| {
-                    ProviderError::NotFound(format!(
-                        "public IP {} of rule {} is gone",
-                        first.rule.publicipid, first.rule.name
-                    ))
-                });
+            // The rule names its IP; only what the rest of ensure uses is filled in.
+            return Ok((
+                PublicIp {
+                    id: first.rule.publicipid.clone(),
+                    ipaddress: first.rule.publicip.clone(),
+                    ..PublicIp::default()
+                },
+                false,
+            ));
         }
         let claimed = self.state.claims.borrow().get(&service.uid).cloned();
         if let Some(claim) = claimed {
@@ -553,15 +558,7 @@ impl Lb<'_> {
         if !network.has_service("NetworkACL") {
             return Ok(());
         }
-        let others: Vec<LbRule> = self.api.list(
-            "listLoadBalancerRules",
-            self.api.scoped(
-                Params::new()
-                    .set("networkid", &network.id)
-                    .set("listall", "true"),
-            )?,
-            "loadbalancerrule",
-        )?;
+        let others = self.load_balancer_rules("networkid", &network.id)?;
         let still_used: Vec<Opening> = others
             .iter()
             .filter(|r| !leaving.iter().any(|f| f.rule.id == r.id))
@@ -690,15 +687,7 @@ impl Lb<'_> {
             );
             return Ok(());
         }
-        let remaining: Vec<LbRule> = self.api.list(
-            "listLoadBalancerRules",
-            self.api.scoped(
-                Params::new()
-                    .set("publicipid", &ip.id)
-                    .set("listall", "true"),
-            )?,
-            "loadbalancerrule",
-        )?;
+        let remaining = self.load_balancer_rules("publicipid", &ip.id)?;
         if let Some(other) = remaining.first() {
             log::warn(
                 "keeping a public IP other LB rules still use",

@@ -1,0 +1,112 @@
+//! The real programs tests run beside ours (Debian's `docker-registry`, `kubectl` for
+//! `kubectl kustomize`), found or fetched with no manual step.
+//!
+//! A program on `PATH` is used as it is. Otherwise its Debian package is downloaded with
+//! `apt-get download` (no root needed) and unpacked with `dpkg-deb -x` into `target/tools/`,
+//! where later runs find it: the test command installs what it needs, once, project-locally, and
+//! never touches the system. Concurrent test processes serialise on a lock file.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where fetched packages are unpacked: `target/tools/<package>/` of this workspace.
+pub fn tools_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tools")
+}
+
+/// The path of `program` from Debian's `package`: on `PATH`, or unpacked under
+/// [`tools_dir`], fetching the package first if needed.
+///
+/// The error says which command failed and how to install the package by hand.
+pub fn debian_program(package: &str, program: &str) -> Result<PathBuf, String> {
+    if let Some(found) = on_path(program) {
+        return Ok(found);
+    }
+    fetched_debian_program(package, program)
+}
+
+/// Like [`debian_program`] but never takes the program from `PATH`: the Debian build of it,
+/// fetched into [`tools_dir`] if needed (tests that must run against one known version).
+pub fn fetched_debian_program(package: &str, program: &str) -> Result<PathBuf, String> {
+    let root = tools_dir().join(package);
+    let unpacked = root.join("usr/bin").join(program);
+    if unpacked.is_file() {
+        return Ok(unpacked);
+    }
+    std::fs::create_dir_all(tools_dir())
+        .map_err(|e| format!("cannot create {}: {e}", tools_dir().display()))?;
+    let lock_path = tools_dir().join(".fetch.lock");
+    let lock = File::create(&lock_path)
+        .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    // Another process may have fetched it while this one waited for the lock.
+    if unpacked.is_file() {
+        return Ok(unpacked);
+    }
+    let download = tools_dir().join(format!(".download-{package}"));
+    let _ = std::fs::remove_dir_all(&download);
+    std::fs::create_dir_all(&download)
+        .map_err(|e| format!("cannot create {}: {e}", download.display()))?;
+    if apt_get_download(package, &download).is_err() {
+        // A fresh machine may have no package lists yet; refreshing them needs root.
+        let _ = Command::new("apt-get").args(["update", "-qq"]).status();
+        apt_get_download(package, &download)?;
+    }
+    let deb = std::fs::read_dir(&download)
+        .map_err(|e| format!("cannot read {}: {e}", download.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|p| p.extension().is_some_and(|ext| ext == "deb"))
+        .ok_or_else(|| format!("apt-get download {package} left no .deb in {}", download.display()))?;
+    let staging = tools_dir().join(format!(".unpack-{package}"));
+    let _ = std::fs::remove_dir_all(&staging);
+    run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&staging))?;
+    // Move into place only when complete, so an interrupted unpack is never mistaken for one.
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::rename(&staging, &root)
+        .map_err(|e| format!("cannot move {} to {}: {e}", staging.display(), root.display()))?;
+    let _ = std::fs::remove_dir_all(&download);
+    if unpacked.is_file() {
+        Ok(unpacked)
+    } else {
+        Err(format!(
+            "Debian's {package} package has no usr/bin/{program}; install {program} by hand and put it on PATH"
+        ))
+    }
+}
+
+fn apt_get_download(package: &str, into: &Path) -> Result<(), String> {
+    run(Command::new("apt-get")
+        .args(["download", "-qq", package])
+        .current_dir(into))
+    .map_err(|e| {
+        format!("{e}; install it with `apt-get install {package}` or put its program on PATH")
+    })
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// `program` on `PATH`, if it is there.
+pub fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}

@@ -6,6 +6,8 @@
 //! where later runs find it: the test command installs what it needs, once, project-locally, and
 //! never touches the system. Concurrent test processes serialise on a lock file.
 
+pub mod registry;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,14 +61,24 @@ pub fn fetched_debian_program(package: &str, program: &str) -> Result<PathBuf, S
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .find(|p| p.extension().is_some_and(|ext| ext == "deb"))
-        .ok_or_else(|| format!("apt-get download {package} left no .deb in {}", download.display()))?;
+        .ok_or_else(|| {
+            format!(
+                "apt-get download {package} left no .deb in {}",
+                download.display()
+            )
+        })?;
     let staging = tools_dir().join(format!(".unpack-{package}"));
     let _ = std::fs::remove_dir_all(&staging);
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&staging))?;
     // Move into place only when complete, so an interrupted unpack is never mistaken for one.
     let _ = std::fs::remove_dir_all(&root);
-    std::fs::rename(&staging, &root)
-        .map_err(|e| format!("cannot move {} to {}: {e}", staging.display(), root.display()))?;
+    std::fs::rename(&staging, &root).map_err(|e| {
+        format!(
+            "cannot move {} to {}: {e}",
+            staging.display(),
+            root.display()
+        )
+    })?;
     let _ = std::fs::remove_dir_all(&download);
     if unpacked.is_file() {
         Ok(unpacked)

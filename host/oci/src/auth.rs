@@ -1,0 +1,272 @@
+//! Registry credentials: a dockerconfigjson file (what an `imagePullSecrets` Secret holds) and
+//! the `WWW-Authenticate` challenges of the distribution spec (Basic, and Bearer tokens).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+
+/// A username and password for one registry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the password, not even in debug output.
+        write!(f, "Credentials({:?}, <redacted>)", self.username)
+    }
+}
+
+impl Credentials {
+    /// The `Authorization: Basic …` value.
+    pub fn basic_header(&self) -> String {
+        format!(
+            "Basic {}",
+            STANDARD.encode(format!("{}:{}", self.username, self.password))
+        )
+    }
+}
+
+/// Credentials per registry, from a `.dockerconfigjson` (or `~/.docker/config.json`) file.
+#[derive(Debug, Clone, Default)]
+pub struct DockerConfig {
+    by_registry: BTreeMap<String, Credentials>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    auths: BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+}
+
+impl DockerConfig {
+    /// Reads a dockerconfigjson file. Errors name the file and the entry, never a secret.
+    pub fn read(path: &Path) -> Result<DockerConfig, String> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            format!(
+                "cannot read the registry credentials {}: {e}",
+                path.display()
+            )
+        })?;
+        DockerConfig::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses dockerconfigjson bytes: `{"auths": {"registry": {"auth": base64("user:pass")}}}`
+    /// or `username`/`password` fields.
+    pub fn parse(bytes: &[u8]) -> Result<DockerConfig, String> {
+        let file: File = serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "not a dockerconfigjson file ({e}); expected {{\"auths\": {{\"REGISTRY\": {{\"auth\": \"base64(user:password)\"}}}}}}"
+            )
+        })?;
+        let mut by_registry = BTreeMap::new();
+        for (key, entry) in file.auths {
+            let creds = match (&entry.auth, &entry.username, &entry.password) {
+                (Some(auth), _, _) if !auth.is_empty() => {
+                    let decoded = STANDARD
+                        .decode(auth.trim())
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .ok_or_else(|| {
+                            format!("the \"auth\" of {key:?} is not base64 of \"user:password\"")
+                        })?;
+                    let (username, password) = decoded.split_once(':').ok_or_else(|| {
+                        format!("the \"auth\" of {key:?} decodes to no \"user:password\" pair")
+                    })?;
+                    Credentials {
+                        username: username.to_string(),
+                        password: password.to_string(),
+                    }
+                }
+                (_, Some(username), Some(password)) => Credentials {
+                    username: username.clone(),
+                    password: password.clone(),
+                },
+                _ if entry.identitytoken.is_some() => {
+                    return Err(format!(
+                        "the entry for {key:?} holds only an identity token, which wasm-ccm does not support; use a username and password (or a registry token as the password)"
+                    ));
+                }
+                _ => {
+                    return Err(format!(
+                        "the entry for {key:?} has neither \"auth\" nor \"username\" and \"password\""
+                    ));
+                }
+            };
+            by_registry.insert(normalize_registry(&key), creds);
+        }
+        Ok(DockerConfig { by_registry })
+    }
+
+    /// The credentials for `registry` (`host[:port]`), if the file has them.
+    pub fn for_registry(&self, registry: &str) -> Option<&Credentials> {
+        self.by_registry.get(&normalize_registry(registry))
+    }
+
+    /// The registries the file has credentials for, for messages.
+    pub fn registries(&self) -> Vec<&str> {
+        self.by_registry.keys().map(String::as_str).collect()
+    }
+}
+
+/// Docker writes keys as `host`, `https://host` or `https://host/v1/`; all mean `host`.
+fn normalize_registry(key: &str) -> String {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    let host = key.split('/').next().unwrap_or(key).to_ascii_lowercase();
+    match host.as_str() {
+        "index.docker.io" | "registry-1.docker.io" => "docker.io".to_string(),
+        _ => host,
+    }
+}
+
+/// A `WWW-Authenticate` challenge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Challenge {
+    /// Send the credentials with HTTP Basic.
+    Basic,
+    /// Fetch a token from `realm` for `service` and `scope`.
+    Bearer {
+        realm: String,
+        service: Option<String>,
+        scope: Option<String>,
+    },
+}
+
+/// Parses `Basic realm="…"` or `Bearer realm="…",service="…",scope="…"`.
+pub fn parse_challenge(header: &str) -> Option<Challenge> {
+    let (scheme, params) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
+    let params = parse_params(params);
+    if scheme.eq_ignore_ascii_case("basic") {
+        Some(Challenge::Basic)
+    } else if scheme.eq_ignore_ascii_case("bearer") {
+        Some(Challenge::Bearer {
+            realm: params.get("realm")?.clone(),
+            service: params.get("service").cloned(),
+            scope: params.get("scope").cloned(),
+        })
+    } else {
+        None
+    }
+}
+
+/// `key="value",key2="v,with,commas"` (values may be quoted and contain commas).
+fn parse_params(s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let Some((key, after)) = rest.split_once('=') else {
+            break;
+        };
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
+        let (value, after) = if let Some(quoted) = after.strip_prefix('"') {
+            match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            }
+        } else {
+            match after.find(',') {
+                Some(end) => (&after[..end], &after[end..]),
+                None => (after, ""),
+            }
+        };
+        out.insert(key, value.to_string());
+        rest = after.trim_start().trim_start_matches(',').trim_start();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dockerconfigjson_entries_in_both_forms_and_any_key_spelling() {
+        let auth = STANDARD.encode("robot:s3cr:et");
+        let json = format!(
+            r#"{{"auths": {{"https://Registry.Example:5000/v1/": {{"auth": "{auth}"}},
+                "ghcr.io": {{"username": "u", "password": "p"}},
+                "https://index.docker.io/v1/": {{"auth": "{auth}"}}}}}}"#
+        );
+        let config = DockerConfig::parse(json.as_bytes()).unwrap();
+        let c = config.for_registry("registry.example:5000").unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("robot", "s3cr:et")
+        );
+        assert_eq!(config.for_registry("ghcr.io").unwrap().password, "p");
+        assert!(config.for_registry("docker.io").is_some());
+        assert!(config.for_registry("quay.io").is_none());
+        assert!(
+            !format!("{c:?}").contains("s3cr"),
+            "Debug never shows the password"
+        );
+    }
+
+    #[test]
+    fn broken_files_are_refused_without_leaking_secrets() {
+        for (json, says) in [
+            (r#"{"auths": {"r.example": {"auth": "%%%"}}}"#, "not base64"),
+            (r#"{"auths": {"r.example": {}}}"#, "neither"),
+            (
+                r#"{"auths": {"r.example": {"identitytoken": "tok"}}}"#,
+                "identity token",
+            ),
+            (r#"[1, 2]"#, "not a dockerconfigjson"),
+        ] {
+            let err = DockerConfig::parse(json.as_bytes()).unwrap_err();
+            assert!(err.contains(says), "{json}: {err}");
+            assert!(!err.contains("tok\""), "{err}");
+        }
+        let no_colon = format!(
+            r#"{{"auths": {{"r.example": {{"auth": "{}"}}}}}}"#,
+            STANDARD.encode("secretwithoutcolon")
+        );
+        let err = DockerConfig::parse(no_colon.as_bytes()).unwrap_err();
+        assert!(err.contains("no \"user:password\""), "{err}");
+        assert!(!err.contains("secretwithoutcolon"), "{err}");
+    }
+
+    #[test]
+    fn challenges_parse_with_quoted_commas() {
+        assert_eq!(
+            parse_challenge(r#"Basic realm="Registry Realm""#),
+            Some(Challenge::Basic)
+        );
+        assert_eq!(
+            parse_challenge(
+                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#
+            ),
+            Some(Challenge::Bearer {
+                realm: "https://auth.example/token".into(),
+                service: Some("registry.example".into()),
+                scope: Some("repository:a/b:pull,push".into()),
+            })
+        );
+        assert_eq!(parse_challenge("Negotiate abc"), None);
+        assert_eq!(parse_challenge("Bearer service=\"x\""), None, "no realm");
+    }
+}

@@ -1,0 +1,689 @@
+//! The registry client: the distribution API's manifest and blob endpoints, with Basic and
+//! Bearer-token authentication, digest checks on everything read, and the cache.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, LOCATION, WWW_AUTHENTICATE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use url::Url;
+
+use crate::artifact::{
+    ComponentInfo, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, MAX_MANIFEST_BYTES, Manifest, OCI_INDEX,
+    OCI_MANIFEST, Packing, digest_of, pack, wasm_from_tar_gzip,
+};
+use crate::auth::{Challenge, DockerConfig, parse_challenge};
+use crate::cache::BlobCache;
+use crate::reference::Reference;
+
+/// How the client reaches registries.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Credentials per registry.
+    pub credentials: DockerConfig,
+    /// Registries (`host` or `host:port`) spoken to over plain HTTP although not on loopback.
+    pub insecure_registries: Vec<String>,
+    /// Deadline of each request.
+    pub timeout: Duration,
+    /// The largest component accepted.
+    pub max_wasm_bytes: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            credentials: DockerConfig::default(),
+            insecure_registries: Vec::new(),
+            timeout: Duration::from_secs(60),
+            max_wasm_bytes: 64 << 20,
+        }
+    }
+}
+
+/// A registry client.
+pub struct Client {
+    http: reqwest::Client,
+    options: ClientOptions,
+    /// `Authorization` values per (registry, scope), reused until a 401.
+    auth: Mutex<HashMap<(String, String), String>>,
+}
+
+/// What a pull produced.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The component.
+    pub wasm: Vec<u8>,
+    /// The reference pinned to the manifest's digest (`…@sha256:…`).
+    pub pinned: Reference,
+    /// The manifest's digest.
+    pub manifest_digest: String,
+    /// The media type of the layer the component came from.
+    pub layer_media_type: String,
+    /// Whether nothing was fetched: manifest and layer came from the cache.
+    pub from_cache: bool,
+}
+
+/// What a push produced.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The reference pinned to the manifest's digest.
+    pub pinned: Reference,
+    /// The manifest's digest.
+    pub manifest_digest: String,
+    /// The layer's digest (the sha256 of the `.wasm`).
+    pub layer_digest: String,
+}
+
+impl Client {
+    /// A client with these options.
+    pub fn new(options: ClientOptions) -> anyhow::Result<Client> {
+        let http = reqwest::Client::builder()
+            .timeout(options.timeout)
+            .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot build the registry HTTP client")?;
+        Ok(Client {
+            http,
+            options,
+            auth: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether `registry` is spoken to over plain HTTP: on loopback, or named insecure.
+    pub fn plain_http(&self, registry: &str) -> bool {
+        is_loopback(registry)
+            || self
+                .options
+                .insecure_registries
+                .iter()
+                .any(|r| r == registry || r == host_of(registry))
+    }
+
+    fn endpoint(&self, reference: &Reference, tail: &str) -> anyhow::Result<Url> {
+        let scheme = if self.plain_http(&reference.registry) {
+            "http"
+        } else {
+            "https"
+        };
+        let host = match reference.registry.as_str() {
+            "docker.io" => "registry-1.docker.io",
+            other => other,
+        };
+        Url::parse(&format!(
+            "{scheme}://{host}/v2/{}/{tail}",
+            reference.repository
+        ))
+        .with_context(|| format!("{reference} does not make a valid registry URL"))
+    }
+
+    /// Sends a request, answering an authentication challenge once.
+    async fn send(
+        &self,
+        reference: &Reference,
+        scope: &str,
+        build: impl Fn(&reqwest::Client) -> RequestBuilder,
+    ) -> anyhow::Result<Response> {
+        let key = (reference.registry.clone(), scope.to_string());
+        let cached = self.auth.lock().expect("auth lock").get(&key).cloned();
+        let mut request = build(&self.http);
+        if let Some(header) = &cached {
+            request = request.header(AUTHORIZATION, header);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_error(reference, e))?;
+        if response.status() != StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let challenge = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_challenge)
+            .ok_or_else(|| {
+                anyhow!(
+                    "registry {} answered 401 without a Basic or Bearer challenge",
+                    reference.registry
+                )
+            })?;
+        let header = self.authorize(reference, scope, challenge).await?;
+        self.auth
+            .lock()
+            .expect("auth lock")
+            .insert(key, header.clone());
+        let response = build(&self.http)
+            .header(AUTHORIZATION, header)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(reference, e))?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            bail!(
+                "registry {} refused the credentials for {} (401); check the entry for {:?} in --registry-config",
+                reference.registry,
+                reference.repository,
+                reference.registry
+            );
+        }
+        Ok(response)
+    }
+
+    async fn authorize(
+        &self,
+        reference: &Reference,
+        scope: &str,
+        challenge: Challenge,
+    ) -> anyhow::Result<String> {
+        let creds = self.options.credentials.for_registry(&reference.registry);
+        match challenge {
+            Challenge::Basic => creds.map(|c| c.basic_header()).ok_or_else(|| {
+                anyhow!(
+                    "registry {} requires credentials; pass --registry-config with a dockerconfigjson entry for {:?} (it has entries for {:?})",
+                    reference.registry,
+                    reference.registry,
+                    self.options.credentials.registries()
+                )
+            }),
+            Challenge::Bearer {
+                realm,
+                service,
+                scope: _,
+            } => {
+                let mut url = Url::parse(&realm).with_context(|| {
+                    format!(
+                        "registry {} names a token realm that is not a URL: {realm:?}",
+                        reference.registry
+                    )
+                })?;
+                {
+                    let mut query = url.query_pairs_mut();
+                    if let Some(service) = &service {
+                        query.append_pair("service", service);
+                    }
+                    query.append_pair("scope", scope);
+                }
+                let mut request = self.http.get(url.clone());
+                if let Some(c) = creds {
+                    request = request.header(AUTHORIZATION, c.basic_header());
+                }
+                let response = request.send().await.with_context(|| {
+                    format!("cannot reach the token service {realm} of {}", reference.registry)
+                })?;
+                if !response.status().is_success() {
+                    bail!(
+                        "the token service {realm} of {} refused {scope:?} ({}){}",
+                        reference.registry,
+                        response.status(),
+                        if creds.is_none() {
+                            "; the repository may need credentials: pass --registry-config"
+                        } else {
+                            "; check the credentials in --registry-config"
+                        }
+                    );
+                }
+                #[derive(serde::Deserialize)]
+                struct Token {
+                    token: Option<String>,
+                    access_token: Option<String>,
+                }
+                let body = read_limited(response, 1 << 20, "the token").await?;
+                let token: Token = serde_json::from_slice(&body).with_context(|| {
+                    format!("the token service {realm} answered something that is not a token")
+                })?;
+                let token = token
+                    .token
+                    .or(token.access_token)
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| anyhow!("the token service {realm} answered no token"))?;
+                Ok(format!("Bearer {token}"))
+            }
+        }
+    }
+
+    fn transport_error(&self, reference: &Reference, e: reqwest::Error) -> anyhow::Error {
+        let hint = if self.plain_http(&reference.registry) {
+            String::new()
+        } else {
+            "; a registry that speaks plain HTTP must be on loopback or named with --insecure-registry".to_string()
+        };
+        anyhow!(
+            "cannot reach registry {}: {}{hint}",
+            reference.registry,
+            error_chain(&e)
+        )
+    }
+
+    /// Pushes `wasm` to `reference` (which must have a tag) in the CNCF Wasm layout.
+    pub async fn push(
+        &self,
+        reference: &Reference,
+        wasm: &[u8],
+        component: ComponentInfo,
+        annotations: BTreeMap<String, String>,
+    ) -> anyhow::Result<Pushed> {
+        if reference.tag.is_none() {
+            bail!("push needs a tag: {reference} names none (e.g. oci://REGISTRY/REPO:0.1.0)");
+        }
+        if reference.digest.is_some() {
+            bail!("push takes a tag, not a digest: the digest is what the push computes");
+        }
+        let created = std::env::var("SOURCE_DATE_EPOCH")
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .map(rfc3339);
+        let packed = pack(wasm, component, created, annotations);
+        let manifest_digest = self
+            .push_manifest(
+                reference,
+                OCI_MANIFEST,
+                &packed.manifest,
+                &[packed.config.as_slice(), wasm],
+            )
+            .await?;
+        Ok(Pushed {
+            pinned: reference.pinned(&manifest_digest),
+            manifest_digest,
+            layer_digest: packed.layer_digest,
+        })
+    }
+
+    /// Uploads `blobs` (skipping those the registry has) and then `manifest` under the
+    /// reference's tag (or digest). Returns the manifest's digest. [`Client::push`] uses it; so
+    /// can tools publishing other layouts.
+    pub async fn push_manifest(
+        &self,
+        reference: &Reference,
+        media_type: &str,
+        manifest: &[u8],
+        blobs: &[&[u8]],
+    ) -> anyhow::Result<String> {
+        let scope = format!("repository:{}:pull,push", reference.repository);
+        for blob in blobs {
+            self.upload_blob(reference, &scope, &digest_of(blob), blob.to_vec())
+                .await?;
+        }
+        let manifest_digest = digest_of(manifest);
+        let url = self.endpoint(
+            reference,
+            &format!("manifests/{}", reference.manifest_ref()),
+        )?;
+        let response = self
+            .send(reference, &scope, |http| {
+                http.put(url.clone())
+                    .header(CONTENT_TYPE, media_type)
+                    .body(manifest.to_vec())
+            })
+            .await?;
+        if response.status() != StatusCode::CREATED {
+            return Err(
+                registry_error(response, &format!("storing the manifest of {reference}")).await,
+            );
+        }
+        if let Some(said) = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            && said != manifest_digest
+        {
+            bail!(
+                "registry {} stored the manifest as {said}, not {manifest_digest}: it rewrote the manifest",
+                reference.registry
+            );
+        }
+        Ok(manifest_digest)
+    }
+
+    async fn upload_blob(
+        &self,
+        reference: &Reference,
+        scope: &str,
+        digest: &str,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<()> {
+        let blob_url = self.endpoint(reference, &format!("blobs/{digest}"))?;
+        let head = self
+            .send(reference, scope, |http| http.head(blob_url.clone()))
+            .await?;
+        if head.status() == StatusCode::OK {
+            return Ok(());
+        }
+        let uploads = self.endpoint(reference, "blobs/uploads/")?;
+        let started = self
+            .send(reference, scope, |http| http.post(uploads.clone()))
+            .await?;
+        if started.status() != StatusCode::ACCEPTED {
+            return Err(registry_error(started, &format!("starting the upload of {digest}")).await);
+        }
+        let location = started
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                anyhow!(
+                    "registry {} started an upload but gave no Location",
+                    reference.registry
+                )
+            })?;
+        let mut put_url = uploads.join(location).with_context(|| {
+            format!(
+                "registry {} gave a bad upload Location {location:?}",
+                reference.registry
+            )
+        })?;
+        put_url.query_pairs_mut().append_pair("digest", digest);
+        let done = self
+            .send(reference, scope, |http| {
+                http.put(put_url.clone())
+                    .header(CONTENT_TYPE, "application/octet-stream")
+                    .body(bytes.clone())
+            })
+            .await?;
+        if done.status() != StatusCode::CREATED {
+            return Err(registry_error(done, &format!("uploading {digest}")).await);
+        }
+        Ok(())
+    }
+
+    /// Pulls the component `reference` names. With a digest and a cache holding it, nothing is
+    /// fetched; a tag is always resolved against the registry (tags move). Every manifest and
+    /// blob read is checked against its digest.
+    pub async fn pull(
+        &self,
+        reference: &Reference,
+        cache: Option<&BlobCache>,
+    ) -> anyhow::Result<Pulled> {
+        let cached = |digest: &str| cache.and_then(|c| c.get(digest));
+        let mut from_cache = true;
+        let (mut manifest_bytes, manifest_digest) = match reference
+            .digest
+            .as_deref()
+            .and_then(|d| cached(d).map(|b| (b, d)))
+        {
+            Some((bytes, digest)) => (bytes, digest.to_string()),
+            None => {
+                from_cache = false;
+                let bytes = self
+                    .fetch_manifest(reference, reference.manifest_ref())
+                    .await?;
+                let digest = digest_of(&bytes);
+                if let Some(want) = &reference.digest
+                    && *want != digest
+                {
+                    bail!(
+                        "registry {} answered {reference} with a manifest whose digest is {digest}: refusing it",
+                        reference.registry
+                    );
+                }
+                if let Some(c) = cache {
+                    c.put(&digest, &bytes);
+                }
+                (bytes, digest)
+            }
+        };
+        let mut manifest = parse_manifest(&manifest_bytes, reference)?;
+        if manifest.is_index() {
+            let entry = manifest
+                .wasm_entry()
+                .map_err(|e| anyhow!("{reference}: {e}"))?
+                .clone();
+            manifest_bytes = match cached(&entry.digest) {
+                Some(bytes) => bytes,
+                None => {
+                    from_cache = false;
+                    let bytes = self.fetch_manifest(reference, &entry.digest).await?;
+                    if digest_of(&bytes) != entry.digest {
+                        bail!(
+                            "registry {} answered the manifest {} with other bytes",
+                            reference.registry,
+                            entry.digest
+                        );
+                    }
+                    if let Some(c) = cache {
+                        c.put(&entry.digest, &bytes);
+                    }
+                    bytes
+                }
+            };
+            manifest = parse_manifest(&manifest_bytes, reference)?;
+        }
+        let (layer, packing) = manifest
+            .wasm_layer()
+            .map_err(|e| anyhow!("{reference}: {e}"))?;
+        let limit = self.options.max_wasm_bytes;
+        if layer.size > limit as u64 {
+            bail!(
+                "{reference}: the Wasm layer is {} bytes, over the limit of {limit}",
+                layer.size
+            );
+        }
+        let blob = match cached(&layer.digest) {
+            Some(bytes) => bytes,
+            None => {
+                from_cache = false;
+                let bytes = self.fetch_blob(reference, &layer.digest, limit).await?;
+                if let Some(c) = cache {
+                    c.put(&layer.digest, &bytes);
+                }
+                bytes
+            }
+        };
+        let wasm = match packing {
+            Packing::Raw => blob,
+            Packing::TarGzip => {
+                wasm_from_tar_gzip(&blob, limit).map_err(|e| anyhow!("{reference}: {e}"))?
+            }
+        };
+        Ok(Pulled {
+            wasm,
+            pinned: reference.pinned(&manifest_digest),
+            manifest_digest,
+            layer_media_type: layer.media_type.clone(),
+            from_cache,
+        })
+    }
+
+    async fn fetch_manifest(&self, reference: &Reference, what: &str) -> anyhow::Result<Vec<u8>> {
+        let url = self.endpoint(reference, &format!("manifests/{what}"))?;
+        let accept = [
+            OCI_MANIFEST,
+            DOCKER_MANIFEST,
+            OCI_INDEX,
+            DOCKER_MANIFEST_LIST,
+        ]
+        .join(", ");
+        let scope = format!("repository:{}:pull", reference.repository);
+        let response = self
+            .send(reference, &scope, |http| {
+                http.request(Method::GET, url.clone())
+                    .header(ACCEPT, accept.clone())
+            })
+            .await?;
+        if !response.status().is_success() {
+            return Err(
+                registry_error(response, &format!("reading the manifest of {reference}")).await,
+            );
+        }
+        read_limited(response, MAX_MANIFEST_BYTES, "the manifest").await
+    }
+
+    async fn fetch_blob(
+        &self,
+        reference: &Reference,
+        digest: &str,
+        limit: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let url = self.endpoint(reference, &format!("blobs/{digest}"))?;
+        let scope = format!("repository:{}:pull", reference.repository);
+        let response = self
+            .send(reference, &scope, |http| http.get(url.clone()))
+            .await?;
+        if !response.status().is_success() {
+            return Err(registry_error(
+                response,
+                &format!("reading the layer {digest} of {reference}"),
+            )
+            .await);
+        }
+        let bytes = read_limited(response, limit, "the Wasm layer").await?;
+        let got = digest_of(&bytes);
+        if got != digest {
+            bail!(
+                "{reference}: the layer fetched as {digest} hashes to {got}: refusing it (a corrupt transfer or a tampering registry)"
+            );
+        }
+        Ok(bytes)
+    }
+}
+
+fn parse_manifest(bytes: &[u8], reference: &Reference) -> anyhow::Result<Manifest> {
+    let manifest: Manifest = serde_json::from_slice(bytes).with_context(|| {
+        format!("{reference}: the manifest is not valid JSON of an OCI manifest")
+    })?;
+    if manifest.schema_version != 2 {
+        bail!(
+            "{reference}: manifest schemaVersion {} is not supported (only 2)",
+            manifest.schema_version
+        );
+    }
+    Ok(manifest)
+}
+
+async fn read_limited(mut response: Response, limit: usize, what: &str) -> anyhow::Result<Vec<u8>> {
+    if let Some(len) = response.content_length()
+        && len > limit as u64
+    {
+        bail!("{what} is {len} bytes, over the limit of {limit}");
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .with_context(|| format!("reading {what} was cut off"))?
+    {
+        if out.len() + chunk.len() > limit {
+            bail!("{what} is over the limit of {limit} bytes");
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The registry's error, with the codes and messages of its `{"errors": […]}` body.
+async fn registry_error(response: Response, doing: &str) -> anyhow::Error {
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    #[derive(serde::Deserialize)]
+    struct Errors {
+        errors: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(default)]
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    let detail = match serde_json::from_str::<Errors>(&body) {
+        Ok(e) if !e.errors.is_empty() => e
+            .errors
+            .iter()
+            .map(|e| format!("{}: {}", e.code, e.message))
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => body.chars().take(300).collect(),
+    };
+    let hint = match status {
+        StatusCode::NOT_FOUND => " (check the repository, tag and digest)",
+        StatusCode::FORBIDDEN => " (the credentials lack access to this repository)",
+        _ => "",
+    };
+    anyhow!("{doing} failed: {status} {detail}{hint}")
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// `host` of `host[:port]` or `[v6]:port`.
+fn host_of(registry: &str) -> &str {
+    if let Some(rest) = registry.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    registry.split(':').next().unwrap_or(registry)
+}
+
+fn is_loopback(registry: &str) -> bool {
+    let host = host_of(registry);
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// RFC 3339 UTC of a Unix time (for `created`, from `SOURCE_DATE_EPOCH`).
+fn rfc3339(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_and_named_registries_get_plain_http() {
+        let client = Client::new(ClientOptions {
+            insecure_registries: vec!["registry.lan:5000".into(), "other.lan".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        for plain in [
+            "127.0.0.1:5000",
+            "localhost",
+            "[::1]:5000",
+            "registry.lan:5000",
+            "other.lan:443",
+        ] {
+            assert!(client.plain_http(plain), "{plain}");
+        }
+        for tls in [
+            "ghcr.io",
+            "registry.lan",
+            "10.0.0.1:5000",
+            "localhost.example.com",
+        ] {
+            assert!(!client.plain_http(tls), "{tls}");
+        }
+    }
+
+    #[test]
+    fn source_date_epoch_formats_as_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_305_600), "2026-11-22T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

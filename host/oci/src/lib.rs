@@ -1,0 +1,26 @@
+//! Drivers as OCI artifacts.
+//!
+//! - [`Reference`]: `oci://REGISTRY/REPO:TAG` or `…@sha256:DIGEST`; the registry is always
+//!   explicit.
+//! - [`Client::push`] publishes a component in the CNCF TAG-Runtime Wasm layout: config
+//!   `application/vnd.wasm.config.v0+json` (`os: wasip2`, layer digests, the component's
+//!   exports and imports), one `application/wasm` layer.
+//! - [`Client::pull`] accepts the common Wasm layouts (CNCF, oci-client/Kubewarden/Spin,
+//!   Istio's and its tar+gzip "compat" image), refuses others naming the accepted media types,
+//!   checks every manifest and blob against its digest, and serves a digest reference from the
+//!   content-addressed [`BlobCache`] without touching the network.
+//! - Credentials come from a dockerconfigjson file ([`DockerConfig`]); Basic and Bearer-token
+//!   challenges are answered. Plain HTTP is used only for loopback registries and those named
+//!   insecure.
+
+pub mod artifact;
+pub mod auth;
+pub mod cache;
+pub mod client;
+pub mod reference;
+
+pub use artifact::ComponentInfo;
+pub use auth::DockerConfig;
+pub use cache::BlobCache;
+pub use client::{Client, ClientOptions, Pulled, Pushed};
+pub use reference::Reference;

@@ -217,14 +217,15 @@ build_binary() {
         # Run here so the toolchain of rust-toolchain.toml is the one that gets the target.
         if ! rustup target list --installed | grep -x "$MUSL_TARGET" >/dev/null; then
             note "adding the Rust target $MUSL_TARGET"
-            rustup target add "$MUSL_TARGET"
+            rustup target add "$MUSL_TARGET" >&2
         fi
     fi
     if ! command -v musl-gcc >/dev/null; then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
             note "musl-gcc not found; installing Debian's musl-tools"
-            apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends musl-tools
+            # Progress to stderr: stdout is only the summary at the end.
+            apt-get update -qq >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends musl-tools >&2
         else
             die "musl-gcc not found: install musl-tools (Debian/Ubuntu: sudo apt-get install musl-tools), or pass --binary PATH"
         fi

@@ -7,6 +7,7 @@ mod inspect;
 mod playground;
 mod playground_cloud;
 mod run;
+mod source;
 mod units;
 
 use std::path::PathBuf;
@@ -28,7 +29,8 @@ struct Cli {
 /// Options every command shares.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GlobalArgs {
-    /// Where compiled drivers are cached (default: $XDG_CACHE_HOME/wasm-ccm or ~/.cache/wasm-ccm).
+    /// Where compiled drivers (and, under `oci/`, pulled artifacts) are cached (default:
+    /// $XDG_CACHE_HOME/wasm-ccm or ~/.cache/wasm-ccm).
     #[arg(long, global = true, env = "WASM_CCM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Compile every time instead of using the cache.
@@ -77,19 +79,30 @@ enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Run the cloud-controller-manager (upstream's flags; see --help).
     Run(Box<run::RunArgs>),
+    /// Push a driver to a registry in the CNCF Wasm OCI layout; prints the digest-pinned
+    /// reference to deploy.
+    Push(source::PushArgs),
+    /// Pull a driver from a registry (any common Wasm layout), verify it and write it to a file.
+    Pull(source::PullArgs),
     /// Start a simulated cluster and cloud in process, run the real controllers with a real
     /// driver against them, and show what happens.
     Playground(playground::PlaygroundArgs),
 }
 
 impl GlobalArgs {
-    /// The runtime these options describe.
-    pub fn runtime(&self) -> anyhow::Result<Runtime> {
-        let cache_dir = if self.no_cache {
+    /// The cache directory (compiled drivers, and pulled artifacts under `oci/`), unless
+    /// `--no-cache`.
+    pub fn cache_root(&self) -> Option<PathBuf> {
+        if self.no_cache {
             None
         } else {
             self.cache_dir.clone().or_else(default_cache_dir)
-        };
+        }
+    }
+
+    /// The runtime these options describe.
+    pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        let cache_dir = self.cache_root();
         let allocation = match self.allocation {
             AllocationArg::Auto => Allocation::Auto,
             AllocationArg::Pooling => Allocation::Pooling,
@@ -149,6 +162,8 @@ fn main() -> ExitCode {
             Command::Conformance(args) => conformance::run(&cli.global, args).await,
             Command::Run(args) => run::run(&cli.global, *args).await,
             Command::Playground(args) => playground::run(&cli.global, args).await,
+            Command::Push(args) => source::push(&cli.global, args).await,
+            Command::Pull(args) => source::pull(&cli.global, args).await,
         }
     });
     match result {

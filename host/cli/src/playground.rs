@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::metrics::Metrics;
-use wasm_ccm_controllers::{ControllerConfig, start_controllers};
+use wasm_ccm_controllers::{ControllerConfig, DriverSlot, start_controllers};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 
 use crate::GlobalArgs;
@@ -419,7 +419,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
     let started = Instant::now();
     let running = start_controllers(
         client,
-        Arc::clone(&driver),
+        Arc::new(DriverSlot::new(Arc::clone(&driver))),
         config,
         Arc::clone(&metrics),
         "playground",

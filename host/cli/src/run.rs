@@ -9,13 +9,16 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{ArgAction, Args};
 use tokio_util::sync::CancellationToken;
+use k8s_openapi::api::core::v1::ObjectReference;
 use wasm_ccm_controllers::{
-    ControllerConfig, EnabledControllers, Exit, LeaderConfig, RunOptions, default_identity,
+    ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
+    RunOptions, default_identity,
 };
 use wasm_ccm_runtime::types::Context;
-use wasm_ccm_runtime::{Driver, DriverOptions, InstanceMode};
+use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
 
 use crate::GlobalArgs;
+use crate::source::{PluginSource, RegistryArgs, fetch};
 use crate::units::{parse_duration, parse_size};
 
 /// Booleans take Go's forms: `--flag`, `--flag=true`, `--flag=false` (`ArgAction::Set` with an
@@ -28,9 +31,18 @@ pub struct RunArgs {
     /// The driver's configuration file, handed to its `init`.
     #[arg(long)]
     cloud_config: Option<PathBuf>,
-    /// The driver component (`.wasm`).
-    #[arg(long, value_name = "PATH")]
-    plugin: PathBuf,
+    /// The driver: a `.wasm` path (a mounted ConfigMap; watched and hot-reloaded) or
+    /// `oci://REGISTRY/REPO@sha256:DIGEST` (a tag is resolved to a digest and logged).
+    #[arg(long, value_name = "PATH|oci://…")]
+    plugin: String,
+    /// Only a driver with this sha256 may run, at startup or on reload.
+    #[arg(long, value_name = "HEX", value_parser = crate::source::parse_sha256)]
+    plugin_sha256: Option<String>,
+    /// How often a file `--plugin` is checked for a new version (0: never).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    plugin_watch_interval: Duration,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// Path to a kubeconfig (default: in-cluster, then $KUBECONFIG / ~/.kube/config).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -214,7 +226,12 @@ pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
 pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::Result<Arc<Driver>> {
     let runtime = global.runtime()?;
     let compiled = runtime.compile_file(spec.plugin).await?;
-    let opts = DriverOptions {
+    Ok(Arc::new(runtime.load(&compiled, driver_options(spec)).await?))
+}
+
+/// The options a driver is loaded with.
+pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
+    DriverOptions {
         context: Context {
             cluster_name: spec.cluster_name.to_string(),
             cluster_id: spec.facts.cluster_id,
@@ -228,8 +245,49 @@ pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::R
         mode: InstanceMode::Warm,
         max_concurrency: spec.max_concurrency,
         ..Default::default()
+    }
+}
+
+/// Compiles and initialises new bytes of a watched driver; a failure is a refusal with a
+/// reason for the metric.
+fn reload_loader(runtime: Runtime, opts: DriverOptions) -> Loader {
+    Arc::new(move |origin: String, bytes: Vec<u8>| {
+        let (runtime, opts) = (runtime.clone(), opts.clone());
+        Box::pin(async move {
+            let compiled = runtime.compile(&origin, bytes).await.map_err(refusal)?;
+            let driver = runtime.load(&compiled, opts).await.map_err(refusal)?;
+            Ok(Arc::new(driver))
+        })
+    })
+}
+
+fn refusal(e: HostError) -> Refusal {
+    let reason = match &e {
+        HostError::NotAComponent { .. } | HostError::TooLarge { .. } => "not-a-component",
+        HostError::UnsupportedWitVersion { .. } => "wit-version",
+        HostError::NotADriver { .. } | HostError::UnsupportedImport { .. } => "incompatible",
+        HostError::InitFailed { .. } => "init-failed",
+        _ => "load-failed",
     };
-    Ok(Arc::new(runtime.load(&compiled, opts).await?))
+    Refusal {
+        reason,
+        message: e.to_string(),
+    }
+}
+
+/// The pod this process runs in (from the downward API's `POD_NAME`/`POD_NAMESPACE`), which
+/// reload events are about.
+fn own_pod() -> Option<ObjectReference> {
+    let name = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty())?;
+    let namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty())?;
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(name),
+        namespace: Some(namespace),
+        uid: std::env::var("POD_UID").ok().filter(|s| !s.is_empty()),
+        ..Default::default()
+    })
 }
 
 /// A Kubernetes client from `--kubeconfig`/`--master`, in-cluster config, or the default
@@ -370,12 +428,19 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
         None => Vec::new(),
     };
+    let source = PluginSource::parse(&args.plugin)?;
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let facts = cluster_facts(&client).await;
-    let driver = load_driver(
+    let fetched = fetch(
         global,
-        DriverSpec {
-            plugin: &args.plugin,
+        &source,
+        &args.registry,
+        args.plugin_sha256.as_deref(),
+    )
+    .await?;
+    let runtime = global.runtime()?;
+    let opts = driver_options(DriverSpec {
+            plugin: std::path::Path::new(&fetched.origin),
             config: cloud_config,
             egress: args.allow_egress.clone(),
             call_timeout: args.call_timeout,
@@ -384,18 +449,34 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
             facts,
             extra_env: Vec::new(),
-        },
-    )
-    .await?;
+        });
+    let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
+    let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
     if driver.name() != provider {
         bail!(
             "--cloud-provider={provider:?} but the driver {} is {:?}; pass --cloud-provider={:?} or the right --plugin",
-            args.plugin.display(),
+            fetched.origin,
             driver.name(),
             driver.name()
         );
     }
-    tracing::info!(driver = %driver.name(), version = %driver.info().version, "driver loaded");
+    tracing::info!(
+        driver = %driver.name(),
+        version = %driver.info().version,
+        sha256 = %driver.compiled().sha256,
+        origin = %fetched.origin,
+        "driver loaded"
+    );
+    let reload = match &source {
+        PluginSource::File(path) if !args.plugin_watch_interval.is_zero() => Some(ReloadOptions {
+            path: path.clone(),
+            interval: args.plugin_watch_interval,
+            pinned_sha256: args.plugin_sha256.clone(),
+            load: reload_loader(runtime.clone(), opts),
+            regarding: own_pod(),
+        }),
+        _ => None,
+    };
     let identity = default_identity();
     let leader = args.leader_elect.then(|| LeaderConfig {
         namespace: args.leader_elect_resource_namespace.clone(),
@@ -421,6 +502,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             bind: (args.secure_port != 0)
                 .then(|| SocketAddr::new(args.bind_address, args.secure_port)),
             identity,
+            reload,
         },
         cancel,
     )

@@ -9,15 +9,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use wasm_ccm_sim::kube::KubeSim;
-use wasm_ccm_sim::static_cloud::StaticCloud;
-
-fn instance(name: &str, ip: &str) -> Value {
-    json!({
-        "name": name, "id": format!("id-{name}"), "type": "s1.small", "zone": "z1", "region": "r1",
-        "addresses": [{"type": "InternalIP", "address": ip}, {"type": "ExternalIP", "address": "203.0.113.1"}],
-        "labels": {"example.com/rack": "r7", "node.kubernetes.io/sneaky": "no"},
-    })
-}
 
 fn lb_service(name: &str) -> Value {
     json!({
@@ -25,19 +16,6 @@ fn lb_service(name: &str) -> Value {
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
     })
-}
-
-async fn static_cloud(instances: Vec<Value>) -> (StaticCloud, Value) {
-    let cloud = StaticCloud::start(localhost(), instances, Some("t0ken".into()))
-        .await
-        .expect("static cloud");
-    let config = json!({
-        "region": "r0", "zone": "z0",
-        "loadBalancer": {"addresses": ["192.0.2.16/29"]},
-        "inventoryUrl": cloud.url(),
-        "inventoryToken": "t0ken",
-    });
-    (cloud, config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,13 +200,6 @@ async fn nodes_are_initialised_and_follow_their_instances() {
     ] {
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ use crate::convert::service_to_wit;
 use crate::informer::Store;
 use crate::metrics::Metrics;
 use crate::queue::TokenBucket;
+use crate::reload::DriverSlot;
 use crate::service_rules::wants_load_balancer;
 
 /// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted.
@@ -137,14 +138,14 @@ impl ClusterView for StoreCluster {
 
 /// The driver with metrics around every call.
 pub struct Cloud {
-    driver: Arc<Driver>,
+    driver: Arc<DriverSlot>,
     metrics: Arc<Metrics>,
     cluster: Arc<StoreCluster>,
 }
 
 impl Cloud {
-    /// Wraps a loaded driver.
-    pub fn new(driver: Arc<Driver>, metrics: Arc<Metrics>, cluster: Arc<StoreCluster>) -> Self {
+    /// Wraps the slot of the driver in service.
+    pub fn new(driver: Arc<DriverSlot>, metrics: Arc<Metrics>, cluster: Arc<StoreCluster>) -> Self {
         Cloud {
             driver,
             metrics,
@@ -152,9 +153,9 @@ impl Cloud {
         }
     }
 
-    /// The driver.
-    pub fn driver(&self) -> &Driver {
-        &self.driver
+    /// The driver in service now (a reload may swap it between calls, never during one).
+    pub fn driver(&self) -> Arc<Driver> {
+        self.driver.get()
     }
 
     /// The cluster view the driver sees.
@@ -181,7 +182,8 @@ impl Cloud {
             Err(CallError::Provider(p)) => p.case(),
             Err(CallError::Host(_)) => "host-error",
         };
-        let driver = self.driver.name();
+        let driver = self.driver();
+        let driver = driver.name();
         self.metrics.inc(
             "wasm_ccm_driver_calls_total",
             &[
@@ -200,9 +202,10 @@ impl Cloud {
 
     /// Copies the driver's own counters into the registry (at scrape time).
     pub fn export_counters(&self) {
-        let driver = self.driver.name();
+        let current = self.driver();
+        let driver = current.name();
         self.metrics.clear("wasm_ccm_driver_http_requests_total");
-        for ((host, status), n) in self.driver.http_counters() {
+        for ((host, status), n) in current.http_counters() {
             self.metrics.set(
                 "wasm_ccm_driver_http_requests_total",
                 &[("driver", driver), ("host", &host), ("status", &status)],
@@ -212,9 +215,9 @@ impl Cloud {
         self.metrics.set(
             "wasm_ccm_driver_dropped_log_lines_total",
             &[("driver", driver)],
-            self.driver.dropped_log_lines() as f64,
+            current.dropped_log_lines() as f64,
         );
-        let stats = self.driver.stats();
+        let stats = current.stats();
         self.metrics.set(
             "wasm_ccm_driver_instances_total",
             &[("driver", driver)],

@@ -6,6 +6,8 @@
 //! - [`service`]: load balancers for Services of type LoadBalancer, with the cleanup finalizer.
 //! - [`route`]: cloud routes for node pod CIDRs and the `NetworkUnavailable` condition.
 //! - [`leader`]: client-go-compatible leader election; [`server`]: health and metrics.
+//! - [`reload`]: hot reload of a file-mounted driver, swapped only after it loaded and passed
+//!   `info`/`init`.
 //!
 //! The pure rules each controller follows live in `*_rules` modules and are tested with
 //! upstream's test tables.
@@ -20,6 +22,7 @@ pub mod metrics;
 pub mod node;
 pub mod node_rules;
 pub mod queue;
+pub mod reload;
 pub mod route;
 pub mod route_rules;
 pub mod run;
@@ -29,4 +32,5 @@ pub mod service_rules;
 
 pub use config::{ControllerConfig, EnabledControllers};
 pub use leader::{LeaderConfig, default_identity};
+pub use reload::{DriverSlot, Loader, Refusal, ReloadOptions};
 pub use run::{Exit, RunOptions, Running, run, start_controllers};

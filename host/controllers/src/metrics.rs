@@ -112,6 +112,26 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Healthy driver instances retired by age, calls or memory.",
     ),
     (
+        "wasm_ccm_driver_info",
+        Kind::Gauge,
+        "1 for the running driver's name, version and sha256.",
+    ),
+    (
+        "wasm_ccm_driver_loads_total",
+        Kind::Counter,
+        "Driver versions put in service, by trigger (startup, reload).",
+    ),
+    (
+        "wasm_ccm_driver_reload_refusals_total",
+        Kind::Counter,
+        "New driver versions refused while the running one kept serving, by reason.",
+    ),
+    (
+        "wasm_ccm_driver_load_duration_seconds",
+        Kind::Gauge,
+        "Seconds the last accepted driver load took (read, compile, info, init).",
+    ),
+    (
         "wasm_ccm_kube_requests_total",
         Kind::Counter,
         "Requests to the Kubernetes API by verb and result code.",

@@ -18,6 +18,7 @@ use crate::leader::{LeaderConfig, LeaderElector};
 use crate::lifecycle::LifecycleController;
 use crate::metrics::Metrics;
 use crate::node::{NodeController, is_uninitialized};
+use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
 use crate::route::RouteController;
 use crate::route_rules::parse_cluster_cidrs;
 use crate::server::{Health, serve};
@@ -32,6 +33,8 @@ pub struct RunOptions {
     pub bind: Option<SocketAddr>,
     /// This process's identity (events' reporting instance, the lease holder).
     pub identity: String,
+    /// Watch the driver's file and hot-swap new versions; `None` keeps the first one.
+    pub reload: Option<ReloadOptions>,
 }
 
 /// Why [`run`] returned.
@@ -67,7 +70,7 @@ impl Running {
 /// Starts informers and the enabled controllers; they stop on `cancel`.
 pub fn start_controllers(
     client: Client,
-    driver: Arc<Driver>,
+    driver: Arc<DriverSlot>,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
     identity: &str,
@@ -95,7 +98,8 @@ pub fn start_controllers(
         config: config.clone(),
     });
     let mut tasks = JoinSet::new();
-    let exports = driver.compiled().surface.exports;
+    // A reload never changes the exports (it is refused if it would), so this stays true.
+    let exports = driver.get().compiled().surface.exports;
     let mut node = None;
     if config.controllers.node || config.controllers.lifecycle {
         if !exports.instances {
@@ -209,6 +213,19 @@ pub async fn run(
 ) -> std::io::Result<Exit> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
+    record_in_service(&metrics, &driver, "startup", driver.compiled().load_time);
+    let slot = Arc::new(DriverSlot::new(driver));
+    // Every replica watches, leader or not, so a standby takes over with the current version.
+    if let Some(reload) = opts.reload {
+        let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
+        tokio::spawn(watch(
+            Arc::clone(&slot),
+            reload,
+            Arc::clone(&metrics),
+            events,
+            cancel.clone(),
+        ));
+    }
     if let Some(addr) = opts.bind {
         let bound = serve(
             addr,
@@ -237,7 +254,7 @@ pub async fn run(
     let work = cancel.child_token();
     let running = start_controllers(
         client,
-        driver,
+        slot,
         opts.config,
         Arc::clone(&metrics),
         &opts.identity,

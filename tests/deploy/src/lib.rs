@@ -247,7 +247,10 @@ mod tests {
         let back = through_schema(&deployment).unwrap();
         let found = schema_diff(&deployment, &back);
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].starts_with("spec.replica: unknown field"), "{found:?}");
+        assert!(
+            found[0].starts_with("spec.replica: unknown field"),
+            "{found:?}"
+        );
         assert!(
             found[1].starts_with("spec.template.spec.containers[0].imagePullPolice: unknown field"),
             "{found:?}"
@@ -259,8 +262,13 @@ mod tests {
         let wrong = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
             "spec": {"replicas": "2", "selector": {}, "template": {}}});
         assert!(through_schema(&wrong).is_err());
-        let unknown = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}});
-        assert!(through_schema(&unknown).unwrap_err().contains("unknown kind"));
+        let unknown =
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}});
+        assert!(
+            through_schema(&unknown)
+                .unwrap_err()
+                .contains("unknown kind")
+        );
     }
 
     #[test]

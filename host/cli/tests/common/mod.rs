@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_sim::static_cloud::StaticCloud;
 
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -56,9 +57,11 @@ impl Ccm {
         std::fs::write(&config, text).expect("config");
         let log = dir.path().join("ccm.log");
         let stderr = std::fs::File::create(&log).expect("log file");
-        let mut args: Vec<String> = [
-            "--cache-dir",
-            &dir.path().join("cache").display().to_string(),
+        let mut args: Vec<String> = Vec::new();
+        if !extra.contains(&"--cache-dir") {
+            args.extend(["--cache-dir".to_string(), dir.path().join("cache").display().to_string()]);
+        }
+        args.extend([
             "run",
             "--cloud-provider",
             provider,
@@ -76,8 +79,7 @@ impl Ccm {
             "1000",
         ]
         .iter()
-        .map(|s| s.to_string())
-        .collect();
+        .map(|s| s.to_string()));
         // `null`: no --cloud-config at all (drivers configured by environment variables).
         if !cloud_config.is_null() {
             args.extend(["--cloud-config".to_string(), config.display().to_string()]);
@@ -131,6 +133,46 @@ impl Drop for Ccm {
         if std::thread::panicking() {
             eprintln!("---- wasm-ccm log ----\n{}", self.log());
         }
+    }
+}
+
+/// A port free a moment ago, for `--secure-port`.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// The text of `/metrics` on `127.0.0.1:port`, or empty while it does not answer.
+pub async fn scrape(port: u16) -> String {
+    match reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The value of the series that starts with `series` (name and labels as rendered), if any.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Polls `/metrics` until `series` reaches `value`.
+pub async fn metric_becomes(port: u16, series: &str, value: f64) {
+    let started = Instant::now();
+    loop {
+        let text = scrape(port).await;
+        if metric(&text, series) == Some(value) {
+            return;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out waiting for {series} = {value}; /metrics:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -210,4 +252,27 @@ pub fn has_finalizer(svc: &Value) -> bool {
     svc["metadata"]["finalizers"]
         .as_array()
         .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+/// An instance of the static driver's inventory.
+pub fn instance(name: &str, ip: &str) -> Value {
+    json!({
+        "name": name, "id": format!("id-{name}"), "type": "s1.small", "zone": "z1", "region": "r1",
+        "addresses": [{"type": "InternalIP", "address": ip}, {"type": "ExternalIP", "address": "203.0.113.1"}],
+        "labels": {"example.com/rack": "r7", "node.kubernetes.io/sneaky": "no"},
+    })
+}
+
+/// The static driver's inventory service with `instances`, and a cloud config pointing at it.
+pub async fn static_cloud(instances: Vec<Value>) -> (StaticCloud, Value) {
+    let cloud = StaticCloud::start(localhost(), instances, Some("t0ken".into()))
+        .await
+        .expect("static cloud");
+    let config = json!({
+        "region": "r0", "zone": "z0",
+        "loadBalancer": {"addresses": ["192.0.2.16/29"]},
+        "inventoryUrl": cloud.url(),
+        "inventoryToken": "t0ken",
+    });
+    (cloud, config)
 }

@@ -1,0 +1,195 @@
+//! End to end: hot reload of a driver mounted like a ConfigMap volume (`plugin.wasm` →
+//! `..data/plugin.wasm`, `..data` → a timestamped directory, updated by an atomic symlink
+//! swap). Bad versions are refused with an event and a metric while the old one keeps serving;
+//! a good one is swapped in without a failed call.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+mod common;
+
+use common::*;
+use sha2::{Digest, Sha256};
+use wasm_ccm_sim::kube::KubeSim;
+
+/// A directory laid out like a mounted ConfigMap with key `plugin.wasm`.
+struct ConfigMapVolume {
+    dir: tempfile::TempDir,
+    generation: u32,
+}
+
+impl ConfigMapVolume {
+    fn new(first: &[u8]) -> ConfigMapVolume {
+        let mut volume = ConfigMapVolume {
+            dir: tempfile::tempdir().expect("tempdir"),
+            generation: 0,
+        };
+        volume.update(first);
+        symlink("..data/plugin.wasm", volume.plugin()).expect("key symlink");
+        volume
+    }
+
+    fn plugin(&self) -> PathBuf {
+        self.dir.path().join("plugin.wasm")
+    }
+
+    /// What the kubelet does: write a new timestamped directory, point `..data_tmp` at it and
+    /// rename it over `..data`.
+    fn update(&mut self, bytes: &[u8]) {
+        self.generation += 1;
+        let name = format!("..2026_11_21_00_00_{:02}.{}", self.generation, self.generation);
+        let fresh = self.dir.path().join(&name);
+        std::fs::create_dir(&fresh).expect("data dir");
+        std::fs::write(fresh.join("plugin.wasm"), bytes).expect("write");
+        let tmp = self.dir.path().join("..data_tmp");
+        symlink(&name, &tmp).expect("tmp symlink");
+        std::fs::rename(&tmp, self.dir.path().join("..data")).expect("swap");
+    }
+}
+
+fn read(path: &str) -> Vec<u8> {
+    std::fs::read(path).expect("driver built by the build script")
+}
+
+/// The same driver with a custom section appended: a new version as far as bytes go.
+fn new_version_of(wasm: &[u8]) -> Vec<u8> {
+    let name = b"wasm-ccm-test-version";
+    let payload = b"2";
+    let mut out = wasm.to_vec();
+    out.push(0); // custom section
+    out.push((1 + name.len() + payload.len()) as u8);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn start(sim: &KubeSim, plugin: &Path, config: &serde_json::Value, cloud: &str, port: u16, extra: &[&str]) -> Ccm {
+    let port = port.to_string();
+    let plugin = plugin.display().to_string();
+    let mut args = vec![
+        "--allow-egress",
+        cloud,
+        "--configure-cloud-routes=false",
+        "--leader-elect=false",
+        "--secure-port",
+        &port,
+        "--bind-address",
+        "127.0.0.1",
+        "--plugin-watch-interval",
+        "50ms",
+    ];
+    args.extend_from_slice(extra);
+    Ccm::start_with_env(
+        sim,
+        &plugin,
+        "static",
+        config,
+        &args,
+        &[("POD_NAME", "wasm-ccm-0"), ("POD_NAMESPACE", "kube-system")],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_call() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(
+        ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| instance(n, &format!("10.0.0.{}", i + 1)))
+            .collect(),
+    )
+    .await;
+    let v1 = read(wasm_ccm_plugins::STATIC_DRIVER);
+    let mut volume = ConfigMapVolume::new(&v1);
+    let port = free_port();
+    let _ccm = start(&sim, &volume.plugin(), &config, &cloud.url(), port, &[]);
+    sim.create(node("a", None, true)).expect("node");
+    eventually("a initialised by v1", || initialised(&sim, "a")).await;
+    let info_v1 = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}", sha256(&v1));
+    metric_becomes(port, &info_v1, 1.0).await;
+    metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"startup\"}", 1.0).await;
+
+    // Each bad version is refused for its own reason; the running one stays.
+    let refusals = [
+        (b"<html>502 Bad Gateway</html>".to_vec(), "not-a-component"),
+        (read(wasm_ccm_plugins::FUTURE_MAJOR_DRIVER), "wit-version"),
+        // The cloudscale driver's init fails without its token.
+        (read(wasm_ccm_plugins::CLOUDSCALE_DRIVER), "init-failed"),
+    ];
+    for (bytes, reason) in &refusals {
+        volume.update(bytes);
+        metric_becomes(
+            port,
+            &format!("wasm_ccm_driver_reload_refusals_total{{reason=\"{reason}\"}}"),
+            1.0,
+        )
+        .await;
+    }
+    eventually("a Warning event per refusal on the pod", || {
+        events(&sim, "wasm-ccm-0", "DriverReloadRefused").len() == refusals.len()
+    })
+    .await;
+    let refused = events(&sim, "wasm-ccm-0", "DriverReloadRefused");
+    assert!(refused.iter().all(|e| e["type"] == "Warning"), "{refused:?}");
+    assert!(
+        refused.iter().any(|e| e["note"].as_str().unwrap_or_default().contains("keeps running")),
+        "{refused:?}"
+    );
+    sim.create(node("b", None, true)).expect("node");
+    eventually("b initialised by v1 after the refusals", || initialised(&sim, "b")).await;
+    assert_eq!(metric(&scrape(port).await, &info_v1), Some(1.0), "v1 still in service");
+
+    // A good new version is swapped in.
+    let v2 = new_version_of(&v1);
+    volume.update(&v2);
+    let info_v2 = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}", sha256(&v2));
+    metric_becomes(port, &info_v2, 1.0).await;
+    metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"reload\"}", 1.0).await;
+    let text = scrape(port).await;
+    assert_eq!(metric(&text, &info_v1), None, "only the version in service is reported");
+    sim.create(node("c", None, true)).expect("node");
+    eventually("c initialised by v2", || initialised(&sim, "c")).await;
+    eventually("a Normal DriverReloaded event", || {
+        !events(&sim, "wasm-ccm-0", "DriverReloaded").is_empty()
+    })
+    .await;
+
+    // No call failed at any point: every driver call ended ok.
+    let text = scrape(port).await;
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("wasm_ccm_driver_calls_total{") && !l.contains("result=\"ok\""))
+        .collect();
+    assert!(failed.is_empty(), "calls failed across the reloads: {failed:?}");
+    assert!(metric(&text, "wasm_ccm_driver_calls_total{").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_sha256_refuses_other_content_at_startup_and_on_reload() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(vec![instance("a", "10.0.0.1")]).await;
+    let v1 = read(wasm_ccm_plugins::STATIC_DRIVER);
+    let mut volume = ConfigMapVolume::new(&v1);
+
+    let wrong = sha256(b"another driver");
+    let mut refused = start(&sim, &volume.plugin(), &config, &cloud.url(), 0, &["--plugin-sha256", &wrong]);
+    assert_eq!(refused.wait_exit(), Some(2), "{}", refused.log());
+    let log = refused.log();
+    assert!(log.contains("--plugin-sha256 pins") && log.contains(&sha256(&v1)), "{log}");
+
+    let port = free_port();
+    let pin = sha256(&v1);
+    let _ccm = start(&sim, &volume.plugin(), &config, &cloud.url(), port, &["--plugin-sha256", &pin]);
+    sim.create(node("a", None, true)).expect("node");
+    eventually("a initialised", || initialised(&sim, "a")).await;
+    volume.update(&new_version_of(&v1));
+    metric_becomes(port, "wasm_ccm_driver_reload_refusals_total{reason=\"digest-mismatch\"}", 1.0).await;
+    let info = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{pin}\"}}");
+    assert_eq!(metric(&scrape(port).await, &info), Some(1.0));
+}

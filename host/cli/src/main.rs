@@ -133,8 +133,10 @@ fn init_logging(args: &GlobalArgs) {
         );
         tracing_subscriber::EnvFilter::new("warn,wasm_ccm=info")
     });
+    // Colour only for a terminal: a log file or a container log gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => builder.json().init(),

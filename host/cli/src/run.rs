@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{ArgAction, Args};
-use tokio_util::sync::CancellationToken;
 use k8s_openapi::api::core::v1::ObjectReference;
+use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::{
     ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
     RunOptions, default_identity,
@@ -226,7 +226,9 @@ pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
 pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::Result<Arc<Driver>> {
     let runtime = global.runtime()?;
     let compiled = runtime.compile_file(spec.plugin).await?;
-    Ok(Arc::new(runtime.load(&compiled, driver_options(spec)).await?))
+    Ok(Arc::new(
+        runtime.load(&compiled, driver_options(spec)).await?,
+    ))
 }
 
 /// The options a driver is loaded with.
@@ -279,7 +281,9 @@ fn refusal(e: HostError) -> Refusal {
 /// reload events are about.
 fn own_pod() -> Option<ObjectReference> {
     let name = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty())?;
-    let namespace = std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty())?;
+    let namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty())?;
     Some(ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),
@@ -440,16 +444,16 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     .await?;
     let runtime = global.runtime()?;
     let opts = driver_options(DriverSpec {
-            plugin: std::path::Path::new(&fetched.origin),
-            config: cloud_config,
-            egress: args.allow_egress.clone(),
-            call_timeout: args.call_timeout,
-            memory_limit: args.memory_limit,
-            cluster_name: &args.cluster_name,
-            max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
-            facts,
-            extra_env: Vec::new(),
-        });
+        plugin: std::path::Path::new(&fetched.origin),
+        config: cloud_config,
+        egress: args.allow_egress.clone(),
+        call_timeout: args.call_timeout,
+        memory_limit: args.memory_limit,
+        cluster_name: &args.cluster_name,
+        max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
+        facts,
+        extra_env: Vec::new(),
+    });
     let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
     let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
     if driver.name() != provider {

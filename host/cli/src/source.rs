@@ -50,9 +50,7 @@ impl RegistryArgs {
     /// The registry client these options describe.
     pub fn client(&self) -> anyhow::Result<Client> {
         let credentials = match &self.registry_config {
-            Some(path) if path.exists() => {
-                DockerConfig::read(path).map_err(anyhow::Error::msg)?
-            }
+            Some(path) if path.exists() => DockerConfig::read(path).map_err(anyhow::Error::msg)?,
             Some(path) => {
                 // The Deployment mounts an optional Secret: no Secret, no file, anonymous pulls.
                 tracing::info!(path = %path.display(), "no registry credentials file; pulling anonymously");
@@ -93,7 +91,9 @@ pub async fn fetch(
         },
         PluginSource::Oci(reference) => {
             let client = registry.client()?;
-            let cache = global.cache_root().map(|dir| BlobCache::new(dir.join("oci")));
+            let cache = global
+                .cache_root()
+                .map(|dir| BlobCache::new(dir.join("oci")));
             let pulled = client.pull(reference, cache.as_ref()).await?;
             if reference.digest.is_none() {
                 tracing::warn!(

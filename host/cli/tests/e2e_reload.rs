@@ -37,7 +37,10 @@ impl ConfigMapVolume {
     /// rename it over `..data`.
     fn update(&mut self, bytes: &[u8]) {
         self.generation += 1;
-        let name = format!("..2026_11_21_00_00_{:02}.{}", self.generation, self.generation);
+        let name = format!(
+            "..2026_11_21_00_00_{:02}.{}",
+            self.generation, self.generation
+        );
         let fresh = self.dir.path().join(&name);
         std::fs::create_dir(&fresh).expect("data dir");
         std::fs::write(fresh.join("plugin.wasm"), bytes).expect("write");
@@ -68,7 +71,14 @@ fn sha256(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn start(sim: &KubeSim, plugin: &Path, config: &serde_json::Value, cloud: &str, port: u16, extra: &[&str]) -> Ccm {
+fn start(
+    sim: &KubeSim,
+    plugin: &Path,
+    config: &serde_json::Value,
+    cloud: &str,
+    port: u16,
+    extra: &[&str],
+) -> Ccm {
     let port = port.to_string();
     let plugin = plugin.display().to_string();
     let mut args = vec![
@@ -111,9 +121,17 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
     let _ccm = start(&sim, &volume.plugin(), &config, &cloud.url(), port, &[]);
     sim.create(node("a", None, true)).expect("node");
     eventually("a initialised by v1", || initialised(&sim, "a")).await;
-    let info_v1 = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}", sha256(&v1));
+    let info_v1 = format!(
+        "wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}",
+        sha256(&v1)
+    );
     metric_becomes(port, &info_v1, 1.0).await;
-    metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"startup\"}", 1.0).await;
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_loads_total{trigger=\"startup\"}",
+        1.0,
+    )
+    .await;
 
     // Each bad version is refused for its own reason; the running one stays.
     let refusals = [
@@ -136,23 +154,43 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
     })
     .await;
     let refused = events(&sim, "wasm-ccm-0", "DriverReloadRefused");
-    assert!(refused.iter().all(|e| e["type"] == "Warning"), "{refused:?}");
     assert!(
-        refused.iter().any(|e| e["note"].as_str().unwrap_or_default().contains("keeps running")),
+        refused.iter().all(|e| e["type"] == "Warning"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.iter().any(|e| e["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("keeps running")),
         "{refused:?}"
     );
     sim.create(node("b", None, true)).expect("node");
-    eventually("b initialised by v1 after the refusals", || initialised(&sim, "b")).await;
-    assert_eq!(metric(&scrape(port).await, &info_v1), Some(1.0), "v1 still in service");
+    eventually("b initialised by v1 after the refusals", || {
+        initialised(&sim, "b")
+    })
+    .await;
+    assert_eq!(
+        metric(&scrape(port).await, &info_v1),
+        Some(1.0),
+        "v1 still in service"
+    );
 
     // A good new version is swapped in.
     let v2 = new_version_of(&v1);
     volume.update(&v2);
-    let info_v2 = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}", sha256(&v2));
+    let info_v2 = format!(
+        "wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}",
+        sha256(&v2)
+    );
     metric_becomes(port, &info_v2, 1.0).await;
     metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"reload\"}", 1.0).await;
     let text = scrape(port).await;
-    assert_eq!(metric(&text, &info_v1), None, "only the version in service is reported");
+    assert_eq!(
+        metric(&text, &info_v1),
+        None,
+        "only the version in service is reported"
+    );
     sim.create(node("c", None, true)).expect("node");
     eventually("c initialised by v2", || initialised(&sim, "c")).await;
     eventually("a Normal DriverReloaded event", || {
@@ -166,7 +204,10 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
         .lines()
         .filter(|l| l.starts_with("wasm_ccm_driver_calls_total{") && !l.contains("result=\"ok\""))
         .collect();
-    assert!(failed.is_empty(), "calls failed across the reloads: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "calls failed across the reloads: {failed:?}"
+    );
     assert!(metric(&text, "wasm_ccm_driver_calls_total{").is_some());
 }
 
@@ -178,18 +219,41 @@ async fn a_pinned_sha256_refuses_other_content_at_startup_and_on_reload() {
     let mut volume = ConfigMapVolume::new(&v1);
 
     let wrong = sha256(b"another driver");
-    let mut refused = start(&sim, &volume.plugin(), &config, &cloud.url(), 0, &["--plugin-sha256", &wrong]);
+    let mut refused = start(
+        &sim,
+        &volume.plugin(),
+        &config,
+        &cloud.url(),
+        0,
+        &["--plugin-sha256", &wrong],
+    );
     assert_eq!(refused.wait_exit(), Some(2), "{}", refused.log());
     let log = refused.log();
-    assert!(log.contains("--plugin-sha256 pins") && log.contains(&sha256(&v1)), "{log}");
+    assert!(
+        log.contains("--plugin-sha256 pins") && log.contains(&sha256(&v1)),
+        "{log}"
+    );
 
     let port = free_port();
     let pin = sha256(&v1);
-    let _ccm = start(&sim, &volume.plugin(), &config, &cloud.url(), port, &["--plugin-sha256", &pin]);
+    let _ccm = start(
+        &sim,
+        &volume.plugin(),
+        &config,
+        &cloud.url(),
+        port,
+        &["--plugin-sha256", &pin],
+    );
     sim.create(node("a", None, true)).expect("node");
     eventually("a initialised", || initialised(&sim, "a")).await;
     volume.update(&new_version_of(&v1));
-    metric_becomes(port, "wasm_ccm_driver_reload_refusals_total{reason=\"digest-mismatch\"}", 1.0).await;
-    let info = format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{pin}\"}}");
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_reload_refusals_total{reason=\"digest-mismatch\"}",
+        1.0,
+    )
+    .await;
+    let info =
+        format!("wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{pin}\"}}");
     assert_eq!(metric(&scrape(port).await, &info), Some(1.0));
 }

@@ -97,7 +97,11 @@ pub fn record_in_service(metrics: &Metrics, driver: &Driver, trigger: &str, took
         1.0,
     );
     metrics.inc("wasm_ccm_driver_loads_total", &[("trigger", trigger)]);
-    metrics.set("wasm_ccm_driver_load_duration_seconds", &[], took.as_secs_f64());
+    metrics.set(
+        "wasm_ccm_driver_load_duration_seconds",
+        &[],
+        took.as_secs_f64(),
+    );
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,7 +254,14 @@ async fn reload(
 async fn publish(events: &Events, opts: &ReloadOptions, warning: bool, reason: &str, note: &str) {
     if let Some(regarding) = &opts.regarding {
         events
-            .publish("cloud-controller-manager", regarding, warning, reason, note, "Reload")
+            .publish(
+                "cloud-controller-manager",
+                regarding,
+                warning,
+                reason,
+                note,
+                "Reload",
+            )
             .await;
     }
 }

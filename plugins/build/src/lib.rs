@@ -47,3 +47,23 @@ pub fn all() -> &'static [(&'static str, &'static str)] {
         ("template", TEMPLATE_DRIVER),
     ]
 }
+
+/// The most a ConfigMap may hold: the API server sums the lengths of every key and value (a
+/// `binaryData` value counted as raw bytes) and refuses more than 1 MiB.
+pub const CONFIGMAP_LIMIT: u64 = 1024 * 1024;
+
+/// The key the deploy manifests mount the driver from (`deploy/overlays/*-configmap`).
+pub const CONFIGMAP_KEY: &str = "plugin.wasm";
+
+/// The size the API server counts for a ConfigMap holding a `wasm_len`-byte driver under
+/// [`CONFIGMAP_KEY`], or an error naming the driver, the size and the limit.
+pub fn check_fits_configmap(name: &str, wasm_len: u64) -> Result<u64, String> {
+    let counted = CONFIGMAP_KEY.len() as u64 + wasm_len;
+    if counted > CONFIGMAP_LIMIT {
+        Err(format!(
+            "the {name} driver ({wasm_len} bytes) would make a ConfigMap of {counted} bytes, over the API server's limit of {CONFIGMAP_LIMIT} bytes (1 MiB): shrink it (opt-level \"s\", strip, fewer dependencies) or ship it as an OCI artifact"
+        ))
+    } else {
+        Ok(counted)
+    }
+}

@@ -30,10 +30,28 @@ fn shipped_drivers_fit_a_configmap() {
         ("cloudstack", wasm_ccm_plugins::CLOUDSTACK_DRIVER),
         ("template", wasm_ccm_plugins::TEMPLATE_DRIVER),
     ] {
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX);
-        assert!(
-            size < 1024 * 1024,
-            "{name} driver is {size} bytes, over 1 MiB"
-        );
+        let size = std::fs::metadata(path)
+            .unwrap_or_else(|e| panic!("{name}: cannot read {path}: {e}"))
+            .len();
+        if let Err(why) = wasm_ccm_plugins::check_fits_configmap(name, size) {
+            panic!("{why}");
+        }
     }
+}
+
+#[test]
+fn a_driver_over_the_configmap_limit_is_refused_with_its_size_and_the_limit() {
+    let limit = wasm_ccm_plugins::CONFIGMAP_LIMIT;
+    let key = wasm_ccm_plugins::CONFIGMAP_KEY.len() as u64;
+    assert_eq!(
+        wasm_ccm_plugins::check_fits_configmap("just-fits", limit - key),
+        Ok(limit)
+    );
+    let err = wasm_ccm_plugins::check_fits_configmap("fat", limit - key + 1).unwrap_err();
+    assert!(
+        err.contains("fat driver (1048566 bytes)")
+            && err.contains("1048577 bytes")
+            && err.contains("limit of 1048576 bytes"),
+        "{err}"
+    );
 }

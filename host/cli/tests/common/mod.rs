@@ -59,27 +59,32 @@ impl Ccm {
         let stderr = std::fs::File::create(&log).expect("log file");
         let mut args: Vec<String> = Vec::new();
         if !extra.contains(&"--cache-dir") {
-            args.extend(["--cache-dir".to_string(), dir.path().join("cache").display().to_string()]);
+            args.extend([
+                "--cache-dir".to_string(),
+                dir.path().join("cache").display().to_string(),
+            ]);
         }
-        args.extend([
-            "run",
-            "--cloud-provider",
-            provider,
-            "--plugin",
-            plugin,
-            "--master",
-            &sim.url(),
-            "--node-monitor-period",
-            "200ms",
-            "--route-reconciliation-period",
-            "300ms",
-            "--kube-api-qps",
-            "500",
-            "--kube-api-burst",
-            "1000",
-        ]
-        .iter()
-        .map(|s| s.to_string()));
+        args.extend(
+            [
+                "run",
+                "--cloud-provider",
+                provider,
+                "--plugin",
+                plugin,
+                "--master",
+                &sim.url(),
+                "--node-monitor-period",
+                "200ms",
+                "--route-reconciliation-period",
+                "300ms",
+                "--kube-api-qps",
+                "500",
+                "--kube-api-burst",
+                "1000",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
         // `null`: no --cloud-config at all (drivers configured by environment variables).
         if !cloud_config.is_null() {
             args.extend(["--cloud-config".to_string(), config.display().to_string()]);

@@ -131,7 +131,9 @@ pub async fn watch(
     events: Arc<Events>,
     cancel: CancellationToken,
 ) {
-    let mut seen = fingerprint(&opts.path);
+    // Nothing seen yet: the first tick reads the file once, so a version written between the
+    // startup load and this task is not missed.
+    let mut seen: Option<Fingerprint> = None;
     let mut refused_sha256: Option<String> = None;
     loop {
         tokio::select! {

@@ -55,12 +55,18 @@ async fn main() {
             let dir = tempfile::tempdir().expect("tempdir");
             let cache = BlobCache::new(dir.path());
             let started = Instant::now();
-            let pulled = client.pull(&pushed.pinned, Some(&cache)).await.expect("pull");
+            let pulled = client
+                .pull(&pushed.pinned, Some(&cache))
+                .await
+                .expect("pull");
             cold.push(started.elapsed());
             assert!(!pulled.from_cache);
 
             let started = Instant::now();
-            let pulled = client.pull(&pushed.pinned, Some(&cache)).await.expect("pull");
+            let pulled = client
+                .pull(&pushed.pinned, Some(&cache))
+                .await
+                .expect("pull");
             cached.push(started.elapsed());
             assert!(pulled.from_cache);
 

@@ -472,13 +472,21 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         "driver loaded"
     );
     let reload = match &source {
-        PluginSource::File(path) if !args.plugin_watch_interval.is_zero() => Some(ReloadOptions {
-            path: path.clone(),
-            interval: args.plugin_watch_interval,
-            pinned_sha256: args.plugin_sha256.clone(),
-            load: reload_loader(runtime.clone(), opts),
-            regarding: own_pod(),
-        }),
+        PluginSource::File(path) if !args.plugin_watch_interval.is_zero() => {
+            let regarding = own_pod();
+            if regarding.is_none() {
+                tracing::warn!(
+                    "POD_NAME and POD_NAMESPACE are not set (the downward API): driver reloads are logged and counted but record no events"
+                );
+            }
+            Some(ReloadOptions {
+                path: path.clone(),
+                interval: args.plugin_watch_interval,
+                pinned_sha256: args.plugin_sha256.clone(),
+                load: reload_loader(runtime.clone(), opts),
+                regarding,
+            })
+        }
         _ => None,
     };
     let identity = default_identity();

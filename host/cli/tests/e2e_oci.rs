@@ -70,6 +70,10 @@ async fn a_pushed_driver_runs_from_the_registry_and_restarts_from_the_cache_with
     let sim = KubeSim::start(localhost()).await.expect("sim");
     let (cloud, config) =
         static_cloud(vec![instance("a", "10.0.0.1"), instance("b", "10.0.0.2")]).await;
+    // The controller has a cache of its own, so what it finds after the restart is what the
+    // first run stored, not what `pull` stored.
+    let run_cache = work.path().join("run-cache");
+    let run_cache = run_cache.to_str().expect("utf-8 path");
     let cloud_url = cloud.url();
     let extra = [
         "--allow-egress",
@@ -77,7 +81,7 @@ async fn a_pushed_driver_runs_from_the_registry_and_restarts_from_the_cache_with
         "--configure-cloud-routes=false",
         "--leader-elect=false",
         "--cache-dir",
-        cache,
+        run_cache,
     ];
     sim.create(node("a", None, true)).expect("node");
     let ccm = Ccm::start(&sim, &tagged, "static", &config, &extra);
@@ -127,6 +131,7 @@ async fn push_and_pull_refuse_bad_input_with_clear_errors() {
         wasm_ccm_plugins::STATIC_DRIVER,
         &format!("oci://{}/drivers/static", registry.host()),
     ]);
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("neither a tag nor a digest"),
         "{}",

@@ -107,11 +107,16 @@ fn start(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_call() {
     let sim = KubeSim::start(localhost()).await.expect("sim");
+    let names: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|n| n.to_string())
+        .chain((0..40).map(|i| format!("n{i}")))
+        .collect();
     let (cloud, config) = static_cloud(
-        ["a", "b", "c"]
+        names
             .iter()
             .enumerate()
-            .map(|(i, n)| instance(n, &format!("10.0.0.{}", i + 1)))
+            .map(|(i, n)| instance(n, &format!("10.0.{}.{}", i / 200, i % 200 + 1)))
             .collect(),
     )
     .await;
@@ -176,9 +181,18 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
         "v1 still in service"
     );
 
-    // A good new version is swapped in.
+    // A good new version is swapped in while nodes keep arriving, so calls are in flight on
+    // both sides of the swap.
+    for i in 0..20 {
+        sim.create(node(&format!("n{i}"), None, true))
+            .expect("node");
+    }
     let v2 = new_version_of(&v1);
     volume.update(&v2);
+    for i in 20..40 {
+        sim.create(node(&format!("n{i}"), None, true))
+            .expect("node");
+    }
     let info_v2 = format!(
         "wasm_ccm_driver_info{{driver=\"static\",version=\"0.1.0\",sha256=\"{}\"}}",
         sha256(&v2)
@@ -193,6 +207,11 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
     );
     sim.create(node("c", None, true)).expect("node");
     eventually("c initialised by v2", || initialised(&sim, "c")).await;
+    eventually(
+        "every node that arrived around the swap initialised",
+        || (0..40).all(|i| initialised(&sim, &format!("n{i}"))),
+    )
+    .await;
     eventually("a Normal DriverReloaded event", || {
         !events(&sim, "wasm-ccm-0", "DriverReloaded").is_empty()
     })

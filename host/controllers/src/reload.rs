@@ -7,8 +7,9 @@
 //! volume type. A changed file is read and hashed; new content is compiled and initialised off
 //! the reconcile path (controllers keep calling the old driver meanwhile), checked, and swapped
 //! in atomically. Calls in flight finish on the version they started on. A bad version is
-//! refused with a Warning event and a metric, and the old one keeps serving; the same bad
-//! content is not retried until the file changes again.
+//! refused with a Warning event and a metric, and the old one keeps serving. The same bad
+//! content is not tried again until the file changes, except after a refusal a passing outage
+//! may have caused (`init` failed, the load was cut short), which is retried every minute.
 
 use std::future::Future;
 use std::os::unix::fs::MetadataExt as _;
@@ -134,14 +135,17 @@ pub async fn watch(
     // Nothing seen yet: the first tick reads the file once, so a version written between the
     // startup load and this task is not missed.
     let mut seen: Option<Fingerprint> = None;
-    let mut refused_sha256: Option<String> = None;
+    // The last refused content, and when it may be tried again (never, for a refusal the same
+    // bytes will always earn; after a pause, for one a passing cloud outage may have caused).
+    let mut refused: Option<(String, Option<Instant>)> = None;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(opts.interval) => {}
         }
         let now = fingerprint(&opts.path);
-        if now.is_none() || now == seen {
+        let retry_due = matches!(&refused, Some((_, Some(at))) if Instant::now() >= *at);
+        if now.is_none() || (now == seen && !retry_due) {
             // Missing for a moment (mid-swap on some volume types): look again next tick.
             continue;
         }
@@ -155,13 +159,21 @@ pub async fn watch(
         seen = now;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let running = slot.get();
-        if sha256 == running.compiled().sha256 || refused_sha256.as_deref() == Some(&sha256) {
+        if sha256 == running.compiled().sha256 {
+            // Back to the version in service: a later return of refused bytes is news again.
+            refused = None;
+            continue;
+        }
+        if let Some((sha, retry_at)) = &refused
+            && *sha == sha256
+            && !retry_at.is_some_and(|at| Instant::now() >= at)
+        {
             continue;
         }
         let started = Instant::now();
         match reload(&running, &opts, sha256.clone(), bytes).await {
             Ok(new) => {
-                refused_sha256 = None;
+                refused = None;
                 tracing::info!(
                     driver = %new.name(),
                     version = %new.info().version,
@@ -193,7 +205,8 @@ pub async fn watch(
                     "wasm_ccm_driver_reload_refusals_total",
                     &[("reason", refusal.reason)],
                 );
-                refused_sha256 = Some(sha256.clone());
+                let retry_at = transient(refusal.reason).then(|| Instant::now() + RETRY_TRANSIENT);
+                refused = Some((sha256.clone(), retry_at));
                 let note = format!(
                     "the new driver at {} (sha256 {}) was refused and {} {} keeps running: {}",
                     opts.path.display(),
@@ -266,6 +279,15 @@ async fn publish(events: &Events, opts: &ReloadOptions, warning: bool, reason: &
             )
             .await;
     }
+}
+
+/// How long before content refused for a possibly passing reason is tried again.
+const RETRY_TRANSIENT: Duration = Duration::from_secs(60);
+
+/// Refusals the same bytes may not earn next time: `init` failing on an unreachable cloud, a
+/// load cut short.
+fn transient(reason: &str) -> bool {
+    matches!(reason, "init-failed" | "load-failed")
 }
 
 fn short(sha256: &str) -> &str {

@@ -151,14 +151,25 @@ pub enum Packing {
 }
 
 /// The component from a tar+gzip layer: `plugin.wasm` anywhere in it, else the only `.wasm`.
+/// Memory stays bounded whatever the archive holds: at most two candidates of at most `limit`
+/// bytes are kept, and the whole archive may decompress to at most four times `limit` (plus
+/// 1 MiB for tar's headers and padding).
 pub fn wasm_from_tar_gzip(layer: &[u8], limit: usize) -> Result<Vec<u8>, String> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(layer));
-    let mut candidates: Vec<(String, Vec<u8>)> = Vec::new();
+    let budget = 4 * limit as u64 + (1 << 20);
+    let mut decoder = flate2::read::GzDecoder::new(layer).take(budget + 1);
+    let mut archive = tar::Archive::new(&mut decoder);
+    let mut named: Option<Vec<u8>> = None;
+    let mut first_other: Option<Vec<u8>> = None;
+    let mut others: Vec<String> = Vec::new();
     let entries = archive
         .entries()
         .map_err(|e| format!("the tar+gzip layer cannot be read: {e}"))?;
     for entry in entries {
-        let mut entry = entry.map_err(|e| format!("the tar+gzip layer is corrupt: {e}"))?;
+        let mut entry = entry.map_err(|e| {
+            format!(
+                "the tar+gzip layer is corrupt or decompresses to more than {budget} bytes: {e}"
+            )
+        })?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
@@ -170,6 +181,11 @@ pub fn wasm_from_tar_gzip(layer: &[u8], limit: usize) -> Result<Vec<u8>, String>
         if !path.ends_with(".wasm") {
             continue;
         }
+        let is_plugin = path == "plugin.wasm" || path.ends_with("/plugin.wasm");
+        if !is_plugin && (named.is_some() || first_other.is_some()) {
+            others.push(path);
+            continue;
+        }
         let mut bytes = Vec::new();
         (&mut entry)
             .take(limit as u64 + 1)
@@ -178,23 +194,85 @@ pub fn wasm_from_tar_gzip(layer: &[u8], limit: usize) -> Result<Vec<u8>, String>
         if bytes.len() > limit {
             return Err(format!("{path} in the layer is larger than {limit} bytes"));
         }
-        candidates.push((path, bytes));
+        if is_plugin {
+            named = Some(bytes);
+            break;
+        }
+        others.push(path);
+        first_other = Some(bytes);
     }
-    let named = candidates
-        .iter()
-        .position(|(p, _)| p == "plugin.wasm" || p.ends_with("/plugin.wasm"));
-    match (named, candidates.len()) {
-        (Some(i), _) => Ok(candidates.swap_remove(i).1),
-        (None, 1) => Ok(candidates.swap_remove(0).1),
-        (None, 0) => Err("the tar+gzip layer holds no .wasm file (expected plugin.wasm)".into()),
-        (None, _) => Err(format!(
+    if decoder.limit() == 0 {
+        return Err(format!(
+            "the tar+gzip layer decompresses to more than {budget} bytes: refused"
+        ));
+    }
+    match (named, first_other, others.len()) {
+        (Some(bytes), _, _) => Ok(bytes),
+        (None, Some(bytes), 1) => Ok(bytes),
+        (None, None, _) => {
+            Err("the tar+gzip layer holds no .wasm file (expected plugin.wasm)".into())
+        }
+        (None, Some(_), _) => Err(format!(
             "the tar+gzip layer holds several .wasm files ({}) and none is plugin.wasm",
-            candidates
-                .iter()
-                .map(|(p, _)| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            others.join(", ")
         )),
+    }
+}
+
+#[cfg(test)]
+mod tar_tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn tar_gzip(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let mut builder = tar::Builder::new(gz);
+        for (path, bytes) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, path, *bytes).unwrap();
+        }
+        let mut gz = builder.into_inner().unwrap();
+        gz.flush().unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn plugin_wasm_wins_a_single_wasm_will_do_and_ambiguity_is_refused() {
+        let layer = tar_gzip(&[("a.wasm", b"A"), ("dir/plugin.wasm", b"P")]);
+        assert_eq!(wasm_from_tar_gzip(&layer, 100).unwrap(), b"P");
+        assert_eq!(
+            wasm_from_tar_gzip(&tar_gzip(&[("x.wasm", b"X"), ("README", b"r")]), 100).unwrap(),
+            b"X"
+        );
+        let err =
+            wasm_from_tar_gzip(&tar_gzip(&[("a.wasm", b"A"), ("b.wasm", b"B")]), 100).unwrap_err();
+        assert!(
+            err.contains("a.wasm, b.wasm") && err.contains("none is plugin.wasm"),
+            "{err}"
+        );
+        let err = wasm_from_tar_gzip(&tar_gzip(&[("README", b"r")]), 100).unwrap_err();
+        assert!(err.contains("no .wasm"), "{err}");
+    }
+
+    #[test]
+    fn bombs_are_refused_within_the_budget() {
+        let big = vec![0u8; 1000];
+        let err = wasm_from_tar_gzip(&tar_gzip(&[("plugin.wasm", &big)]), 100).unwrap_err();
+        assert!(err.contains("larger than 100 bytes"), "{err}");
+        // Many compressible entries: decompression stops at the budget.
+        let files: Vec<(String, Vec<u8>)> = (0..50)
+            .map(|i| (format!("f{i}.txt"), vec![0u8; 30_000]))
+            .collect();
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
+        let err = wasm_from_tar_gzip(&tar_gzip(&refs), 1000).unwrap_err();
+        assert!(err.contains("more than 1052576 bytes"), "{err}");
     }
 }
 

@@ -36,6 +36,10 @@ impl Credentials {
 #[derive(Debug, Clone, Default)]
 pub struct DockerConfig {
     by_registry: BTreeMap<String, Credentials>,
+    /// Entries that hold no usable credentials, with why: `docker login` with a credential
+    /// helper writes `{}`, cloud CLIs write identity tokens. They fail only the registry they
+    /// name, not the whole file.
+    unusable: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -76,43 +80,60 @@ impl DockerConfig {
                 "not a dockerconfigjson file ({e}); expected {{\"auths\": {{\"REGISTRY\": {{\"auth\": \"base64(user:password)\"}}}}}}"
             )
         })?;
-        let mut by_registry = BTreeMap::new();
+        let mut config = DockerConfig::default();
         for (key, entry) in file.auths {
-            let creds = match (&entry.auth, &entry.username, &entry.password) {
-                (Some(auth), _, _) if !auth.is_empty() => {
-                    let decoded = STANDARD
-                        .decode(auth.trim())
-                        .ok()
-                        .and_then(|b| String::from_utf8(b).ok())
-                        .ok_or_else(|| {
-                            format!("the \"auth\" of {key:?} is not base64 of \"user:password\"")
-                        })?;
-                    let (username, password) = decoded.split_once(':').ok_or_else(|| {
-                        format!("the \"auth\" of {key:?} decodes to no \"user:password\" pair")
-                    })?;
-                    Credentials {
-                        username: username.to_string(),
-                        password: password.to_string(),
-                    }
+            match DockerConfig::entry(&key, &entry) {
+                Ok(creds) => {
+                    config.by_registry.insert(normalize_registry(&key), creds);
                 }
-                (_, Some(username), Some(password)) => Credentials {
-                    username: username.clone(),
-                    password: password.clone(),
-                },
-                _ if entry.identitytoken.is_some() => {
-                    return Err(format!(
-                        "the entry for {key:?} holds only an identity token, which wasm-ccm does not support; use a username and password (or a registry token as the password)"
-                    ));
+                Err(why) => {
+                    config.unusable.insert(normalize_registry(&key), why);
                 }
-                _ => {
-                    return Err(format!(
-                        "the entry for {key:?} has neither \"auth\" nor \"username\" and \"password\""
-                    ));
-                }
-            };
-            by_registry.insert(normalize_registry(&key), creds);
+            }
         }
-        Ok(DockerConfig { by_registry })
+        Ok(config)
+    }
+
+    fn entry(key: &str, entry: &Entry) -> Result<Credentials, String> {
+        Ok(match (&entry.auth, &entry.username, &entry.password) {
+            (Some(auth), _, _) if !auth.is_empty() => {
+                let decoded = STANDARD
+                    .decode(auth.trim())
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .ok_or_else(|| {
+                        format!("the \"auth\" of {key:?} is not base64 of \"user:password\"")
+                    })?;
+                let (username, password) = decoded.split_once(':').ok_or_else(|| {
+                    format!("the \"auth\" of {key:?} decodes to no \"user:password\" pair")
+                })?;
+                Credentials {
+                    username: username.to_string(),
+                    password: password.to_string(),
+                }
+            }
+            (_, Some(username), Some(password)) => Credentials {
+                username: username.clone(),
+                password: password.clone(),
+            },
+            _ if entry.identitytoken.is_some() => {
+                return Err(format!(
+                    "the entry for {key:?} holds only an identity token, which wasm-ccm does not support; use a username and password (or a registry token as the password)"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "the entry for {key:?} has neither \"auth\" nor \"username\" and \"password\" (a credential helper's entry is not usable here)"
+                ));
+            }
+        })
+    }
+
+    /// Why the file's entry for `registry` is not usable, if it has such an entry.
+    pub fn unusable(&self, registry: &str) -> Option<&str> {
+        self.unusable
+            .get(&normalize_registry(registry))
+            .map(String::as_str)
     }
 
     /// The credentials for `registry` (`host[:port]`), if the file has them.
@@ -227,27 +248,35 @@ mod tests {
     }
 
     #[test]
-    fn broken_files_are_refused_without_leaking_secrets() {
-        for (json, says) in [
-            (r#"{"auths": {"r.example": {"auth": "%%%"}}}"#, "not base64"),
-            (r#"{"auths": {"r.example": {}}}"#, "neither"),
-            (
-                r#"{"auths": {"r.example": {"identitytoken": "tok"}}}"#,
-                "identity token",
-            ),
-            (r#"[1, 2]"#, "not a dockerconfigjson"),
+    fn unusable_entries_fail_only_their_registry_and_never_leak_secrets() {
+        for (entry, says) in [
+            (r#"{"auth": "%%%"}"#, "not base64"),
+            (r#"{}"#, "credential helper"),
+            (r#"{"identitytoken": "tok"}"#, "identity token"),
         ] {
-            let err = DockerConfig::parse(json.as_bytes()).unwrap_err();
-            assert!(err.contains(says), "{json}: {err}");
-            assert!(!err.contains("tok\""), "{err}");
+            let json = format!(
+                r#"{{"auths": {{"r.example": {entry}, "ok.example": {{"username": "u", "password": "p"}}}}}}"#
+            );
+            let config = DockerConfig::parse(json.as_bytes()).unwrap();
+            assert!(config.for_registry("r.example").is_none());
+            let why = config.unusable("r.example").unwrap();
+            assert!(why.contains(says), "{entry}: {why}");
+            assert!(!why.contains("tok\""), "{why}");
+            assert!(
+                config.for_registry("ok.example").is_some(),
+                "other entries still work"
+            );
         }
         let no_colon = format!(
             r#"{{"auths": {{"r.example": {{"auth": "{}"}}}}}}"#,
             STANDARD.encode("secretwithoutcolon")
         );
-        let err = DockerConfig::parse(no_colon.as_bytes()).unwrap_err();
-        assert!(err.contains("no \"user:password\""), "{err}");
-        assert!(!err.contains("secretwithoutcolon"), "{err}");
+        let config = DockerConfig::parse(no_colon.as_bytes()).unwrap();
+        let why = config.unusable("r.example").unwrap();
+        assert!(why.contains("no \"user:password\""), "{why}");
+        assert!(!why.contains("secretwithoutcolon"), "{why}");
+        let err = DockerConfig::parse(b"[1, 2]").unwrap_err();
+        assert!(err.contains("not a dockerconfigjson"), "{err}");
     }
 
     #[test]

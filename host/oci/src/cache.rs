@@ -5,8 +5,10 @@
 //! trusted.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::artifact::digest_of;
+use crate::reference::parse_digest;
 
 /// The blob store.
 #[derive(Debug, Clone)]
@@ -25,15 +27,18 @@ impl BlobCache {
         &self.dir
     }
 
-    /// Where the blob `digest` (`sha256:<hex>`) lives.
-    pub fn path(&self, digest: &str) -> PathBuf {
-        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-        self.dir.join("blobs").join("sha256").join(hex)
+    /// Where the blob `digest` lives; `None` unless it is `sha256:` and 64 lowercase hex
+    /// digits. Digests come from manifests a registry serves: anything else (`../`, an
+    /// absolute path) must never become a path.
+    pub fn path(&self, digest: &str) -> Option<PathBuf> {
+        let digest = parse_digest(digest).ok()?;
+        let hex = &digest["sha256:".len()..];
+        Some(self.dir.join("blobs").join("sha256").join(hex))
     }
 
     /// The blob, if it is stored and its bytes still hash to `digest`.
     pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
-        let path = self.path(digest);
+        let path = self.path(digest)?;
         let bytes = std::fs::read(&path).ok()?;
         if digest_of(&bytes) == digest {
             Some(bytes)
@@ -47,16 +52,24 @@ impl BlobCache {
     /// Stores a blob whose digest the caller verified. A failure is logged, not fatal: the
     /// driver still runs, it is just pulled again next time.
     pub fn put(&self, digest: &str, bytes: &[u8]) {
-        let path = self.path(digest);
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let Some(path) = self.path(digest) else {
+            return;
+        };
+        // Write then rename: a crash or a concurrent reader never sees half a blob.
+        let tmp = path.with_extension(format!(
+            "tmp{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
         let result = (|| {
             let parent = path.parent().expect("blob paths have a parent");
             std::fs::create_dir_all(parent)?;
-            // Write then rename: a crash or a concurrent reader never sees half a blob.
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
             std::fs::write(&tmp, bytes)?;
             std::fs::rename(&tmp, &path)
         })();
         if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
             tracing::warn!(path = %path.display(), "cannot write the OCI cache: {e}");
         }
     }
@@ -74,8 +87,28 @@ mod tests {
         assert_eq!(cache.get(&digest), None);
         cache.put(&digest, b"hello");
         assert_eq!(cache.get(&digest).as_deref(), Some(&b"hello"[..]));
-        std::fs::write(cache.path(&digest), b"hellO").unwrap();
+        let path = cache.path(&digest).unwrap();
+        std::fs::write(&path, b"hellO").unwrap();
         assert_eq!(cache.get(&digest), None, "a tampered blob is not served");
-        assert!(!cache.path(&digest).exists(), "and it is removed");
+        assert!(!path.exists(), "and it is removed");
+    }
+
+    #[test]
+    fn digests_that_are_not_sha256_hex_never_become_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let cache = BlobCache::new(dir.path().join("cache"));
+        for hostile in [
+            format!("sha256:{}", victim.display()),
+            "sha256:../../victim".to_string(),
+            "sha256:../victim".to_string(),
+            format!("sha256:{}", "A".repeat(64)),
+        ] {
+            assert_eq!(cache.path(&hostile), None, "{hostile}");
+            assert_eq!(cache.get(&hostile), None);
+            cache.put(&hostile, b"x");
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
     }
 }

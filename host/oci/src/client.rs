@@ -17,7 +17,7 @@ use crate::artifact::{
 };
 use crate::auth::{Challenge, DockerConfig, parse_challenge};
 use crate::cache::BlobCache;
-use crate::reference::Reference;
+use crate::reference::{Reference, parse_digest};
 
 /// How the client reaches registries.
 #[derive(Debug, Clone)]
@@ -80,8 +80,27 @@ pub struct Pushed {
 impl Client {
     /// A client with these options.
     pub fn new(options: ClientOptions) -> anyhow::Result<Client> {
+        // Redirects (blob GETs go to object storage) may change host but never downgrade to
+        // plain HTTP, except to hosts plain HTTP is allowed for.
+        let insecure = options.insecure_registries.clone();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            let downgrade = attempt.url().scheme() == "http"
+                && !plain_http_allowed(&host_port(attempt.url()), &insecure);
+            if downgrade {
+                let refused = format!("refusing a redirect to plain HTTP ({})", attempt.url());
+                attempt.error(refused)
+            } else if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        // No deadline on a whole transfer (a large layer on a slow link is fine); a stalled
+        // connection is cut by the read timeout.
         let http = reqwest::Client::builder()
-            .timeout(options.timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(options.timeout)
+            .redirect(redirects)
             .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
             .build()
             .context("cannot build the registry HTTP client")?;
@@ -94,12 +113,19 @@ impl Client {
 
     /// Whether `registry` is spoken to over plain HTTP: on loopback, or named insecure.
     pub fn plain_http(&self, registry: &str) -> bool {
-        is_loopback(registry)
-            || self
-                .options
-                .insecure_registries
-                .iter()
-                .any(|r| r == registry || r == host_of(registry))
+        plain_http_allowed(registry, &self.options.insecure_registries)
+    }
+
+    /// Refuses a plain-HTTP URL (a token realm, an upload location) unless its host may be
+    /// spoken to in plain HTTP: a registry on TLS must not send credentials or data in clear.
+    fn check_scheme(&self, reference: &Reference, url: &Url, what: &str) -> anyhow::Result<()> {
+        if url.scheme() == "http" && !self.plain_http(&host_port(url)) {
+            bail!(
+                "registry {} sent {what} {url} over plain HTTP: refused (name its host with --insecure-registry if that is intended)",
+                reference.registry
+            );
+        }
+        Ok(())
     }
 
     fn endpoint(&self, reference: &Reference, tail: &str) -> anyhow::Result<Url> {
@@ -119,24 +145,28 @@ impl Client {
         .with_context(|| format!("{reference} does not make a valid registry URL"))
     }
 
-    /// Sends a request, answering an authentication challenge once.
+    /// Sends a request to `url`, answering an authentication challenge once. The registry's
+    /// credentials go only to the registry's own origin.
     async fn send(
         &self,
         reference: &Reference,
         scope: &str,
+        url: &Url,
         build: impl Fn(&reqwest::Client) -> RequestBuilder,
     ) -> anyhow::Result<Response> {
+        self.check_scheme(reference, url, "the address")?;
+        let own_origin = self.endpoint(reference, "")?.origin() == url.origin();
         let key = (reference.registry.clone(), scope.to_string());
         let cached = self.auth.lock().expect("auth lock").get(&key).cloned();
         let mut request = build(&self.http);
-        if let Some(header) = &cached {
+        if let Some(header) = cached.as_ref().filter(|_| own_origin) {
             request = request.header(AUTHORIZATION, header);
         }
         let response = request
             .send()
             .await
             .map_err(|e| self.transport_error(reference, e))?;
-        if response.status() != StatusCode::UNAUTHORIZED {
+        if response.status() != StatusCode::UNAUTHORIZED || !own_origin {
             return Ok(response);
         }
         let challenge = response
@@ -178,13 +208,20 @@ impl Client {
         challenge: Challenge,
     ) -> anyhow::Result<String> {
         let creds = self.options.credentials.for_registry(&reference.registry);
+        let missing = || match self.options.credentials.unusable(&reference.registry) {
+            Some(why) => format!("--registry-config has no usable credentials for it: {why}"),
+            None => format!(
+                "pass --registry-config with a dockerconfigjson entry for {:?} (it has entries for {:?})",
+                reference.registry,
+                self.options.credentials.registries()
+            ),
+        };
         match challenge {
             Challenge::Basic => creds.map(|c| c.basic_header()).ok_or_else(|| {
                 anyhow!(
-                    "registry {} requires credentials; pass --registry-config with a dockerconfigjson entry for {:?} (it has entries for {:?})",
+                    "registry {} requires credentials; {}",
                     reference.registry,
-                    reference.registry,
-                    self.options.credentials.registries()
+                    missing()
                 )
             }),
             Challenge::Bearer {
@@ -198,6 +235,7 @@ impl Client {
                         reference.registry
                     )
                 })?;
+                self.check_scheme(reference, &url, "its token service")?;
                 {
                     let mut query = url.query_pairs_mut();
                     if let Some(service) = &service {
@@ -210,7 +248,10 @@ impl Client {
                     request = request.header(AUTHORIZATION, c.basic_header());
                 }
                 let response = request.send().await.with_context(|| {
-                    format!("cannot reach the token service {realm} of {}", reference.registry)
+                    format!(
+                        "cannot reach the token service {realm} of {}",
+                        reference.registry
+                    )
                 })?;
                 if !response.status().is_success() {
                     bail!(
@@ -218,9 +259,9 @@ impl Client {
                         reference.registry,
                         response.status(),
                         if creds.is_none() {
-                            "; the repository may need credentials: pass --registry-config"
+                            format!("; the repository may need credentials: {}", missing())
                         } else {
-                            "; check the credentials in --registry-config"
+                            "; check the credentials in --registry-config".to_string()
                         }
                     );
                 }
@@ -311,7 +352,7 @@ impl Client {
             &format!("manifests/{}", reference.manifest_ref()),
         )?;
         let response = self
-            .send(reference, &scope, |http| {
+            .send(reference, &scope, &url, |http| {
                 http.put(url.clone())
                     .header(CONTENT_TYPE, media_type)
                     .body(manifest.to_vec())
@@ -345,14 +386,19 @@ impl Client {
     ) -> anyhow::Result<()> {
         let blob_url = self.endpoint(reference, &format!("blobs/{digest}"))?;
         let head = self
-            .send(reference, scope, |http| http.head(blob_url.clone()))
+            .send(reference, scope, &blob_url, |http| {
+                http.head(blob_url.clone())
+            })
             .await?;
         if head.status() == StatusCode::OK {
             return Ok(());
         }
         let uploads = self.endpoint(reference, "blobs/uploads/")?;
         let started = self
-            .send(reference, scope, |http| http.post(uploads.clone()))
+            .send(reference, scope, &uploads, |http| {
+                // An explicit empty body sends `Content-Length: 0`, which some front ends want.
+                http.post(uploads.clone()).body(Vec::new())
+            })
             .await?;
         if started.status() != StatusCode::ACCEPTED {
             return Err(registry_error(started, &format!("starting the upload of {digest}")).await);
@@ -375,7 +421,7 @@ impl Client {
         })?;
         put_url.query_pairs_mut().append_pair("digest", digest);
         let done = self
-            .send(reference, scope, |http| {
+            .send(reference, scope, &put_url, |http| {
                 http.put(put_url.clone())
                     .header(CONTENT_TYPE, "application/octet-stream")
                     .body(bytes.clone())
@@ -496,7 +542,7 @@ impl Client {
         .join(", ");
         let scope = format!("repository:{}:pull", reference.repository);
         let response = self
-            .send(reference, &scope, |http| {
+            .send(reference, &scope, &url, |http| {
                 http.request(Method::GET, url.clone())
                     .header(ACCEPT, accept.clone())
             })
@@ -518,7 +564,7 @@ impl Client {
         let url = self.endpoint(reference, &format!("blobs/{digest}"))?;
         let scope = format!("repository:{}:pull", reference.repository);
         let response = self
-            .send(reference, &scope, |http| http.get(url.clone()))
+            .send(reference, &scope, &url, |http| http.get(url.clone()))
             .await?;
         if !response.status().is_success() {
             return Err(registry_error(
@@ -548,6 +594,16 @@ fn parse_manifest(bytes: &[u8], reference: &Reference) -> anyhow::Result<Manifes
             manifest.schema_version
         );
     }
+    // Every digest is checked before it is used in a URL or a cache path.
+    for descriptor in manifest
+        .config
+        .iter()
+        .chain(&manifest.layers)
+        .chain(&manifest.manifests)
+    {
+        parse_digest(&descriptor.digest)
+            .map_err(|e| anyhow!("{reference}: the manifest is refused: {e}"))?;
+    }
     Ok(manifest)
 }
 
@@ -574,7 +630,10 @@ async fn read_limited(mut response: Response, limit: usize, what: &str) -> anyho
 /// The registry's error, with the codes and messages of its `{"errors": […]}` body.
 async fn registry_error(response: Response, doing: &str) -> anyhow::Error {
     let status = response.status();
-    let body = response.text().await.unwrap_or_default();
+    let body = read_limited(response, 64 << 10, "the error body")
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     #[derive(serde::Deserialize)]
     struct Errors {
         errors: Vec<Entry>,
@@ -612,6 +671,23 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     out
+}
+
+/// `host[:port]` of a URL, as registries are named.
+fn host_port(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Plain HTTP is allowed for loopback hosts and those named insecure.
+fn plain_http_allowed(registry: &str, insecure: &[String]) -> bool {
+    is_loopback(registry)
+        || insecure
+            .iter()
+            .any(|r| r == registry || r == host_of(registry))
 }
 
 /// `host` of `host[:port]` or `[v6]:port`.
@@ -662,6 +738,24 @@ mod tests {
             "localhost.example.com",
         ] {
             assert!(!client.plain_http(tls), "{tls}");
+        }
+    }
+
+    #[test]
+    fn manifests_with_digests_that_could_become_paths_are_refused() {
+        let reference = Reference::parse("oci://r.example/a:1").unwrap();
+        let good = format!("sha256:{}", "a".repeat(64));
+        for bad in ["sha256:../../etc/passwd", "sha256:/etc/passwd", "md5:abc"] {
+            let manifest = serde_json::json!({
+                "schemaVersion": 2,
+                "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": good, "size": 2},
+                "layers": [{"mediaType": "application/wasm", "digest": bad, "size": 8}],
+            });
+            let err = parse_manifest(manifest.to_string().as_bytes(), &reference).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("the manifest is refused"),
+                "{err:#}"
+            );
         }
     }
 

@@ -70,7 +70,7 @@ async fn a_pushed_driver_pulls_back_by_tag_then_from_the_cache_by_digest_with_th
     assert_eq!(by_tag.layer_media_type, "application/wasm");
     assert!(!by_tag.from_cache);
     assert!(
-        cache.path(&pushed.layer_digest).is_file(),
+        cache.path(&pushed.layer_digest).unwrap().is_file(),
         "the layer is cached by its digest"
     );
 
@@ -299,7 +299,7 @@ async fn digests_are_checked_for_what_the_registry_serves_and_what_the_cache_hol
         .pull(&pushed.pinned, Some(&cache))
         .await
         .unwrap();
-    std::fs::write(cache.path(&pushed.layer_digest), b"rot").unwrap();
+    std::fs::write(cache.path(&pushed.layer_digest).unwrap(), b"rot").unwrap();
     let again = anonymous()
         .pull(&pushed.pinned, Some(&cache))
         .await

@@ -73,15 +73,19 @@ impl Registry {
             }
             std::fs::write(&config, yaml)
                 .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+            // The log goes to a file: a pipe nobody drains fills up and stalls the registry.
+            let log_path = dir.path().join("registry.log");
+            let log = std::fs::File::create(&log_path)
+                .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
             let mut child = Command::new(&program)
                 .arg("serve")
                 .arg(&config)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::piped())
+                .stderr(log)
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
-            match wait_ready(&mut child, addr) {
+            match wait_ready(&mut child, addr, &log_path) {
                 Ok(()) => {
                     return Ok(Registry {
                         child,
@@ -116,14 +120,11 @@ fn free_port() -> Result<SocketAddr, String> {
 }
 
 /// Polls `GET /v2/` (any HTTP answer will do) until the registry answers, it exits, or 20 s pass.
-fn wait_ready(child: &mut Child, addr: SocketAddr) -> Result<(), String> {
+fn wait_ready(child: &mut Child, addr: SocketAddr, log: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(Some(status)) = child.try_wait() {
-            let mut stderr = String::new();
-            if let Some(mut err) = child.stderr.take() {
-                let _ = err.read_to_string(&mut stderr);
-            }
+            let stderr = std::fs::read_to_string(log).unwrap_or_default();
             return Err(format!("it exited ({status}): {}", stderr.trim()));
         }
         if answers_http(addr) {

@@ -219,63 +219,6 @@ pub fn wasm_from_tar_gzip(layer: &[u8], limit: usize) -> Result<Vec<u8>, String>
     }
 }
 
-#[cfg(test)]
-mod tar_tests {
-    use std::io::Write as _;
-
-    use super::*;
-
-    fn tar_gzip(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        let mut builder = tar::Builder::new(gz);
-        for (path, bytes) in files {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(bytes.len() as u64);
-            header.set_mode(0o644);
-            header.set_cksum();
-            builder.append_data(&mut header, path, *bytes).unwrap();
-        }
-        let mut gz = builder.into_inner().unwrap();
-        gz.flush().unwrap();
-        gz.finish().unwrap()
-    }
-
-    #[test]
-    fn plugin_wasm_wins_a_single_wasm_will_do_and_ambiguity_is_refused() {
-        let layer = tar_gzip(&[("a.wasm", b"A"), ("dir/plugin.wasm", b"P")]);
-        assert_eq!(wasm_from_tar_gzip(&layer, 100).unwrap(), b"P");
-        assert_eq!(
-            wasm_from_tar_gzip(&tar_gzip(&[("x.wasm", b"X"), ("README", b"r")]), 100).unwrap(),
-            b"X"
-        );
-        let err =
-            wasm_from_tar_gzip(&tar_gzip(&[("a.wasm", b"A"), ("b.wasm", b"B")]), 100).unwrap_err();
-        assert!(
-            err.contains("a.wasm, b.wasm") && err.contains("none is plugin.wasm"),
-            "{err}"
-        );
-        let err = wasm_from_tar_gzip(&tar_gzip(&[("README", b"r")]), 100).unwrap_err();
-        assert!(err.contains("no .wasm"), "{err}");
-    }
-
-    #[test]
-    fn bombs_are_refused_within_the_budget() {
-        let big = vec![0u8; 1000];
-        let err = wasm_from_tar_gzip(&tar_gzip(&[("plugin.wasm", &big)]), 100).unwrap_err();
-        assert!(err.contains("larger than 100 bytes"), "{err}");
-        // Many compressible entries: decompression stops at the budget.
-        let files: Vec<(String, Vec<u8>)> = (0..50)
-            .map(|i| (format!("f{i}.txt"), vec![0u8; 30_000]))
-            .collect();
-        let refs: Vec<(&str, &[u8])> = files
-            .iter()
-            .map(|(p, b)| (p.as_str(), b.as_slice()))
-            .collect();
-        let err = wasm_from_tar_gzip(&tar_gzip(&refs), 1000).unwrap_err();
-        assert!(err.contains("more than 1052576 bytes"), "{err}");
-    }
-}
-
 /// What the CNCF config says about a component.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ComponentInfo {

@@ -1,11 +1,13 @@
 //! Push and pull against a real registry: Debian's `docker-registry` on loopback.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 
 use wasm_ccm_oci::artifact::{Descriptor, Manifest, OCI_INDEX, OCI_MANIFEST, Platform, digest_of};
 use wasm_ccm_oci::{BlobCache, Client, ClientOptions, ComponentInfo, DockerConfig, Reference};
 use wasm_ccm_test_tools::registry::{self, Registry};
+
+mod common;
+use common::tar_gzip;
 
 fn static_driver() -> Vec<u8> {
     std::fs::read(wasm_ccm_plugins::STATIC_DRIVER)
@@ -175,23 +177,6 @@ fn descriptor(media_type: &str, bytes: &[u8]) -> Descriptor {
         annotations: BTreeMap::new(),
         platform: None,
     }
-}
-
-fn tar_gzip(files: &[(&str, &[u8])]) -> Vec<u8> {
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
-        Vec::new(),
-        flate2::Compression::fast(),
-    ));
-    for (path, bytes) in files {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        builder.append_data(&mut header, path, *bytes).unwrap();
-    }
-    let mut gz = builder.into_inner().unwrap();
-    gz.flush().unwrap();
-    gz.finish().unwrap()
 }
 
 #[tokio::test]

@@ -1,0 +1,289 @@
+//! Builds the Python and JavaScript example drivers with pinned tools from PyPI and npm,
+//! installed once into `target/tools/` (keyed by the pinned versions) and reused; outputs go to
+//! `target/polyglot/` keyed by a hash of every input, so an unchanged driver is not rebuilt
+//! (neither componentize-py nor jco builds byte for byte reproducibly, and a new hash would also
+//! miss the host's compile cache).
+//!
+//! Needs `python3` (with `venv`) and `node`/`npm` ≥ 20.19, and the registries once.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::tools_dir;
+
+/// The repository root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn output_dir() -> PathBuf {
+    repo().join("target/polyglot")
+}
+
+/// A lock held while tools are installed or a driver is built: test processes run in parallel.
+fn lock() -> Result<File, String> {
+    std::fs::create_dir_all(tools_dir())
+        .map_err(|e| format!("cannot create {}: {e}", tools_dir().display()))?;
+    let path = tools_dir().join(".polyglot.lock");
+    let file = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    file.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(file)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// sha256 over the names and contents of `files` and the `extra` strings; 16 hex digits.
+fn key(files: &[PathBuf], extra: &[&str]) -> Result<String, String> {
+    let mut hash = Sha256::new();
+    for file in files {
+        hash.update(
+            file.strip_prefix(repo())
+                .unwrap_or(file)
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        hash.update([0]);
+        hash.update(read(file)?);
+        hash.update([0]);
+    }
+    for s in extra {
+        hash.update(s.as_bytes());
+        hash.update([0]);
+    }
+    Ok(hex::encode(hash.finalize())[..16].to_string())
+}
+
+/// The files of `dir` with extension `ext`, sorted.
+fn files_in(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let out = command
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
+        .env("NPM_CONFIG_FUND", "false")
+        .env("NPM_CONFIG_AUDIT", "false")
+        .output()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{shown} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Copies `files` into `dir` (created).
+fn stage(dir: &Path, files: &[PathBuf]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for file in files {
+        let name = file.file_name().expect("a file name");
+        std::fs::copy(file, dir.join(name))
+            .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Builds `out` with `build(tmp)` unless it exists; `tmp` is renamed to `out` when complete.
+fn build_once(out: &Path, build: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    if out.is_file() {
+        return Ok(());
+    }
+    let tmp = out.with_extension("partial.wasm");
+    let _ = std::fs::remove_file(&tmp);
+    build(&tmp)?;
+    std::fs::rename(&tmp, out).map_err(|e| format!("cannot move {}: {e}", tmp.display()))
+}
+
+/// Creates `dir` with `fill(tmp)` unless it exists; `tmp` is renamed to `dir` when complete.
+fn install_once(dir: &Path, fill: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let tmp = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    fill(&tmp)?;
+    std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {}: {e}", tmp.display()))
+}
+
+/// `componentize-py` at the version `sdk/python/requirements-build.txt` pins.
+fn componentize_py() -> Result<PathBuf, String> {
+    let pins = repo().join("sdk/python/requirements-build.txt");
+    let venv = tools_dir().join(format!("componentize-py-{}", key(&[pins.clone()], &[])?));
+    // A venv records its own path, so it is built in place and marked complete at the end.
+    let done = venv.join(".complete");
+    if !done.is_file() {
+        let _ = std::fs::remove_dir_all(&venv);
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        run(Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", "-r"])
+            .arg(&pins))?;
+        File::create(&done).map_err(|e| format!("cannot create {}: {e}", done.display()))?;
+    }
+    Ok(venv.join("bin/componentize-py"))
+}
+
+/// The Python example driver (`plugins/examples/python-static`), built with componentize-py.
+pub fn python_static() -> Result<PathBuf, String> {
+    let _lock = lock()?;
+    let example = repo().join("plugins/examples/python-static");
+    let sdk = repo().join("sdk/python/wasm_ccm_sdk");
+    let requirements = example.join("requirements.txt");
+    let mut inputs = vec![example.join("app.py"), requirements.clone()];
+    inputs.extend(files_in(&sdk, "py")?);
+    inputs.extend(files_in(&repo().join("wit"), "wit")?);
+    inputs.push(repo().join("sdk/python/requirements-build.txt"));
+    let out = output_dir().join(format!("python_static-{}.wasm", key(&inputs, &[])?));
+    let tool = componentize_py()?;
+    // Dependencies as pure Python: componentize-py cannot load C extensions, and PyYAML falls
+    // back to its pure-Python parser without one.
+    let deps = tools_dir().join(format!("pydeps-{}", key(&[requirements.clone()], &[])?));
+    install_once(&deps, |tmp| {
+        run(Command::new(tool.with_file_name("pip"))
+            .args([
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-compile",
+                "--target",
+            ])
+            .arg(tmp)
+            .arg("-r")
+            .arg(&requirements))?;
+        remove_native_extensions(tmp)
+    })?;
+    build_once(&out, |tmp| {
+        // componentize-py writes bytecode next to the sources: build from a copy.
+        let stage_dir = output_dir().join("stage-python-static");
+        let _ = std::fs::remove_dir_all(&stage_dir);
+        stage(&stage_dir.join("app"), &[example.join("app.py")])?;
+        stage(&stage_dir.join("sdk/wasm_ccm_sdk"), &files_in(&sdk, "py")?)?;
+        run(Command::new(&tool)
+            .current_dir(stage_dir.join("app"))
+            .arg("-q")
+            .arg("-d")
+            .arg(repo().join("wit"))
+            .args(["-w", "full-driver", "componentize", "app", "-p", "."])
+            .arg("-p")
+            .arg(stage_dir.join("sdk"))
+            .arg("-p")
+            .arg(&deps)
+            .arg("-o")
+            .arg(tmp))
+    })?;
+    Ok(out)
+}
+
+fn remove_native_extensions(dir: &Path) -> Result<(), String> {
+    for entry in
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+    {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.is_dir() {
+            remove_native_extensions(&path)?;
+        } else if path.extension().is_some_and(|x| x == "so") {
+            std::fs::remove_file(&path)
+                .map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `jco` at the versions `sdk/js/tools/package-lock.json` pins.
+fn jco() -> Result<PathBuf, String> {
+    let tools = repo().join("sdk/js/tools");
+    let manifest = [tools.join("package.json"), tools.join("package-lock.json")];
+    let dir = tools_dir().join(format!("jco-{}", key(&manifest, &[])?));
+    install_once(&dir, |tmp| {
+        stage(tmp, &manifest)?;
+        // Not `npm ci`: the lock names optional platform packages (other OSes) the registry
+        // may not serve, which `npm ci` refuses; `npm install` keeps the lock as it is.
+        run(Command::new("npm").current_dir(tmp).args([
+            "install",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]))
+    })?;
+    Ok(dir.join("node_modules/.bin/jco"))
+}
+
+/// The JavaScript example driver (`plugins/examples/js-static`), built with `jco componentize`
+/// (componentize-js, StarlingMonkey).
+pub fn js_static() -> Result<PathBuf, String> {
+    let _lock = lock()?;
+    let example = repo().join("plugins/examples/js-static");
+    let sdk = repo().join("sdk/js");
+    let example_files = vec![
+        example.join("driver.js"),
+        example.join("package.json"),
+        example.join("package-lock.json"),
+    ];
+    let sdk_files = vec![
+        sdk.join("index.js"),
+        sdk.join("utf8.js"),
+        sdk.join("package.json"),
+        sdk.join("bundle.config.mjs"),
+    ];
+    let mut inputs = example_files.clone();
+    inputs.extend(sdk_files.iter().cloned());
+    inputs.extend(files_in(&repo().join("wit"), "wit")?);
+    inputs.push(sdk.join("tools/package-lock.json"));
+    let out = output_dir().join(format!("js_static-{}.wasm", key(&inputs, &[])?));
+    let jco = jco()?;
+    build_once(&out, |tmp| {
+        // The example depends on the SDK by a relative path: stage both where it expects them.
+        let stage_dir = output_dir().join("stage-js-static");
+        let _ = std::fs::remove_dir_all(&stage_dir);
+        let staged_example = stage_dir.join("plugins/examples/js-static");
+        stage(&staged_example, &example_files)?;
+        stage(&stage_dir.join("sdk/js"), &sdk_files)?;
+        run(Command::new("npm").current_dir(&staged_example).args([
+            "install",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]))?;
+        run(Command::new(&jco)
+            .current_dir(&staged_example)
+            .args(["componentize", "driver.js", "--wit"])
+            .arg(repo().join("wit"))
+            .args([
+                "-n",
+                "full-driver",
+                "--disable",
+                "http",
+                "fetch-event",
+                "--bundle",
+            ])
+            .args([
+                "--bundle-config",
+                "node_modules/wasm-ccm-sdk/bundle.config.mjs",
+                "-o",
+            ])
+            .arg(tmp))
+    })?;
+    Ok(out)
+}

@@ -129,7 +129,10 @@ fn install_once(dir: &Path, fill: impl FnOnce(&Path) -> Result<(), String>) -> R
 /// `componentize-py` at the version `sdk/python/requirements-build.txt` pins.
 fn componentize_py() -> Result<PathBuf, String> {
     let pins = repo().join("sdk/python/requirements-build.txt");
-    let venv = tools_dir().join(format!("componentize-py-{}", key(&[pins.clone()], &[])?));
+    let venv = tools_dir().join(format!(
+        "componentize-py-{}",
+        key(std::slice::from_ref(&pins), &[])?
+    ));
     // A venv records its own path, so it is built in place and marked complete at the end.
     let done = venv.join(".complete");
     if !done.is_file() {
@@ -157,7 +160,10 @@ pub fn python_static() -> Result<PathBuf, String> {
     let tool = componentize_py()?;
     // Dependencies as pure Python: componentize-py cannot load C extensions, and PyYAML falls
     // back to its pure-Python parser without one.
-    let deps = tools_dir().join(format!("pydeps-{}", key(&[requirements.clone()], &[])?));
+    let deps = tools_dir().join(format!(
+        "pydeps-{}",
+        key(std::slice::from_ref(&requirements), &[])?
+    ));
     install_once(&deps, |tmp| {
         run(Command::new(tool.with_file_name("pip"))
             .args([

@@ -97,3 +97,60 @@ fn the_javascript_static_driver_conforms_like_the_rust_one() {
     let plugin = wasm_ccm_test_tools::polyglot::js_static().unwrap_or_else(|e| panic!("{e}"));
     assert_same_level_as_rust("JavaScript", &plugin);
 }
+
+/// Every file under `dir`, as (path relative to `dir`, contents).
+fn tree(dir: &Path) -> BTreeSet<(PathBuf, Vec<u8>)> {
+    let mut out = BTreeSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("readable")
+            .map(|e| e.expect("entry"))
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("inside").to_path_buf();
+                out.insert((relative, std::fs::read(&path).expect("readable")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_javascript_typings_match_the_wit_and_compile() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let jco = wasm_ccm_test_tools::polyglot::js_tool("jco").unwrap_or_else(|e| panic!("{e}"));
+    let fresh = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(&jco)
+        .current_dir(&repo)
+        .args(["guest-types", "wit", "-n", "full-driver", "-q", "-o"])
+        .arg(fresh.path())
+        .output()
+        .expect("jco runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        tree(fresh.path()) == tree(&repo.join("sdk/js/types")),
+        "sdk/js/types is stale: run `jco guest-types wit -n full-driver -o sdk/js/types` (with the pinned jco of sdk/js/tools)"
+    );
+    let tsc = wasm_ccm_test_tools::polyglot::js_tool("tsc").unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(tsc)
+        .current_dir(repo.join("sdk/js"))
+        .args([
+            "--noEmit", "--strict", "--target", "es2022", "--module", "es2022",
+        ])
+        .args(["--moduleResolution", "bundler", "index.d.ts"])
+        .output()
+        .expect("tsc runs");
+    assert!(
+        out.status.success(),
+        "sdk/js/index.d.ts does not compile:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -215,6 +215,12 @@ fn remove_native_extensions(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// A program of the pinned JavaScript tools (`jco`, `tsc`), installed if needed.
+pub fn js_tool(name: &str) -> Result<PathBuf, String> {
+    let _lock = lock()?;
+    Ok(jco()?.with_file_name(name))
+}
+
 /// `jco` at the versions `sdk/js/tools/package-lock.json` pins.
 fn jco() -> Result<PathBuf, String> {
     let tools = repo().join("sdk/js/tools");

@@ -1,0 +1,97 @@
+// Types of the wasm-ccm JavaScript SDK. The WIT records (Node, Service, InstanceMetadata, …) are
+// in types/, generated from wit/ by `jco guest-types wit -n full-driver -o sdk/js/types`.
+/// <reference path="./types/full-driver.d.ts" />
+import type {
+  Ingress, NodeAddress,
+} from 'wasm-ccm:provider/types@0.1.0';
+import type { Service } from 'wasm-ccm:provider/types@0.1.0';
+
+/** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
+export class ProviderError extends Error {
+  constructor(tag: string, val?: unknown);
+  readonly payload: { tag: string; val?: unknown };
+  readonly tag: string;
+}
+export class NotFound extends ProviderError { constructor(message: string); }
+export class Unimplemented extends ProviderError { constructor(); }
+export class ImplementedElsewhere extends ProviderError { constructor(); }
+export class InvalidConfig extends ProviderError { constructor(message: string); }
+export class Unauthorized extends ProviderError { constructor(message: string); }
+export class RateLimited extends ProviderError { constructor(seconds?: number); }
+export class RetryAfter extends ProviderError { constructor(seconds: number, reason: string); }
+export class Transient extends ProviderError { constructor(message: string); }
+export class Permanent extends ProviderError { constructor(message: string); }
+
+type Fields = Record<string, unknown>;
+export const log: {
+  trace(message: string, fields?: Fields): void;
+  debug(message: string, fields?: Fields): void;
+  info(message: string, fields?: Fields): void;
+  warn(message: string, fields?: Fields): void;
+  error(message: string, fields?: Fields): void;
+  /** Masks `secret` in every later log line of this driver. */
+  redact(secret: string): void;
+};
+
+export const cluster: {
+  /** The Services of type LoadBalancer in the cluster (the host's read-only view). */
+  loadBalancerServices(): Service[];
+  /** A Normal event on the object of the current call. */
+  normal(reason: string, message: string): void;
+  /** A Warning event on the object of the current call. */
+  warning(reason: string, message: string): void;
+};
+
+export interface RequestOptions {
+  headers?: Array<[string, string]>;
+  body?: Uint8Array;
+  /** Serialised as the body, with `content-type: application/json`. */
+  json?: unknown;
+  /** Sent as `authorization: Bearer …`. */
+  bearer?: string;
+  timeoutMs?: number;
+}
+
+export class Response {
+  readonly url: string;
+  readonly status: number;
+  readonly headers: Array<[string, string]>;
+  readonly body: Uint8Array;
+  header(name: string): string | undefined;
+  text(): string;
+  /** The body as JSON; a body that is not JSON throws Transient. */
+  json(): any;
+  /** Itself below 400; else throws: 404 NotFound, 401/403 Unauthorized, 429 RateLimited,
+   * 5xx Transient, other 4xx Permanent. */
+  errorForStatus(): Response;
+}
+
+export function send(method: string, url: string, options?: RequestOptions): Response;
+export const http: {
+  send: typeof send;
+  get(url: string, options?: RequestOptions): Response;
+  put(url: string, options?: RequestOptions): Response;
+  post(url: string, options?: RequestOptions): Response;
+  delete(url: string, options?: RequestOptions): Response;
+};
+
+/** Wraps an exported interface: ProviderErrors reach the host as WIT errors, other exceptions
+ * are logged with their stack before the call traps, bool results are checked. */
+export function defineInterface<T extends object>(name: string, impl: T): T;
+
+/** The value of `key` in a WIT list of string pairs (labels, annotations). */
+export function lookup(pairs: Array<[string, string]>, key: string): string | undefined;
+/** An ingress entry for a VIP address. */
+export function vip(ip: string): Ingress;
+/** An ingress entry for a DNS name. */
+export function hostnameIngress(hostname: string): Ingress;
+/** Kubernetes' address type names → the WIT enum. */
+export const ADDRESS_TYPES: Record<string, NodeAddress['kind']>;
+/** `url` without query, fragment or credentials, for messages. */
+export function displayUrl(url: string): string;
+/** Percent-encodes everything but RFC 3986's unreserved characters. */
+export function encodePathSegment(segment: string): string;
+export function encodeUtf8(text: string): Uint8Array;
+export function decodeUtf8(bytes: Uint8Array, fatal?: boolean): string;
+/** The body as text, whitespace collapsed, cut at 512 characters, for messages. */
+export function bodySnippet(body: Uint8Array): string;

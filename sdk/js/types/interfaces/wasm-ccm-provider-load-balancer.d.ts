@@ -1,0 +1,30 @@
+/// <reference path="./wasm-ccm-provider-types.d.ts" />
+declare module 'wasm-ccm:provider/load-balancer@0.1.0' {
+  /**
+   * The load balancer's current ingress, or none when it does not exist. Read-only.
+   */
+  export function get(service: Service): Array<Ingress> | undefined;
+  /**
+   * The name the driver gives the service's load balancer; deterministic, no requests.
+   */
+  export function name(service: Service): string;
+  /**
+   * Create or update the load balancer so it matches `service` and sends traffic to `nodes`.
+   * Idempotent: a second call with the same inputs changes nothing in the cloud.
+   */
+  export function ensure(service: Service, nodes: Array<Node>): EnsureResult;
+  /**
+   * Only the set of backend nodes changed.
+   */
+  export function update(service: Service, nodes: Array<Node>): void;
+  /**
+   * Delete the load balancer; succeeds when it does not exist.
+   */
+  export { _delete as delete };
+  function _delete(service: Service): void;
+  export type Service = import('wasm-ccm:provider/types@0.1.0').Service;
+  export type Node = import('wasm-ccm:provider/types@0.1.0').Node;
+  export type Ingress = import('wasm-ccm:provider/types@0.1.0').Ingress;
+  export type EnsureResult = import('wasm-ccm:provider/types@0.1.0').EnsureResult;
+  export type ProviderError = import('wasm-ccm:provider/types@0.1.0').ProviderError;
+}

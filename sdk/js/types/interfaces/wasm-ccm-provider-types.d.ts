@@ -1,0 +1,349 @@
+declare module 'wasm-ccm:provider/types@0.1.0' {
+  /**
+   * How long to wait before calling again, and why.
+   */
+  export interface Retry {
+    seconds: number,
+    reason: string,
+  }
+  /**
+   * What a driver reports when a call did not succeed. The host maps each case onto the
+   * controllers' requeue, backoff and events, so choose the case that says what happened.
+   */
+  export type ProviderError = ProviderErrorNotFound | ProviderErrorNotImplemented | ProviderErrorImplementedElsewhere | ProviderErrorInvalidConfig | ProviderErrorUnauthorized | ProviderErrorRateLimited | ProviderErrorRetryAfter | ProviderErrorTransient | ProviderErrorPermanent;
+  /**
+   * The object (instance, load balancer, route) does not exist in the cloud.
+   */
+  export interface ProviderErrorNotFound {
+    tag: 'not-found',
+    val: string,
+  }
+  /**
+   * The driver does not implement this function.
+   */
+  export interface ProviderErrorNotImplemented {
+    tag: 'not-implemented',
+  }
+  /**
+   * Another component manages this object (e.g. an external LB controller): the host
+   * treats ensure/update as a successful no-op and writes no status.
+   */
+  export interface ProviderErrorImplementedElsewhere {
+    tag: 'implemented-elsewhere',
+  }
+  /**
+   * The operator's configuration or an annotation on the object is wrong. The host emits a
+   * Warning event with this message and retries slowly; fix the input to recover.
+   */
+  export interface ProviderErrorInvalidConfig {
+    tag: 'invalid-config',
+    val: string,
+  }
+  /**
+   * The cloud refused the credentials (HTTP 401/403).
+   */
+  export interface ProviderErrorUnauthorized {
+    tag: 'unauthorized',
+    val: string,
+  }
+  /**
+   * The cloud asked us to slow down (HTTP 429); seconds from Retry-After when known.
+   */
+  export interface ProviderErrorRateLimited {
+    tag: 'rate-limited',
+    val: number | undefined,
+  }
+  /**
+   * Work is under way in the cloud (e.g. an LB still provisioning): call again after
+   * exactly `seconds`. Never sleep inside a call; return this instead.
+   */
+  export interface ProviderErrorRetryAfter {
+    tag: 'retry-after',
+    val: Retry,
+  }
+  /**
+   * A failure that may pass by itself (network, HTTP 5xx, timeouts): exponential backoff.
+   */
+  export interface ProviderErrorTransient {
+    tag: 'transient',
+    val: string,
+  }
+  /**
+   * A failure that retrying will not fix without a change somewhere.
+   */
+  export interface ProviderErrorPermanent {
+    tag: 'permanent',
+    val: string,
+  }
+  /**
+   * Kinds of node addresses, as in Kubernetes' `NodeAddressType`.
+   * # Variants
+   * 
+   * ## `"hostname"`
+   * 
+   * ## `"internal-ip"`
+   * 
+   * ## `"external-ip"`
+   * 
+   * ## `"internal-dns"`
+   * 
+   * ## `"external-dns"`
+   */
+  export type AddressType = 'hostname' | 'internal-ip' | 'external-ip' | 'internal-dns' | 'external-dns';
+  /**
+   * One node address.
+   */
+  export interface NodeAddress {
+    kind: AddressType,
+    address: string,
+  }
+  /**
+   * A taint on a node.
+   */
+  export interface Taint {
+    key: string,
+    value: string,
+    /**
+     * `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+     */
+    effect: string,
+  }
+  /**
+   * The parts of a Kubernetes Node a driver may need.
+   */
+  export interface Node {
+    name: string,
+    uid: string,
+    /**
+     * `spec.providerID`; empty while the node has none.
+     */
+    providerId: string,
+    labels: Array<[string, string]>,
+    annotations: Array<[string, string]>,
+    /**
+     * `status.addresses`, as the kubelet or the host reported them.
+     */
+    addresses: Array<NodeAddress>,
+    taints: Array<Taint>,
+    /**
+     * The node's Ready condition is True.
+     */
+    ready: boolean,
+  }
+  /**
+   * What the cloud knows about the instance behind a node (InstancesV2 `InstanceMetadata`).
+   */
+  export interface InstanceMetadata {
+    /**
+     * `<scheme>://<id>`, the scheme being `provider-info.provider-id-scheme`.
+     */
+    providerId: string,
+    /**
+     * Written to `node.kubernetes.io/instance-type`; empty for none.
+     */
+    instanceType: string,
+    /**
+     * Written to `topology.kubernetes.io/zone`; empty for none.
+     */
+    zone: string,
+    /**
+     * Written to `topology.kubernetes.io/region`; empty for none.
+     */
+    region: string,
+    /**
+     * The node's addresses in the order the cloud prefers them.
+     */
+    addresses: Array<NodeAddress>,
+    /**
+     * Extra node labels; keys under kubernetes.io or k8s.io are ignored by the host.
+     */
+    additionalLabels: Array<[string, string]>,
+  }
+  /**
+   * Layer-4 protocol of a service port.
+   * # Variants
+   * 
+   * ## `"tcp"`
+   * 
+   * ## `"udp"`
+   * 
+   * ## `"sctp"`
+   */
+  export type Protocol = 'tcp' | 'udp' | 'sctp';
+  /**
+   * One port of a Service.
+   */
+  export interface ServicePort {
+    name: string,
+    protocol: Protocol,
+    port: number,
+    /**
+     * The node port traffic is sent to; 0 when none is allocated.
+     */
+    nodePort: number,
+  }
+  /**
+   * `spec.externalTrafficPolicy`.
+   * # Variants
+   * 
+   * ## `"cluster"`
+   * 
+   * ## `"local"`
+   */
+  export type TrafficPolicy = 'cluster' | 'local';
+  /**
+   * `spec.sessionAffinity`.
+   * # Variants
+   * 
+   * ## `"none"`
+   * 
+   * ## `"client-ip"`
+   */
+  export type SessionAffinity = 'none' | 'client-ip';
+  /**
+   * An IP family of a Service.
+   * # Variants
+   * 
+   * ## `"ipv4"`
+   * 
+   * ## `"ipv6"`
+   */
+  export type IpFamily = 'ipv4' | 'ipv6';
+  /**
+   * `status.loadBalancer.ingress[].ipMode`.
+   * # Variants
+   * 
+   * ## `"vip"`
+   * 
+   * ## `"proxy"`
+   */
+  export type IpMode = 'vip' | 'proxy';
+  /**
+   * One entry of `status.loadBalancer.ingress`.
+   */
+  export interface Ingress {
+    ip?: string,
+    hostname?: string,
+    ipMode?: IpMode,
+  }
+  /**
+   * The parts of a Kubernetes Service of type LoadBalancer a driver may need.
+   */
+  export interface Service {
+    namespace: string,
+    name: string,
+    uid: string,
+    labels: Array<[string, string]>,
+    annotations: Array<[string, string]>,
+    ports: Array<ServicePort>,
+    externalTrafficPolicy: TrafficPolicy,
+    /**
+     * `spec.healthCheckNodePort`; 0 when none.
+     */
+    healthCheckNodePort: number,
+    /**
+     * `spec.loadBalancerIP` (deprecated upstream, still honoured by many clouds).
+     */
+    loadBalancerIp?: string,
+    /**
+     * `spec.loadBalancerSourceRanges`, CIDRs.
+     */
+    loadBalancerSourceRanges: Array<string>,
+    sessionAffinity: SessionAffinity,
+    /**
+     * `spec.sessionAffinityConfig.clientIP.timeoutSeconds`, when set.
+     */
+    sessionAffinityTimeout?: number,
+    ipFamilies: Array<IpFamily>,
+    /**
+     * `spec.loadBalancerClass`, when set.
+     */
+    loadBalancerClass?: string,
+    /**
+     * `status.loadBalancer.ingress` as it is now.
+     */
+    ingress: Array<Ingress>,
+  }
+  /**
+   * What `load-balancer.ensure` wants the host to write on the Service.
+   */
+  export interface EnsureResult {
+    /**
+     * The new `status.loadBalancer.ingress`.
+     */
+    ingress: Array<Ingress>,
+    /**
+     * Annotations to set on the Service (key, value).
+     */
+    setAnnotations: Array<[string, string]>,
+    /**
+     * Annotation keys to remove from the Service.
+     */
+    removeAnnotations: Array<string>,
+  }
+  /**
+   * A route sending a pod CIDR to a node.
+   */
+  export interface Route {
+    /**
+     * The cloud's name or id for the route, as returned by `routes.list`.
+     */
+    name: string,
+    /**
+     * The node the traffic goes to.
+     */
+    targetNode: string,
+    /**
+     * The node's addresses, when the cloud tracks them.
+     */
+    targetNodeAddresses: Array<NodeAddress>,
+    destinationCidr: string,
+    /**
+     * The route points at a node that no longer exists.
+     */
+    blackhole: boolean,
+  }
+  /**
+   * Facts about the cluster, given once to `init`.
+   */
+  export interface Context {
+    /**
+     * `--cluster-name`.
+     */
+    clusterName: string,
+    /**
+     * The UID of the kube-system namespace: stable for the cluster's life.
+     */
+    clusterId: string,
+    /**
+     * The API server's version, e.g. `v1.31.2`.
+     */
+    kubernetesVersion: string,
+  }
+  /**
+   * What a driver tells about itself. `info` must not need `init` and must not make requests.
+   */
+  export interface ProviderInfo {
+    /**
+     * Short name, e.g. `cloudscale`; the `--cloud-provider` value.
+     */
+    name: string,
+    /**
+     * The driver's own version (semver).
+     */
+    version: string,
+    /**
+     * The scheme of the provider IDs it returns, e.g. `cloudscale` for `cloudscale://…`.
+     */
+    providerIdScheme: string,
+    /**
+     * Egress the driver needs by default, as `scheme://host[:port]` patterns; the operator's
+     * `--allow-egress` replaces them.
+     */
+    defaultEgress: Array<string>,
+    /**
+     * Prefixes of the environment variables the host passes to `init` (e.g. `CLOUDSCALE_`).
+     */
+    envPrefixes: Array<string>,
+  }
+}

@@ -20,7 +20,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn ms(d: Duration) -> String {
-    if d < Duration::from_millis(10) {
+    if d < Duration::from_millis(1) {
+        format!("{:.1} µs", d.as_secs_f64() * 1e6)
+    } else if d < Duration::from_millis(10) {
         format!("{:.2} ms", d.as_secs_f64() * 1e3)
     } else {
         format!("{:.0} ms", d.as_secs_f64() * 1e3)

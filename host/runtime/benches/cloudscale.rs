@@ -5,6 +5,9 @@
 //! Run: `cargo bench -p wasm-ccm-runtime --bench cloudscale`. Prints a Markdown table of
 //! medians to paste into BENCHMARKS.md. `BENCH_SERVICES` sets the number of Services (40).
 
+mod common;
+
+use common::node;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,19 +29,6 @@ fn median<T: Ord + Copy>(samples: &mut [T]) -> T {
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
-}
-
-fn node(name: &str) -> Node {
-    Node {
-        name: name.into(),
-        uid: String::new(),
-        provider_id: String::new(),
-        labels: vec![],
-        annotations: vec![],
-        addresses: vec![],
-        taints: vec![],
-        ready: true,
-    }
 }
 
 fn service(i: usize) -> Service {

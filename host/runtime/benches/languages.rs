@@ -6,12 +6,14 @@
 //!
 //! Run: `cargo bench -p wasm-ccm-runtime --bench languages`. Prints a Markdown table of medians.
 
+mod common;
+
+use common::node;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasm_ccm_runtime::log::NullSink;
-use wasm_ccm_runtime::types::Node;
 use wasm_ccm_runtime::{CallScope, DriverOptions, InstanceMode, Runtime, RuntimeOptions};
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -26,19 +28,6 @@ fn ms(d: Duration) -> String {
         format!("{:.2} ms", d.as_secs_f64() * 1e3)
     } else {
         format!("{:.0} ms", d.as_secs_f64() * 1e3)
-    }
-}
-
-fn node(name: &str) -> Node {
-    Node {
-        name: name.into(),
-        uid: String::new(),
-        provider_id: String::new(),
-        labels: vec![],
-        annotations: vec![],
-        addresses: vec![],
-        taints: vec![],
-        ready: true,
     }
 }
 
@@ -79,7 +68,10 @@ async fn main() {
         let mut cold = Vec::new();
         for _ in 0..3 {
             let t = Instant::now();
-            nocache.compile(&origin, bytes.clone()).await.expect("compile");
+            nocache
+                .compile(&origin, bytes.clone())
+                .await
+                .expect("compile");
             cold.push(t.elapsed());
         }
 
@@ -94,7 +86,12 @@ async fn main() {
         let mut compiled = None;
         for _ in 0..7 {
             let t = Instant::now();
-            compiled = Some(cached.compile(&origin, bytes.clone()).await.expect("cached"));
+            compiled = Some(
+                cached
+                    .compile(&origin, bytes.clone())
+                    .await
+                    .expect("cached"),
+            );
             warm_load.push(t.elapsed());
         }
         let compiled = compiled.expect("compiled");

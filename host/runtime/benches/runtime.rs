@@ -4,13 +4,15 @@
 //! Run: `cargo bench -p wasm-ccm-runtime --bench runtime`. Prints a Markdown table of medians
 //! (and p99 where it matters) to paste into BENCHMARKS.md.
 
+mod common;
+
+use common::node;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_ccm_plugins::{HOSTILE_DRIVER, STATIC_DRIVER};
 use wasm_ccm_runtime::log::{LogLimits, NullSink};
-use wasm_ccm_runtime::types::Node;
 use wasm_ccm_runtime::{
     Allocation, CallScope, DriverOptions, EngineOptions, Runtime, RuntimeOptions,
 };
@@ -36,19 +38,6 @@ fn row(name: &str, samples: &mut [Duration], n: usize) {
     let p50 = percentile(samples, 0.5);
     let p99 = percentile(samples, 0.99);
     println!("| {name} | {} | {} | {n} |", fmt(p50), fmt(p99));
-}
-
-fn node(name: &str) -> Node {
-    Node {
-        name: name.into(),
-        uid: String::new(),
-        provider_id: String::new(),
-        labels: vec![],
-        annotations: vec![],
-        addresses: vec![],
-        taints: vec![],
-        ready: true,
-    }
 }
 
 fn quiet() -> DriverOptions {

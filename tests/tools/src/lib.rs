@@ -99,7 +99,8 @@ fn apt_get_download(package: &str, into: &Path) -> Result<(), String> {
     })
 }
 
-fn run(command: &mut Command) -> Result<(), String> {
+/// Runs `command`; an error names it and carries its output.
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     let shown = format!("{command:?}");
     let out = command
         .output()
@@ -108,8 +109,9 @@ fn run(command: &mut Command) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{shown} failed ({}): {}",
+            "{shown} failed ({}):\n{}\n{}",
             out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }

@@ -71,25 +71,15 @@ fn files_in(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
+/// Runs a build tool quietly (no bytecode files, no npm notices).
 fn run(command: &mut Command) -> Result<(), String> {
-    let shown = format!("{command:?}");
-    let out = command
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
-        .env("NPM_CONFIG_FUND", "false")
-        .env("NPM_CONFIG_AUDIT", "false")
-        .output()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{shown} failed ({}):\n{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    crate::run(
+        command
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("NPM_CONFIG_UPDATE_NOTIFIER", "false")
+            .env("NPM_CONFIG_FUND", "false")
+            .env("NPM_CONFIG_AUDIT", "false"),
+    )
 }
 
 /// Copies `files` into `dir` (created).

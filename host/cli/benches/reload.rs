@@ -7,36 +7,15 @@
 //!
 //! Run: `cargo bench -p wasm-ccm --bench reload`. Prints a Markdown table of medians.
 
-use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_test_tools::configmap::{ConfigMapVolume, with_custom_section};
 
 const ROUNDS: usize = 11;
-
-/// `wasm` with a custom section appended: the same driver, other bytes.
-fn variant(wasm: &[u8], n: usize) -> Vec<u8> {
-    let name = b"bench";
-    let payload = n.to_string().into_bytes();
-    let mut out = wasm.to_vec();
-    out.push(0);
-    out.push((1 + name.len() + payload.len()) as u8);
-    out.push(name.len() as u8);
-    out.extend_from_slice(name);
-    out.extend_from_slice(&payload);
-    out
-}
-
-fn swap(dir: &Path, generation: usize, bytes: &[u8]) {
-    let name = format!("..gen{generation}");
-    std::fs::create_dir(dir.join(&name)).expect("dir");
-    std::fs::write(dir.join(&name).join("plugin.wasm"), bytes).expect("write");
-    symlink(&name, dir.join("..data_tmp")).expect("symlink");
-    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("swap");
-}
 
 fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -74,10 +53,9 @@ async fn main() {
     let sim = KubeSim::start(([127, 0, 0, 1], 0).into())
         .await
         .expect("sim");
-    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = tempfile::tempdir().expect("tempdir");
     let base = std::fs::read(wasm_ccm_plugins::STATIC_DRIVER).expect("driver");
-    swap(dir.path(), 0, &base);
-    symlink("..data/plugin.wasm", dir.path().join("plugin.wasm")).expect("key");
+    let mut volume = ConfigMapVolume::new(&base);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("port")
@@ -86,7 +64,7 @@ async fn main() {
         .join("../../plugins/static/examples/cloud-config.yaml");
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasm-ccm"))
         .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
+        .arg(cache.path())
         .args([
             "run",
             "--cloud-provider",
@@ -96,7 +74,7 @@ async fn main() {
             "--leader-elect=false",
         ])
         .arg("--plugin")
-        .arg(dir.path().join("plugin.wasm"))
+        .arg(volume.plugin())
         .arg("--cloud-config")
         .arg(&config)
         .args([
@@ -116,27 +94,21 @@ async fn main() {
     let url = format!("http://127.0.0.1:{port}/metrics");
     wait_in_service(&http, &url, &hex::encode(Sha256::digest(&base))).await;
 
-    let mut generation = 1;
-    let mut run = |versions: &[Vec<u8>]| {
-        let mut out = Vec::new();
-        for bytes in versions {
-            out.push((generation, bytes.clone()));
-            generation += 1;
-        }
-        out
-    };
-    let fresh: Vec<Vec<u8>> = (1..=ROUNDS).map(|n| variant(&base, n)).collect();
+    // The same versions twice: compiled cold the first time, from the compile cache the second.
+    let versions: Vec<Vec<u8>> = (1..=ROUNDS)
+        .map(|n| with_custom_section(&base, "bench", n.to_string().as_bytes()))
+        .collect();
     let mut results = Vec::new();
-    for (label, versions) in [
-        ("new version (cold compile)", run(&fresh)),
-        ("version seen before (compile cache)", run(&fresh)),
+    for label in [
+        "new version (cold compile)",
+        "version seen before (compile cache)",
     ] {
         let mut seen = Vec::new();
         let mut loaded = Vec::new();
-        for (generation, bytes) in versions {
-            let sha = hex::encode(Sha256::digest(&bytes));
+        for bytes in &versions {
+            let sha = hex::encode(Sha256::digest(bytes));
             let started = Instant::now();
-            swap(dir.path(), generation, &bytes);
+            volume.update(bytes);
             let load = wait_in_service(&http, &url, &sha).await;
             seen.push(started.elapsed().as_secs_f64());
             loaded.push(load);

@@ -373,8 +373,8 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
     };
     let driver = load_driver(
         global,
+        &setup.plugin,
         DriverSpec {
-            plugin: &setup.plugin,
             config: setup.config,
             egress: setup.egress,
             call_timeout: Duration::from_secs(10),

@@ -172,9 +172,8 @@ pub struct RunArgs {
     housekeeping_period: Duration,
 }
 
-/// What loading a driver for the controllers needs.
+/// The settings a driver for the controllers is loaded with (whatever its source).
 pub struct DriverSpec<'a> {
-    pub plugin: &'a std::path::Path,
     pub config: Vec<u8>,
     pub egress: Vec<String>,
     pub call_timeout: Duration,
@@ -222,10 +221,14 @@ pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
     }
 }
 
-/// Compiles (or loads from the cache) and initialises a driver.
-pub async fn load_driver(global: &GlobalArgs, spec: DriverSpec<'_>) -> anyhow::Result<Arc<Driver>> {
+/// Compiles (or loads from the cache) and initialises the driver at `plugin`.
+pub async fn load_driver(
+    global: &GlobalArgs,
+    plugin: &std::path::Path,
+    spec: DriverSpec<'_>,
+) -> anyhow::Result<Arc<Driver>> {
     let runtime = global.runtime()?;
-    let compiled = runtime.compile_file(spec.plugin).await?;
+    let compiled = runtime.compile_file(plugin).await?;
     Ok(Arc::new(
         runtime.load(&compiled, driver_options(spec)).await?,
     ))
@@ -435,6 +438,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     let source = PluginSource::parse(&args.plugin)?;
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let facts = cluster_facts(&client).await;
+    let loading = std::time::Instant::now();
     let fetched = fetch(
         global,
         &source,
@@ -444,7 +448,6 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     .await?;
     let runtime = global.runtime()?;
     let opts = driver_options(DriverSpec {
-        plugin: std::path::Path::new(&fetched.origin),
         config: cloud_config,
         egress: args.allow_egress.clone(),
         call_timeout: args.call_timeout,
@@ -456,6 +459,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     });
     let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
     let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
+    let driver_load_time = loading.elapsed();
     if driver.name() != provider {
         bail!(
             "--cloud-provider={provider:?} but the driver {} is {:?}; pass --cloud-provider={:?} or the right --plugin",
@@ -515,6 +519,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
                 .then(|| SocketAddr::new(args.bind_address, args.secure_port)),
             identity,
             reload,
+            driver_load_time,
         },
         cancel,
     )

@@ -1,4 +1,5 @@
 //! `wasm-ccm conformance` as a driver author runs it: every shipped driver passes its scenario,
+//! the static driver written in Python and in JavaScript passes it exactly as the Rust one does,
 //! each bug of the broken test driver fails exactly the checks it breaks, reports come in three
 //! formats, and a cassette recorded once replays without the cloud.
 
@@ -440,5 +441,103 @@ fn bad_input_is_refused_with_the_reason() {
         with_status(&report, "fail"),
         set(&["static/wit-version"]),
         "{report}"
+    );
+}
+
+// Drivers in other languages: the static reference driver written in Python (componentize-py)
+// and in JavaScript (jco / componentize-js), built by the test command with pinned tools from
+// PyPI and npm, pass the same scenario exactly as the Rust static driver does.
+
+/// Conformance of `plugin` equals the Rust static driver's: the same checks pass, the same are
+/// skipped, none fails, at the same level.
+fn assert_same_level_as_rust(language: &str, plugin: &Path) {
+    let scenario = repo("plugins/static/conformance.yaml");
+    let (rust_out, rust) = conformance(STATIC_DRIVER, &scenario, &[]);
+    assert_conformant("Rust static", &rust_out, &rust);
+    let (out, other) = conformance(plugin.to_str().expect("utf-8 path"), &scenario, &[]);
+    assert_conformant(language, &out, &other);
+    assert_eq!(other["level"], rust["level"], "{language}: level");
+    assert_eq!(
+        with_status(&other, "pass"),
+        with_status(&rust, "pass"),
+        "{language}: passed checks differ from Rust's"
+    );
+    assert_eq!(
+        with_status(&other, "skip"),
+        with_status(&rust, "skip"),
+        "{language}: skipped checks differ from Rust's"
+    );
+    assert!(
+        with_status(&rust, "pass").len() > 50,
+        "the scenario runs its checks"
+    );
+}
+
+#[test]
+fn the_python_static_driver_conforms_like_the_rust_one() {
+    let plugin = wasm_ccm_test_tools::polyglot::python_static().unwrap_or_else(|e| panic!("{e}"));
+    assert_same_level_as_rust("Python", &plugin);
+}
+
+#[test]
+fn the_javascript_static_driver_conforms_like_the_rust_one() {
+    let plugin = wasm_ccm_test_tools::polyglot::js_static().unwrap_or_else(|e| panic!("{e}"));
+    assert_same_level_as_rust("JavaScript", &plugin);
+}
+
+/// Every file under `dir`, as (path relative to `dir`, contents).
+fn tree(dir: &Path) -> BTreeSet<(PathBuf, Vec<u8>)> {
+    let mut out = BTreeSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("readable")
+            .map(|e| e.expect("entry"))
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(dir).expect("inside").to_path_buf();
+                out.insert((relative, std::fs::read(&path).expect("readable")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_javascript_typings_match_the_wit_and_compile() {
+    let repo = repo("");
+    let jco = wasm_ccm_test_tools::polyglot::js_tool("jco").unwrap_or_else(|e| panic!("{e}"));
+    let fresh = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(&jco)
+        .current_dir(&repo)
+        .args(["guest-types", "wit", "-n", "full-driver", "-q", "-o"])
+        .arg(fresh.path())
+        .output()
+        .expect("jco runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        tree(fresh.path()) == tree(&repo.join("sdk/js/types")),
+        "sdk/js/types is stale: run `jco guest-types wit -n full-driver -o sdk/js/types` (with the pinned jco of sdk/js/tools)"
+    );
+    let tsc = wasm_ccm_test_tools::polyglot::js_tool("tsc").unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(tsc)
+        .current_dir(repo.join("sdk/js"))
+        .args([
+            "--noEmit", "--strict", "--target", "es2022", "--module", "es2022",
+        ])
+        .args(["--moduleResolution", "bundler", "index.d.ts"])
+        .output()
+        .expect("tsc runs");
+    assert!(
+        out.status.success(),
+        "sdk/js/index.d.ts does not compile:\n{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }

@@ -3,68 +3,22 @@
 //! swap). Bad versions are refused with an event and a metric while the old one keeps serving;
 //! a good one is swapped in without a failed call.
 
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod common;
 
 use common::*;
 use sha2::{Digest, Sha256};
 use wasm_ccm_sim::kube::KubeSim;
-
-/// A directory laid out like a mounted ConfigMap with key `plugin.wasm`.
-struct ConfigMapVolume {
-    dir: tempfile::TempDir,
-    generation: u32,
-}
-
-impl ConfigMapVolume {
-    fn new(first: &[u8]) -> ConfigMapVolume {
-        let mut volume = ConfigMapVolume {
-            dir: tempfile::tempdir().expect("tempdir"),
-            generation: 0,
-        };
-        volume.update(first);
-        symlink("..data/plugin.wasm", volume.plugin()).expect("key symlink");
-        volume
-    }
-
-    fn plugin(&self) -> PathBuf {
-        self.dir.path().join("plugin.wasm")
-    }
-
-    /// What the kubelet does: write a new timestamped directory, point `..data_tmp` at it and
-    /// rename it over `..data`.
-    fn update(&mut self, bytes: &[u8]) {
-        self.generation += 1;
-        let name = format!(
-            "..2026_11_21_00_00_{:02}.{}",
-            self.generation, self.generation
-        );
-        let fresh = self.dir.path().join(&name);
-        std::fs::create_dir(&fresh).expect("data dir");
-        std::fs::write(fresh.join("plugin.wasm"), bytes).expect("write");
-        let tmp = self.dir.path().join("..data_tmp");
-        symlink(&name, &tmp).expect("tmp symlink");
-        std::fs::rename(&tmp, self.dir.path().join("..data")).expect("swap");
-    }
-}
+use wasm_ccm_test_tools::configmap::{ConfigMapVolume, with_custom_section};
 
 fn read(path: &str) -> Vec<u8> {
     std::fs::read(path).expect("driver built by the build script")
 }
 
-/// The same driver with a custom section appended: a new version as far as bytes go.
+/// The same driver with other bytes: a new version as far as the host can tell.
 fn new_version_of(wasm: &[u8]) -> Vec<u8> {
-    let name = b"wasm-ccm-test-version";
-    let payload = b"2";
-    let mut out = wasm.to_vec();
-    out.push(0); // custom section
-    out.push((1 + name.len() + payload.len()) as u8);
-    out.push(name.len() as u8);
-    out.extend_from_slice(name);
-    out.extend_from_slice(payload);
-    out
+    with_custom_section(wasm, "wasm-ccm-test-version", b"2")
 }
 
 fn sha256(bytes: &[u8]) -> String {

@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub identity: String,
     /// Watch the driver's file and hot-swap new versions; `None` keeps the first one.
     pub reload: Option<ReloadOptions>,
+    /// How long loading the driver took (fetch, compile, `info`, `init`), for the load metric.
+    pub driver_load_time: Duration,
 }
 
 /// Why [`run`] returned.
@@ -213,7 +215,7 @@ pub async fn run(
 ) -> std::io::Result<Exit> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
-    record_in_service(&metrics, &driver, "startup", driver.compiled().load_time);
+    record_in_service(&metrics, &driver, "startup", opts.driver_load_time);
     let slot = Arc::new(DriverSlot::new(driver));
     // Every replica watches, leader or not, so a standby takes over with the current version.
     if let Some(reload) = opts.reload {

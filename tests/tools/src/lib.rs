@@ -6,6 +6,7 @@
 //! where later runs find it: the test command installs what it needs, once, project-locally, and
 //! never touches the system. Concurrent test processes serialise on a lock file.
 
+pub mod configmap;
 pub mod polyglot;
 pub mod registry;
 

@@ -20,7 +20,7 @@ const PASSWORD_BCRYPT: &str = "$2b$05$RP6YbMBB8NGF0sKotpBCWea7/XZnXePA1lyC1xwGlC
 pub struct Registry {
     child: Child,
     addr: SocketAddr,
-    _dir: TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Registry {
@@ -46,7 +46,7 @@ impl Registry {
 
     /// The registry's storage root (blobs and repositories on disk).
     pub fn storage(&self) -> PathBuf {
-        self._dir.path().join("storage")
+        self.dir.path().join("storage")
     }
 
     fn launch(auth: bool) -> Result<Registry, String> {
@@ -55,7 +55,7 @@ impl Registry {
         // registry then exits at once, and we try another.
         let mut last_error = String::new();
         for _ in 0..5 {
-            let dir = TempDir::new()?;
+            let dir = tempfile::tempdir().map_err(|e| format!("cannot create a directory: {e}"))?;
             let addr = free_port()?;
             let config = dir.path().join("config.yml");
             let mut yaml = format!(
@@ -87,11 +87,7 @@ impl Registry {
                 .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
             match wait_ready(&mut child, addr, &log_path) {
                 Ok(()) => {
-                    return Ok(Registry {
-                        child,
-                        addr,
-                        _dir: dir,
-                    });
+                    return Ok(Registry { child, addr, dir });
                 }
                 Err(e) => {
                     let _ = child.kill();
@@ -150,32 +146,4 @@ fn answers_http(addr: SocketAddr) -> bool {
     }
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 ")
-}
-
-/// A directory removed when dropped (this crate has no dependencies, so no `tempfile`).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir, String> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "wasm-ccm-registry-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path)
-            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        Ok(TempDir(path))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -11,6 +11,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod toolchain;
+
 /// (package, artifact file stem, env var exported to lib.rs).
 const GUESTS: &[(&str, &str, &str)] = &[
     ("static-driver", "static_driver", "WASM_CCM_STATIC_DRIVER"),
@@ -54,6 +56,8 @@ const PROFILE: &str = "guest";
 const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
 
 fn main() {
+    // First, before anything is printed: a missing target must end the build with one line.
+    ensure_guest_target();
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let workspace = manifest_dir
         .join("../..")
@@ -89,6 +93,75 @@ fn main() {
             .join(format!("{stem}.wasm"));
         check_component(&artifact, package);
         println!("cargo:rustc-env={env_var}={}", artifact.display());
+    }
+}
+
+/// Stops the build with one line (cargo shows a failed build script's stderr).
+fn stop(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}
+
+/// Adds `wasm32-wasip2` to the compiler's toolchain when it is missing (rustup adds a toolchain
+/// file's targets only when it installs the toolchain), or stops with the command to run.
+fn ensure_guest_target() {
+    // Cargo gives build scripts the compiler it uses; the nested cargo inherits it.
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
+    let output = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap_or_else(|e| stop(&format!("cannot run {rustc:?} --print sysroot: {e}")));
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if !output.status.success() || sysroot.as_os_str().is_empty() {
+        stop(&format!(
+            "{rustc:?} --print sysroot failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let rustup = toolchain::find_rustup(
+        std::env::var_os("PATH").as_deref(),
+        std::env::var_os("CARGO_HOME").map(PathBuf::from).as_deref(),
+        std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+    );
+    let name =
+        toolchain::toolchain_name(std::env::var("RUSTUP_TOOLCHAIN").ok().as_deref(), &sysroot);
+    match toolchain::plan(&sysroot, rustup, name.clone()) {
+        toolchain::Plan::Ready => {}
+        toolchain::Plan::Stop(message) => stop(&message),
+        toolchain::Plan::Add { rustup, args } => {
+            let failure = match Command::new(&rustup).args(&args).output() {
+                Err(e) => Some(format!("cannot run {}: {e}", rustup.display())),
+                Ok(out) if !out.status.success() => {
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    let last = stderr
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("");
+                    Some(format!("{}: {}", out.status, last.trim()))
+                }
+                Ok(_) => None,
+            };
+            let failure = failure.or_else(|| {
+                (!toolchain::sysroot_has_target(&sysroot, toolchain::GUEST_TARGET))
+                    .then(|| "rustup reported success but the target is still missing".to_string())
+            });
+            if let Some(reason) = failure {
+                stop(&toolchain::missing_message(
+                    &sysroot,
+                    name.as_deref(),
+                    Some(&reason),
+                ));
+            }
+            // Past tense: cargo replays this line on later builds until the script runs again.
+            println!(
+                "cargo:warning=added the {} target to the toolchain {} (`rustup {}`), which lacked it",
+                toolchain::GUEST_TARGET,
+                name.as_deref().unwrap_or("?"),
+                args.join(" ")
+            );
+        }
     }
 }
 

@@ -67,3 +67,114 @@ pub fn check_fits_configmap(name: &str, wasm_len: u64) -> Result<u64, String> {
         Ok(counted)
     }
 }
+
+/// The build script's toolchain check, compiled here too so its decisions are unit-tested.
+#[cfg(test)]
+#[path = "../toolchain.rs"]
+mod toolchain;
+
+#[cfg(test)]
+mod toolchain_tests {
+    use super::toolchain::{self, Plan};
+    use std::path::PathBuf;
+
+    fn sysroot(with_target: bool) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("lib/rustlib/x86_64-unknown-linux-gnu/lib"))
+            .unwrap();
+        if with_target {
+            std::fs::create_dir_all(dir.path().join("lib/rustlib/wasm32-wasip2/lib")).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_sysroot_with_the_target_is_ready() {
+        let root = sysroot(true);
+        assert!(toolchain::sysroot_has_target(root.path(), "wasm32-wasip2"));
+        let plan = toolchain::plan(root.path(), None, None);
+        assert_eq!(plan, Plan::Ready);
+    }
+
+    #[test]
+    fn a_missing_target_is_added_to_the_active_toolchain() {
+        let root = sysroot(false);
+        assert!(!toolchain::sysroot_has_target(root.path(), "wasm32-wasip2"));
+        let plan = toolchain::plan(
+            root.path(),
+            Some(PathBuf::from("/opt/rustup")),
+            Some("1.95.0-x86_64-unknown-linux-gnu".into()),
+        );
+        assert_eq!(
+            plan,
+            Plan::Add {
+                rustup: PathBuf::from("/opt/rustup"),
+                args: [
+                    "target",
+                    "add",
+                    "wasm32-wasip2",
+                    "--toolchain",
+                    "1.95.0-x86_64-unknown-linux-gnu"
+                ]
+                .map(String::from)
+                .to_vec(),
+            }
+        );
+    }
+
+    #[test]
+    fn without_rustup_the_build_stops_with_the_command_to_run() {
+        let root = sysroot(false);
+        let Plan::Stop(message) = toolchain::plan(
+            root.path(),
+            None,
+            Some("1.95.0-x86_64-unknown-linux-gnu".into()),
+        ) else {
+            panic!("expected a stop");
+        };
+        assert!(!message.contains('\n'), "one line: {message}");
+        assert!(
+            message.contains(
+                "rustup target add wasm32-wasip2 --toolchain 1.95.0-x86_64-unknown-linux-gnu"
+            ),
+            "{message}"
+        );
+        // A sysroot outside rustup's tree still gets a command that names the target.
+        let Plan::Stop(message) = toolchain::plan(root.path(), None, None) else {
+            panic!("expected a stop");
+        };
+        assert!(message.contains("wasm32-wasip2"), "{message}");
+    }
+
+    #[test]
+    fn the_toolchain_name_comes_from_rustup_or_the_sysroot_path() {
+        let sysroot = PathBuf::from("/root/.rustup/toolchains/1.95.0-x86_64-unknown-linux-gnu");
+        assert_eq!(
+            toolchain::toolchain_name(Some("stable-x86_64-unknown-linux-gnu"), &sysroot).as_deref(),
+            Some("stable-x86_64-unknown-linux-gnu")
+        );
+        assert_eq!(
+            toolchain::toolchain_name(None, &sysroot).as_deref(),
+            Some("1.95.0-x86_64-unknown-linux-gnu")
+        );
+        assert_eq!(
+            toolchain::toolchain_name(None, &PathBuf::from("/usr")),
+            None
+        );
+    }
+
+    #[test]
+    fn rustup_is_found_beside_cargo_when_not_on_path() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let bin = home.path().join(".cargo/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("rustup"), b"").unwrap();
+        let empty = tempfile::tempdir().expect("temp dir");
+        let path = std::env::join_paths([empty.path()]).unwrap();
+        assert_eq!(
+            toolchain::find_rustup(Some(&path), None, Some(home.path())),
+            Some(bin.join("rustup"))
+        );
+        assert_eq!(toolchain::find_rustup(Some(&path), None, None), None);
+    }
+}

@@ -41,6 +41,9 @@ pub struct CallArgs {
     /// Deadline of the call, e.g. 10s or 500ms.
     #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
     timeout: std::time::Duration,
+    /// Deadline of the driver's `init` (and of instantiation), e.g. 60s.
+    #[arg(long = "init-timeout", default_value = "60s", value_parser = parse_duration)]
+    init_timeout: std::time::Duration,
     /// Linear memory the driver may use, e.g. 64Mi.
     #[arg(long, default_value = "64Mi", value_parser = parse_size)]
     memory_limit: usize,
@@ -121,6 +124,7 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode
             Some(args.allow_egress.clone())
         },
         call_timeout: args.timeout,
+        init_timeout: args.init_timeout,
         memory_limit: args.memory_limit,
         mode: InstanceMode::Warm,
         http_interceptor: recorder

@@ -20,7 +20,24 @@ pub struct InspectArgs {
 pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let runtime = global.runtime()?;
     let compiled = runtime.compile_file(&args.plugin).await?;
-    let info = runtime.info(&compiled).await?;
+    let mut info = runtime.info(&compiled).await?;
+    // Checked before anything is printed: a hostile `info` may hold megabytes.
+    let verdict = wasm_ccm_runtime::info_rules::validate(&info);
+    for field in [
+        &mut info.name,
+        &mut info.version,
+        &mut info.provider_id_scheme,
+    ] {
+        *field = shown(field);
+    }
+    for list in [
+        &mut info.default_egress,
+        &mut info.env_prefixes,
+        &mut info.annotation_prefixes,
+    ] {
+        list.truncate(32);
+        list.iter_mut().for_each(|item| *item = shown(item));
+    }
     let s = &compiled.surface;
     if args.json {
         let doc = json!({
@@ -38,7 +55,9 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 "provider-id-scheme": info.provider_id_scheme,
                 "default-egress": info.default_egress,
                 "env-prefixes": info.env_prefixes,
+                "annotation-prefixes": info.annotation_prefixes,
             },
+            "info-problem": verdict.as_ref().err(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -76,6 +95,38 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 info.env_prefixes.join(", ")
             }
         );
+        println!(
+            "annotation prefixes: {}",
+            if info.annotation_prefixes.is_empty() {
+                "(none)".to_string()
+            } else {
+                info.annotation_prefixes.join(", ")
+            }
+        );
+        match &verdict {
+            Ok(()) => println!("info:                valid"),
+            Err(e) => println!("info:                INVALID, the host will not load it: {e}"),
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    // A driver the host refuses to load is not fit to ship: fail scripts that inspect it.
+    Ok(if verdict.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// At most 128 characters of a driver-supplied string, escaped when it has control characters.
+fn shown(value: &str) -> String {
+    let head: String = value.chars().take(128).collect();
+    let head = if head.chars().any(char::is_control) {
+        format!("{head:?}")
+    } else {
+        head
+    };
+    if head.len() < value.len() {
+        format!("{head}… ({} bytes)", value.len())
+    } else {
+        head
+    }
 }

@@ -378,6 +378,7 @@ pub async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<Ex
             config: setup.config,
             egress: setup.egress,
             call_timeout: Duration::from_secs(10),
+            init_timeout: Duration::from_secs(60),
             memory_limit: 64 << 20,
             cluster_name: &config.cluster_name,
             max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,

@@ -46,7 +46,9 @@ fn quiet() -> DriverOptions {
         log: LogLimits {
             lines_per_second: u32::MAX,
             burst: u32::MAX,
-            max_line_bytes: 8192,
+            bytes_per_second: u32::MAX,
+            burst_bytes: u32::MAX,
+            ..LogLimits::default()
         },
         ..Default::default()
     }

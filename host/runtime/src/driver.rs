@@ -25,6 +25,7 @@ use crate::engine::{EngineOptions, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::http::{HttpCapability, HttpInterceptor, HttpLimits};
 use crate::log::{DriverLogger, LogLimits, LogSink, TracingSink, is_secret_env_name};
+use crate::result_caps::{Capped, cap_error};
 use crate::state::{DriverHost, InstanceState};
 use crate::surface::{self, Surface};
 
@@ -288,11 +289,11 @@ impl Runtime {
         opts: DriverOptions,
     ) -> Result<Driver, HostError> {
         let info = self.info(compiled).await?;
-        let name = if info.name.is_empty() {
-            compiled.origin.clone()
-        } else {
-            info.name.clone()
-        };
+        crate::info_rules::validate(&info).map_err(|detail| HostError::InvalidInfo {
+            origin: compiled.origin.clone(),
+            detail,
+        })?;
+        let name = info.name.clone();
         let patterns = opts
             .egress
             .clone()
@@ -447,6 +448,10 @@ impl Slot {
             InstanceState::new(host, opts.memory_limit, Arc::new(EmptyCluster)),
         );
         store.limiter(|s| &mut s.limiter);
+        // What one guest-to-host transfer (an import's arguments, an export's results) may make
+        // the host allocate, copies of aliased buffers included; wasmtime's default is 128 MiB
+        // whatever the driver's own limit.
+        store.set_hostcall_fuel(hostcall_fuel(opts.memory_limit));
         // Checked every epoch tick: past the deadline the guest traps, otherwise it yields so a
         // busy guest never starves the tokio worker it runs on.
         store.epoch_deadline_callback(|ctx| {
@@ -576,7 +581,7 @@ impl DriverInner {
                 .call_init(&mut slot.store, &o.context, &o.config, &self.env);
         match tokio::time::timeout(o.init_timeout, call).await {
             Ok(Ok(Ok(()))) => Ok(slot),
-            Ok(Ok(Err(e))) => Err(CallError::Provider(e)),
+            Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e))),
             Ok(Err(e)) => Err(classify(
                 &e,
                 &self.name,
@@ -619,7 +624,7 @@ impl DriverInner {
         }
     }
 
-    async fn invoke<R>(
+    async fn invoke<R: Capped>(
         &self,
         function: &str,
         scope: &CallScope,
@@ -668,11 +673,20 @@ impl DriverInner {
         let result = match result {
             Ok(Ok(Ok(v))) => {
                 self.put_back(slot);
-                Ok(v)
+                // The instance is sound (it returned normally); only this answer is refused.
+                match v.check_caps() {
+                    Ok(()) => Ok(v),
+                    Err(detail) => Err(HostError::ResultOverCap {
+                        driver: self.name.clone(),
+                        function: function.into(),
+                        detail,
+                    }
+                    .into()),
+                }
             }
             Ok(Ok(Err(provider_error))) => {
                 self.put_back(slot);
-                Err(CallError::Provider(provider_error))
+                Err(CallError::Provider(cap_error(provider_error)))
             }
             Ok(Err(trap)) => {
                 let e = classify(
@@ -757,13 +771,57 @@ fn classify(
     HostError::Trap {
         driver: driver.into(),
         function: function.into(),
-        detail: first_line(&format!("{e:#}")),
+        detail: trap_cause(e, &slot.store.data().last_panic()),
     }
 }
 
-fn first_line(s: &str) -> String {
+/// Bytes one guest-to-host transfer may copy: a quarter of the memory limit, between 1 and
+/// 16 MiB. Results bigger than that are no CCM answer; the caps in [`crate::result_caps`] then
+/// bound their shape.
+pub(crate) fn hostcall_fuel(memory_limit: usize) -> usize {
+    (memory_limit / 4).clamp(1 << 20, 16 << 20)
+}
+
+/// What made the guest stop, in words: the trap code, `exit(N)`, or the root cause wasmtime
+/// reported (hostcall fuel, a WASI limit), never the "error while executing at wasm backtrace"
+/// context that heads every wasmtime error. A panic gets the guest's own panic line when it
+/// printed one.
+pub(crate) fn trap_cause(e: &wasmtime::Error, last_panic: &Option<String>) -> String {
+    let cause = if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        format!("the driver called exit({})", exit.0)
+    } else if let Some(trap) = e.downcast_ref::<Trap>() {
+        match trap {
+            Trap::StackOverflow => "stack overflow (unbounded recursion?)".to_string(),
+            Trap::UnreachableCodeReached => match last_panic {
+                Some(panic) => format!("panicked: {panic}"),
+                None => "reached `unreachable` (a panic or abort in the driver)".to_string(),
+            },
+            // Rust and C keep big frames on a shadow stack in linear memory: its overflow is an
+            // access below address 0, not a wasm stack overflow.
+            Trap::MemoryOutOfBounds => {
+                "out-of-bounds memory access (a stack overflow of a Rust or C driver's shadow stack, or a bad pointer)".to_string()
+            }
+            Trap::IntegerDivisionByZero => "integer division by zero".to_string(),
+            Trap::IntegerOverflow => "integer overflow".to_string(),
+            Trap::OutOfFuel => "out of fuel".to_string(),
+            other => format!("wasm trap: {other}"),
+        }
+    } else {
+        let root = e.root_cause().to_string();
+        if root.contains("fuel allocated for hostcalls") {
+            format!(
+                "it tried to pass more than the host accepts in one call ({root}); results and arguments are bounded by --memory-limit"
+            )
+        } else {
+            root
+        }
+    };
+    cut_chars(&cause, 500)
+}
+
+fn cut_chars(s: &str, max: usize) -> String {
     let line = s.lines().next().unwrap_or(s);
-    line.chars().take(500).collect()
+    line.chars().take(max).collect()
 }
 
 macro_rules! typed_call {
@@ -813,6 +871,12 @@ impl Driver {
     /// Call and instance counters.
     pub fn stats(&self) -> &DriverStats {
         &self.inner.stats
+    }
+
+    /// Values the driver's log lines are redacted of now (host-found and `log.redact`ed), which
+    /// the host keeps bounded.
+    pub fn redaction_secrets(&self) -> usize {
+        self.inner.host.logger.secret_count()
     }
 
     /// Log lines dropped by the rate limit.

@@ -63,7 +63,8 @@ pub enum HostError {
     },
     /// A call ran past its deadline and was stopped.
     #[error(
-        "driver {driver} exceeded its {deadline:?} deadline in {function} and was stopped; the instance was replaced (raise --call-timeout if the cloud is slow, or fix a loop in the driver)"
+        "driver {driver} exceeded its {deadline:?} deadline in {function} and was stopped; the instance was replaced (raise {} if the cloud is slow, or fix a loop in the driver)",
+        deadline_flag(function)
     )]
     Deadline {
         driver: String,
@@ -88,6 +89,20 @@ pub enum HostError {
         function: String,
         detail: String,
     },
+    /// The driver's `info()` breaks a rule (see [`crate::info_rules`]); it is not loaded.
+    #[error(
+        "{origin}: the driver's info() is invalid: {detail}; the driver was not loaded — fix its provider-info (wit/README.md lists the rules)"
+    )]
+    InvalidInfo { origin: String, detail: String },
+    /// A result was over one of the caps of [`crate::result_caps`]; it was discarded whole.
+    #[error(
+        "driver {driver} returned a result over the host's caps from {function}: {detail}; nothing of it was used — this is a bug in the driver, report it to its author (wit/README.md lists the caps)"
+    )]
+    ResultOverCap {
+        driver: String,
+        function: String,
+        detail: String,
+    },
     /// The caller asked for an interface the driver does not export.
     #[error("driver {driver} does not export {interface}, so it cannot serve {function}")]
     NotExported {
@@ -104,6 +119,14 @@ pub enum HostError {
     /// Reading or writing a file failed.
     #[error("{path}: {detail}")]
     Io { path: String, detail: String },
+}
+
+/// The flag that sets the deadline `function` ran under.
+fn deadline_flag(function: &str) -> &'static str {
+    match function {
+        "provider.init" | "instantiate" => "--init-timeout",
+        _ => "--call-timeout",
+    }
 }
 
 /// Why a driver call did not return a value: the driver said so, or the host stopped it.

@@ -132,15 +132,23 @@ impl LogSink for NullSink {
     fn emit(&self, _: &LogRecord<'_>) {}
 }
 
-/// How many lines a driver may log.
+/// How much a driver may log.
 #[derive(Debug, Clone, Copy)]
 pub struct LogLimits {
     /// Sustained lines per second.
     pub lines_per_second: u32,
     /// Lines allowed in a burst.
     pub burst: u32,
-    /// Longest line kept, in bytes; longer ones are cut.
+    /// Longest record kept, in bytes, message and every field key and value together; longer
+    /// ones are cut.
     pub max_line_bytes: usize,
+    /// Most fields kept in one record; the rest are dropped with a note.
+    pub max_fields: usize,
+    /// Sustained bytes per second (after cutting), so that long lines cannot flood the host's
+    /// log at the line rate.
+    pub bytes_per_second: u32,
+    /// Bytes allowed in a burst.
+    pub burst_bytes: u32,
 }
 
 impl Default for LogLimits {
@@ -149,13 +157,28 @@ impl Default for LogLimits {
             lines_per_second: 100,
             burst: 1000,
             max_line_bytes: 8 * 1024,
+            max_fields: 32,
+            bytes_per_second: 64 * 1024,
+            burst_bytes: 1024 * 1024,
         }
     }
 }
 
-/// The smallest value the host treats as a secret: shorter strings would redact ordinary words.
+/// The smallest value the host treats as a secret when the host found it (an environment
+/// variable named like a credential).
 const MIN_SECRET_LEN: usize = 4;
+/// The smallest value a driver may register with `log.redact`: shorter ones would let it blank
+/// out ordinary words (`node`, `info`) from its own lines and events.
+pub const MIN_DRIVER_SECRET_LEN: usize = 8;
+/// The longest secret a driver may register; longer values are refused with a warning (no
+/// credential is this long, and each one is searched for in every line).
+pub const MAX_DRIVER_SECRET_BYTES: usize = 4 * 1024;
+/// Secrets a driver may have registered at once; registering more forgets the oldest (a driver
+/// that refreshes a token every hour keeps its newest ones redacted, and memory stays bounded).
+pub const MAX_DRIVER_SECRETS: usize = 64;
 const REDACTED: &str = "[redacted]";
+/// Longest field key kept.
+const MAX_FIELD_KEY_BYTES: usize = 256;
 
 /// A driver's logger, shared by all its instances.
 pub struct DriverLogger {
@@ -165,11 +188,38 @@ pub struct DriverLogger {
     bucket: Mutex<Bucket>,
     dropped_total: AtomicU64,
     dropped_unreported: AtomicU64,
-    secrets: RwLock<Vec<String>>,
+    secrets: RwLock<Secrets>,
+}
+
+/// Values never to show: the host's own finds (kept for the driver's life) and the driver's
+/// (`log.redact`, bounded, oldest forgotten first). `sorted` is both, longest first.
+#[derive(Default)]
+struct Secrets {
+    pinned: Vec<String>,
+    driver: std::collections::VecDeque<String>,
+    sorted: Vec<String>,
+}
+
+impl Secrets {
+    fn contains(&self, s: &str) -> bool {
+        self.pinned.iter().chain(self.driver.iter()).any(|x| x == s)
+    }
+
+    fn resort(&mut self) {
+        self.sorted = self
+            .pinned
+            .iter()
+            .chain(self.driver.iter())
+            .cloned()
+            .collect();
+        // Longest first, so a secret that contains another is replaced whole.
+        self.sorted.sort_by_key(|x| std::cmp::Reverse(x.len()));
+    }
 }
 
 struct Bucket {
     tokens: f64,
+    bytes: f64,
     last: Instant,
 }
 
@@ -182,11 +232,12 @@ impl DriverLogger {
             limits,
             bucket: Mutex::new(Bucket {
                 tokens: f64::from(limits.burst),
+                bytes: f64::from(limits.burst_bytes),
                 last: Instant::now(),
             }),
             dropped_total: AtomicU64::new(0),
             dropped_unreported: AtomicU64::new(0),
-            secrets: RwLock::new(Vec::new()),
+            secrets: RwLock::new(Secrets::default()),
         }
     }
 
@@ -195,25 +246,71 @@ impl DriverLogger {
         self.dropped_total.load(Ordering::Relaxed)
     }
 
-    /// Marks `secret` so it never appears in a line again.
+    /// Marks `secret`, found by the host (a credential-named environment variable), so it never
+    /// appears in a line again, for the driver's whole life.
     pub fn add_secret(&self, secret: &str) {
         if secret.len() < MIN_SECRET_LEN {
             return;
         }
         if let Ok(mut s) = self.secrets.write()
-            && !s.iter().any(|x| x == secret)
+            && !s.contains(secret)
         {
-            s.push(secret.to_string());
-            // Longest first, so a secret that contains another is replaced whole.
-            s.sort_by_key(|x| std::cmp::Reverse(x.len()));
+            s.pinned.push(secret.to_string());
+            s.resort();
         }
+    }
+
+    /// `log.redact` from the driver: like [`DriverLogger::add_secret`], but bounded in length
+    /// and count so that a driver cannot grow the host (see [`MAX_DRIVER_SECRETS`]).
+    pub fn add_driver_secret(&self, secret: &str, function: &str, object: &str) {
+        if secret.len() < MIN_DRIVER_SECRET_LEN {
+            return;
+        }
+        if secret.len() > MAX_DRIVER_SECRET_BYTES {
+            let message = format!(
+                "driver {} asked to redact a value of {} bytes; values over {MAX_DRIVER_SECRET_BYTES} bytes are not redacted (and not kept): redact the credential, not a whole document",
+                self.driver,
+                secret.len()
+            );
+            self.host_warning(function, object, &message);
+            return;
+        }
+        if let Ok(mut s) = self.secrets.write()
+            && !s.contains(secret)
+        {
+            if s.driver.len() >= MAX_DRIVER_SECRETS {
+                s.driver.pop_front();
+            }
+            s.driver.push_back(secret.to_string());
+            s.resort();
+        }
+    }
+
+    /// Secrets held now (host-found and driver-registered).
+    pub fn secret_count(&self) -> usize {
+        self.secrets.read().map(|s| s.sorted.len()).unwrap_or(0)
     }
 
     /// Replaces every known secret in `text`.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match self.secrets.read() {
-            Ok(secrets) => redact_with(&secrets, text),
+            Ok(secrets) => redact_with(&secrets.sorted, text),
             Err(_) => Cow::Borrowed(text),
+        }
+    }
+
+    /// A warning from the host about the driver, subject to the same rate limit.
+    fn host_warning(&self, function: &str, object: &str, message: &str) {
+        if self.take_tokens(message.len()) {
+            self.sink.emit(&LogRecord {
+                level: Level::Warn,
+                source: Source::Host,
+                driver: &self.driver,
+                function,
+                object,
+                message,
+                fields: &[],
+            });
         }
     }
 
@@ -227,7 +324,19 @@ impl DriverLogger {
         message: &str,
         fields: &[(String, String)],
     ) {
-        if !self.take_token() {
+        let max = self.limits.max_line_bytes;
+        // One read of the secret list for the whole line.
+        let guard = self.secrets.read();
+        let secrets: &[String] = guard.as_deref().map(|s| s.sorted.as_slice()).unwrap_or(&[]);
+        // Each part is cut to the line's size plus the longest secret before any work, so the
+        // cost of redaction is bounded; a secret cut by this lies wholly past `max` and the final
+        // cut below removes what is left of it (redaction only moves text later).
+        let slack = secrets.first().map_or(0, String::len);
+        let (message, fields, dropped) =
+            precut(message, fields, max + slack, self.limits.max_fields);
+        let size =
+            (message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()).min(max);
+        if !self.take_tokens(size) {
             self.dropped_total.fetch_add(1, Ordering::Relaxed);
             self.dropped_unreported.fetch_add(1, Ordering::Relaxed);
             return;
@@ -235,8 +344,12 @@ impl DriverLogger {
         let unreported = self.dropped_unreported.swap(0, Ordering::Relaxed);
         if unreported > 0 {
             let message = format!(
-                "dropped {unreported} log lines of driver {} (limit {} lines/s, burst {})",
-                self.driver, self.limits.lines_per_second, self.limits.burst
+                "dropped {unreported} log lines of driver {} (limit {} lines/s, burst {}; {} bytes/s, burst {} bytes)",
+                self.driver,
+                self.limits.lines_per_second,
+                self.limits.burst,
+                self.limits.bytes_per_second,
+                self.limits.burst_bytes
             );
             self.sink.emit(&LogRecord {
                 level: Level::Warn,
@@ -248,18 +361,11 @@ impl DriverLogger {
                 fields: &[],
             });
         }
-        let max = self.limits.max_line_bytes;
-        // One read of the secret list for the whole line.
-        let guard = self.secrets.read();
-        let secrets: &[String] = guard.as_deref().map(Vec::as_slice).unwrap_or(&[]);
-        let message = truncate(redact_with(secrets, message), max);
-        // Copy the fields only from the first one that redaction or cutting changes.
+        let message = redact_with(secrets, &message);
+        // Copy the fields only from the first one that redaction changes.
         let mut cleaned: Option<Vec<(String, String)>> = None;
         for (i, (k, v)) in fields.iter().enumerate() {
-            let (k2, v2) = (
-                truncate(redact_with(secrets, k), 256),
-                truncate(redact_with(secrets, v), max),
-            );
+            let (k2, v2) = (redact_with(secrets, k), redact_with(secrets, v));
             let changed = matches!(k2, Cow::Owned(_)) || matches!(v2, Cow::Owned(_));
             if changed && cleaned.is_none() {
                 cleaned = Some(fields[..i].to_vec());
@@ -268,7 +374,8 @@ impl DriverLogger {
                 c.push((k2.into_owned(), v2.into_owned()));
             }
         }
-        let fields = cleaned.as_deref().unwrap_or(fields);
+        let fields = cleaned.as_deref().unwrap_or(&fields);
+        let (message, fields) = bound_record(&message, fields, max, dropped);
         self.sink.emit(&LogRecord {
             level,
             source,
@@ -276,26 +383,102 @@ impl DriverLogger {
             function,
             object,
             message: &message,
-            fields,
+            fields: &fields,
         });
     }
 
-    fn take_token(&self) -> bool {
+    /// Takes one line and `bytes` bytes from the buckets, or neither.
+    fn take_tokens(&self, bytes: usize) -> bool {
         let Ok(mut b) = self.bucket.lock() else {
             return false;
         };
         let now = Instant::now();
-        let refill =
-            now.duration_since(b.last).as_secs_f64() * f64::from(self.limits.lines_per_second);
-        b.tokens = (b.tokens + refill).min(f64::from(self.limits.burst));
+        let elapsed = now.duration_since(b.last).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * f64::from(self.limits.lines_per_second))
+            .min(f64::from(self.limits.burst));
+        b.bytes = (b.bytes + elapsed * f64::from(self.limits.bytes_per_second))
+            .min(f64::from(self.limits.burst_bytes));
         b.last = now;
-        if b.tokens >= 1.0 {
+        let bytes = bytes as f64;
+        if b.tokens >= 1.0 && b.bytes >= bytes {
             b.tokens -= 1.0;
+            b.bytes -= bytes;
             true
         } else {
             false
         }
     }
+}
+
+/// A record's fields, borrowed unless something had to change.
+type Fields<'a> = Cow<'a, [(String, String)]>;
+
+/// Cuts each part of a record (message, every key and value) to `each` bytes and keeps
+/// the first `max_fields` fields, returning how many fields were dropped. Borrows when nothing
+/// is cut.
+fn precut<'a>(
+    message: &'a str,
+    fields: &'a [(String, String)],
+    each: usize,
+    max_fields: usize,
+) -> (Cow<'a, str>, Fields<'a>, usize) {
+    let dropped = fields.len().saturating_sub(max_fields);
+    let fields = &fields[..fields.len().min(max_fields)];
+    let fits = |k: &str, v: &str| k.len() <= each && v.len() <= each;
+    let fields = if fields.iter().all(|(k, v)| fits(k, v)) {
+        Cow::Borrowed(fields)
+    } else {
+        Cow::Owned(
+            fields
+                .iter()
+                .map(|(k, v)| (cut(k, each).to_string(), cut(v, each).to_string()))
+                .collect(),
+        )
+    };
+    let message = if message.len() <= each {
+        Cow::Borrowed(message)
+    } else {
+        Cow::Borrowed(cut(message, each))
+    };
+    (message, fields, dropped)
+}
+
+/// Cuts a record to `max` bytes over message, keys and values together (the markers saying what
+/// was cut come on top). The budget goes to the message first, then to fields in order; what
+/// does not fit is dropped, and a last field says how many were (`dropped` of them already
+/// before).
+fn bound_record<'a>(
+    message: &'a str,
+    fields: &'a [(String, String)],
+    max: usize,
+    dropped: usize,
+) -> (Cow<'a, str>, Fields<'a>) {
+    let total: usize = message.len() + fields.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if total <= max && dropped == 0 {
+        return (Cow::Borrowed(message), Cow::Borrowed(fields));
+    }
+    let message = truncate(Cow::Borrowed(message), max);
+    let mut left = max.saturating_sub(message.len());
+    let mut kept = Vec::new();
+    let mut dropped_fields = dropped;
+    for (k, v) in fields {
+        if left == 0 {
+            dropped_fields += 1;
+            continue;
+        }
+        let k = truncate(Cow::Borrowed(k.as_str()), MAX_FIELD_KEY_BYTES.min(left));
+        left = left.saturating_sub(k.len());
+        let v = truncate(Cow::Borrowed(v.as_str()), left);
+        left = left.saturating_sub(v.len());
+        kept.push((k.into_owned(), v.into_owned()));
+    }
+    if dropped_fields > 0 {
+        kept.push((
+            "wasm_ccm_truncated".to_string(),
+            format!("{dropped_fields} more fields dropped (a line keeps at most {max} bytes and a bounded number of fields)"),
+        ));
+    }
+    (message, Cow::Owned(kept))
 }
 
 /// Replaces each of `secrets` (longest first) in `text`, borrowing when none occurs.
@@ -309,11 +492,14 @@ fn redact_with<'a>(secrets: &[String], text: &'a str) -> Cow<'a, str> {
     out
 }
 
+/// Room kept for the `… [truncated N bytes]` marker, so a cut part stays within `max`.
+const TRUNCATION_MARK_BYTES: usize = 44;
+
 fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
     if s.len() <= max {
         return s;
     }
-    let kept = cut(&s, max);
+    let kept = cut(&s, max.saturating_sub(TRUNCATION_MARK_BYTES));
     Cow::Owned(format!(
         "{kept}… [truncated {} bytes]",
         s.len() - kept.len()
@@ -381,9 +567,10 @@ mod tests {
 
     #[test]
     fn long_lines_are_cut_on_a_char_boundary() {
-        let s = "é".repeat(10);
-        let t = truncate(Cow::Borrowed(&s), 5);
+        let s = "é".repeat(100);
+        let t = truncate(Cow::Borrowed(&s), 49);
         assert!(t.starts_with("éé"), "{t}");
+        assert!(t.len() <= 49, "{}", t.len());
         assert!(t.contains("truncated"));
     }
 

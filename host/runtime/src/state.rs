@@ -49,14 +49,19 @@ pub(crate) struct InstanceState {
     pub host: Arc<DriverHost>,
     pub call: CallState,
     pub tags: Arc<Mutex<CallTags>>,
+    /// The guest's last panic line on stderr in this call (`panicked at …: message`), for the
+    /// trap message.
+    panic: Arc<Mutex<Option<String>>>,
 }
 
 impl InstanceState {
     pub fn new(host: Arc<DriverHost>, memory_limit: usize, cluster: Arc<dyn ClusterView>) -> Self {
         let tags = Arc::new(Mutex::new(CallTags::default()));
+        let panic = Arc::new(Mutex::new(None));
         let out = |source| LogOutput {
             logger: host.logger.clone(),
             tags: tags.clone(),
+            panic: panic.clone(),
             source,
         };
         // Deny-by-default WASI: no preopens, no environment, no arguments, no sockets, no DNS;
@@ -80,7 +85,13 @@ impl InstanceState {
             },
             host,
             tags,
+            panic,
         }
+    }
+
+    /// The panic line the guest printed during this call, if any.
+    pub fn last_panic(&self) -> Option<String> {
+        self.panic.lock().ok().and_then(|p| p.clone())
     }
 
     /// Starts a call: new deadline, empty event and request lists.
@@ -98,6 +109,9 @@ impl InstanceState {
             http: Vec::new(),
         };
         self.limiter.begin_call();
+        if let Ok(mut p) = self.panic.lock() {
+            *p = None;
+        }
         if let Ok(mut t) = self.tags.lock() {
             t.function = function.to_string();
             t.object = object.to_string();
@@ -118,20 +132,39 @@ impl WasiView for InstanceState {
     }
 }
 
-/// Caps linear memory and table growth, remembering the high-water mark and whether a growth
-/// was refused (so a trap that follows is reported as out-of-memory, not as a crash).
+/// Caps linear memory and table growth of a whole instance, remembering the high-water mark
+/// and whether a growth was refused (so a trap that follows is reported as out-of-memory, not as
+/// a crash).
+///
+/// A component may define many core instances, each with its own memories: the limit applies
+/// to the sum of all of them, not to each (a 3 KB component with 31 memories would otherwise
+/// take 31 times the limit).
 pub(crate) struct MemoryLimiter {
     limit: usize,
+    /// Bytes of all linear memories of the store now.
+    total: usize,
+    /// Table elements of all tables of the store now.
+    table_elements: usize,
+    /// The largest `total` seen.
     pub peak: usize,
     pub refused: bool,
 }
 
-const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Table elements across all tables of an instance.
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
+/// Core instances, linear memories and tables one driver instance may create. Rust, Python
+/// (componentize-py) and JavaScript (componentize-js) drivers need far fewer; the pooling
+/// allocator's per-component limits (`engine.rs`) are the same or lower.
+pub(crate) const MAX_CORE_INSTANCES: usize = 64;
+pub(crate) const MAX_MEMORIES: usize = 8;
+pub(crate) const MAX_TABLES: usize = 16;
 
 impl MemoryLimiter {
     fn new(limit: usize) -> Self {
         MemoryLimiter {
             limit,
+            total: 0,
+            table_elements: 0,
             peak: 0,
             refused: false,
         }
@@ -145,25 +178,49 @@ impl MemoryLimiter {
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.limit {
+        // wasmtime asks for every memory, its initial allocation included (current = 0).
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total > self.limit {
             self.refused = true;
             return Ok(false);
         }
-        self.peak = self.peak.max(desired);
+        self.total = total;
+        self.peak = self.peak.max(total);
         Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        let total = self
+            .table_elements
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > MAX_TABLE_ELEMENTS {
+            self.refused = true;
+            return Ok(false);
+        }
+        self.table_elements = total;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
     }
 }
 
@@ -203,7 +260,12 @@ impl wlog::Host for InstanceState {
     }
 
     fn redact(&mut self, secret: String) {
-        self.host.logger.add_secret(&secret);
+        let Ok(tags) = self.tags.lock() else {
+            return;
+        };
+        self.host
+            .logger
+            .add_driver_secret(&secret, &tags.function, &tags.object);
     }
 }
 
@@ -237,6 +299,7 @@ impl cluster::Host for InstanceState {
 struct LogOutput {
     logger: Arc<DriverLogger>,
     tags: Arc<Mutex<CallTags>>,
+    panic: Arc<Mutex<Option<String>>>,
     source: Source,
 }
 
@@ -251,8 +314,10 @@ impl StdoutStream for LogOutput {
         Box::new(LineWriter {
             logger: self.logger.clone(),
             tags: self.tags.clone(),
+            panic: self.panic.clone(),
             source: self.source,
             pending: Vec::new(),
+            after_panic_header: false,
         })
     }
 }
@@ -260,14 +325,28 @@ impl StdoutStream for LogOutput {
 struct LineWriter {
     logger: Arc<DriverLogger>,
     tags: Arc<Mutex<CallTags>>,
+    panic: Arc<Mutex<Option<String>>>,
     source: Source,
     pending: Vec<u8>,
+    /// The previous line was Rust's `thread '…' panicked at FILE:LINE:COL:` header, so this one
+    /// is the panic message.
+    after_panic_header: bool,
 }
 
+/// Longest panic line kept for a trap message.
+const MAX_PANIC_LINE: usize = 400;
+
 impl LineWriter {
-    fn emit(&self, line: &[u8]) {
+    fn emit(&mut self, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches(['\r', '\n']);
+        // Rust's panic output starts with an empty line; an empty record says nothing.
+        if text.trim().is_empty() {
+            return;
+        }
+        if self.source == Source::Stderr {
+            self.remember_panic(text);
+        }
         let tags = self.tags.lock().map(|t| t.clone()).unwrap_or_default();
         let level = if self.source == Source::Stderr {
             Level::Warn
@@ -276,6 +355,24 @@ impl LineWriter {
         };
         self.logger
             .log(level, self.source, &tags.function, &tags.object, text, &[]);
+    }
+}
+
+impl LineWriter {
+    fn remember_panic(&mut self, text: &str) {
+        let Ok(mut slot) = self.panic.lock() else {
+            return;
+        };
+        if let Some(at) = text.find(" panicked at ") {
+            let location = text[at + " panicked at ".len()..].trim_end_matches(':');
+            *slot = Some(crate::log::cut(&format!("at {location}"), MAX_PANIC_LINE).to_string());
+            self.after_panic_header = true;
+        } else if self.after_panic_header {
+            let location = slot.take().unwrap_or_default();
+            *slot =
+                Some(crate::log::cut(&format!("{text} ({location})"), MAX_PANIC_LINE).to_string());
+            self.after_panic_header = false;
+        }
     }
 }
 
@@ -311,5 +408,61 @@ impl tokio::io::AsyncWrite for LineWriter {
             self.emit(&line);
         }
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instantiates a component of `instances` core instances, each with one memory of `pages`
+    /// 64 KiB pages, under `limit`; whether it was allowed, and the limiter's peak.
+    fn instantiate(instances: usize, pages: u32, limit: usize) -> (bool, usize) {
+        let mut config = wasmtime::Config::new();
+        config.wasm_component_model(true);
+        let engine = wasmtime::Engine::new(&config).expect("engine");
+        let mut text = format!("(component (core module $m (memory (export \"m\") {pages}))");
+        for i in 0..instances {
+            text.push_str(&format!("(core instance $i{i} (instantiate $m))"));
+        }
+        text.push(')');
+        let bytes = wat::parse_str(&text).expect("valid WAT");
+        let component = wasmtime::component::Component::new(&engine, &bytes).expect("compiles");
+        let mut store = wasmtime::Store::new(&engine, MemoryLimiter::new(limit));
+        store.limiter(|l| l);
+        let linker = wasmtime::component::Linker::<MemoryLimiter>::new(&engine);
+        let ok = linker.instantiate(&mut store, &component).is_ok();
+        (ok, store.data().peak)
+    }
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn the_limit_covers_the_sum_of_all_memories_of_an_instance() {
+        // 400 pages = 25 MiB a memory: two fit 64 MiB, three do not, although each one would.
+        let (ok, peak) = instantiate(2, 400, 64 * MIB);
+        assert!(ok);
+        assert_eq!(peak, 50 * MIB);
+        let (ok, peak) = instantiate(3, 400, 64 * MIB);
+        assert!(!ok, "three 25 MiB memories passed a 64 MiB limit");
+        assert!(peak <= 64 * MIB, "peak {peak}");
+    }
+
+    #[test]
+    fn the_number_of_memories_is_bounded() {
+        assert!(instantiate(MAX_MEMORIES, 1, 64 * MIB).0);
+        assert!(!instantiate(MAX_MEMORIES + 1, 1, 64 * MIB).0);
+    }
+
+    #[test]
+    fn tables_are_bounded_in_total() {
+        let mut l = MemoryLimiter::new(64 * MIB);
+        assert!(l.table_growing(0, MAX_TABLE_ELEMENTS / 2, None).unwrap());
+        assert!(l.table_growing(0, MAX_TABLE_ELEMENTS / 2, None).unwrap());
+        assert!(
+            !l.table_growing(0, 1, None).unwrap(),
+            "a third table over the total"
+        );
+        assert!(l.refused);
     }
 }

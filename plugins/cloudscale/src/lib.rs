@@ -131,6 +131,7 @@ impl Provider for CloudscaleDriver {
             provider_id_scheme: provider_id::SCHEME.to_string(),
             default_egress: vec![config::DEFAULT_API_URL.to_string()],
             env_prefixes: vec!["CLOUDSCALE_".to_string()],
+            annotation_prefixes: vec![annotations::PREFIX.to_string()],
         }
     }
 

@@ -46,6 +46,8 @@ impl Provider for CloudstackDriver {
             // Every CloudStack has its own API URL: the operator grants it with --allow-egress.
             default_egress: Vec::new(),
             env_prefixes: vec!["CLOUDSTACK_".into()],
+            // Upstream's one state annotation, kept so a migrated Service is adopted as it is.
+            annotation_prefixes: vec![lb::spec::IP_ASSOCIATED.into()],
         }
     }
 

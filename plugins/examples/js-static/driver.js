@@ -255,6 +255,7 @@ const notFound = (node) => new NotFound(node.providerId
 export const provider = defineInterface('provider', {
   info: () => ({
     name: 'static-javascript', version: '0.1.0', providerIdScheme: SCHEME, defaultEgress: [], envPrefixes: ['STATIC_'],
+    annotationPrefixes: ['static.wasm-ccm.io/'],
   }),
   init(ctx, config, env) {
     try {

@@ -282,7 +282,8 @@ def not_found(node):
 class Provider(exports.Provider):
     def info(self):
         return ProviderInfo(name="static-python", version="0.1.0", provider_id_scheme=SCHEME,
-                            default_egress=[], env_prefixes=["STATIC_"])
+                            default_egress=[], env_prefixes=["STATIC_"],
+                            annotation_prefixes=["static.wasm-ccm.io/"])
 
     def init(self, ctx, config, env):
         global CONFIG

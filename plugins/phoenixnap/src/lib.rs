@@ -94,6 +94,8 @@ impl Provider for PhoenixnapDriver {
                 config::DEFAULT_AUTH_URL.into(),
             ],
             env_prefixes: vec!["PNAP_".into()],
+            // kube-vip reads the block's address from here, as with the upstream CCM.
+            annotation_prefixes: vec![lb::KUBE_VIP_ANNOTATION.into()],
         }
     }
 

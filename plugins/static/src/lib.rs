@@ -98,6 +98,7 @@ impl Provider for StaticDriver {
             // default: they grant it with --allow-egress.
             default_egress: Vec::new(),
             env_prefixes: vec!["STATIC_".to_string()],
+            annotation_prefixes: vec!["static.wasm-ccm.io/".to_string()],
         }
     }
 

@@ -7,7 +7,8 @@
     class Provider(exports.Provider):
         def info(self):
             return ProviderInfo(name="example", version="0.1.0", provider_id_scheme="example",
-                                default_egress=["https://api.example.com"], env_prefixes=["EXAMPLE_"])
+                                default_egress=["https://api.example.com"], env_prefixes=["EXAMPLE_"],
+                                annotation_prefixes=["example.com/"])
         ...
 
 Records are the generated dataclasses (`Node`, `Service`, `InstanceMetadata`, …), re-exported

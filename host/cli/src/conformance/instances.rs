@@ -51,21 +51,22 @@ pub fn check_info(info: &ProviderInfo, checks: &mut Checks) {
     if let Err(e) = EgressPolicy::parse(&info.default_egress) {
         problems.push(format!("default-egress: {e}"));
     }
-    if info.env_prefixes.iter().any(|p| p.is_empty()) {
-        problems.push(
-            "env-prefixes: an empty prefix would hand the driver the whole environment".into(),
-        );
+    // The host's own load-time rules (lengths, character sets, env and annotation prefixes): a
+    // driver that breaks them is not loaded by `wasm-ccm run`.
+    if let Err(e) = wasm_ccm_runtime::info_rules::validate(info) {
+        problems.push(e);
     }
     checks.check(
         "provider/info",
         None,
         if problems.is_empty() {
             Ok(format!(
-                "{} {}, provider IDs {scheme}://…, egress [{}], env [{}]",
+                "{} {}, provider IDs {scheme}://…, egress [{}], env [{}], annotations [{}]",
                 info.name,
                 info.version,
                 info.default_egress.join(", "),
-                info.env_prefixes.join(", ")
+                info.env_prefixes.join(", "),
+                info.annotation_prefixes.join(", ")
             ))
         } else {
             Err(problems.join("; "))
@@ -395,6 +396,7 @@ mod tests {
             provider_id_scheme: "acme".into(),
             default_egress: vec!["https://api.acme.example".into()],
             env_prefixes: vec!["ACME_".into()],
+            annotation_prefixes: vec!["acme.example/".into()],
         };
         let mut checks = Checks::new("0.1.0");
         check_info(&info, &mut checks);

@@ -342,8 +342,15 @@ declare module 'wasm-ccm:provider/types@0.1.0' {
      */
     defaultEgress: Array<string>,
     /**
-     * Prefixes of the environment variables the host passes to `init` (e.g. `CLOUDSCALE_`).
+     * Prefixes of the environment variables the host passes to `init` (e.g. `CLOUDSCALE_`):
+     * at least 3 characters, ending in `_`, never a well-known process prefix.
      */
     envPrefixes: Array<string>,
+    /**
+     * Prefixes of the Service annotation keys the driver may set or remove through
+     * `ensure-result` (e.g. `k8s.cloudscale.ch/`, or one full key). Every other key is
+     * refused by the host, and keys under `kubernetes.io`/`k8s.io` only when named here.
+     */
+    annotationPrefixes: Array<string>,
   }
 }

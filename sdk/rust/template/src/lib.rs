@@ -132,6 +132,8 @@ impl Provider for Template {
             // replaces it (tests point the driver at a simulator that way).
             default_egress: vec!["https://api.example.com".into()],
             env_prefixes: vec!["EXAMPLE_".into()],
+            // Service annotation keys the driver may set or remove (its own domain).
+            annotation_prefixes: vec!["example.com/".into()],
         }
     }
 

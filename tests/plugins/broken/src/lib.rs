@@ -190,6 +190,7 @@ impl Provider for Broken {
             provider_id_scheme: SCHEME.into(),
             default_egress: Vec::new(),
             env_prefixes: Vec::new(),
+            annotation_prefixes: Vec::new(),
         }
     }
 

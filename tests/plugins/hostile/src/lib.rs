@@ -7,7 +7,9 @@ use std::cell::Cell;
 
 use wasm_ccm_sdk::http::{self, HttpError};
 use wasm_ccm_sdk::log;
-use wasm_ccm_sdk::types::{Context, InstanceMetadata, Node, ProviderError, ProviderInfo};
+use wasm_ccm_sdk::types::{
+    AddressType, Context, InstanceMetadata, Node, NodeAddress, ProviderError, ProviderInfo,
+};
 use wasm_ccm_sdk::{Instances, Provider};
 
 thread_local! {
@@ -22,15 +24,48 @@ pub struct Hostile {
     token: String,
 }
 
+/// What `info` answers. `info` has no input, so the host tests pick a hostile answer by patching
+/// this marker's bytes in the `.wasm` (same length, data section only): the text after
+/// `mode=` up to the first `.` names the mode.
+#[used]
+static INFO_MODE: [u8; 48] = *b"WASM-CCM-HOSTILE-INFO mode=normal...............";
+
+fn info_mode() -> String {
+    // Read through black_box so the optimiser cannot fold the constant into the code.
+    let bytes = std::hint::black_box(&INFO_MODE);
+    let text = String::from_utf8_lossy(bytes);
+    text.split("mode=")
+        .nth(1)
+        .and_then(|rest| rest.split('.').next())
+        .unwrap_or("normal")
+        .to_string()
+}
+
 impl Provider for Hostile {
     fn info() -> ProviderInfo {
-        ProviderInfo {
+        let mut info = ProviderInfo {
             name: "hostile".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             provider_id_scheme: "hostile".into(),
             default_egress: Vec::new(),
             env_prefixes: vec!["HOSTILE_".into()],
+            annotation_prefixes: vec!["hostile.example/".into()],
+        };
+        match info_mode().as_str() {
+            // Every variable whose name starts with a letter.
+            "env-letters" => info.env_prefixes = ('A'..='Z').map(String::from).collect(),
+            "env-kube" => info.env_prefixes = vec!["KUBERNETES_".into()],
+            // 2 MiB of version: every metric scrape and log line would carry it.
+            "huge-version" => info.version = "1".repeat(2 << 20),
+            "broad-egress" => {
+                info.default_egress = vec!["http://0.0.0.0/0:*".into(), "http://*:*".into()]
+            }
+            "kubectl-annotations" => {
+                info.annotation_prefixes = vec!["kubectl.kubernetes.io/".into()]
+            }
+            _ => {}
         }
+        info
     }
 
     fn init(
@@ -39,6 +74,9 @@ impl Provider for Hostile {
         env: Vec<(String, String)>,
     ) -> Result<Self, ProviderError> {
         let text = String::from_utf8_lossy(&config);
+        if text.trim() == "spin-init" {
+            spin();
+        }
         let secret = text
             .trim()
             .strip_prefix("secret=")
@@ -102,12 +140,79 @@ impl Instances for Hostile {
                 "t1".to_string()
             }
             "count" => format!("calls={calls}"),
+            "redact-flood" => {
+                // Distinct secrets of `kb` KiB each: the host keeps a bounded number.
+                let n = number(node, "n", 200);
+                let kb = number(node, "kb", 1);
+                for i in 0..n {
+                    let mut secret = format!("{i:08}-");
+                    secret.push_str(&"s".repeat((kb as usize * 1024).saturating_sub(9)));
+                    log::redact(&secret);
+                }
+                "t1".to_string()
+            }
+            "log-big" => {
+                // One record of `fields` fields of `kb` KiB each.
+                let n = number(node, "fields", 1000) as usize;
+                let value = "v".repeat(number(node, "kb", 8) as usize * 1024);
+                let keys: Vec<String> = (0..n).map(|i| format!("field{i}")).collect();
+                let fields: Vec<(&str, &str)> =
+                    keys.iter().map(|k| (k.as_str(), value.as_str())).collect();
+                log::info(&"m".repeat(64 * 1024), &fields);
+                "t1".to_string()
+            }
+            "many-addresses" => {
+                let mut metadata = InstanceMetadata::new(format!("hostile://{}", node.name));
+                metadata.addresses = (0..number(node, "n", 1000))
+                    .map(|i| NodeAddress {
+                        kind: AddressType::InternalIp,
+                        address: format!("10.0.{}.{}", i / 256, i % 256),
+                    })
+                    .collect();
+                return Ok(metadata);
+            }
+            "amplify" => return Ok(amplified(node)),
+            "exit" => std::process::exit(3),
+            "stack" => format!("{}", recurse(std::hint::black_box(1))),
             _ => "t1".to_string(),
         };
         let mut metadata = InstanceMetadata::new(format!("hostile://{}", node.name));
         metadata.instance_type = instance_type;
         Ok(metadata)
     }
+}
+
+fn number(node: &Node, key: &str, default: u64) -> u64 {
+    node.annotation(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Recurses without end on the wasm stack (small frames, no shadow stack; black_box keeps the
+/// compiler from turning it into a loop).
+#[allow(unconditional_recursion)] // the point: the host must stop it
+fn recurse(depth: u64) -> u64 {
+    std::hint::black_box(recurse(std::hint::black_box(depth + 1))) ^ depth
+}
+
+/// `n` addresses that all point at one `kb`-KiB buffer: the guest holds the buffer once, the
+/// host would materialise it `n` times. The strings alias, so they are never dropped here
+/// (the process does not outlive the host's refusal).
+fn amplified(node: &Node) -> InstanceMetadata {
+    let n = number(node, "n", 120) as usize;
+    let buffer = std::mem::ManuallyDrop::new("a".repeat(number(node, "kb", 1024) as usize * 1024));
+    let mut metadata = InstanceMetadata::new(format!("hostile://{}", node.name));
+    metadata.addresses = (0..n)
+        .map(|_| NodeAddress {
+            kind: AddressType::Hostname,
+            // SAFETY: every copy points at the same live, never-freed allocation; the host only
+            // reads it (the canonical ABI copies out of guest memory).
+            address: unsafe {
+                String::from_raw_parts(buffer.as_ptr() as *mut u8, buffer.len(), buffer.capacity())
+            },
+        })
+        .collect();
+    metadata
 }
 
 /// Burns CPU until the host's deadline stops the instance.

@@ -58,6 +58,7 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 "annotation-prefixes": info.annotation_prefixes,
             },
             "info-problem": verdict.as_ref().err(),
+            "egress-warnings": wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
@@ -103,6 +104,9 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 info.annotation_prefixes.join(", ")
             }
         );
+        for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress) {
+            println!("warning:             default egress: {warning}");
+        }
         match &verdict {
             Ok(()) => println!("info:                valid"),
             Err(e) => println!("info:                INVALID, the host will not load it: {e}"),

@@ -164,6 +164,9 @@ pub struct RunArgs {
     /// Deadline of one driver call.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     call_timeout: Duration,
+    /// Deadline of the driver's `init` (and of instantiation), which may do first-call work.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    init_timeout: Duration,
     /// Memory limit of one driver instance.
     #[arg(long, default_value = "64Mi", value_parser = parse_size)]
     memory_limit: usize,
@@ -177,6 +180,8 @@ pub struct DriverSpec<'a> {
     pub config: Vec<u8>,
     pub egress: Vec<String>,
     pub call_timeout: Duration,
+    /// Deadline of `init`.
+    pub init_timeout: Duration,
     pub memory_limit: usize,
     pub cluster_name: &'a str,
     pub max_concurrency: usize,
@@ -246,6 +251,7 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
         env: std::env::vars().chain(spec.extra_env).collect(),
         egress: (!spec.egress.is_empty()).then_some(spec.egress),
         call_timeout: spec.call_timeout,
+        init_timeout: spec.init_timeout,
         memory_limit: spec.memory_limit,
         mode: InstanceMode::Warm,
         max_concurrency: spec.max_concurrency,
@@ -323,7 +329,12 @@ pub async fn kube_client(
             .parse()
             .with_context(|| format!("--master {m:?} is not a URL"))?;
     }
-    kube::Client::try_from(config).context("cannot build the Kubernetes client")
+    kube::Client::try_from(config)
+        .map(|c| {
+            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            with_user_agent(c, std::sync::Arc::new(|| user_agent(None)))
+        })
+        .context("cannot build the Kubernetes client")
 }
 
 impl RunArgs {
@@ -451,6 +462,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         config: cloud_config,
         egress: args.allow_egress.clone(),
         call_timeout: args.call_timeout,
+        init_timeout: args.init_timeout,
         memory_limit: args.memory_limit,
         cluster_name: &args.cluster_name,
         max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
@@ -473,8 +485,15 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         version = %driver.info().version,
         sha256 = %driver.compiled().sha256,
         origin = %fetched.origin,
+        egress = %driver.egress().join(", "),
+        env_prefixes = %driver.info().env_prefixes.join(", "),
+        annotation_prefixes = %driver.info().annotation_prefixes.join(", "),
         "driver loaded"
     );
+    // The effective grants, said once where an operator reads them: a broad one is a choice.
+    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
+        tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
+    }
     let reload = match &source {
         PluginSource::File(path) if !args.plugin_watch_interval.is_zero() => {
             let regarding = own_pod();

@@ -2,13 +2,21 @@
 //!
 //! Every request is checked against the egress policy before it leaves, every resolved address
 //! again at connect time (in the DNS resolver, so no connection is ever opened to a refused
-//! address), and every redirect hop again. Timeouts are bounded by the call's deadline; response
-//! bodies and headers are capped.
+//! address), and every redirect hop again. The resolver only learns a host name, yet resolved
+//! addresses are judged by the grant that matched the URL (its scheme and port too): the request
+//! future carries its URL in a task-local that the resolver reads and the redirect policy updates
+//! for each hop; a resolution that cannot be tied to a request admits globally reachable addresses
+//! only.
+//!
+//! A request's time is the driver's timeout, cut to end a margin before the call's deadline, so a
+//! slow cloud ends as an HTTP `timeout` the driver can answer rather than a host deadline that
+//! throws the instance away. Response bodies and headers are capped.
 //!
 //! An [`HttpInterceptor`] may stand between the checks and the network: the conformance runner
 //! injects faults and records or replays cassettes there, so what a driver sees is exactly what
 //! the host would hand it, egress policy included.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,7 +36,7 @@ pub struct HttpLimits {
     /// Time allowed to open a connection.
     pub connect_timeout: Duration,
     /// Longest a single request may take when the driver asks for no timeout (the call's
-    /// deadline caps it anyway).
+    /// deadline, less a margin, caps it anyway).
     pub request_timeout: Duration,
     /// Largest response body accepted.
     pub max_response_body: usize,
@@ -115,7 +123,8 @@ impl Forward<'_> {
         &self.request
     }
 
-    /// The time this request may take: the driver's timeout capped by the call's deadline.
+    /// The time this request may take: the driver's timeout, capped to end a margin before the
+    /// call's deadline (see [`request_budget`]).
     pub fn budget(&self) -> Duration {
         self.budget
     }
@@ -232,7 +241,7 @@ impl HttpCapability {
             .map(|ms| Duration::from_millis(u64::from(ms)))
             .unwrap_or(self.limits.request_timeout);
         let left = deadline.saturating_duration_since(Instant::now());
-        let budget = asked.min(left);
+        let budget = request_budget(asked, left);
         let forward = Forward {
             capability: self,
             request: req,
@@ -276,13 +285,19 @@ impl HttpCapability {
         if !req.body.is_empty() {
             builder = builder.body(req.body);
         }
-        match tokio::time::timeout(budget, self.exchange(builder, &url)).await {
+        // The resolver judges addresses by this URL (or the redirect hop's, which the redirect
+        // policy writes here); the scope travels with the future wherever it is polled.
+        let exchange = CONNECTING_FOR.scope(
+            RefCell::new(Some(url.clone())),
+            tokio::time::timeout(budget, self.exchange(builder, &url)),
+        );
+        match exchange.await {
             Ok(result) => result,
             Err(_) => Err(HttpError::Timeout(format!(
                 "no complete response from {} within {budget:?}{}",
                 strip_query(url.as_str()),
                 if budget < asked {
-                    " (the call's deadline was reached)"
+                    " (cut short to end before the call's deadline)"
                 } else {
                     ""
                 }
@@ -349,22 +364,21 @@ impl HttpCapability {
             if let Some(Denied(m)) = s.downcast_ref::<Denied>() {
                 return HttpError::Denied(m.clone());
             }
-            if let Some(special) = s.downcast_ref::<SpecialAddress>() {
-                let port = url.port_or_known_default().unwrap_or(443);
-                let ip = match special.ip {
-                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
-                    v4 => v4.to_string(),
-                };
-                return HttpError::Denied(format!(
-                    "egress to {} denied: it resolved to {}; such addresses need an explicit grant: add --allow-egress {}://{ip}:{port} (or a CIDR containing it)",
-                    url.host_str().unwrap_or_default(),
-                    special,
-                    url.scheme()
-                ));
+            if let Some(refused) = s.downcast_ref::<ResolvedRefused>() {
+                return HttpError::Denied(refused.to_string());
             }
             source = s.source();
         }
         let what = strip_query(url.as_str());
+        // hyper refuses a response head over its buffer (one huge header) or with more headers
+        // than it parses (thousands of small ones) with this message; hyper is not a direct
+        // dependency, so its error type cannot be downcast. Either way the response was too large.
+        if chain(&e).contains("message head is too large") {
+            return HttpError::TooLarge(format!(
+                "the response headers from {what} are larger or more numerous than the host accepts (at most {} bytes)",
+                self.limits.max_response_headers
+            ));
+        }
         if e.is_timeout() {
             HttpError::Timeout(format!("{what}: {e}"))
         } else if e.is_connect() || e.is_request() {
@@ -387,7 +401,14 @@ fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest
                 return attempt.error(Denied(format!("more than {max} redirects")));
             }
             match policy.check_url(attempt.url()) {
-                Ok(()) => attempt.follow(),
+                Ok(()) => {
+                    // The next hop's connection is judged by the next hop's URL. Redirects are
+                    // followed inside the request future, so the scope is there; were it not, the
+                    // resolver would admit global addresses only.
+                    let _ = CONNECTING_FOR
+                        .try_with(|current| *current.borrow_mut() = Some(attempt.url().clone()));
+                    attempt.follow()
+                }
                 Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
             }
         })
@@ -419,23 +440,56 @@ fn chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
-/// Resolves names with the system resolver, then drops every address the policy refuses; if none
-/// is left the connection fails with the refusal.
+tokio::task_local! {
+    /// The URL a request is connecting for: set around each request, moved to the next hop by the
+    /// redirect policy, read by [`CheckedResolver`].
+    static CONNECTING_FOR: RefCell<Option<Url>>;
+}
+
+/// The time a request may take: what the driver asked for, but ending a margin before the call's
+/// deadline — the larger of 1 s and a tenth of the time left, yet never more than half of it
+/// (under a short deadline a whole second would leave the request little or nothing) — so a
+/// request that runs out of time comes back to the driver as `timeout` while it can still answer.
+pub fn request_budget(asked: Duration, left: Duration) -> Duration {
+    let margin = (left / 10).max(Duration::from_secs(1)).min(left / 2);
+    asked.min(left.saturating_sub(margin))
+}
+
+/// Resolves names with the system resolver, then drops every address the policy refuses for the
+/// request being connected; if none is left the connection fails with the refusal.
 struct CheckedResolver {
     policy: Arc<EgressPolicy>,
+}
+
+/// Every address `host` resolved to was refused; the first refusal says why.
+#[derive(Debug, thiserror::Error)]
+#[error("egress to {host} denied: it resolved to {special}; {}", special.remedy)]
+struct ResolvedRefused {
+    host: String,
+    special: SpecialAddress,
 }
 
 impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        // Read now, while the request's scope is current. A URL for another host (which the
+        // connector never asks for) is not used: the strict rule applies instead.
+        let url = CONNECTING_FOR
+            .try_with(|current| current.borrow().clone())
+            .ok()
+            .flatten()
+            .filter(|u| {
+                u.host_str()
+                    .is_some_and(|h| same_host(h.trim_matches(['[', ']']), &host))
+            });
         Box::pin(async move {
-            let host = name.as_str().to_string();
             let resolved: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let mut refused = None;
             let allowed: Vec<SocketAddr> = resolved
                 .into_iter()
-                .filter(|a| match policy.check_resolved(a.ip()) {
+                .filter(|a| match policy.check_resolved(url.as_ref(), a.ip()) {
                     Ok(()) => true,
                     Err(special) => {
                         refused.get_or_insert(special);
@@ -445,13 +499,19 @@ impl Resolve for CheckedResolver {
                 .collect();
             if allowed.is_empty() {
                 if let Some(special) = refused {
-                    return Err(Box::new(special) as Box<dyn std::error::Error + Send + Sync>);
+                    return Err(Box::new(ResolvedRefused { host, special })
+                        as Box<dyn std::error::Error + Send + Sync>);
                 }
                 return Err(format!("{host} has no addresses").into());
             }
             Ok(Box::new(allowed.into_iter()) as Addrs)
         })
     }
+}
+
+fn same_host(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
 }
 
 fn to_reqwest_method(m: Method) -> reqwest::Method {
@@ -520,6 +580,21 @@ mod tests {
             body: body.as_bytes().to_vec(),
             timeout_ms: None,
         }
+    }
+
+    #[test]
+    fn the_budget_ends_a_margin_before_the_deadline() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // The default: a 30 s request in a 30 s call ends 3 s early (10 %).
+        assert_eq!(request_budget(s(30), s(30)), s(27));
+        // At least a second is kept ...
+        assert_eq!(request_budget(s(30), s(8)), s(7));
+        // ... but never more than half the time left.
+        assert_eq!(request_budget(s(30), ms(600)), ms(300));
+        assert_eq!(request_budget(s(30), Duration::ZERO), Duration::ZERO);
+        // A driver's shorter timeout stands.
+        assert_eq!(request_budget(s(2), s(30)), s(2));
     }
 
     #[test]

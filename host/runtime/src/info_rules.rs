@@ -72,6 +72,10 @@ pub fn validate(info: &ProviderInfo) -> Result<(), String> {
             info.default_egress.len()
         ));
     }
+    // Special addresses (loopback, private ranges, metadata endpoints) are the operator's to
+    // grant: a driver's defaults name DNS host patterns only.
+    crate::egress::validate_default_egress(&info.default_egress)
+        .map_err(|e| format!("default-egress: {e}"))?;
     if info.env_prefixes.len() > MAX_ENV_PREFIXES {
         return Err(format!(
             "env-prefixes: {} prefixes, at most {MAX_ENV_PREFIXES}",

@@ -20,8 +20,11 @@ pub mod egress;
 pub mod engine;
 pub mod error;
 pub mod http;
+pub mod info_rules;
 pub mod json;
 pub mod log;
+pub mod result_caps;
+pub mod special_addr;
 mod state;
 pub mod surface;
 

@@ -258,3 +258,14 @@ async fn a_spinning_init_is_stopped_at_the_init_timeout_naming_its_flag() {
     );
     assert!(e.to_string().contains("--init-timeout"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_cannot_grant_itself_special_addresses_by_default() {
+    // `http://0.0.0.0/0:*` and `http://*:*`: the review's driver reached loopback with these.
+    let e = load_error("broad-egress").await;
+    let HostError::InvalidInfo { detail, .. } = &e else {
+        panic!("expected InvalidInfo, got {e:?}");
+    };
+    assert!(detail.starts_with("default-egress"), "{detail}");
+    assert!(detail.contains("0.0.0.0/0"), "names the pattern: {detail}");
+}

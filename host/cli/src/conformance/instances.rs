@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use wasm_ccm_runtime::egress::EgressPolicy;
 use wasm_ccm_runtime::json::address_type_name;
 use wasm_ccm_runtime::types::{AddressType, InstanceMetadata, Node, ProviderError, ProviderInfo};
 use wasm_ccm_runtime::{CallError, Driver, Outcome};
@@ -47,9 +46,6 @@ pub fn check_info(info: &ProviderInfo, checks: &mut Checks) {
         problems.push(format!(
             "provider-id-scheme `{scheme}` is not a URI scheme (lower-case letter, then letters, digits, + - .)"
         ));
-    }
-    if let Err(e) = EgressPolicy::parse(&info.default_egress) {
-        problems.push(format!("default-egress: {e}"));
     }
     // The host's own load-time rules (lengths, character sets, env and annotation prefixes): a
     // driver that breaks them is not loaded by `wasm-ccm run`.

@@ -43,6 +43,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ),
     ("broken-driver", "broken_driver", "WASM_CCM_BROKEN_DRIVER"),
     (
+        "hostile-lb-driver",
+        "hostile_lb_driver",
+        "WASM_CCM_HOSTILE_LB_DRIVER",
+    ),
+    (
         "template-driver",
         "template_driver",
         "WASM_CCM_TEMPLATE_DRIVER",

@@ -11,6 +11,10 @@ use wasm_ccm_runtime::{
     CallError, CallScope, ClusterView, Driver, DriverEvent, EventKind, Outcome,
 };
 
+use crate::answer_rules::{
+    EVENT_ACTION_LIMIT, EVENT_NOTE_LIMIT, EVENT_REASON_LIMIT, EVENT_REPORTING_INSTANCE_LIMIT,
+    REPLACEMENT_EVENT_REASON, Violation, check_event_reason, cut_to_bytes, shown,
+};
 use crate::config::ControllerConfig;
 use crate::convert::service_to_wit;
 use crate::informer::Store;
@@ -251,11 +255,12 @@ pub struct Events {
 const MAX_RECORDERS: usize = 1024;
 
 impl Events {
-    /// Recorders for `instance` (the leader-election identity).
+    /// Recorders for `instance` (the leader-election identity), cut to the apiserver's 128 bytes
+    /// for `reportingInstance`.
     pub fn new(client: Client, instance: String) -> Self {
         Events {
             client,
-            instance,
+            instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
             recorders: Default::default(),
         }
     }
@@ -278,7 +283,9 @@ impl Events {
             .clone()
     }
 
-    /// Publishes an event; failures are logged, never fatal (events are best effort).
+    /// Publishes an event; failures are logged, never fatal (events are best effort). Reason and
+    /// action are cut to 128 bytes and the note to 1024 bytes, on a character boundary: the
+    /// apiserver counts bytes (`legacyValidateEvent`) and refuses a longer event with a 422.
     pub async fn publish(
         &self,
         controller: &'static str,
@@ -288,6 +295,14 @@ impl Events {
         note: &str,
         action: &str,
     ) {
+        let reason = match cut_to_bytes(reason, EVENT_REASON_LIMIT) {
+            "" => REPLACEMENT_EVENT_REASON,
+            r => r,
+        };
+        let action = match cut_to_bytes(action, EVENT_ACTION_LIMIT) {
+            "" => "Unknown",
+            a => a,
+        };
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -295,7 +310,7 @@ impl Events {
                 EventType::Normal
             },
             reason: reason.to_string(),
-            note: Some(note.chars().take(1024).collect()),
+            note: Some(cut_to_bytes(note, EVENT_NOTE_LIMIT).to_string()),
             action: action.to_string(),
             secondary: None,
         };
@@ -305,25 +320,70 @@ impl Events {
         }
     }
 
-    /// Publishes the events a driver recorded during a call on `regarding`.
+    /// Publishes the events a driver recorded during a call on `regarding`. A reason that is not
+    /// UpperCamelCase of at most 128 bytes is replaced by [`REPLACEMENT_EVENT_REASON`] (the note
+    /// says so); the refusals are returned for counting.
     pub async fn publish_driver_events(
         &self,
         controller: &'static str,
         regarding: &ObjectReference,
         events: &[DriverEvent],
-    ) {
+    ) -> Vec<Violation> {
+        let mut refused = Vec::new();
         for e in events {
+            let (reason, note) = match check_event_reason(&e.reason) {
+                Ok(()) => (e.reason.as_str(), e.message.clone()),
+                Err(v) => {
+                    let note = format!(
+                        "(the driver's reason {} was refused: not UpperCamelCase of at most {EVENT_REASON_LIMIT} bytes) {}",
+                        shown(&e.reason),
+                        e.message
+                    );
+                    refused.push(v);
+                    (REPLACEMENT_EVENT_REASON, note)
+                }
+            };
             self.publish(
                 controller,
                 regarding,
                 e.kind == EventKind::Warning,
-                &e.reason,
-                &e.message,
+                reason,
+                &note,
                 "Driver",
             )
             .await;
         }
+        refused
     }
+}
+
+/// Reason of the Warning event recording that part of a driver's answer was refused.
+pub const ANSWER_REFUSED_REASON: &str = "DriverAnswerRefused";
+/// Reason of the Warning event on a node whose provider ID belongs to another provider.
+pub const FOREIGN_NODE_REASON: &str = "ForeignProviderID";
+
+/// Entries kept per memory below before it is cleared (clearing only means an event repeats).
+const MAX_REMEMBERED: usize = 10_000;
+
+/// What the refusal reports already said, so a resync repeating the same answer does not
+/// repeat the same event.
+#[derive(Default)]
+pub struct Refusals {
+    /// Object UID (or key) → the last refusal note published for it.
+    last_note: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Foreign nodes already reported (UID and provider ID).
+    foreign: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+fn object_key(regarding: &ObjectReference) -> String {
+    regarding.uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}/{}",
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default()
+        )
+    })
 }
 
 /// The object reference events point at.
@@ -340,6 +400,7 @@ pub struct Ctx {
     pub config: ControllerConfig,
     pub nodes: Store<Node>,
     pub services: Store<Service>,
+    pub refusals: Refusals,
 }
 
 impl Ctx {
@@ -353,10 +414,161 @@ impl Ctx {
         regarding: &ObjectReference,
     ) -> Result<T, CallError> {
         let (result, events) = self.cloud.observe(function, outcome);
-        self.events
+        let refused = self
+            .events
             .publish_driver_events(reporter, regarding, &events)
             .await;
+        for v in &refused {
+            self.count_refusal(function, regarding, v);
+        }
         result
+    }
+
+    fn count_refusal(&self, function: &str, regarding: &ObjectReference, v: &Violation) {
+        self.metrics.inc(
+            "wasm_ccm_driver_answers_refused_total",
+            &[("rule", v.rule.name())],
+        );
+        let driver = self.cloud.driver();
+        tracing::warn!(
+            driver = %driver.name(),
+            function,
+            object = %regarding.name.as_deref().unwrap_or_default(),
+            rule = v.rule.name(),
+            detail = %v.detail,
+            "driver answer refused"
+        );
+    }
+
+    /// Reports the parts of a driver's `function` answer about `regarding` that were refused:
+    /// a counter per rule and a log line each, and one Warning event naming the driver and the
+    /// rules, published again only when the refusals change (a resync with the same answer is
+    /// quiet on the object).
+    pub async fn report_refusals(
+        &self,
+        reporter: &'static str,
+        regarding: &ObjectReference,
+        function: &str,
+        action: &str,
+        violations: &[Violation],
+    ) {
+        if violations.is_empty() {
+            return;
+        }
+        for v in violations {
+            self.count_refusal(function, regarding, v);
+        }
+        let driver = self.cloud.driver();
+        // The rules first: the details may be cut at the apiserver's 1024 bytes.
+        let mut rules: Vec<&str> = Vec::new();
+        for v in violations {
+            if !rules.contains(&v.rule.name()) {
+                rules.push(v.rule.name());
+            }
+        }
+        let note = format!(
+            "driver {} answered {function} with parts that were not written (rules: {}): {}",
+            shown(driver.name()),
+            rules.join(", "),
+            violations
+                .iter()
+                .map(Violation::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        {
+            let mut last = self
+                .refusals
+                .last_note
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if last.len() >= MAX_REMEMBERED {
+                last.clear();
+            }
+            let key = object_key(regarding);
+            if last.get(&key) == Some(&note) {
+                return;
+            }
+            last.insert(key, note.clone());
+        }
+        self.events
+            .publish(
+                reporter,
+                regarding,
+                true,
+                ANSWER_REFUSED_REASON,
+                &note,
+                action,
+            )
+            .await;
+    }
+
+    /// Forgets what was reported about `regarding`, after an answer with nothing refused (a
+    /// later refusal is news again).
+    pub fn clear_refusals(&self, regarding: &ObjectReference) {
+        self.refusals
+            .last_note
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&object_key(regarding));
+    }
+
+    /// Whether `node` carries a provider ID of another provider than the driver's; the first
+    /// time per node (UID and ID) this logs and records a Warning event, later passes only log
+    /// at debug level. Such a node is never initialised, deleted or tainted on the driver's word.
+    pub async fn skip_foreign_node(
+        &self,
+        reporter: &'static str,
+        node: &Node,
+        action: &str,
+    ) -> bool {
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let driver = self.cloud.driver();
+        let scheme = driver.info().provider_id_scheme.as_str();
+        if !crate::answer_rules::is_foreign_provider_id(existing, scheme) {
+            return false;
+        }
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let first = {
+            let mut seen = self
+                .refusals
+                .foreign
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if seen.len() >= MAX_REMEMBERED {
+                seen.clear();
+            }
+            seen.insert(format!(
+                "{}\n{existing}",
+                node.metadata.uid.as_deref().unwrap_or(name)
+            ))
+        };
+        if !first {
+            tracing::debug!(node = %name, provider_id = %existing, "skipping a node of another provider");
+            return true;
+        }
+        let message = format!(
+            "node {name} has provider ID {}, which is not of the driver's scheme {}; the driver {} is not asked about it and the node is never initialised, deleted or tainted by this controller manager",
+            shown(existing),
+            shown(&format!("{scheme}://")),
+            shown(driver.name())
+        );
+        tracing::info!(node = %name, provider_id = %existing, driver = %driver.name(), "skipping a node of another provider: {message}");
+        self.events
+            .publish(
+                reporter,
+                &reference(node),
+                true,
+                FOREIGN_NODE_REASON,
+                &message,
+                action,
+            )
+            .await;
+        true
     }
 }
 

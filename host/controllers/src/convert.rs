@@ -175,7 +175,8 @@ pub fn service_to_wit(svc: &KubeService) -> Service {
     }
 }
 
-fn ingress_to_wit(g: &LoadBalancerIngress) -> Ingress {
+/// One status ingress entry as a driver sees it.
+pub fn ingress_to_wit(g: &LoadBalancerIngress) -> Ingress {
     Ingress {
         ip: g.ip.clone(),
         hostname: g.hostname.clone(),

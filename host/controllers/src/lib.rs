@@ -10,8 +10,10 @@
 //!   `info`/`init`.
 //!
 //! The pure rules each controller follows live in `*_rules` modules and are tested with
-//! upstream's test tables.
+//! upstream's test tables; [`answer_rules`] holds what a driver's answer may put into Kubernetes
+//! (every answer is checked there before anything is written).
 
+pub mod answer_rules;
 pub mod config;
 pub mod context;
 pub mod convert;
@@ -29,6 +31,7 @@ pub mod run;
 pub mod server;
 pub mod service;
 pub mod service_rules;
+pub mod user_agent;
 
 pub use config::{ControllerConfig, EnabledControllers};
 pub use leader::{LeaderConfig, default_identity};

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use crate::answer_rules::is_foreign_provider_id;
 use crate::context::{Ctx, is_status, reference};
 use crate::convert::{node_is_ready, node_to_wit};
 use crate::node_rules::SHUTDOWN_TAINT;
@@ -110,6 +111,23 @@ impl LifecycleController {
         let name = node.metadata.name.clone().unwrap_or_default();
         let ready = node_is_ready(node);
         let tainted = has_shutdown_taint(node);
+        // A node of another provider is never deleted or tainted on this driver's word, and the
+        // driver is not asked about it. A Ready, untainted one needs nothing anyway: skipped
+        // without a word, so a mixed cluster is not flooded with events.
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        if is_foreign_provider_id(existing, &scheme) {
+            if !ready || tainted {
+                self.ctx
+                    .skip_foreign_node(REPORTER, node, "MonitorNode")
+                    .await;
+            }
+            return;
+        }
         let (exists, shutdown) = if ready {
             (None, None)
         } else {

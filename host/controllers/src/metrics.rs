@@ -132,6 +132,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Seconds the last accepted driver load took (read, compile, info, init).",
     ),
     (
+        "wasm_ccm_driver_answers_refused_total",
+        Kind::Counter,
+        "Parts of driver answers refused before anything was written to Kubernetes, by rule.",
+    ),
+    (
         "wasm_ccm_kube_requests_total",
         Kind::Counter,
         "Requests to the Kubernetes API by verb and result code.",

@@ -13,6 +13,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 
+use crate::answer_rules::{
+    check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
+    sanitize_metadata,
+};
 use crate::context::{Ctx, is_status, reference, requested_delay};
 use crate::convert::{node_to_wit, to_kube_address};
 use crate::node_rules::{
@@ -75,7 +79,13 @@ pub struct NodeController {
     retry_bucket: TokenBucket,
     /// The last failure reported per node, so a repeated failure is one event series.
     last_failure: Mutex<HashMap<String, String>>,
+    /// Provider IDs this controller is writing (ID → node name): two nodes initialised at the
+    /// same time never get one ID, even before the cache shows the first write.
+    claims: Mutex<HashMap<String, String>>,
 }
+
+/// Claims kept before the map is cleared (the node cache still holds every written ID).
+const MAX_CLAIMS: usize = 10_000;
 
 impl NodeController {
     /// A controller over `ctx`; call [`NodeController::handle`] from the node informer.
@@ -86,7 +96,30 @@ impl NodeController {
             backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
             retry_bucket: TokenBucket::new(10.0, 100),
             last_failure: Mutex::default(),
+            claims: Mutex::default(),
         })
+    }
+
+    /// Claims `id` for node `name`, or names the other Node that carries or claimed it.
+    fn claim_provider_id(&self, id: &str, name: &str) -> Result<(), String> {
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(other) = self.ctx.nodes.list().iter().find(|n| {
+            n.metadata.name.as_deref() != Some(name)
+                && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id)
+        }) {
+            return Err(other.metadata.name.clone().unwrap_or_default());
+        }
+        if let Some(other) = claims.get(id)
+            && other != name
+            && self.ctx.nodes.get(other).is_some()
+        {
+            return Err(other.clone());
+        }
+        if claims.len() >= MAX_CLAIMS {
+            claims.clear();
+        }
+        claims.insert(id.to_string(), name.to_string());
+        Ok(())
     }
 
     /// Informer callback: adds and updates enqueue the node (deletes need nothing).
@@ -168,6 +201,14 @@ impl NodeController {
         if !is_uninitialized(&node) {
             return self.reconcile_labels(&node).await;
         }
+        // A node of another provider is never initialised on this driver's word.
+        if self
+            .ctx
+            .skip_foreign_node(REPORTER, &node, "InitializeNode")
+            .await
+        {
+            return Ok(());
+        }
         match self.initialize(&node).await {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -219,6 +260,55 @@ impl NodeController {
             .await;
         let meta = result.map_err(|e| driver_failure(&name, &e))?;
         let existing_provider_id = wit.provider_id.clone();
+        let regarding = reference(node);
+        // The provider ID decides which instance the whole answer describes: one that breaks a
+        // rule refuses the answer (nothing of it is written).
+        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        let checked = check_provider_id(&meta.provider_id, &scheme, &existing_provider_id, None)
+            .and_then(|()| {
+                let id = if meta.provider_id.is_empty() {
+                    &existing_provider_id
+                } else {
+                    &meta.provider_id
+                };
+                if id.is_empty() {
+                    return Ok(());
+                }
+                let taken = self.claim_provider_id(id, &name).err();
+                check_provider_id(id, &scheme, &existing_provider_id, taken.as_deref())
+            });
+        if let Err(v) = checked {
+            let message =
+                format!("cannot initialize node {name}: the driver's answer was refused: {v}");
+            self.ctx
+                .report_refusals(
+                    REPORTER,
+                    &regarding,
+                    "instances.instance-metadata",
+                    "InitializeNode",
+                    std::slice::from_ref(&v),
+                )
+                .await;
+            return Err(SyncError {
+                message,
+                retry_after: None,
+                in_progress: false,
+            });
+        }
+        let (meta, violations) = sanitize_metadata(meta);
+        if violations.is_empty() {
+            self.ctx.clear_refusals(&regarding);
+        } else {
+            self.ctx
+                .report_refusals(
+                    REPORTER,
+                    &regarding,
+                    "instances.instance-metadata",
+                    "InitializeNode",
+                    &violations,
+                )
+                .await;
+        }
         if meta.provider_id.is_empty() && existing_provider_id.is_empty() {
             return Err(SyncError {
                 message: format!(
@@ -240,7 +330,8 @@ impl NodeController {
             message: format!("cannot initialize node {name}: {e}"),
             retry_after: None,
             in_progress: false,
-        })?;
+        })?
+        .map(dedupe_addresses);
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let plan = init_labels(&labels, &meta);
         for skipped in &plan.skipped {
@@ -421,6 +512,19 @@ impl NodeController {
 
     async fn update_node_addresses(&self, node: &Node) -> Result<(), SyncError> {
         let name = node.metadata.name.clone().unwrap_or_default();
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default();
+        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        // Another provider's node: its addresses are not this driver's to say. Skipped quietly
+        // (a mixed cluster would otherwise log every node every period; the lifecycle and node
+        // controllers report such nodes when they would have acted on them).
+        if is_foreign_provider_id(&existing, &scheme) {
+            tracing::debug!(node = %name, provider_id = %existing, "address refresh skips a node of another provider");
+            return Ok(());
+        }
         let (result, _) = self.ctx.cloud.observe(
             "instances.instance-metadata",
             self.ctx
@@ -430,14 +534,48 @@ impl NodeController {
                 .await,
         );
         let meta = result.map_err(|e| driver_failure(&name, &e))?;
-        let cloud: Vec<NodeAddress> = meta.addresses.iter().map(to_kube_address).collect();
+        let regarding = reference(node);
+        // Addresses of another instance are not this node's.
+        if let Err(v) = check_provider_id(&meta.provider_id, &scheme, &existing, None) {
+            let message = format!("the driver's answer was refused: {v}");
+            self.ctx
+                .report_refusals(
+                    REPORTER,
+                    &regarding,
+                    "instances.instance-metadata",
+                    "UpdateNodeAddresses",
+                    std::slice::from_ref(&v),
+                )
+                .await;
+            return Err(SyncError {
+                message,
+                retry_after: None,
+                in_progress: false,
+            });
+        }
+        let (addresses, violations) = sanitize_addresses(&meta.addresses);
+        if violations.is_empty() {
+            self.ctx.clear_refusals(&regarding);
+        } else {
+            self.ctx
+                .report_refusals(
+                    REPORTER,
+                    &regarding,
+                    "instances.instance-metadata",
+                    "UpdateNodeAddresses",
+                    &violations,
+                )
+                .await;
+        }
+        let cloud: Vec<NodeAddress> = addresses.iter().map(to_kube_address).collect();
         let current = current_addresses(node);
         let merged = merge_addresses(&cloud, &current, annotation(node, PROVIDED_NODE_IP))
             .map_err(|e| SyncError {
                 message: e.to_string(),
                 retry_after: None,
                 in_progress: false,
-            })?;
+            })?
+            .map(dedupe_addresses);
         if let Some(addresses) = merged
             && addresses_changed(&current, &addresses)
         {

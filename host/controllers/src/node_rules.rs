@@ -137,14 +137,11 @@ pub fn addresses_changed(old: &[NodeAddress], new: &[NodeAddress]) -> bool {
     old != new
 }
 
-/// Whether an additional label from the driver is in a namespace Kubernetes reserves.
+/// Whether an additional label from the driver is in a namespace Kubernetes reserves
+/// (`kubernetes.io`, `k8s.io` and their subdomains), ignoring case: `KUBERNETES.IO/x` is refused
+/// too (sandbox review S1-9).
 pub fn is_reserved_label(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else {
-        return false;
-    };
-    ["kubernetes.io", "k8s.io"]
-        .iter()
-        .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+    crate::answer_rules::is_reserved_label(key)
 }
 
 /// What initialisation does to the labels: the labels to set, and the driver's additional labels

@@ -23,6 +23,7 @@ use crate::route::RouteController;
 use crate::route_rules::parse_cluster_cidrs;
 use crate::server::{Health, serve};
 use crate::service::ServiceController;
+use crate::user_agent::{user_agent, with_user_agent};
 
 /// How `wasm-ccm run` runs.
 pub struct RunOptions {
@@ -98,6 +99,7 @@ pub fn start_controllers(
         nodes: node_informer.store(),
         services,
         config: config.clone(),
+        refusals: Default::default(),
     });
     let mut tasks = JoinSet::new();
     // A reload never changes the exports (it is refused if it would), so this stays true.
@@ -217,6 +219,12 @@ pub async fn run(
     let health = Arc::new(Health::default());
     record_in_service(&metrics, &driver, "startup", opts.driver_load_time);
     let slot = Arc::new(DriverSlot::new(driver));
+    // Every request names this program and the driver in service (a reload shows at once).
+    let agent_slot = Arc::clone(&slot);
+    let client = with_user_agent(
+        client,
+        Arc::new(move || user_agent(Some(agent_slot.get().info()))),
+    );
     // Every replica watches, leader or not, so a standby takes over with the current version.
     if let Some(reload) = opts.reload {
         let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));

@@ -15,8 +15,11 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use crate::answer_rules::{
+    AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
+};
 use crate::context::{Ctx, PendingWrite, in_progress, is_status, reference, requested_delay};
-use crate::convert::{ingress_to_kube, node_to_wit, service_to_wit};
+use crate::convert::{ingress_to_kube, ingress_to_wit, node_to_wit, service_to_wit};
 use crate::informer::key_of;
 use crate::node::SyncError;
 use crate::queue::{Backoff, WorkQueue};
@@ -464,25 +467,56 @@ impl ServiceController {
             Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => return Ok(()),
             Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
         };
+        // Everything the driver asked for is checked before it is written (`answer_rules`).
+        let policy = AnnotationPolicy::new(&self.ctx.cloud.driver().info().annotation_prefixes);
+        let current_annotations = svc.metadata.annotations.clone().unwrap_or_default();
+        let (annotations, mut violations) = sanitize_annotations(
+            &result.set_annotations,
+            &result.remove_annotations,
+            &policy,
+            &current_annotations,
+        );
+        let (ingress, ingress_violations) = sanitize_ingress(&result.ingress);
+        violations.extend(ingress_violations);
+        // Every entry refused: the status stays as it is (a bad answer does not take a working
+        // address away).
+        let keep_status = ingress.is_empty() && !result.ingress.is_empty();
+        let ingress = if keep_status {
+            previous.iter().map(ingress_to_wit).collect()
+        } else {
+            ingress
+        };
+        if violations.is_empty() {
+            self.ctx.clear_refusals(&regarding);
+        } else {
+            self.ctx
+                .report_refusals(
+                    REPORTER,
+                    &regarding,
+                    "load-balancer.ensure",
+                    "EnsureLoadBalancer",
+                    &violations,
+                )
+                .await;
+        }
         self.ctx.cloud.cluster().record(
             key,
             Some(PendingWrite {
-                set_annotations: result.set_annotations.clone(),
-                remove_annotations: result.remove_annotations.clone(),
-                ingress: result.ingress.clone(),
+                set_annotations: annotations.set.clone(),
+                remove_annotations: annotations.remove.clone(),
+                ingress: ingress.clone(),
             }),
         );
-        if !result.set_annotations.is_empty() || !result.remove_annotations.is_empty() {
-            self.apply_annotations(
-                key,
-                svc,
-                &result.set_annotations,
-                &result.remove_annotations,
-            )
-            .await?;
+        // Only what changes anything is written: a converged Service gets no write.
+        let effective = annotations.effective(&current_annotations);
+        if !effective.is_empty() {
+            self.apply_annotations(key, svc, &effective.set, &effective.remove)
+                .await?;
         }
-        let ingress = ingress_to_kube(&result.ingress);
-        let changed = ingress != previous;
+        // Compared as the apiserver stores it (ipMode defaulted to VIP for an ip), and written
+        // that way, so a restart or a re-ensure of a converged Service writes nothing.
+        let ingress = normalize_ingress(&ingress_to_kube(&ingress));
+        let changed = !keep_status && !same_ingress(&previous, &ingress);
         if !quiet || changed {
             self.event(
                 &regarding,

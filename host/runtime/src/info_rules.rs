@@ -193,8 +193,8 @@ pub fn check_env_prefix(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// An annotation key prefix (`domain/` or `domain/name-prefix`) or a full key: a DNS subdomain,
-/// `/`, and an optional name part. Declaring `kubectl.kubernetes.io` is refused outright: that
+/// An annotation key prefix (`domain/`, matching every key of that domain) or one full key
+/// (`domain/name`, matching that key only): a DNS subdomain, `/`, and an optional name. Declaring `kubectl.kubernetes.io` is refused outright: that
 /// namespace belongs to kubectl (`last-applied-configuration`).
 fn check_annotation_prefix(prefix: &str) -> Result<(), String> {
     let Some((domain, _name)) = prefix.split_once('/') else {

@@ -29,12 +29,17 @@ pub const FUTURE_MAJOR_DRIVER: &str = env!("WASM_CCM_FUTURE_MAJOR_DRIVER");
 /// conformance must fail exactly the checks each bug breaks.
 pub const BROKEN_DRIVER: &str = env!("WASM_CCM_BROKEN_DRIVER");
 
+/// A driver whose answers break every rule of what may be written to Kubernetes
+/// (`tests/plugins/hostile-lb`, world `load-balancer-driver`): provider IDs, addresses, labels,
+/// annotations, ingress and events chosen by the node's or Service's name.
+pub const HOSTILE_LB_DRIVER: &str = env!("WASM_CCM_HOSTILE_LB_DRIVER");
+
 /// The SDK's template driver (`sdk/rust/template`, world `instances-driver`), which passes
 /// conformance as it is.
 pub const TEMPLATE_DRIVER: &str = env!("WASM_CCM_TEMPLATE_DRIVER");
 
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `phoenixnap`,
-/// `cloudstack`, `hostile`, `future-major`, `broken`, `template`.
+/// `cloudstack`, `hostile`, `future-major`, `broken`, `hostile-lb`, `template`.
 pub fn all() -> &'static [(&'static str, &'static str)] {
     &[
         ("static", STATIC_DRIVER),
@@ -44,6 +49,7 @@ pub fn all() -> &'static [(&'static str, &'static str)] {
         ("hostile", HOSTILE_DRIVER),
         ("future-major", FUTURE_MAJOR_DRIVER),
         ("broken", BROKEN_DRIVER),
+        ("hostile-lb", HOSTILE_LB_DRIVER),
         ("template", TEMPLATE_DRIVER),
     ]
 }

@@ -6,7 +6,7 @@ const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0
 
 #[test]
 fn every_guest_is_a_component() {
-    assert_eq!(wasm_ccm_plugins::all().len(), 8);
+    assert_eq!(wasm_ccm_plugins::all().len(), 9);
     for (name, path) in wasm_ccm_plugins::all() {
         assert!(
             Path::new(path).is_absolute(),

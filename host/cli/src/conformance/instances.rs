@@ -399,17 +399,26 @@ mod tests {
         info.name = "Acme Cloud".into();
         info.version = "one".into();
         info.provider_id_scheme = "1acme".into();
-        info.env_prefixes = vec![String::new()];
         check_info(&info, &mut checks);
         assert!(!checks.results[0].message.is_empty());
         assert_eq!(checks.results[0].status, super::super::report::Status::Pass);
         let m = &checks.results[1].message;
         assert!(
-            m.contains("name")
-                && m.contains("semver")
-                && m.contains("scheme")
-                && m.contains("env-prefixes"),
+            m.contains("name") && m.contains("semver") && m.contains("scheme"),
             "{m}"
         );
+        // The host's load-time rules fail the check too: an empty env prefix would hand the
+        // driver the whole environment.
+        info.name = "acme".into();
+        info.version = "1.2.3".into();
+        info.provider_id_scheme = "acme".into();
+        info.env_prefixes = vec![String::new()];
+        check_info(&info, &mut checks);
+        assert!(
+            checks.results[2].message.contains("env-prefixes"),
+            "{}",
+            checks.results[2].message
+        );
+        assert_ne!(checks.results[2].status, super::super::report::Status::Pass);
     }
 }

@@ -272,6 +272,10 @@ fn reserved_label_namespaces() {
         ("example.com/x", false),
         ("plain", false),
         ("kubernetes.io.example.com/x", false),
+        // Case does not hide a reserved namespace.
+        ("KUBERNETES.IO/shout", true),
+        ("Node.Kubernetes.Io/x", true),
+        ("a.B.K8s.IO/x", true),
     ] {
         assert_eq!(is_reserved_label(key), reserved, "{key}");
     }

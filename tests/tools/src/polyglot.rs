@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::tools_dir;
 
 /// The repository root.
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -24,7 +24,7 @@ fn output_dir() -> PathBuf {
 }
 
 /// A lock held while tools are installed or a driver is built: test processes run in parallel.
-fn lock() -> Result<File, String> {
+pub(crate) fn lock() -> Result<File, String> {
     std::fs::create_dir_all(tools_dir())
         .map_err(|e| format!("cannot create {}: {e}", tools_dir().display()))?;
     let path = tools_dir().join(".polyglot.lock");
@@ -39,7 +39,7 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// sha256 over the names and contents of `files` and the `extra` strings; 16 hex digits.
-fn key(files: &[PathBuf], extra: &[&str]) -> Result<String, String> {
+pub(crate) fn key(files: &[PathBuf], extra: &[&str]) -> Result<String, String> {
     let mut hash = Sha256::new();
     for file in files {
         hash.update(
@@ -72,7 +72,7 @@ fn files_in(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Runs a build tool quietly (no bytecode files, no npm notices).
-fn run(command: &mut Command) -> Result<(), String> {
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     crate::run(
         command
             .env("PYTHONDONTWRITEBYTECODE", "1")

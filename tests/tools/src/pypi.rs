@@ -1,0 +1,57 @@
+//! Python programs from PyPI (a cloud's own CLI or SDK) installed once into a venv under
+//! `target/tools/`, keyed by the pinned requirements file, so tests can let a real client judge
+//! our simulators. Needs `python3` with `venv`, and PyPI once.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::polyglot::{key, lock, repo, run};
+use crate::tools_dir;
+
+/// A venv named `name` holding exactly what `requirements` (a path relative to the repository,
+/// e.g. `tests/sim/clients/cloudstack.txt`, pins with `==`) lists; returns the venv directory.
+/// Its programs are in `bin/` (`venv.join("bin/python")`, `venv.join("bin/cs")`).
+pub fn venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    let pins = repo().join(requirements);
+    let venv = tools_dir().join(format!(
+        "{name}-{}",
+        key(std::slice::from_ref(&pins), &[])?
+    ));
+    // A venv records its own path, so it is built in place and marked complete at the end.
+    let done = venv.join(".complete");
+    if done.is_file() {
+        return Ok(venv);
+    }
+    let _lock = lock()?;
+    if !done.is_file() {
+        let _ = std::fs::remove_dir_all(&venv);
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        run(Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", "-r"])
+            .arg(&pins))?;
+        std::fs::File::create(&done)
+            .map_err(|e| format!("cannot create {}: {e}", done.display()))?;
+    }
+    Ok(venv)
+}
+
+/// Runs `python` of `venv` on `script` (a path relative to the repository) with `args`, and
+/// returns its stdout; a failure carries stdout and stderr.
+pub fn run_script(venv: &Path, script: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(venv.join("bin/python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(repo().join(script))
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {script}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{script} failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}

@@ -155,17 +155,9 @@ pub fn shown(value: &str) -> String {
     }
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut_to_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary (the
+/// apiserver counts limits in bytes: Go's `len`).
+pub use wasm_ccm_runtime::log::cut as cut_to_bytes;
 
 // ---------------------------------------------------------------------------------------------
 // apimachinery/pkg/util/validation

@@ -453,6 +453,8 @@ impl Ctx {
         violations: &[Violation],
     ) {
         if violations.is_empty() {
+            // A clean answer: the next refusal is news again.
+            self.clear_refusals(regarding);
             return;
         }
         for v in violations {

@@ -296,19 +296,15 @@ impl NodeController {
             });
         }
         let (meta, violations) = sanitize_metadata(meta);
-        if violations.is_empty() {
-            self.ctx.clear_refusals(&regarding);
-        } else {
-            self.ctx
-                .report_refusals(
-                    REPORTER,
-                    &regarding,
-                    "instances.instance-metadata",
-                    "InitializeNode",
-                    &violations,
-                )
-                .await;
-        }
+        self.ctx
+            .report_refusals(
+                REPORTER,
+                &regarding,
+                "instances.instance-metadata",
+                "InitializeNode",
+                &violations,
+            )
+            .await;
         if meta.provider_id.is_empty() && existing_provider_id.is_empty() {
             return Err(SyncError {
                 message: format!(
@@ -554,19 +550,15 @@ impl NodeController {
             });
         }
         let (addresses, violations) = sanitize_addresses(&meta.addresses);
-        if violations.is_empty() {
-            self.ctx.clear_refusals(&regarding);
-        } else {
-            self.ctx
-                .report_refusals(
-                    REPORTER,
-                    &regarding,
-                    "instances.instance-metadata",
-                    "UpdateNodeAddresses",
-                    &violations,
-                )
-                .await;
-        }
+        self.ctx
+            .report_refusals(
+                REPORTER,
+                &regarding,
+                "instances.instance-metadata",
+                "UpdateNodeAddresses",
+                &violations,
+            )
+            .await;
         let cloud: Vec<NodeAddress> = addresses.iter().map(to_kube_address).collect();
         let current = current_addresses(node);
         let merged = merge_addresses(&cloud, &current, annotation(node, PROVIDED_NODE_IP))

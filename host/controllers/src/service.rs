@@ -486,19 +486,15 @@ impl ServiceController {
         } else {
             ingress
         };
-        if violations.is_empty() {
-            self.ctx.clear_refusals(&regarding);
-        } else {
-            self.ctx
-                .report_refusals(
-                    REPORTER,
-                    &regarding,
-                    "load-balancer.ensure",
-                    "EnsureLoadBalancer",
-                    &violations,
-                )
-                .await;
-        }
+        self.ctx
+            .report_refusals(
+                REPORTER,
+                &regarding,
+                "load-balancer.ensure",
+                "EnsureLoadBalancer",
+                &violations,
+            )
+            .await;
         self.ctx.cloud.cluster().record(
             key,
             Some(PendingWrite {

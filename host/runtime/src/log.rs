@@ -507,7 +507,7 @@ fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
 }
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub(crate) fn cut(s: &str, max: usize) -> &str {
+pub fn cut(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

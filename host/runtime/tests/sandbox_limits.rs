@@ -84,8 +84,8 @@ async fn the_unpatched_driver_still_loads() {
         .expect("the normal info is valid");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn log_redact_keeps_a_bounded_number_of_bounded_secrets() {
+/// The hostile driver with its log records kept in memory.
+async fn load_logging() -> (wasm_ccm_runtime::Driver, Arc<MemorySink>) {
     let sink = Arc::new(MemorySink::default());
     let driver = common::load(
         HOSTILE_DRIVER,
@@ -95,6 +95,12 @@ async fn log_redact_keeps_a_bounded_number_of_bounded_secrets() {
         },
     )
     .await;
+    (driver, sink)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_redact_keeps_a_bounded_number_of_bounded_secrets() {
+    let (driver, sink) = load_logging().await;
     // 500 distinct 1 KiB secrets: the host keeps the newest MAX_DRIVER_SECRETS.
     driver
         .instance_metadata(
@@ -125,15 +131,7 @@ async fn log_redact_keeps_a_bounded_number_of_bounded_secrets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_record_is_bounded_as_a_whole() {
-    let sink = Arc::new(MemorySink::default());
-    let driver = common::load(
-        HOSTILE_DRIVER,
-        DriverOptions {
-            log_sink: sink.clone(),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (driver, sink) = load_logging().await;
     // A 64 KiB message and 1,000 fields of 8 KiB: about 8 MB offered in one record.
     driver
         .instance_metadata(

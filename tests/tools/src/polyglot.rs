@@ -117,22 +117,10 @@ fn install_once(dir: &Path, fill: impl FnOnce(&Path) -> Result<(), String>) -> R
 }
 
 /// `componentize-py` at the version `sdk/python/requirements-build.txt` pins.
+/// Called with the tools lock held (by [`python_static`]).
 fn componentize_py() -> Result<PathBuf, String> {
-    let pins = repo().join("sdk/python/requirements-build.txt");
-    let venv = tools_dir().join(format!(
-        "componentize-py-{}",
-        key(std::slice::from_ref(&pins), &[])?
-    ));
-    // A venv records its own path, so it is built in place and marked complete at the end.
-    let done = venv.join(".complete");
-    if !done.is_file() {
-        let _ = std::fs::remove_dir_all(&venv);
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-        run(Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "--disable-pip-version-check", "-r"])
-            .arg(&pins))?;
-        File::create(&done).map_err(|e| format!("cannot create {}: {e}", done.display()))?;
-    }
+    let venv =
+        crate::pypi::venv_while_locked("componentize-py", "sdk/python/requirements-build.txt")?;
     Ok(venv.join("bin/componentize-py"))
 }
 

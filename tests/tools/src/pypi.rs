@@ -12,17 +12,17 @@ use crate::tools_dir;
 /// e.g. `tests/sim/clients/cloudstack.txt`, pins with `==`) lists; returns the venv directory.
 /// Its programs are in `bin/` (`venv.join("bin/python")`, `venv.join("bin/cs")`).
 pub fn venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
+    let _lock = lock()?;
+    venv_while_locked(name, requirements)
+}
+
+/// [`venv`] for a caller that already holds the tools lock (a second `flock` from this process
+/// would wait for itself).
+pub(crate) fn venv_while_locked(name: &str, requirements: &str) -> Result<PathBuf, String> {
     let pins = repo().join(requirements);
-    let venv = tools_dir().join(format!(
-        "{name}-{}",
-        key(std::slice::from_ref(&pins), &[])?
-    ));
+    let venv = tools_dir().join(format!("{name}-{}", key(std::slice::from_ref(&pins), &[])?));
     // A venv records its own path, so it is built in place and marked complete at the end.
     let done = venv.join(".complete");
-    if done.is_file() {
-        return Ok(venv);
-    }
-    let _lock = lock()?;
     if !done.is_file() {
         let _ = std::fs::remove_dir_all(&venv);
         run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;

@@ -92,7 +92,7 @@ impl Checks {
     pub fn check(&mut self, id: &str, subject: Option<&str>, outcome: Result<String, String>) {
         match outcome {
             Ok(m) => self.record(id, subject, Status::Pass, m),
-            Err(m) => self.record(id, subject, Status::Fail, m),
+            Err(m) => self.record(id, subject, Status::Fail, egress_hint_for_scenarios(&m)),
         }
     }
 
@@ -373,5 +373,28 @@ mod tests {
         let got = &m.measurements()[0];
         assert_eq!((got.calls, got.median_ms, got.max_ms), (3, 3.0, 5.0));
         assert_eq!((got.median_requests, got.max_requests), (3, 5));
+    }
+}
+
+/// The runtime's egress denials tell an operator which `--allow-egress` to add; in a conformance
+/// run the grants come from the scenario, so the hint names `driver.egress` instead.
+fn egress_hint_for_scenarios(message: &str) -> String {
+    message.replace("--allow-egress ", "(in the scenario's driver.egress list) ")
+}
+
+#[cfg(test)]
+mod egress_hint_tests {
+    #[test]
+    fn a_denial_in_conformance_points_at_the_scenario() {
+        let m = super::egress_hint_for_scenarios(
+            "egress to http://127.0.0.1:18090 denied (granted: https://api.acme.example); add it with --allow-egress http://127.0.0.1:18090",
+        );
+        assert!(!m.contains("--allow-egress"), "{m}");
+        assert!(
+            m.ends_with(
+                "add it with (in the scenario's driver.egress list) http://127.0.0.1:18090"
+            ),
+            "{m}"
+        );
     }
 }

@@ -90,14 +90,44 @@ async fn nodes_and_load_balancer_rules_through_the_controllers() {
     assert_eq!(labels["topology.kubernetes.io/zone"], "zone1");
     assert_eq!(labels["topology.kubernetes.io/region"], "zone1");
 
-    // A Service with TCP and UDP on one port: two rules on one new public IP, every node a
-    // member, the firewall opened.
+    // TCP and UDP on one port: CloudStack allows one LB rule per public IP and port whatever
+    // the protocol, so the driver refuses the Service (a Warning event) before any request:
+    // no IP is associated, nothing is billed.
+    cloud.clear_requests();
+    sim.create(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "same-port", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
+            {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+        ]},
+    }))
+    .expect("service");
+    eventually("same-port is refused", || {
+        events(&sim, "same-port", "SyncLoadBalancerFailed")
+            .iter()
+            .any(|e| {
+                e["type"] == "Warning"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("port 53 is used by both TCP and UDP"))
+            })
+    })
+    .await;
+    assert!(cloud.mutations().is_empty(), "{:?}", cloud.mutations());
+    assert!(allocated(&cloud).is_empty());
+    sim.remove("services", Some("default"), "same-port")
+        .expect("delete same-port");
+    eventually("same-port gone", || service(&sim, "same-port").is_none()).await;
+
+    // A Service with TCP and UDP on different ports: two rules on one new public IP, every node
+    // a member, the firewall opened.
     sim.create(json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "dns", "namespace": "default"},
         "spec": {"type": "LoadBalancer", "ports": [
             {"name": "dns-tcp", "port": 53, "protocol": "TCP"},
-            {"name": "dns-udp", "port": 53, "protocol": "UDP"},
+            {"name": "dns-udp", "port": 5353, "protocol": "UDP"},
         ]},
     }))
     .expect("service");

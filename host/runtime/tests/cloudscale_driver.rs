@@ -1060,6 +1060,15 @@ async fn no_nodes_and_no_zone_is_not_a_dead_end() {
     // Upstream created the LB without a zone, then refused every later pass ("" vs rma1).
     let svc = service(&[]);
     let o = c.ensure(&svc, &[]).await;
+    // Upstream's loadbalancer.go emits NoValidNodes for an empty node list too (review
+    // 2026-11-23, finding 7).
+    assert!(
+        o.events
+            .iter()
+            .any(|e| e.kind == EventKind::Warning && e.reason == "NoValidNodes"),
+        "{:?}",
+        o.events
+    );
     let r = o.result.expect("ensure with no nodes");
     assert!(
         r.set_annotations
@@ -1168,5 +1177,149 @@ async fn force_hostname_ip_mode_and_other_classes() {
         matches!(provider_error(&o), ProviderError::InvalidConfig(m) if m.contains("algorithm")),
         "{:?}",
         o.result
+    );
+}
+
+/// Values the upstream CCM accepts must not stop a Service from reconciling after a switch
+/// (review 2026-11-23, findings 1-5): a bare floating IP, JSON keys in another letter case and
+/// unknown keys (both as Go's decoder reads them, with a Warning event), any ip-mode next to a
+/// forced hostname, and `null` lists. The HTTP monitor is created without `host`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_upstream_accepts_is_accepted_with_warnings() {
+    let c = cloud().await;
+    c.sim.add_floating_ip("5.102.150.123/32").expect("fip");
+    let svc = service(&[
+        ("loadbalancer-floating-ips", r#"["5.102.150.123"]"#),
+        ("loadbalancer-health-monitor-type", "http"),
+        (
+            "loadbalancer-health-monitor-http",
+            r#"{"URL_PATH": "/ready", "path": "/typo", "Method": "HEAD"}"#,
+        ),
+        ("loadbalancer-force-hostname", "lb.example.org"),
+        ("loadbalancer-ip-mode", "proxy"),
+        ("loadbalancer-listener-allowed-cidrs", "null"),
+    ]);
+    let o = c.ensure(&svc, &nodes()).await;
+    let r = o.result.clone().expect("ensure");
+    assert_eq!(r.ingress, vec![hostname("lb.example.org")]);
+    let ignored: Vec<&str> = o
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Warning && e.reason == "AnnotationValueIgnored")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(ignored.len(), 2, "{:?}", o.events);
+    assert!(
+        ignored.iter().any(|m| m.contains("\"path\"")),
+        "{ignored:?}"
+    );
+    assert!(
+        ignored.iter().any(|m| m.contains("5.102.150.123/32")),
+        "{ignored:?}"
+    );
+    let lb = s(&c.sim.load_balancers()[0]["uuid"]);
+    assert_eq!(
+        c.sim.floating_ips()[0]["load_balancer"]["uuid"],
+        lb.as_str()
+    );
+    let monitor = &c.sim.health_monitors()[0];
+    assert_eq!(monitor["http"]["url_path"], "/ready");
+    assert_eq!(monitor["http"]["method"], "HEAD");
+    let posted: Vec<Value> = c
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/health-monitors"))
+        .filter_map(|r| r.body)
+        .collect();
+    assert_eq!(posted.len(), 1);
+    assert!(
+        posted[0]["http"].get("host").is_none(),
+        "host omitted like the SDK's omitempty: {}",
+        posted[0]
+    );
+
+    // Steady: the bare address matches the API's `/32` network, so nothing is re-sent.
+    let svc = common::apply(svc, &r);
+    let o = c.ensure(&svc, &nodes()).await;
+    o.result.as_ref().expect("second ensure");
+    assert!(mutations(&o).is_empty(), "{:?}", mutations(&o));
+    let got = c
+        .driver
+        .load_balancer_get(&svc, &scope())
+        .await
+        .result
+        .expect("get");
+    assert_eq!(got, Some(vec![hostname("lb.example.org")]));
+
+    // Not an IP at all is still refused, before any request.
+    let bad = annotate(svc, "loadbalancer-floating-ips", r#"["lb.example.org"]"#);
+    c.sim.clear_requests();
+    let o = c.ensure(&bad, &nodes()).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::InvalidConfig(m) if m.contains("floating-ips"))
+    );
+    assert!(c.sim.requests().is_empty());
+}
+
+/// How the API refuses a change to a busy load balancer is not documented (README,
+/// "Assumptions about the real API"). A refusal while the load balancer is `running` keeps its
+/// meaning: a 409 is `transient` (the driver re-read the load balancer first), not `permanent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_on_a_running_load_balancer_is_transient() {
+    let c = cloud().await;
+    c.sim.faults().fail_next(
+        Match::path("/v1/load-balancers/pools").with_method("POST"),
+        409,
+        1,
+    );
+    let svc = service(&[]);
+    let o = c.ensure(&svc, &nodes()).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::Transient(m) if m.contains("409")),
+        "{:?}",
+        o.result
+    );
+    let lines: Vec<String> = c.sim.requests().iter().map(|r| r.line()).collect();
+    let refused = lines
+        .iter()
+        .position(|l| l.starts_with("POST /v1/load-balancers/pools"))
+        .expect("the refused POST");
+    assert!(
+        lines[refused + 1..]
+            .iter()
+            .any(|l| l.starts_with("GET /v1/load-balancers/") && !l.contains("pools")),
+        "the load balancer is re-read after the refusal: {lines:?}"
+    );
+    c.converge(svc).await;
+    assert_eq!(c.pool_names(), ["tcp"]);
+}
+
+/// The simulator's refusal of a change to a busy load balancer (400 "currently changing") ends
+/// the call with `retry-after`, not `invalid-config` (review 2026-11-23, finding 6); the next
+/// call completes the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_refusal_is_retry_after_not_invalid_config() {
+    let c = cloud().await;
+    let (svc, _) = c.converge(service(&[])).await;
+    c.sim.add_server(SeedServer::new("worker-3").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.13"],
+    ));
+    let mut more = nodes();
+    more.push(node("worker-3"));
+    c.sim.faults().refuse_next_as_busy(1);
+    let o = c.driver.load_balancer_update(&svc, &more, &scope()).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::RetryAfter(r) if r.seconds == 5 && r.reason.contains("changing")),
+        "{:?}",
+        o.result
+    );
+    let o = c.driver.load_balancer_update(&svc, &more, &scope()).await;
+    o.result.as_ref().expect("the retry succeeds");
+    assert_eq!(
+        shape(mutations(&o)),
+        ["POST load-balancers/pools/*/members"]
     );
 }

@@ -11,7 +11,7 @@ use wasm_ccm_runtime::types::{
     AddressType, EnsureResult, Ingress, Node, Protocol, ProviderError, Service, ServicePort,
     SessionAffinity,
 };
-use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions};
+use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions, EventKind};
 use wasm_ccm_sim::cloudstack::{
     CidrSeparator, CloudstackOptions, CloudstackSim, Seed, SeedLbRule, SeedNic, SeedPublicIp,
     SeedVm,
@@ -262,7 +262,12 @@ async fn a_wrong_secret_is_unauthorized_and_requests_are_signed() {
         last.params.get("signatureversion").map(String::as_str),
         Some("3")
     );
-    assert!(last.params.contains_key("expires"));
+    // `expires` with a numeric offset, the form every CloudStack version parses.
+    let expires = last.params.get("expires").expect("expires");
+    assert!(
+        expires.ends_with("+0000") && expires.len() == 24,
+        "{expires}"
+    );
     assert_ne!(last.params.get("signature"), None);
 }
 
@@ -424,13 +429,13 @@ async fn a_vm_without_nics_gives_an_error_and_is_skipped_as_a_backend() {
 }
 
 #[tokio::test]
-async fn isolated_network_tcp_and_udp_on_one_port_from_creation_to_deletion() {
+async fn isolated_network_tcp_and_udp_from_creation_to_deletion() {
     let c = cloud().await;
     let svc = web(
         '2',
         vec![
             port(Protocol::Tcp, 53, 30053),
-            port(Protocol::Udp, 53, 30054),
+            port(Protocol::Udp, 54, 30054),
             port(Protocol::Tcp, 80, 30080),
         ],
     );
@@ -442,7 +447,7 @@ async fn isolated_network_tcp_and_udp_on_one_port_from_creation_to_deletion() {
     assert_eq!(all.len(), 3, "{all:#?}");
     for (suffix, protocol, public, private) in [
         ("tcp-53", "tcp", "53", "30053"),
-        ("udp-53", "udp", "53", "30054"),
+        ("udp-54", "udp", "54", "30054"),
         ("tcp-80", "tcp", "80", "30080"),
     ] {
         let r = rule(&all, &format!("{name}-{suffix}"));
@@ -453,7 +458,8 @@ async fn isolated_network_tcp_and_udp_on_one_port_from_creation_to_deletion() {
             (Some(public), Some(private))
         );
         assert_eq!(r["algorithm"], "roundrobin");
-        assert_eq!(r["cidrlist"], "0.0.0.0/0");
+        // Open to all: no `cidrlist` sent, none stored (rendered "").
+        assert_eq!(r["cidrlist"], "");
         assert_eq!(members(r), ids(&c.sim, &NODES));
     }
     // The isolated network's firewall is opened per protocol and port.
@@ -474,7 +480,7 @@ async fn isolated_network_tcp_and_udp_on_one_port_from_creation_to_deletion() {
         [
             ("tcp".to_string(), 53),
             ("tcp".to_string(), 80),
-            ("udp".to_string(), 53)
+            ("udp".to_string(), 54)
         ]
     );
     assert_eq!(allocated(&c.sim), std::slice::from_ref(&ip));
@@ -525,7 +531,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
             '3',
             vec![
                 port(Protocol::Tcp, 443, 30443),
-                port(Protocol::Udp, 443, 30444),
+                port(Protocol::Udp, 444, 30444),
             ],
         ),
         &[(PROXY, "true")],
@@ -538,7 +544,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
         rule(&all, &format!("{name}-tcp-proxy-443"))["protocol"],
         "tcp-proxy"
     );
-    assert_eq!(rule(&all, &format!("{name}-udp-443"))["protocol"], "udp");
+    assert_eq!(rule(&all, &format!("{name}-udp-444"))["protocol"], "udp");
     // The IP was associated with the VPC (and then with the tier by the first rule).
     let public = c
         .sim
@@ -565,7 +571,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
         acl,
         [
             ("tcp".to_string(), "443".to_string()),
-            ("udp".to_string(), "443".to_string())
+            ("udp".to_string(), "444".to_string())
         ]
     );
     c.sim.clear_requests();
@@ -576,7 +582,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
 
     // A second Service on the tier with the same UDP port: deleting the first keeps the shared
     // entry (ACL lists are shared; upstream deleted the first match).
-    let other = web('4', vec![port(Protocol::Udp, 443, 30445)]);
+    let other = web('4', vec![port(Protocol::Udp, 444, 30445)]);
     ensure(&c, &other, &["k8s-vpc-node-1"])
         .await
         .expect("ensure other");
@@ -593,7 +599,7 @@ async fn vpc_tier_uses_acl_entries_and_proxy_protocol() {
             )
         })
         .collect();
-    assert_eq!(left, ["udp/443"]);
+    assert_eq!(left, ["udp/444"]);
     assert!(!allocated(&c.sim).contains(&ip));
 }
 
@@ -929,14 +935,19 @@ async fn six_hundred_vms_are_all_found() {
     let names = ["bulk-000", "bulk-599", "k8s-node-3"];
     ensure(&c, &svc, &names).await.expect("ensure");
     assert_eq!(members(&rules(&c.sim)[0]), ids(&c.sim, &names));
-    let pages: Vec<String> = c
+    // The first page as upstream asks it (no page, no pagesize), then page 2 at the server's
+    // size.
+    let pages: Vec<Option<String>> = c
         .sim
         .requests()
         .iter()
         .filter(|r| r.command == "listVirtualMachines")
-        .filter_map(|r| r.params.get("page").cloned())
+        .map(|r| {
+            assert_eq!(r.params.get("pagesize"), None, "{}", r.line());
+            r.params.get("page").cloned()
+        })
         .collect();
-    assert_eq!(pages, ["1", "2"]);
+    assert_eq!(pages, [None, Some("2".to_string())]);
 }
 
 #[tokio::test]
@@ -991,4 +1002,132 @@ async fn a_project_scopes_every_request() {
     }) {
         assert_eq!(r.params.get("projectid"), Some(&project), "{}", r.line());
     }
+    // CreateLoadBalancerRuleCmd has no projectid (the rule follows its IP's owner).
+    let creates: Vec<_> = c
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.command == "createLoadBalancerRule")
+        .collect();
+    assert!(!creates.is_empty());
+    for r in creates {
+        assert_eq!(r.params.get("projectid"), None, "{}", r.line());
+    }
+}
+
+#[tokio::test]
+async fn tcp_and_udp_on_one_port_is_refused_before_any_request() {
+    // CloudStack refuses a second LB rule on an IP and port whatever its protocol (537), so the
+    // Service is invalid-config, and nothing is associated (and billed) for it.
+    let c = cloud().await;
+    let svc = web(
+        '6',
+        vec![
+            port(Protocol::Tcp, 53, 30053),
+            port(Protocol::Udp, 53, 30054),
+        ],
+    );
+    c.sim.clear_requests();
+    let e = ensure(&c, &svc, &NODES).await.expect_err("refused");
+    assert!(
+        matches!(provider_error(e), ProviderError::InvalidConfig(ref m) if m.contains("port 53 is used by both TCP and UDP")),
+    );
+    assert!(c.sim.requests().is_empty(), "{:?}", c.sim.requests());
+    assert!(rules(&c.sim).is_empty());
+    assert!(allocated(&c.sim).is_empty());
+}
+
+#[tokio::test]
+async fn before_4_18_no_cidrlist_and_no_churn() {
+    let c = cloud().await;
+    c.sim.set_version("4.17.2.0");
+    let svc = annotate(
+        web('7', vec![port(Protocol::Tcp, 80, 30080)]),
+        &[(SOURCE_CIDRS, "10.0.0.0/8")],
+    );
+    let r = ensure(&c, &svc, &NODES).await.expect("ensure on 4.17");
+    let creates: Vec<_> = c
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.command == "createLoadBalancerRule")
+        .collect();
+    assert_eq!(creates.len(), 1);
+    assert_eq!(creates[0].params.get("cidrlist"), None);
+    let all = rules(&c.sim);
+    assert_eq!(all[0]["cidrlist"], "");
+    // The annotation still restricts the firewall.
+    assert_eq!(c.sim.firewall_rules()[0]["cidrlist"], "10.0.0.0/8");
+    // Converged: the empty list is "open to all", which is what this server can hold.
+    c.sim.clear_requests();
+    ensure(&c, &common::apply(svc.clone(), &r), &NODES)
+        .await
+        .expect("ensure again");
+    assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
+    // With spec.loadBalancerSourceRanges the firewall follows those, so the annotation has no
+    // effect at all on this version: a Warning event says so.
+    let mut ranged = annotate(
+        web('a', vec![port(Protocol::Tcp, 8080, 30880)]),
+        &[(SOURCE_CIDRS, "10.0.0.0/8")],
+    );
+    ranged.load_balancer_source_ranges = vec!["198.51.100.0/24".into()];
+    let o = c
+        .driver
+        .load_balancer_ensure(&ranged, &nodes(&NODES), &scope())
+        .await;
+    assert!(
+        o.events
+            .iter()
+            .any(|e| e.kind == EventKind::Warning && e.reason == "SourceCidrsIgnored"),
+        "{:?}",
+        o.events
+    );
+    o.into_result().expect("ensure with ranges on 4.17");
+    delete(&c, &ranged).await.expect("delete ranged");
+    // On 4.18 the same driver instance keeps its cached version; a new one sends the list.
+    c.sim.set_version("4.18.0.0");
+    let newer = load(&c.sim, ini(&c.sim, &c.sim.secret_key(), ""), &[])
+        .await
+        .expect("loads");
+    newer
+        .load_balancer_ensure(&common::apply(svc, &r), &nodes(&NODES), &scope())
+        .await
+        .into_result()
+        .expect("ensure on 4.18");
+    assert_eq!(rules(&c.sim)[0]["cidrlist"], "10.0.0.0/8");
+}
+
+#[tokio::test]
+async fn lists_follow_a_small_default_page_size() {
+    let c = cloud().await;
+    // default.page.size = 1: every list is one item a page; pagesize is never sent.
+    c.sim.set_page_size_limit(1);
+    let svc = web(
+        '8',
+        vec![
+            port(Protocol::Tcp, 80, 30080),
+            port(Protocol::Udp, 81, 30081),
+        ],
+    );
+    let r = ensure(&c, &svc, &NODES).await.expect("ensure");
+    let all = rules(&c.sim);
+    assert_eq!(all.len(), 2);
+    for rule in &all {
+        assert_eq!(members(rule), ids(&c.sim, &NODES));
+    }
+    c.sim.clear_requests();
+    ensure(&c, &common::apply(svc.clone(), &r), &NODES)
+        .await
+        .expect("ensure again");
+    assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
+    delete(&c, &common::apply(svc, &r)).await.expect("delete");
+    assert!(rules(&c.sim).is_empty());
+    assert!(allocated(&c.sim).is_empty());
+    let log = c.sim.requests();
+    assert!(log.iter().all(|r| r.status == 200), "{log:?}");
+    assert!(log.iter().all(|r| !r.params.contains_key("pagesize")));
+    assert!(
+        log.iter()
+            .any(|r| r.params.get("page").map(String::as_str) == Some("2"))
+    );
 }

@@ -1,9 +1,10 @@
 //! A small client for the cloudscale REST API over the host's `http` import.
 //!
 //! Errors keep the API's flat error body in the message. A 400 on a write is the API refusing a
-//! value the operator chose (an annotation passed through), so it is `invalid-config`; the other
-//! statuses map as the SDK maps them (404 `not-found`, 401/403 `unauthorized`, 429
-//! `rate-limited`, 5xx `transient`).
+//! value the operator chose (an annotation passed through), so it is `invalid-config`, unless it
+//! says the load balancer is `changing` (`retry-after`, see [`write_error`]); the other statuses
+//! map as the SDK maps them (404 `not-found`, 401/403 `unauthorized`, 429 `rate-limited`, 5xx
+//! `transient`), with 409/423 `transient`.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -119,17 +120,46 @@ fn strip_nulls(value: &mut serde_json::Value) {
     }
 }
 
-/// The status error of a write, with 400 as `invalid-config`.
+/// The status error of a write.
+///
+/// How the real API refuses a change to a busy (`changing`) load balancer is not documented
+/// (review 2026-11-23, finding 6 and "Limits"); the simulator answers 400
+/// `{"detail": "Load balancer is currently changing, try again later."}`. So any 4xx other than
+/// 401/403/404/429 whose body mentions `changing` is `retry-after`, 409 and 423 (a conflict or
+/// lock, the other plausible answers) are `transient`, and [`crate::reconcile`] re-reads the
+/// load balancer after any other refused write and turns it into `retry-after` when the load
+/// balancer is `changing`. The remaining 400s are the API refusing a value the operator chose.
 fn write_error(response: Response) -> Result<Response, ProviderError> {
-    if response.status == 400 {
-        return Err(ProviderError::invalid_config(format!(
-            "the cloudscale API refused the request to {}: {}; check the k8s.cloudscale.ch/* \
-             annotations of the Service",
-            http::display_url(&response.url),
-            http::body_snippet(&response.body)
-        )));
+    let status = response.status;
+    let url = http::display_url(&response.url);
+    let body = http::body_snippet(&response.body);
+    if (400..500).contains(&status)
+        && !matches!(status, 401 | 403 | 404 | 429)
+        && says_busy(&response.body)
+    {
+        return Err(ProviderError::retry_after(
+            crate::reconcile::BUSY_RETRY_SECONDS,
+            format!("the load balancer is busy: HTTP {status} from {url}: {body}"),
+        ));
     }
-    response.error_for_status()
+    match status {
+        400 => Err(ProviderError::invalid_config(format!(
+            "the cloudscale API refused the request to {url}: {body}; check the \
+             k8s.cloudscale.ch/* annotations of the Service"
+        ))),
+        409 | 423 => Err(ProviderError::transient(format!(
+            "the cloudscale API answered HTTP {status} (conflict) to {url}: {body}; retrying"
+        ))),
+        _ => response.error_for_status(),
+    }
+}
+
+/// Whether an error body says the object is `changing` (the word the API uses for a busy load
+/// balancer's status).
+fn says_busy(body: &[u8]) -> bool {
+    String::from_utf8_lossy(body)
+        .to_ascii_lowercase()
+        .contains("changing")
 }
 
 #[cfg(test)]
@@ -151,5 +181,35 @@ mod tests {
         assert_eq!(listeners[0].pool, None);
         assert!(listeners[0].allowed_cidrs.is_empty());
         assert_eq!(listeners[0].protocol_port, 80);
+    }
+
+    fn answer(status: u16, body: &str) -> Response {
+        Response {
+            url: "https://api.cloudscale.ch/v1/load-balancers/pools".into(),
+            status,
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn busy_answers_are_retried() {
+        for status in [400, 409, 423, 422] {
+            let e = write_error(answer(
+                status,
+                r#"{"detail": "Load balancer is currently changing, try again later."}"#,
+            ))
+            .unwrap_err();
+            assert!(matches!(e, ProviderError::RetryAfter(_)), "{status}: {e}");
+        }
+        let e = write_error(answer(400, r#"{"algorithm": ["not a valid choice"]}"#)).unwrap_err();
+        assert!(matches!(e, ProviderError::InvalidConfig(_)), "{e}");
+        for status in [409, 423] {
+            let e = write_error(answer(status, "{}")).unwrap_err();
+            assert!(matches!(e, ProviderError::Transient(_)), "{status}: {e}");
+        }
+        let e = write_error(answer(404, "changing")).unwrap_err();
+        assert!(matches!(e, ProviderError::NotFound(_)), "{e}");
+        assert!(write_error(answer(201, "{}")).is_ok());
     }
 }

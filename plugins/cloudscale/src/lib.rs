@@ -47,30 +47,34 @@ impl CloudscaleDriver {
     ) -> Result<(model::LoadBalancer, Annotations), ProviderError> {
         gate(service)?;
         let a = Annotations::parse(service)?;
+        // What upstream silently ignored (unknown JSON keys, bare floating IPs) is accepted and
+        // shown, never refused (review 2026-11-23, findings 1 and 2).
+        for warning in &a.warnings {
+            cluster::warning("AnnotationValueIgnored", warning);
+        }
         check_floating_ip_conflicts(service, &a)?;
         let selected: Vec<Node> = match &a.node_selector {
-            Some(selector) => {
-                let chosen: Vec<Node> = nodes
-                    .iter()
-                    .filter(|n| selector.matches(&n.labels))
-                    .cloned()
-                    .collect();
-                if chosen.is_empty() {
-                    cluster::warning(
-                        "NoValidNodes",
-                        &format!(
-                            "no node matches {}={:?}: the load balancer gets no members",
-                            annotations::LB_NODE_SELECTOR,
-                            service
-                                .annotation(annotations::LB_NODE_SELECTOR)
-                                .unwrap_or_default()
-                        ),
-                    );
-                }
-                chosen
-            }
+            Some(selector) => nodes
+                .iter()
+                .filter(|n| selector.matches(&n.labels))
+                .cloned()
+                .collect(),
             None => nodes.to_vec(),
         };
+        // Upstream's loadbalancer.go emits NoValidNodes whenever the node list it is left with
+        // is empty, with or without a selector (review finding 7).
+        if selected.is_empty() {
+            let why = match service.annotation(annotations::LB_NODE_SELECTOR) {
+                Some(s) if !s.trim().is_empty() && !nodes.is_empty() => {
+                    format!("no node matches {}={s:?}", annotations::LB_NODE_SELECTOR)
+                }
+                _ => "there are no nodes to send traffic to".to_string(),
+            };
+            cluster::warning(
+                "NoValidNodes",
+                &format!("{why}: the load balancer gets no members"),
+            );
+        }
         // One list of all servers maps every node (upstream asks once per node).
         let servers: Vec<Server> = if selected.is_empty() {
             Vec::new()
@@ -108,7 +112,10 @@ fn check_floating_ip_conflicts(service: &Service, a: &Annotations) -> Result<(),
         let Ok(theirs) = annotations::claimed_floating_ips(&other) else {
             continue;
         };
-        for ip in a.floating_ips.iter().filter(|ip| theirs.contains(ip)) {
+        // Compared by address, so `5.102.150.123` and `5.102.150.123/32` are the same IP.
+        for ip in a.floating_ips.iter().filter(|ip| {
+            annotations::floating_ip_address(ip).is_some_and(|addr| theirs.contains(&addr))
+        }) {
             conflicts.push(format!("{ip}->{}", other.key()));
         }
     }

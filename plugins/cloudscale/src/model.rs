@@ -157,6 +157,9 @@ pub struct MonitorHttp {
     pub method: String,
     pub url_path: String,
     pub version: String,
+    /// Omitted when unset, as the SDK's `Host *string ,omitempty` (review finding 5); the PATCH
+    /// that clears a host sends its own explicit `null` (plan.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     pub expected_codes: Vec<String>,
 }

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::annotations::floating_ip_address;
 use crate::desired::{
     DesiredLb, DesiredListener, DesiredMember, DesiredMonitor, DesiredPool, api_defaults,
 };
@@ -347,8 +348,12 @@ pub fn missing_floating_ips<'a>(
         .floating_ips
         .iter()
         .filter(|want| {
+            // By address: the API lists `5.102.150.123/32`, the annotation may say
+            // `5.102.150.123` or spell an IPv6 address differently (review finding 1).
+            let addr = floating_ip_address(want);
             !actual.iter().any(|f| {
-                f.network == **want && f.load_balancer.as_ref().is_some_and(|l| l.uuid == lb_uuid)
+                (f.network == **want || (addr.is_some() && floating_ip_address(&f.network) == addr))
+                    && f.load_balancer.as_ref().is_some_and(|l| l.uuid == lb_uuid)
             })
         })
         .map(String::as_str)
@@ -640,6 +645,23 @@ mod tests {
         assert_eq!(
             missing_floating_ips(&want, "lb1", &actual),
             vec!["5.102.150.2/32"]
+        );
+    }
+
+    #[test]
+    fn floating_ips_match_by_address() {
+        let mut want = lb(vec![]);
+        want.floating_ips = vec!["2a06:c01:0:0::1/128".into(), "5.102.150.3/32".into()];
+        let actual = vec![FloatingIp {
+            network: "2a06:c01::1/128".into(),
+            load_balancer: Some(Stub {
+                uuid: "lb1".into(),
+                ..Default::default()
+            }),
+        }];
+        assert_eq!(
+            missing_floating_ips(&want, "lb1", &actual),
+            vec!["5.102.150.3/32"]
         );
     }
 }

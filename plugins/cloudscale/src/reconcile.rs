@@ -70,6 +70,24 @@ fn busy(lb: &LoadBalancer) -> ProviderError {
     )
 }
 
+/// A refused request on `lb` or its children. The real API's answer to a change of a busy load
+/// balancer is unknown (README, "Assumptions"), so whatever the status, if the load balancer
+/// reads `changing` now the refusal is taken as "busy" and the call ends with `retry-after`;
+/// otherwise the error stands. `retry-after`, `not-found` and rate limits are kept as they are.
+fn busy_or(api: &Api, lb: &LoadBalancer, e: ProviderError) -> ProviderError {
+    if !matches!(
+        e,
+        ProviderError::InvalidConfig(_) | ProviderError::Permanent(_) | ProviderError::Transient(_)
+    ) {
+        return e;
+    }
+    let path = format!("load-balancers/{}", encode_path_segment(&lb.uuid));
+    match api.get_optional::<LoadBalancer>(&path) {
+        Ok(Some(now)) if now.status == CHANGING => busy(&now),
+        _ => e,
+    }
+}
+
 /// Creates or changes the load balancer until it matches `desired`; returns it.
 pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer, ProviderError> {
     for _ in 0..MAX_PASSES {
@@ -97,9 +115,10 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
             api.patch(
                 &format!("load-balancers/{}", lb.uuid),
                 &json!({"name": desired.name}),
-            )?;
+            )
+            .map_err(|e| busy_or(api, &lb, e))?;
         }
-        if pass(api, desired, &lb)? == Pass::Done {
+        if pass(api, desired, &lb).map_err(|e| busy_or(api, &lb, e))? == Pass::Done {
             return Ok(lb);
         }
     }
@@ -280,7 +299,8 @@ pub fn delete(api: &Api, uuid: &str, name: &str) -> Result<(), ProviderError> {
     if lb.status == CHANGING {
         return Err(busy(&lb));
     }
-    api.delete_href(&lb.href)?;
+    api.delete_href(&lb.href)
+        .map_err(|e| busy_or(api, &lb, e))?;
     log::info(
         "deleted load balancer",
         &[("name", &lb.name), ("uuid", &lb.uuid)],

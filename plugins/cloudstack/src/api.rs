@@ -17,8 +17,6 @@ use crate::sign;
 
 /// One request may take this long; well inside the host's call deadline.
 const TIMEOUT_MS: u32 = 15_000;
-/// CloudStack's largest page (`default.page.size`); asking for more is refused.
-pub const PAGE_SIZE: usize = 500;
 /// A list longer than this many pages is treated as a server that ignores `page`.
 const MAX_PAGES: usize = 200;
 /// How long a caller waits before calling again when a job outlived the call's budget.
@@ -177,7 +175,7 @@ impl Api {
                 ("signatureversion", "3".to_string()),
                 (
                     "expires",
-                    sign::rfc3339(now_secs() + sign::EXPIRES_AFTER_SECS),
+                    sign::cs_date(now_secs() + sign::EXPIRES_AFTER_SECS),
                 ),
             ]
             .map(|(k, v)| (k.to_string(), v)),
@@ -207,8 +205,12 @@ impl Api {
         self.call(command, params, false)
     }
 
-    /// Every item of a list command, following `page` until `count` items arrived (CloudStack
-    /// silently truncates at its page size otherwise).
+    /// Every item of a list command. CloudStack's `default.page.size` is both the default and
+    /// the maximum `pagesize` (`BaseListCmd.getPageSize` refuses a larger one with 431 "Page size
+    /// can't exceed max allowed page size value: N"), and each cloud sets its own. So `pagesize`
+    /// is never sent: the first request has no `page` either (what upstream sends, valid on every
+    /// server, an unlimited page size included), and only when it came back short of `count` are
+    /// `page=2, 3, …` asked at the server's own size, until `count` items arrived.
     pub fn list<T: DeserializeOwned>(
         &self,
         command: &str,
@@ -216,15 +218,14 @@ impl Api {
         key: &str,
     ) -> Result<Vec<T>, ProviderError> {
         let mut items: Vec<T> = Vec::new();
+        let mut page_len = 0;
         for page in 1..=MAX_PAGES {
-            let body = self.call(
-                command,
-                params
-                    .clone()
-                    .set("page", page.to_string())
-                    .set("pagesize", PAGE_SIZE.to_string()),
-                false,
-            )?;
+            let params = if page == 1 {
+                params.clone()
+            } else {
+                params.clone().set("page", page.to_string())
+            };
+            let body = self.call(command, params, false)?;
             let count = body.get("count").and_then(Value::as_u64).unwrap_or(0) as usize;
             let batch = match body.get(key) {
                 None | Some(Value::Null) => Vec::new(),
@@ -234,14 +235,18 @@ impl Api {
                     ))
                 })?,
             };
-            let short = batch.len() < PAGE_SIZE;
+            if page == 1 {
+                page_len = batch.len();
+            }
+            // A short page is the last one, whatever `count` says (items removed meanwhile).
+            let last = batch.is_empty() || batch.len() < page_len;
             items.extend(batch);
-            if short || items.len() >= count {
+            if last || items.len() >= count {
                 return Ok(items);
             }
         }
         Err(ProviderError::Transient(format!(
-            "{command}: CloudStack kept returning full pages after {MAX_PAGES} pages of {PAGE_SIZE}; is `page` ignored by a proxy?"
+            "{command}: CloudStack kept returning full pages of {page_len} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
         )))
     }
 

@@ -52,9 +52,12 @@ fn hmac_base64(text: &str, key: &str) -> String {
     wasm_ccm_sdk::http::base64(&mac.finalize().into_bytes())
 }
 
-/// Unix seconds as RFC 3339 UTC, e.g. `2026-01-02T03:04:05Z` (the civil-from-days algorithm,
-/// so the guest needs no date library).
-pub fn rfc3339(unix_secs: u64) -> String {
+/// Unix seconds as CloudStack's date format in UTC, `yyyy-MM-dd'T'HH:mm:ssZ` with a numeric
+/// offset, e.g. `2026-01-02T03:04:05+0000` (the civil-from-days algorithm, so the guest needs no
+/// date library). The API guide documents this form for `expires` (`2011-10-10T12:00:00+0530`),
+/// and older `DateUtil.parseTZDateString` accepts only a numeric offset, not `Z`; every version
+/// parses `+0000`.
+pub fn cs_date(unix_secs: u64) -> String {
     let days = (unix_secs / 86_400) as i64;
     let secs = unix_secs % 86_400;
     let z = days + 719_468;
@@ -67,7 +70,7 @@ pub fn rfc3339(unix_secs: u64) -> String {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}+0000",
         secs / 3600,
         secs / 60 % 60,
         secs % 60
@@ -121,8 +124,8 @@ mod tests {
 
     #[test]
     fn dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_767_323_045), "2026-01-02T03:04:05Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(cs_date(0), "1970-01-01T00:00:00+0000");
+        assert_eq!(cs_date(1_767_323_045), "2026-01-02T03:04:05+0000");
+        assert_eq!(cs_date(951_782_400), "2000-02-29T00:00:00+0000");
     }
 }

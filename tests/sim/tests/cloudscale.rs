@@ -974,6 +974,101 @@ async fn floating_ip_moves_between_lbs_and_servers() {
     assert_eq!(cs.get(path).await.body["server"], Value::Null);
 }
 
+/// `POST /v1/floating-ips` and `DELETE /v1/floating-ips/{ip}` (API doc "Floating IPs"; what
+/// cloudscale-cli's `floating-ip create` and `delete` send).
+#[tokio::test]
+async fn floating_ips_are_created_and_deleted() {
+    let cs = start().await;
+    let v4 = cs
+        .post(
+            "/v1/floating-ips",
+            json!({"ip_version": 4, "server": SERVER, "reverse_ptr": "a.example", "tags": {"k": "v"}}),
+        )
+        .await;
+    assert_eq!(v4.status, 201, "{}", v4.text);
+    assert_eq!(v4.body["network"], "5.102.151.1/32");
+    assert_eq!(v4.body["type"], "regional");
+    assert_eq!(v4.body["region"]["slug"], "rma");
+    assert_eq!(v4.body["server"]["uuid"], SERVER);
+    assert_eq!(v4.body["next_hop"], "5.102.145.10");
+    assert_eq!(v4.body["reverse_ptr"], "a.example");
+    assert_eq!(v4.body["tags"]["k"], "v");
+    let v6 = cs
+        .post(
+            "/v1/floating-ips",
+            json!({"ip_version": 6, "type": "global"}),
+        )
+        .await;
+    assert_eq!(v6.status, 201, "{}", v6.text);
+    assert_eq!(v6.body["network"], "2a06:c01:f1::1/128");
+    assert_eq!(v6.body["region"], Value::Null);
+    let net = cs
+        .post(
+            "/v1/floating-ips",
+            json!({"ip_version": 6, "prefix_length": 56, "region": "lpg"}),
+        )
+        .await;
+    assert_eq!(net.body["network"], "2a06:c01:f1:100::/56", "{}", net.text);
+
+    for (body, key) in [
+        (json!({}), "ip_version"),
+        (json!({"ip_version": 5}), "ip_version"),
+        (
+            json!({"ip_version": 4, "prefix_length": 24}),
+            "prefix_length",
+        ),
+        (json!({"ip_version": 4, "region": "xyz"}), "region"),
+        (json!({"ip_version": 4, "type": "zonal"}), "type"),
+        (json!({"ip_version": 4, "server": "nope"}), "server"),
+    ] {
+        let r = cs.post("/v1/floating-ips", body.clone()).await;
+        assert_flat_error(&r, 400);
+        assert!(r.body.get(key).is_some(), "{body}: {}", r.text);
+    }
+    assert_eq!(cs.sim.floating_ips().len(), 3, "refusals create nothing");
+
+    assert_eq!(cs.delete("/v1/floating-ips/5.102.151.1").await.status, 204);
+    assert_flat_error(&cs.delete("/v1/floating-ips/5.102.151.1").await, 404);
+    assert_eq!(
+        cs.delete("/v1/floating-ips/2a06:c01:f1:100::").await.status,
+        204
+    );
+    // A freed address is handed out again.
+    let again = cs.post("/v1/floating-ips", json!({"ip_version": 4})).await;
+    assert_eq!(again.body["network"], "5.102.151.1/32");
+    let allow = cs.send(Method::PUT, "/v1/floating-ips", None).await;
+    assert_eq!(
+        allow.headers.get("allow").and_then(|v| v.to_str().ok()),
+        Some("GET, POST, HEAD")
+    );
+}
+
+/// The Server and Network fields the SDK models and cloudscale-cli reads (review 2026-11-23,
+/// finding 9; `network list` needs `zone`).
+#[tokio::test]
+async fn servers_and_networks_carry_the_sdk_fields() {
+    let cs = start().await;
+    let server = cs.get(&format!("/v1/servers/{SERVER}")).await.body;
+    for key in [
+        "image",
+        "volumes",
+        "ssh_fingerprints",
+        "ssh_host_keys",
+        "anti_affinity_with",
+        "server_groups",
+    ] {
+        assert!(server.get(key).is_some(), "{key} missing: {server}");
+    }
+    assert_eq!(server["image"]["slug"], "debian-12");
+    let networks = cs.get("/v1/networks").await.body;
+    assert!(
+        networks
+            .as_array()
+            .is_some_and(|n| !n.is_empty() && n.iter().all(|n| n["zone"]["slug"] == "rma1")),
+        "{networks}"
+    );
+}
+
 #[tokio::test]
 async fn fail_next_then_success() {
     let cs = start().await;
@@ -1032,6 +1127,39 @@ async fn throttle_next_sends_retry_after() {
     cs.sim.faults().throttle_next(Match::any(), 1, 5);
     cs.sim.faults().clear();
     assert_eq!(cs.get("/v1/servers").await.status, 200);
+}
+
+/// `refuse_next_as_busy`: the next mutations under `/v1/load-balancers` get the busy refusal even
+/// on a running LB; reads and other paths are untouched, and the count runs out.
+#[tokio::test]
+async fn refuse_next_as_busy() {
+    let cs = start().await;
+    let lb = cs.lb("web").await;
+    cs.sim.settle();
+    cs.sim.faults().refuse_next_as_busy(2);
+    assert_eq!(cs.get(s(&lb["href"])).await.status, 200);
+    assert_eq!(
+        cs.patch("/v1/floating-ips/5.102.150.200", json!({}))
+            .await
+            .status,
+        404,
+        "other paths are not refused"
+    );
+    for _ in 0..2 {
+        let r = cs.patch(s(&lb["href"]), json!({"name": "x"})).await;
+        assert_flat_error(&r, 400);
+        assert_eq!(
+            r.body["detail"],
+            "Load balancer is currently changing, try again later."
+        );
+    }
+    assert_eq!(
+        cs.patch(s(&lb["href"]), json!({"name": "x"})).await.status,
+        204
+    );
+    cs.sim.faults().refuse_next_as_busy(1);
+    cs.sim.faults().clear();
+    assert_eq!(cs.delete(s(&lb["href"])).await.status, 204);
 }
 
 #[tokio::test]

@@ -713,7 +713,7 @@ async fn time_based_and_immediate_jobs() {
 }
 
 #[tokio::test]
-async fn rules_on_one_address_conflict_by_ip_protocol_and_port() {
+async fn rules_on_one_address_conflict_by_port_whatever_the_protocol() {
     let cs = start().await;
     let ip = cs.associate("networkid", K8S_NET).await;
     let ip_id = s(&ip["id"]).to_string();
@@ -740,18 +740,23 @@ async fn rules_on_one_address_conflict_by_ip_protocol_and_port() {
     let t = create("tcp", "8080")
         .await
         .error("createLoadBalancerRule", 537);
+    // FirewallManagerImpl.detectRulesConflict's text, the rule as FirewallRuleVO.toString.
     assert!(
-        t.starts_with("The range specified, 8080-8080, conflicts with rule ")
-            && t.ends_with(" which has 8080-8080"),
+        t.starts_with("The range specified, 8080-8080, conflicts with rule Rule[")
+            && t.ends_with("-LoadBalancing-Active] which has 8080-8080"),
         "{t}"
     );
-    // tcp-proxy is TCP.
+    // Every LB rule is a `tcp` firewall rule to CloudStack: tcp-proxy and UDP conflict too.
     create("tcp-proxy", "8080")
         .await
         .error("createLoadBalancerRule", 537);
-    // UDP on the same port is fine; so is another TCP port.
-    assert_eq!(create("udp", "8080").await.status, 200);
-    assert_eq!(create("tcp", "8443").await.status, 200);
+    let t = create("udp", "8080")
+        .await
+        .error("createLoadBalancerRule", 537);
+    assert!(t.contains("conflicts with rule"), "{t}");
+    // Another port is fine, with any protocol.
+    assert_eq!(create("udp", "8443").await.status, 200);
+    assert_eq!(create("tcp", "8444").await.status, 200);
     // Bad protocol and algorithm are parameter errors.
     create("sctp", "9000")
         .await
@@ -1269,11 +1274,14 @@ async fn a_failing_job_reports_status_2_and_rolls_back() {
     let rule_id = s(&started["id"]).to_string();
     assert_eq!(cs.sim.load_balancer_rules()[0]["state"], "Add");
     let done = cs.wait(s(&started["jobid"])).await;
+    // Shaped as the failed jobs recorded in exoscale/egoscale#322/#325.
     assert_eq!(done["jobstatus"], 2, "{done}");
-    assert_eq!(done["jobresultcode"], 530);
+    assert_eq!(done["jobresultcode"], 0);
     assert_eq!(done["jobresulttype"], "object");
-    assert_eq!(done["jobresult"]["errorcode"], 530);
-    assert!(done["jobresult"]["errortext"].is_string());
+    let result = done["jobresult"].as_object().expect("jobresult");
+    assert_eq!(result.len(), 2, "{done}");
+    assert_eq!(result["errorcode"], 530);
+    assert!(result["errortext"].is_string());
     assert!(cs.sim.load_balancer_rules().is_empty());
     let r = cs.call("listLoadBalancerRules", &[("id", &rule_id)]).await;
     assert_eq!(r.body, json!({"listloadbalancerrulesresponse": {}}));
@@ -1343,6 +1351,16 @@ async fn cidr_lists_render_with_the_configured_separator() {
     )
     .await
     .error("updateLoadBalancerRule", 431);
+    // Before 4.22 the update has no cidrlist: the parameter is ignored, the list stays.
+    cs.sim.set_version("4.20.1.0");
+    let kept = cs
+        .run(
+            "updateLoadBalancerRule",
+            &[("id", s(&rule["id"])), ("cidrlist", "203.0.113.0/24")],
+        )
+        .await["loadbalancer"]
+        .clone();
+    assert_eq!(kept["cidrlist"], "198.51.100.0/24");
 }
 
 #[tokio::test]
@@ -1450,4 +1468,130 @@ async fn library_seeding_builds_a_vpc_account() {
             .is_err()
     );
     assert_eq!(cs.list("listZones", "zone", &[]).await.len(), 1);
+}
+
+#[tokio::test]
+async fn cidrlist_is_refused_before_4_18_and_empty_means_open() {
+    let cs = start().await;
+    let ip = cs.associate("networkid", K8S_NET).await;
+    let create = |port: &'static str, cidrs: Option<&'static str>| {
+        let ip_id = s(&ip["id"]).to_string();
+        let cs = &cs;
+        async move {
+            let mut params = vec![
+                ("name", "svc"),
+                ("algorithm", "roundrobin"),
+                ("privateport", "30080"),
+                ("publicport", port),
+                ("networkid", K8S_NET),
+                ("publicipid", ip_id.as_str()),
+            ];
+            if let Some(c) = cidrs {
+                params.push(("cidrlist", c));
+            }
+            cs.call("createLoadBalancerRule", &params).await
+        }
+    };
+    // Without cidrlist the rule has none (open to all), rendered "" as the recorded 4.15 answer.
+    let started = create("80", None).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let done = cs.wait(s(&started.inner()["jobid"])).await;
+    assert_eq!(done["jobresult"]["loadbalancer"]["cidrlist"], "", "{done}");
+
+    cs.sim.set_version("4.17.2.0");
+    let caps = cs.ok("listCapabilities", &[]).await;
+    assert_eq!(caps["capability"]["cloudstackversion"], "4.17.2.0");
+    let t = create("81", Some("10.0.0.0/8"))
+        .await
+        .error("createLoadBalancerRule", 431);
+    assert_eq!(
+        t,
+        "Parameter cidrList is deprecated; if you need to open firewall rule for the specific CIDR, please refer to createFirewallRule command"
+    );
+    let r = create("81", Some("10.0.0.0/8")).await;
+    assert_eq!(
+        r.inner()["cserrorcode"],
+        4350,
+        "InvalidParameterValueException"
+    );
+    assert_eq!(create("81", None).await.status, 200);
+
+    cs.sim.set_version("4.18.0.0");
+    assert_eq!(create("82", Some("10.0.0.0/8")).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_small_default_page_size_refuses_larger_pages() {
+    let cs = start().await;
+    cs.sim.set_page_size_limit(2);
+    // BaseListCmd.getPageSize's refusal.
+    let t = cs
+        .call("listVirtualMachines", &[("pagesize", "500")])
+        .await
+        .error("listVirtualMachines", 431);
+    assert_eq!(t, "Page size can't exceed max allowed page size value: 2");
+    // Without pagesize the limit is the page size; `count` tells the total.
+    let first = cs.ok("listVirtualMachines", &[]).await;
+    assert_eq!(first["virtualmachine"].as_array().map(Vec::len), Some(2));
+    let total = first["count"].as_u64().expect("count") as usize;
+    assert!(total > 2, "{first}");
+    let mut seen = first["virtualmachine"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for page in 2..=total.div_ceil(2) {
+        let p = page.to_string();
+        seen.extend(
+            cs.list("listVirtualMachines", "virtualmachine", &[("page", &p)])
+                .await,
+        );
+    }
+    assert_eq!(seen.len(), total);
+}
+
+#[tokio::test]
+async fn seed_settings_and_control_switches() {
+    let cs = start_with(CloudstackOptions::default()).await;
+    let seed = Seed::parse("settings: {version: 4.15.2.0, page_size: 1}\n").expect("seed");
+    cs.sim.seed(seed).expect("settings");
+    let caps = cs.ok("listCapabilities", &[]).await;
+    assert_eq!(caps["capability"]["cloudstackversion"], "4.15.2.0");
+    // The UI's page size, as recorded (ConfigurationService.json), not the API limit.
+    assert_eq!(caps["capability"]["defaultuipagesize"], 20);
+    cs.call("listZones", &[("pagesize", "2")])
+        .await
+        .error("listZones", 431);
+    assert!(Seed::parse("settings: {version: new}\n").is_ok());
+    assert!(
+        cs.sim
+            .seed(Seed::parse("settings: {version: new}\n").expect("parse"))
+            .is_err()
+    );
+    assert!(Seed::parse("settings: {colour: blue}\n").is_err());
+
+    // The HTTP twins.
+    let control = |path: &str, body: Value| {
+        let url = format!("{}/sim/{path}", cs.sim.base_url());
+        let client = cs.client.clone();
+        async move {
+            client
+                .put(url)
+                .json(&body)
+                .send()
+                .await
+                .expect("control")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        control("version", json!({"version": "4.18.1.0"})).await,
+        204
+    );
+    assert_eq!(control("version", json!({"version": "latest"})).await, 400);
+    assert_eq!(control("page-size", json!({"max": 3})).await, 204);
+    assert_eq!(control("page-size", json!({"max": 0})).await, 400);
+    let caps = cs.ok("listCapabilities", &[]).await;
+    assert_eq!(caps["capability"]["cloudstackversion"], "4.18.1.0");
+    assert_eq!(cs.call("listZones", &[("pagesize", "3")]).await.status, 200);
 }

@@ -69,6 +69,63 @@ fn render(list: &[Ingress]) -> String {
         .join(", ")
 }
 
+/// A Service the cloud cannot serve (the scenario's `expect-error`): `ensure` answers that case,
+/// changes nothing in the cloud (nothing billed before everything checkable is checked), and
+/// `get` still finds no load balancer.
+pub async fn check_refused(
+    h: &mut Harness,
+    wanted: &ScenarioService,
+    case: &str,
+    scenario: &Scenario,
+    checks: &mut Checks,
+) {
+    let service = wanted.service.clone();
+    let subject = format!("{}/{}", service.namespace, service.name);
+    let nodes: Vec<Node> = if wanted.backends.is_empty() {
+        scenario
+            .nodes
+            .iter()
+            .filter(|n| n.expect.exists)
+            .map(|n| n.node.clone())
+            .collect()
+    } else {
+        scenario.nodes_named(&wanted.backends)
+    };
+    let sc = scope_for(&subject, &service);
+    let o = h.warm.load_balancer_ensure(&service, &nodes, &sc).await;
+    let traffic = h.observe("load-balancer.ensure", &o);
+    let verdict = match &o.result {
+        Err(CallError::Provider(e)) if e.case() == case && traffic.mutations.is_empty() => {
+            Ok(format!(
+                "refused as {case} before changing the cloud: {}",
+                show(&o.result)
+            ))
+        }
+        Err(CallError::Provider(e)) if e.case() == case => Err(format!(
+            "refused as {case}, but only after changing the cloud: {}",
+            traffic.mutations.join(", ")
+        )),
+        other => Err(format!(
+            "ensure answered {}; the scenario expects {case}",
+            show(other)
+        )),
+    };
+    checks.check("load-balancer/refused", Some(subject.as_str()), verdict);
+    let o = h.warm.load_balancer_get(&service, &sc).await;
+    h.observe("load-balancer.get", &o);
+    checks.check(
+        "load-balancer/refused-leaves-nothing",
+        Some(subject.as_str()),
+        match o.result {
+            Ok(None) => Ok("no load balancer after the refusal".into()),
+            other => Err(format!(
+                "get after a refused ensure returned {}; nothing may exist",
+                show(&other)
+            )),
+        },
+    );
+}
+
 /// Runs name, get, delete-absent, ensure (twice, and in a fresh instance), get and update for
 /// one Service; returns it when its load balancer now exists.
 pub async fn check_service(

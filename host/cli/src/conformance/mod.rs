@@ -345,7 +345,10 @@ async fn behave(h: &mut Harness, scenario: &Scenario, level: Level, checks: &mut
     let mut created = Vec::new();
     if level == Level::Full && exports.load_balancer {
         for s in &scenario.services {
-            if let Some(c) = load_balancer::check_service(h, s, scenario, checks, &mut diffs).await
+            if let Some(case) = &s.expect_error {
+                load_balancer::check_refused(h, s, case, scenario, checks).await;
+            } else if let Some(c) =
+                load_balancer::check_service(h, s, scenario, checks, &mut diffs).await
             {
                 created.push(c);
             }

@@ -103,7 +103,24 @@ pub struct ScenarioService {
     pub service: Service,
     /// Names of scenario nodes used as backends; `update` is checked with the last one removed.
     pub backends: Vec<String>,
+    /// The `provider-error` case `ensure` must answer (e.g. `invalid-config` for a Service the
+    /// cloud cannot serve), with no request that changes the cloud; `None` for a Service that
+    /// must get a load balancer.
+    pub expect_error: Option<String>,
 }
+
+/// The `provider-error` cases a scenario may expect from `ensure`.
+const ERROR_CASES: &[&str] = &[
+    "not-found",
+    "not-implemented",
+    "implemented-elsewhere",
+    "invalid-config",
+    "unauthorized",
+    "rate-limited",
+    "retry-after",
+    "transient",
+    "permanent",
+];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -157,6 +174,8 @@ struct RawService {
     service: Value,
     #[serde(default)]
     backends: Vec<String>,
+    #[serde(default, rename = "expect-error")]
+    expect_error: Option<String>,
 }
 
 impl Scenario {
@@ -195,9 +214,18 @@ impl Scenario {
                         bail!("services[{i}].backends: `{b}` is not the name of one of the scenario's nodes");
                     }
                 }
+                if let Some(case) = &s.expect_error
+                    && !ERROR_CASES.contains(&case.as_str())
+                {
+                    bail!(
+                        "services[{i}].expect-error: `{case}` is not a provider-error case; use one of {}",
+                        ERROR_CASES.join(", ")
+                    );
+                }
                 Ok(ScenarioService {
                     service,
                     backends: s.backends.clone(),
+                    expect_error: s.expect_error.clone(),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

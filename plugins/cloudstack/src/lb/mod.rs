@@ -38,8 +38,8 @@ pub struct Claim {
 pub struct LbState {
     /// Per Service UID.
     pub claims: RefCell<BTreeMap<String, Claim>>,
-    /// Whether `updateLoadBalancerRule` takes `cidrlist` (CloudStack 4.22 and later).
-    pub cidr_updates: Cell<Option<bool>>,
+    /// The management server's `(major, minor)` version from `listCapabilities`, once known.
+    pub version: Cell<Option<(u32, u32)>>,
 }
 
 /// The load-balancer operations of one call.
@@ -192,28 +192,32 @@ impl Lb<'_> {
         }
     }
 
-    /// Whether this CloudStack updates a rule's CIDR list in place (4.22+). Asked once with
-    /// `listCapabilities`, which every account may call; if that fails, rules are recreated
-    /// instead, which works on every version.
-    fn cidr_updates(&self) -> bool {
-        if let Some(known) = self.state.cidr_updates.get() {
-            return known;
+    /// The management server's `(major, minor)` version: `cloudstackversion` of
+    /// `listCapabilities` (e.g. `4.15.2.0` in cloudstack-go's recorded
+    /// ConfigurationService.json), which every account may call. Asked once per instance.
+    fn version(&self) -> Result<(u32, u32), ProviderError> {
+        if let Some(known) = self.state.version.get() {
+            return Ok(known);
         }
-        let version = self
-            .api
-            .read("listCapabilities", Params::new())
-            .map(|body| {
-                body.pointer("/capability/cloudstackversion")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string()
-            });
-        let supported = match version {
-            Ok(v) => {
-                let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-                let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-                (major, minor) >= (4, 22)
-            }
+        let body = self.api.read("listCapabilities", Params::new())?;
+        let text = body
+            .pointer("/capability/cloudstackversion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = parse_version(text).ok_or_else(|| {
+            ProviderError::Transient(format!(
+                "unexpected listCapabilities response from CloudStack: cloudstackversion {text:?} is not a version such as 4.18.0.0"
+            ))
+        })?;
+        self.state.version.set(Some(version));
+        Ok(version)
+    }
+
+    /// Whether this CloudStack updates a rule's CIDR list in place (4.22+). If the version
+    /// cannot be read, rules are recreated instead, which works on every version.
+    fn cidr_updates(&self) -> bool {
+        match self.version() {
+            Ok(v) => v >= (4, 22),
             Err(e) => {
                 log::warn(
                     "listCapabilities failed; CIDR changes recreate LB rules",
@@ -221,9 +225,47 @@ impl Lb<'_> {
                 );
                 false
             }
-        };
-        self.state.cidr_updates.set(Some(supported));
-        supported
+        }
+    }
+
+    /// The CIDR list the LB rules can carry. `0.0.0.0/0` is never sent (it is what a rule
+    /// without `cidrlist` allows). Other lists need CloudStack 4.18+: before, the parameter is
+    /// refused (`CreateLoadBalancerRuleCmd.create`: 431 "Parameter cidrList is deprecated …",
+    /// apache/cloudstack#4036; back in 4.18 with #6460). There the rules stay open to all and
+    /// only the firewall rules or ACL entries restrict the sources.
+    fn rule_cidrs(&self, service: &Service, wanted: &Wanted) -> Result<Vec<String>, ProviderError> {
+        let anywhere = vec![spec::ANYWHERE.to_string()];
+        if spec::same_cidrs(&wanted.rule_cidrs, &anywhere) {
+            return Ok(anywhere);
+        }
+        let version = self.version()?;
+        if version >= (4, 18) {
+            return Ok(wanted.rule_cidrs.clone());
+        }
+        let firewall_too = spec::same_cidrs(&wanted.firewall_cidrs, &wanted.rule_cidrs);
+        log::warn(
+            "CloudStack before 4.18 takes no cidrlist on load-balancer rules; the source CIDRs restrict the firewall or ACL only",
+            &[
+                ("service", &service.key()),
+                ("version", &format!("{}.{}", version.0, version.1)),
+                (
+                    "applied-to-firewall",
+                    if firewall_too { "true" } else { "false" },
+                ),
+            ],
+        );
+        if !firewall_too {
+            cluster::warning(
+                "SourceCidrsIgnored",
+                &format!(
+                    "CloudStack {}.{} takes no cidrlist on load-balancer rules (4.18 and later do), and the firewall follows spec.loadBalancerSourceRanges: the {} annotation has no effect",
+                    version.0,
+                    version.1,
+                    spec::SOURCE_CIDRS
+                ),
+            );
+        }
+        Ok(anywhere)
     }
 
     /// The current ingress, or `None` when the Service has no rules.
@@ -237,9 +279,11 @@ impl Lb<'_> {
 
     /// Creates or updates the load balancer (§2.4.3).
     pub fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
-        let wanted = spec::wanted(service)?;
+        let mut wanted = spec::wanted(service)?;
         let budget = self.budget(service);
         self.api.finish_pending(&budget)?;
+        // Everything checkable is checked before anything is associated (and billed).
+        wanted.rule_cidrs = self.rule_cidrs(service, &wanted)?;
         let hosts = hosts::find(self.api, nodes)?;
         warn_unmatched(&hosts.unmatched);
         let network_id = hosts.network_id.clone().ok_or_else(|| {
@@ -441,7 +485,7 @@ impl Lb<'_> {
         budget: &Budget,
     ) -> Result<LbRule, ProviderError> {
         if let Some(rule) = existing {
-            let cidrs_differ = !spec::same_cidrs(&split_cidrs(&rule.cidrlist), &wanted.rule_cidrs);
+            let cidrs_differ = !spec::same_cidrs(&rule_cidrs(rule), &wanted.rule_cidrs);
             let moved = rule.publicipid != ip.id
                 || rule.publicport != Some(want.port)
                 || rule.privateport != Some(want.node_port);
@@ -471,20 +515,25 @@ impl Lb<'_> {
                 budget,
             )?;
         }
+        // No `projectid`: `CreateLoadBalancerRuleCmd` has no such parameter (the rule's owner
+        // follows the IP's), and CloudStack logs every unknown parameter. `cidrlist` only when
+        // the rules are restricted (see `rule_cidrs`: then the server is 4.18+).
+        let open = spec::same_cidrs(&wanted.rule_cidrs, &[spec::ANYWHERE.to_string()]);
         let result = self.api.run(
             "createLoadBalancerRule",
-            self.api.scoped(
-                Params::new()
-                    .set("algorithm", wanted.algorithm)
-                    .set("name", &want.name)
-                    .set("privateport", want.node_port.to_string())
-                    .set("publicport", want.port.to_string())
-                    .set("networkid", &network.id)
-                    .set("publicipid", &ip.id)
-                    .set("protocol", want.protocol)
-                    .set("openfirewall", "false")
-                    .set("cidrlist", wanted.rule_cidrs.join(",")),
-            )?,
+            Params::new()
+                .set("algorithm", wanted.algorithm)
+                .set("name", &want.name)
+                .set("privateport", want.node_port.to_string())
+                .set("publicport", want.port.to_string())
+                .set("networkid", &network.id)
+                .set("publicipid", &ip.id)
+                .set("protocol", want.protocol)
+                .set("openfirewall", "false")
+                .opt(
+                    "cidrlist",
+                    (!open).then(|| wanted.rule_cidrs.join(",")).as_deref(),
+                ),
             budget,
         )?;
         job_object(&result, "loadbalancer")
@@ -722,6 +771,32 @@ impl Lb<'_> {
     }
 }
 
+/// `4.18.1.0` → `(4, 18)`.
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()?;
+    Some((major, minor))
+}
+
+/// A rule's CIDR list; empty means open to all (a rule created without `cidrlist`, and every
+/// rule before 4.18: cloudstack-go's recorded 4.15.2 createLoadBalancerRule answers
+/// `"cidrlist": ""`).
+fn rule_cidrs(rule: &LbRule) -> Vec<String> {
+    let cidrs = split_cidrs(&rule.cidrlist);
+    if cidrs.is_empty() {
+        vec![spec::ANYWHERE.to_string()]
+    } else {
+        cidrs
+    }
+}
+
 /// A Warning event naming the nodes no VM was found for.
 fn warn_unmatched(unmatched: &[String]) {
     if unmatched.is_empty() {
@@ -733,4 +808,31 @@ fn warn_unmatched(unmatched: &[String]) {
     );
     log::warn(&message, &[]);
     cluster::warning("UnmatchedNodes", &message);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("4.15.2.0"), Some((4, 15)));
+        assert_eq!(parse_version("4.18.0.0-SNAPSHOT"), Some((4, 18)));
+        assert_eq!(parse_version("4.22"), Some((4, 22)));
+        assert_eq!(parse_version("x"), None);
+        assert_eq!(parse_version(""), None);
+    }
+
+    #[test]
+    fn empty_cidr_list_is_open() {
+        let rule = |c: &str| LbRule {
+            cidrlist: c.into(),
+            ..LbRule::default()
+        };
+        assert_eq!(rule_cidrs(&rule("")), [spec::ANYWHERE]);
+        assert_eq!(
+            rule_cidrs(&rule("10.0.0.0/8 192.168.0.0/16")),
+            ["10.0.0.0/8", "192.168.0.0/16"]
+        );
+    }
 }

@@ -156,6 +156,22 @@ pub fn wanted(service: &Service) -> Result<Wanted, ProviderError> {
                 ),
             ));
         }
+        // CloudStack stores every LB rule as protocol `tcp` (`LoadBalancerVO`'s constructor
+        // passes `NetUtils.TCP_PROTO`; the LB protocol is a separate column), and
+        // `FirewallManagerImpl.detectRulesConflict` has no exception for two LB rules: a second
+        // rule on the same IP and port is refused with 537 whatever its protocol. Refused here,
+        // before any request, so nothing is associated for a load balancer that cannot exist.
+        if let Some(other) = rules.iter().find(|r: &&WantedRule| r.port == p.port) {
+            return Err(invalid(
+                service,
+                format!(
+                    "port {} is used by both {} and {}; CloudStack allows one load-balancer rule per public IP and port whatever its protocol, so use different ports (or two Services)",
+                    p.port,
+                    ip_protocol(other.protocol).to_uppercase(),
+                    ip_protocol(protocol).to_uppercase(),
+                ),
+            ));
+        }
         rules.push(WantedRule {
             name: format!("{name}-{protocol}-{}", p.port),
             protocol,
@@ -254,7 +270,7 @@ mod tests {
                 ServicePort {
                     name: "dns".into(),
                     protocol: Protocol::Udp,
-                    port: 80,
+                    port: 53,
                     node_port: 30053,
                 },
             ],
@@ -280,7 +296,7 @@ mod tests {
             names,
             [
                 "aa37ce2d20b854d9d9714da03c0e5951-tcp-80",
-                "aa37ce2d20b854d9d9714da03c0e5951-udp-80"
+                "aa37ce2d20b854d9d9714da03c0e5951-udp-53"
             ]
         );
         assert_eq!(w.algorithm, "roundrobin");
@@ -356,6 +372,15 @@ mod tests {
         assert!(refused(&|s| s.ports.clear()).contains("no ports"));
         assert!(refused(&|s| s.ports[0].protocol = Protocol::Sctp).contains("SCTP"));
         assert!(refused(&|s| s.ports[0].node_port = 0).contains("node port"));
+        // TCP and UDP on one port: one LB rule per IP and port in CloudStack.
+        assert!(refused(&|s| s.ports[1].port = 80).contains("port 80 is used by both TCP and UDP"));
+        let mut proxy = service();
+        proxy.ports[1].port = 80;
+        proxy.annotations = vec![(PROXY_PROTOCOL.into(), "true".into())];
+        assert!(matches!(
+            wanted(&proxy),
+            Err(ProviderError::InvalidConfig(_))
+        ));
         assert!(
             refused(&|s| s.annotations = vec![(SOURCE_CIDRS.into(), "10.0.0.0/33".into())])
                 .contains("10.0.0.0/33")

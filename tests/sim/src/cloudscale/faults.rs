@@ -3,7 +3,7 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use crate::fixture::Match;
 
@@ -14,6 +14,7 @@ pub use crate::fixture::Match;
 pub struct Faults {
     common: crate::fixture::Faults,
     refuse_while_changing: Arc<AtomicBool>,
+    busy_next: Arc<AtomicUsize>,
 }
 
 impl Deref for Faults {
@@ -32,10 +33,30 @@ impl Faults {
         self.refuse_while_changing.store(on, Ordering::Relaxed);
     }
 
+    /// The next `count` mutating requests (POST, PATCH, DELETE) under `/v1/load-balancers` answer
+    /// the refusal [`Faults::refuse_while_changing`] gives, whatever the LB's status: the LB
+    /// turning `changing` between a client's status read and its write, which the time-based
+    /// status cannot produce deterministically (review 2026-11-23, finding 6).
+    pub fn refuse_next_as_busy(&self, count: usize) {
+        self.busy_next.store(count, Ordering::Relaxed);
+    }
+
     /// Removes every rule and the latency, and stops refusing mutations of changing LBs.
     pub fn clear(&self) {
         self.common.clear();
         self.refuse_while_changing(false);
+        self.refuse_next_as_busy(0);
+    }
+
+    /// Whether this request is one of the next ones [`Faults::refuse_next_as_busy`] refuses
+    /// (counts it down).
+    pub(crate) fn take_busy(&self, method: &str, path: &str) -> bool {
+        matches!(method, "POST" | "PATCH" | "DELETE")
+            && path.starts_with("/v1/load-balancers")
+            && self
+                .busy_next
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
     }
 
     /// Whether mutations of changing LBs are refused.

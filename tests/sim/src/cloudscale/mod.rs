@@ -1,6 +1,7 @@
 //! A stateful simulator of the cloudscale.ch REST API, as far as the cloudscale cloud
 //! controller manager uses it: servers (seeded), load balancers with pools, members, listeners
-//! and health monitors, and floating IPs.
+//! and health monitors, and floating IPs (seeded or created, assigned and deleted, as
+//! cloudscale-cli does), plus the networks and subnets cloudscale-cli lists.
 //!
 //! Every request needs `Authorization: Bearer <token>`. Errors are flat JSON objects of
 //! strings (Django REST framework style), which the Go SDK and the driver decode. Every

@@ -100,7 +100,21 @@ pub(crate) fn server(state: &State, ctx: &Ctx, s: &Server) -> Value {
             "memory_gb": s.memory_gb,
         },
         "zone": {"slug": s.zone},
+        // The SDK's `Server` model (cloudscale-go-sdk servers.go) and the API doc "Servers" list
+        // these too (review 2026-11-23, finding 9; cloudscale-cli's `server list -v` shows
+        // them). Seeds carry no image, volumes or groups: a fixed Debian image and empty lists.
+        "image": {
+            "slug": "debian-12",
+            "name": "Debian 12",
+            "operating_system": "Debian",
+            "default_username": "debian",
+        },
+        "volumes": [],
         "interfaces": interfaces,
+        "ssh_fingerprints": [],
+        "ssh_host_keys": [],
+        "anti_affinity_with": [],
+        "server_groups": [],
         "tags": tags(&s.meta.tags),
         "created_at": s.meta.created_at,
     })
@@ -255,10 +269,18 @@ pub(crate) fn network(state: &State, ctx: &Ctx, n: &Network) -> Value {
         .filter(|s| s.network == n.uuid)
         .map(|s| subnet_stub(state, ctx, &s.uuid))
         .collect();
+    // Networks are zonal (API doc "Networks": `zone`; cloudscale-cli's `network list` fails
+    // with KeyError 'zone' without it). Seeds give none: the zone of the first server on the
+    // network, else `rma1`.
+    let zone = super::model::ordered(&state.servers)
+        .into_iter()
+        .find(|s| s.interfaces.iter().any(|i| i.network == n.uuid))
+        .map_or("rma1", |s| s.zone.as_str());
     json!({
         "href": href(ctx, &format!("networks/{}", n.uuid)),
         "uuid": n.uuid,
         "name": n.name,
+        "zone": {"slug": zone},
         "created_at": n.meta.created_at,
         "mtu": 9000,
         "subnets": subnets,

@@ -13,6 +13,11 @@ use serde_json::Value;
 
 use super::Shared;
 use super::error::{ApiError, json_response};
+
+/// How the simulator refuses a change to a busy (`changing`) load balancer. The real wording and
+/// status are not documented (review 2026-11-23, "Limits"); this is the simulator's assumption,
+/// in the API's flat `detail` error shape.
+pub(crate) const BUSY: &str = "Load balancer is currently changing, try again later.";
 use super::log::LoggedRequest;
 use super::model::{Ctx, State, ordered};
 use super::{control, floating_ips, listeners, load_balancers, monitors, pools, render};
@@ -99,7 +104,6 @@ impl<'a> Route<'a> {
         match self {
             Route::Servers
             | Route::Server(_)
-            | Route::FloatingIps
             | Route::Networks
             | Route::Network(_)
             | Route::Subnets
@@ -108,8 +112,11 @@ impl<'a> Route<'a> {
             | Route::Pools
             | Route::Members(_)
             | Route::Listeners
-            | Route::Monitors => "GET, POST, HEAD",
-            Route::FloatingIp(_) => "GET, PATCH, HEAD",
+            | Route::Monitors
+            // POST: API doc "Create a Floating IP" (cloudscale-cli `floating-ip create`).
+            | Route::FloatingIps => "GET, POST, HEAD",
+            // DELETE: API doc "Delete a Floating IP" (cloudscale-cli `floating-ip delete`).
+            Route::FloatingIp(_) => "GET, PATCH, DELETE, HEAD",
             Route::LoadBalancer(_)
             | Route::Pool(_)
             | Route::Member(..)
@@ -141,6 +148,9 @@ async fn handle(
     }
     let response = match sim.faults.take(method.as_str(), &path) {
         Some(fault) => fault_response(fault).into_response(),
+        None if sim.faults.take_busy(method.as_str(), &path) => {
+            ApiError::detail(400, BUSY).into_response()
+        }
         None => serve(&sim, &method, &path, &headers, &body),
     };
     let status = response.status().as_u16();
@@ -275,6 +285,8 @@ fn serve_api(
         ("PATCH", Route::Monitor(id)) => monitors::patch(state, &ctx, id, body),
         ("DELETE", Route::Monitor(id)) => monitors::delete(state, &ctx, id),
         ("PATCH", Route::FloatingIp(ip)) => floating_ips::patch(state, ip, body),
+        ("POST", Route::FloatingIps) => floating_ips::create(state, &ctx, body),
+        ("DELETE", Route::FloatingIp(ip)) => floating_ips::delete(state, ip),
         // allow() admitted nothing else.
         _ => Err(ApiError::detail(
             405,

@@ -57,6 +57,12 @@ struct Version {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct PageSize {
+    max: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct VmState {
     state: String,
 }
@@ -110,7 +116,20 @@ fn control(
         }
         ("PUT", ["sim", "admin"]) => sim.lock().settings.admin = parse::<Admin>(body)?.admin,
         ("PUT", ["sim", "version"]) => {
-            sim.lock().settings.version = parse::<Version>(body)?.version
+            let Version { version } = parse(body)?;
+            if super::model::parse_version(&version).is_none() {
+                return Err(bad_request(format!(
+                    "{version:?} is not a version such as 4.18.0.0"
+                )));
+            }
+            sim.lock().settings.version = version;
+        }
+        ("PUT", ["sim", "page-size"]) => {
+            let PageSize { max } = parse(body)?;
+            if max == 0 {
+                return Err(bad_request("max must be at least 1"));
+            }
+            sim.lock().settings.page_size_limit = max;
         }
         ("POST", ["sim", "seed"]) => {
             let seed = Seed::parse(&String::from_utf8_lossy(body)).map_err(bad_request)?;

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::error::CS_SERVER_API;
 use super::model::{IpState, LbRule, RuleState, State};
 use super::render::{now_cs, render_acl_item, render_firewall_rule, render_ip, render_lb_rule};
 use crate::serving::new_uuid;
@@ -483,16 +482,17 @@ impl State {
 
     /// A job as `queryAsyncJobResult` answers it; pending jobs have no `jobresult`.
     pub(crate) fn render_job(&self, job: &Job) -> Value {
-        let (status, code, result) = match &job.outcome {
-            None => (0, 0, None),
-            Some(Outcome::Succeeded(result)) => (1, 0, Some(result.clone())),
+        // `jobresultcode` is 0 whatever the outcome, as in every recorded answer.
+        let (status, result) = match &job.outcome {
+            None => (0, None),
+            Some(Outcome::Succeeded(result)) => (1, Some(result.clone())),
+            // A failed job as a real server answers it (the queryAsyncJobResult bodies recorded in
+            // exoscale/egoscale#322 and #325): `jobresultcode` stays 0 and `jobresult` holds only
+            // `errorcode` (530, `ApiErrorCode.INTERNAL_ERROR`) and `errortext`.
             Some(Outcome::Failed(text)) => (
                 2,
-                530,
                 Some(json!({
-                    "uuidList": [],
                     "errorcode": 530,
-                    "cserrorcode": CS_SERVER_API,
                     "errortext": text,
                 })),
             ),
@@ -504,7 +504,7 @@ impl State {
             "cmd": job.effect.class(),
             "jobstatus": status,
             "jobprocstatus": 0,
-            "jobresultcode": code,
+            "jobresultcode": 0,
             "jobresulttype": "object",
             "created": job.created,
             "jobinstancetype": job.effect.instance_type(),

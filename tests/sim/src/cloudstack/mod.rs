@@ -11,6 +11,14 @@
 //! [`CloudstackSim::settle`]. [`CloudstackSim::fail_next_jobs`] makes jobs fail and roll back.
 //! Fault injection and a request log make it a test fixture.
 //!
+//! Two switches make it behave as a given cloud does: the version (`set_version`, seed
+//! `settings.version`, `PUT /sim/version`; before 4.18 `createLoadBalancerRule` refuses
+//! `cidrlist`, before 4.22 `updateLoadBalancerRule` ignores it) and `default.page.size`
+//! (`set_page_size_limit`, seed `settings.page_size`, `PUT /sim/page-size`; a larger `pagesize`
+//! is refused with 431). These, the LB-rule port conflict, `listCapabilities` and the failed-job
+//! body name their sources (CloudStack's Java classes, recorded answers of
+//! apache/cloudstack-go `test/testdata`, issue threads) where they are implemented.
+//!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use wasm_ccm_sim::cloudstack::{CloudstackSim, Match, Seed};
@@ -47,7 +55,7 @@ pub use crate::fixture::{Faults, Match};
 pub use log::{LOG_CAPACITY, LoggedRequest, REDACTED};
 pub use seed::{
     EXAMPLE_YAML, Seed, SeedAclList, SeedIpPool, SeedLbRule, SeedNetwork, SeedNic, SeedProject,
-    SeedPublicIp, SeedVm, SeedVpc, SeedZone,
+    SeedPublicIp, SeedSettings, SeedVm, SeedVpc, SeedZone,
 };
 pub use server::API_PATH;
 pub use signing::{Encoding, encode, sign, string_to_sign};
@@ -377,7 +385,7 @@ impl CloudstackSim {
     }
 
     /// The next `count` jobs of `command` (e.g. `createLoadBalancerRule`, any case) fail:
-    /// `jobstatus: 2`, `jobresultcode: 530`, and their change is rolled back.
+    /// `jobstatus: 2`, `jobresult: {errorcode: 530, errortext}`, and their change is rolled back.
     pub fn fail_next_jobs(&self, command: &str, count: usize) {
         fail_jobs(&mut self.shared.lock(), command, count);
     }
@@ -402,9 +410,16 @@ impl CloudstackSim {
         self.shared.lock().settings.admin = admin;
     }
 
-    /// The version the management server reports (default `4.22.0.0`).
+    /// The version the management server reports (default `4.22.0.0`) and behaves as: before
+    /// `4.18`, `createLoadBalancerRule` refuses `cidrlist`.
     pub fn set_version(&self, version: &str) {
         self.shared.lock().settings.version = version.to_string();
+    }
+
+    /// The global setting `default.page.size` (default 500, at least 1): the default and
+    /// largest `pagesize`; a larger one is refused with 431.
+    pub fn set_page_size_limit(&self, limit: usize) {
+        self.shared.lock().settings.page_size_limit = limit.max(1);
     }
 
     /// Reads the state after completing due time-based jobs, as a request would see it.

@@ -12,6 +12,18 @@ use crate::serving::new_uuid;
 /// The management server version reported by `listCapabilities` and
 /// `listManagementServersMetrics` unless changed.
 pub(crate) const DEFAULT_VERSION: &str = "4.22.0.0";
+/// `4.18.1.0` → `(4, 18)`; None for text that is not a version.
+pub(crate) fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((major, minor.parse().ok()?))
+}
+
 /// Names of the system ACL lists every zone has; they cannot be changed.
 pub(crate) const DEFAULT_ALLOW: &str = "default_allow";
 /// See [`DEFAULT_ALLOW`].
@@ -251,22 +263,6 @@ pub(crate) struct LbRule {
     pub members: BTreeSet<String>,
 }
 
-impl LbRule {
-    /// The IP protocol (`tcp-proxy` is TCP).
-    pub(crate) fn ip_protocol(&self) -> &str {
-        ip_protocol(&self.protocol)
-    }
-}
-
-/// The IP protocol of a load-balancer protocol: `tcp-proxy` is TCP.
-pub(crate) fn ip_protocol(protocol: &str) -> &str {
-    if protocol == "tcp-proxy" {
-        "tcp"
-    } else {
-        protocol
-    }
-}
-
 /// A firewall rule on a public IP of an isolated network.
 #[derive(Clone, Debug)]
 pub(crate) struct FirewallRule {
@@ -328,6 +324,14 @@ pub(crate) struct Settings {
     pub version: String,
     /// Command (lowercase) → how many of its next jobs fail.
     pub failing_jobs: BTreeMap<String, usize>,
+}
+
+impl Settings {
+    /// Whether the simulated management server is at least `major.minor` (an unparsable
+    /// version counts as the newest).
+    pub(crate) fn at_least(&self, major: u32, minor: u32) -> bool {
+        parse_version(&self.version).is_none_or(|v| v >= (major, minor))
+    }
 }
 
 /// Everything the simulator holds; lists are in creation order.
@@ -624,8 +628,9 @@ mod tests {
     }
 
     #[test]
-    fn protocols() {
-        assert_eq!(ip_protocol("tcp-proxy"), "tcp");
-        assert_eq!(ip_protocol("udp"), "udp");
+    fn versions() {
+        assert_eq!(parse_version("4.15.2.0"), Some((4, 15)));
+        assert_eq!(parse_version("4.18"), Some((4, 18)));
+        assert_eq!(parse_version("four"), None);
     }
 }

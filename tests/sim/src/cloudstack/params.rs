@@ -159,7 +159,10 @@ pub(crate) struct Page {
 
 impl Page {
     /// `page` (1-based, default 1) and `pagesize` (default and maximum `limit`; `-1` is
-    /// unlimited without `page`).
+    /// unlimited without `page`), as `BaseListCmd.getPageSize`/`getPageSizeVal` read them:
+    /// `limit` is the global setting `default.page.size`, and a larger `pagesize` is refused
+    /// with `InvalidParameterValueException` (431) "Page size can't exceed max allowed page size
+    /// value: N".
     pub(crate) fn from_args(args: &Args<'_>, limit: usize) -> Result<Page, CsError> {
         let page = args.int("page")?;
         let size = args.int("pagesize")?;

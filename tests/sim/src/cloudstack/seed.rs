@@ -44,6 +44,20 @@ pub struct Seed {
     pub public_ips: Vec<SeedPublicIp>,
     /// Virtual machines.
     pub vms: Vec<SeedVm>,
+    /// The management server's behaviour (version, page size); unset fields keep theirs.
+    pub settings: SeedSettings,
+}
+
+/// How the simulated management server behaves, as its version and global settings decide.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SeedSettings {
+    /// The CloudStack version, e.g. `4.15.2.0` (default `4.22.0.0`): `listCapabilities`
+    /// reports it, and before 4.18 `createLoadBalancerRule` refuses `cidrlist`.
+    pub version: Option<String>,
+    /// The global setting `default.page.size` (default 500): the default and the largest
+    /// `pagesize` a list accepts.
+    pub page_size: Option<usize>,
 }
 
 /// A zone.
@@ -328,6 +342,20 @@ impl Seed {
 /// Adds a seed to the state; on error the state may be partly changed, so callers apply to a
 /// copy and keep it only on success.
 pub(crate) fn apply(state: &mut State, seed: &Seed) -> Result<(), String> {
+    if let Some(version) = &seed.settings.version {
+        if super::model::parse_version(version).is_none() {
+            return Err(format!(
+                "settings.version: {version:?} is not a version such as 4.18.0.0"
+            ));
+        }
+        state.settings.version = version.clone();
+    }
+    if let Some(size) = seed.settings.page_size {
+        if size == 0 {
+            return Err("settings.page_size: must be at least 1".into());
+        }
+        state.settings.page_size_limit = size;
+    }
     for (i, z) in seed.zones.iter().enumerate() {
         add_zone(state, z).map_err(|e| format!("zones[{i}]: {e}"))?;
     }

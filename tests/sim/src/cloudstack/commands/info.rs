@@ -28,23 +28,32 @@ pub(super) fn list_management_servers_metrics(ctx: &mut Ctx<'_>) -> Result<Value
     Ok(paged(page, "managementserver", vec![server], |s| s))
 }
 
-/// `listCapabilities`: the version and API limits, for every account.
+/// `listCapabilities`, for every account: the fields and JSON types of cloudstack-go's recorded
+/// answer (ConfigurationService.json, a 4.15.2.0 server) with this simulator's version.
+/// `cloudstackversion` is the only field telling what the server supports (there is no
+/// capability for LB `cidrlist`). `defaultuipagesize` is the UI's `default.ui.page.size`
+/// (recorded: 20), not the API's `default.page.size` limit, which no user-visible field reports.
 pub(super) fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     Ok(json!({
         "capability": {
-            "cloudstackversion": ctx.state.settings.version,
             "securitygroupsenabled": false,
+            "dynamicrolesenabled": true,
+            "cloudstackversion": ctx.state.settings.version,
             "userpublictemplateenabled": true,
+            "supportELB": "false",
             "projectinviterequired": false,
             "allowusercreateprojects": true,
-            "supportELB": "false",
+            "customdiskofferingminsize": 1,
+            "customdiskofferingmaxsize": 1024,
+            "regionsecondaryenabled": false,
             "kvmsnapshotenabled": false,
             "allowuserviewdestroyedvm": false,
             "allowuserexpungerecovervm": false,
-            "apilimitinterval": 1,
-            "apilimitmax": 0,
-            "defaultuipagesize": ctx.state.settings.page_size_limit,
+            "allowuserexpungerecovervolume": false,
+            "allowuserviewalldomainaccounts": false,
             "kubernetesserviceenabled": false,
+            "kubernetesclusterexperimentalfeaturesenabled": false,
+            "defaultuipagesize": 20,
         }
     }))
 }

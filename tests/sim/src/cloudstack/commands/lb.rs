@@ -1,9 +1,12 @@
 //! Load-balancer rules and their members.
 //!
 //! A rule maps one public port of an allocated public IP to a private port on its members (VMs
-//! with a NIC on the rule's network). Two live rules on one address may not share IP protocol
-//! (`tcp-proxy` is TCP) and public port (537). On a VPC address the first rule decides the tier
-//! the address is associated with.
+//! with a NIC on the rule's network). Two live rules on one address may not share a public port,
+//! whatever their protocols (537): CloudStack stores every LB rule as a firewall rule of protocol
+//! `tcp` (`LoadBalancerVO`'s constructor passes `NetUtils.TCP_PROTO`, the LB protocol is the
+//! separate `lb_protocol` column), and `FirewallManagerImpl.detectRulesConflict` has no exception
+//! for two LB rules. On a VPC address the first rule decides the tier the address is associated
+//! with.
 
 use std::collections::BTreeSet;
 
@@ -12,7 +15,7 @@ use serde_json::Value;
 use super::{Ctx, Ref, cidr_list, contains_ci, paged};
 use crate::cloudstack::error::CsError;
 use crate::cloudstack::jobs::Effect;
-use crate::cloudstack::model::{IpState, Kind, LbRule, RuleState, State, ip_protocol};
+use crate::cloudstack::model::{IpState, Kind, LbRule, RuleState, State};
 use crate::cloudstack::render::{render_lb_rule, render_vm};
 use crate::serving::new_uuid;
 
@@ -42,25 +45,21 @@ fn protocol(value: &str) -> Result<String, CsError> {
     }
 }
 
-/// 537 when a live rule other than `except` on the address uses the IP protocol and port.
-fn check_conflict(
-    state: &State,
-    ip_id: &str,
-    protocol: &str,
-    port: u16,
-    except: Option<&str>,
-) -> Result<(), CsError> {
-    let clash = state.lb_rules.iter().find(|r| {
-        r.ip_id == ip_id
-            && Some(r.id.as_str()) != except
-            && r.state != RuleState::Revoke
-            && r.ip_protocol() == ip_protocol(protocol)
-            && r.public_port == port
-    });
+/// 537 when another live rule on the address uses the public port, whatever the protocols
+/// (see the module docs). The text is `FirewallManagerImpl.detectRulesConflict`'s, the
+/// conflicting rule shown as `FirewallRuleVO.toString` renders it (`Rule[<id>-<purpose>-<state>]`).
+fn check_conflict(state: &State, ip_id: &str, port: u16) -> Result<(), CsError> {
+    let clash = state
+        .lb_rules
+        .iter()
+        .find(|r| r.ip_id == ip_id && r.state != RuleState::Revoke && r.public_port == port);
     match clash {
         Some(r) => Err(CsError::conflict(format!(
-            "The range specified, {port}-{port}, conflicts with rule {} which has {}-{}",
-            r.seq, r.public_port, r.public_port
+            "The range specified, {port}-{port}, conflicts with rule Rule[{}-LoadBalancing-{}] which has {}-{}",
+            r.seq,
+            r.state.as_str(),
+            r.public_port,
+            r.public_port
         ))),
         None => Ok(()),
     }
@@ -111,7 +110,8 @@ pub(super) fn list_load_balancer_rules(ctx: &mut Ctx<'_>) -> Result<Value, CsErr
 
 /// `createLoadBalancerRule`: `name`, `algorithm`, `privateport`, `publicport`, `publicipid`,
 /// `networkid` (default: the address's network), `protocol` (default tcp), `cidrlist`
-/// (default `0.0.0.0/0`), `description`; `openfirewall` is accepted and ignored.
+/// (4.18+; default none, i.e. open to all), `description`; `openfirewall` is accepted and
+/// ignored.
 pub(super) fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     let name = ctx.args.required("name")?.to_string();
     let algorithm = algorithm(ctx.args.required("algorithm")?)?;
@@ -122,7 +122,21 @@ pub(super) fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsEr
     let protocol = protocol(ctx.args.opt("protocol").unwrap_or("tcp"))?;
     let ip_id = ctx.live("publicipid", Kind::PublicIp)?;
     let network_param = ctx.opt_live("networkid", Kind::Network)?;
-    let cidrs = cidr_list(&ctx.args)?;
+    // Before 4.18 `CreateLoadBalancerRuleCmd.create()` refuses a non-empty `cidrlist` with
+    // `InvalidParameterValueException` (431, cserrorcode 4350; the text as in its source and in
+    // apache/cloudstack#4036); 4.18 took it again (apache/cloudstack#6460). Without it the rule
+    // stores no CIDRs and renders `"cidrlist": ""` (cloudstack-go's recorded
+    // LoadBalancerService.json, createLoadBalancerRule on 4.15).
+    let cidrs = match ctx.args.opt("cidrlist") {
+        Some(_) if !ctx.state.settings.at_least(4, 18) => {
+            return Err(CsError::param(
+                "Parameter cidrList is deprecated; if you need to open firewall rule for the \
+                 specific CIDR, please refer to createFirewallRule command",
+            ));
+        }
+        Some(_) => cidr_list(&ctx.args)?,
+        None => Vec::new(),
+    };
     let description = ctx.args.opt("description").map(str::to_string);
 
     let state = &*ctx.state;
@@ -174,7 +188,7 @@ pub(super) fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsEr
             }
         }
     }
-    check_conflict(state, &ip_id, &protocol, public_port, None)?;
+    check_conflict(state, &ip_id, public_port)?;
     let (project, zone_id) = (ip.project.clone(), ip.zone_id.clone());
 
     let seq = ctx.state.next_seq();
@@ -205,24 +219,24 @@ pub(super) fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsEr
     Ok(ctx.state.submit(Effect::CreateLbRule { id }, ctx.now))
 }
 
-/// `updateLoadBalancerRule id` with any of `algorithm`, `protocol`, `cidrlist`, `name`,
+/// `updateLoadBalancerRule id` with any of `algorithm`, `protocol`, `cidrlist` (4.22+), `name`,
 /// `description`: the new values show at once (state `Add`); a failed job restores the old.
 pub(super) fn update_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     let id = ctx.live("id", Kind::LbRule)?;
     let algorithm = ctx.args.opt("algorithm").map(algorithm).transpose()?;
     let protocol = ctx.args.opt("protocol").map(protocol).transpose()?;
+    // `cidrlist` on updateLoadBalancerRule arrived in 4.22 (apache/cloudstack#11568,
+    // `since = "4.22"`); before, it is an unknown parameter, which the management server only
+    // logs (`ParamGenericValidationWorker`) and otherwise ignores.
     let cidrs = match ctx.args.list("cidrlist") {
-        Some(_) => Some(cidr_list(&ctx.args)?),
-        None => None,
+        Some(_) if ctx.state.settings.at_least(4, 22) => Some(cidr_list(&ctx.args)?),
+        _ => None,
     };
     let name = ctx.args.opt("name").map(str::to_string);
     let description = ctx.args.opt("description").map(str::to_string);
     let Some(before) = ctx.state.lb_rule(&id).cloned() else {
         return Err(CsError::unknown_id("id", &id));
     };
-    if let Some(p) = &protocol {
-        check_conflict(ctx.state, &before.ip_id, p, before.public_port, Some(&id))?;
-    }
     if let Some(rule) = ctx.state.lb_rule_mut(&id) {
         if let Some(a) = algorithm {
             rule.algorithm = a;

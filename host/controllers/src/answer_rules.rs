@@ -373,7 +373,11 @@ pub fn check_address(a: &NodeAddress) -> Result<(), String> {
             if a.address.is_empty() {
                 return Err("must not be empty".into());
             }
-            is_dns1123_subdomain(&a.address)
+            // The apiserver checks no format here; a name must still be one, but in any case:
+            // DNS names are case-insensitive (RFC 4343) and upstream CCMs write VM names as the
+            // cloud spells them (CloudStack's `testDummyVM`), so refusing capitals would drop a
+            // migrated node's hostname.
+            is_dns1123_subdomain(&a.address.to_ascii_lowercase())
         }
     }
 }

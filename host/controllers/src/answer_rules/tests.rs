@@ -622,3 +622,18 @@ fn every_rule_has_a_distinct_metric_label() {
     let names: HashSet<&str> = all.iter().map(|r| r.name()).collect();
     assert_eq!(names.len(), all.len());
 }
+
+#[test]
+fn hostnames_may_carry_capitals_as_clouds_spell_them() {
+    use wasm_ccm_runtime::types::{AddressType, NodeAddress};
+    let vm = NodeAddress {
+        kind: AddressType::Hostname,
+        address: "testDummyVM".into(),
+    };
+    assert_eq!(check_address(&vm), Ok(()));
+    let bad = NodeAddress {
+        kind: AddressType::Hostname,
+        address: "bad host name!".into(),
+    };
+    assert!(check_address(&bad).is_err());
+}

@@ -10,7 +10,7 @@ use wasm_ccm_plugins::PHOENIXNAP_DRIVER;
 use wasm_ccm_runtime::types::{EnsureResult, Ingress, IpMode, Node, ProviderError, Service};
 use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions};
 use wasm_ccm_sim::phoenixnap::{
-    PhoenixnapOptions, PhoenixnapSim, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag,
+    Match, PhoenixnapOptions, PhoenixnapSim, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag,
 };
 
 const NETWORK: &str = "60473c2509268bc77fd06d29";
@@ -63,16 +63,34 @@ async fn load(
     secret: &str,
     file: &str,
 ) -> Result<Driver, wasm_ccm_runtime::HostError> {
+    load_env(sim, cluster, secret, file, &[]).await
+}
+
+/// [`load`] with variables changed: a pair replaces the variable, an empty value removes it.
+async fn load_env(
+    sim: &PhoenixnapSim,
+    cluster: &str,
+    secret: &str,
+    file: &str,
+    changes: &[(&str, &str)],
+) -> Result<Driver, wasm_ccm_runtime::HostError> {
+    let mut env: Vec<(String, String)> = vec![
+        ("PNAP_CLIENT_ID".into(), sim.client_id()),
+        ("PNAP_CLIENT_SECRET".into(), secret.into()),
+        ("PNAP_BASE_URL".into(), sim.url()),
+        ("PNAP_AUTH_URL".into(), sim.url()),
+        ("PNAP_LOCATION".into(), "PHX".into()),
+        ("PNAP_LOAD_BALANCER".into(), format!("kube-vip://{NETWORK}")),
+    ];
+    for (k, v) in changes {
+        env.retain(|(name, _)| name != k);
+        if !v.is_empty() {
+            env.push((k.to_string(), v.to_string()));
+        }
+    }
     let mut opts = DriverOptions {
         config: file.as_bytes().to_vec(),
-        env: vec![
-            ("PNAP_CLIENT_ID".into(), sim.client_id()),
-            ("PNAP_CLIENT_SECRET".into(), secret.into()),
-            ("PNAP_BASE_URL".into(), sim.url()),
-            ("PNAP_AUTH_URL".into(), sim.url()),
-            ("PNAP_LOCATION".into(), "PHX".into()),
-            ("PNAP_LOAD_BALANCER".into(), format!("kube-vip://{NETWORK}")),
-        ],
+        env,
         egress: Some(vec![sim.url()]),
         ..Default::default()
     };
@@ -306,6 +324,7 @@ async fn credentials_go_as_form_fields_when_basic_is_refused() {
     let fresh = load(&c.sim, CLUSTER, &c.sim.client_secret(), "")
         .await
         .expect("loads");
+    c.sim.clear_requests();
     assert!(
         fresh
             .instance_exists(&n, &scope())
@@ -313,6 +332,18 @@ async fn credentials_go_as_form_fields_when_basic_is_refused() {
             .into_result()
             .expect("exists")
     );
+    assert_eq!(token_requests(&c.sim), 2, "Basic refused, then form fields");
+    // The style that worked is remembered: the next token request uses it first.
+    c.sim.expire_tokens();
+    c.sim.clear_requests();
+    assert!(
+        fresh
+            .instance_exists(&n, &scope())
+            .await
+            .into_result()
+            .expect("exists")
+    );
+    assert_eq!(token_requests(&c.sim), 1, "straight to form fields");
 }
 
 #[tokio::test]
@@ -422,29 +453,331 @@ async fn a_block_assigned_elsewhere_is_refused_with_its_owner() {
     );
 }
 
-#[tokio::test]
-async fn the_location_annotation_is_honoured_and_a_move_refused() {
-    let c = cloud().await;
-    let mut svc = service("web");
+fn token_requests(sim: &PhoenixnapSim) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/openid-connect/token"))
+        .count()
+}
+
+async fn ensure_with(driver: &Driver, svc: &Service) -> Result<EnsureResult, CallError> {
+    driver
+        .load_balancer_ensure(svc, &[], &scope())
+        .await
+        .into_result()
+}
+
+async fn exists(d: &Driver, n: &Node) -> Result<bool, CallError> {
+    d.instance_exists(n, &scope()).await.into_result()
+}
+
+fn annotated(name: &str, location: &str) -> Service {
+    let mut svc = service(name);
     svc.annotations
-        .push(("phoenixnap.com/ip-location".into(), "ash".into()));
-    // The simulator's network is in PHX, so the ASH block cannot be assigned to it; creating it
-    // in ASH is what is checked here.
-    let _ = ensure(&c, &svc).await;
-    let created = blocks_tagged(&c.sim, "serviceName", "web");
-    assert_eq!(created[0]["location"], "ASH");
-    svc.annotations = vec![("phoenixnap.com/ip-location".into(), "SGP".into())];
-    match ensure(&c, &svc).await {
+        .push(("phoenixnap.com/ip-location".into(), location.into()));
+    svc
+}
+
+/// Review finding D1: a location other than the public network's is invalid-config before
+/// anything is created (no billed block left unusable); upstream's precedence: the configured
+/// location wins over the annotation, which applies only when none is configured.
+#[tokio::test]
+async fn a_location_other_than_the_networks_creates_nothing() {
+    let c = cloud().await;
+    // PNAP_LOCATION=ASH, the network is in PHX.
+    let ash = load_env(
+        &c.sim,
+        CLUSTER,
+        &c.sim.client_secret(),
+        "",
+        &[("PNAP_LOCATION", "ASH")],
+    )
+    .await
+    .expect("loads");
+    c.sim.clear_requests();
+    match ensure_with(&ash, &service("web")).await {
+        Err(CallError::Provider(ProviderError::InvalidConfig(m))) => {
+            assert!(
+                m.contains("ASH") && m.contains("PHX") && m.contains(NETWORK),
+                "{m}"
+            );
+            assert!(m.contains("PNAP_LOCATION"), "{m}");
+        }
+        other => panic!("expected invalid-config, got {other:?}"),
+    }
+    assert!(
+        cloud_changes(&c.sim).is_empty(),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+    assert!(c.sim.ip_blocks().is_empty());
+    // The configured location wins; the annotation is ignored (upstream's README).
+    let r = ensure(&c, &annotated("web", "ASH")).await.expect("ensure");
+    assert_eq!(r.ingress.len(), 1);
+    assert_eq!(
+        blocks_tagged(&c.sim, "serviceName", "web")[0]["location"],
+        "PHX"
+    );
+    // No configured location: the annotation, checked against the network too.
+    let unset = load_env(
+        &c.sim,
+        CLUSTER,
+        &c.sim.client_secret(),
+        "",
+        &[("PNAP_LOCATION", "")],
+    )
+    .await
+    .expect("loads without a location");
+    c.sim.clear_requests();
+    match ensure_with(&unset, &annotated("other", "ash")).await {
+        Err(CallError::Provider(ProviderError::InvalidConfig(m))) => {
+            assert!(
+                m.contains("phoenixnap.com/ip-location") && m.contains("PHX"),
+                "{m}"
+            );
+        }
+        other => panic!("expected invalid-config, got {other:?}"),
+    }
+    assert!(
+        cloud_changes(&c.sim).is_empty(),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+    assert!(matches!(
+        ensure_with(&unset, &annotated("other", "MARS")).await,
+        Err(CallError::Provider(ProviderError::InvalidConfig(_)))
+    ));
+    // Neither: the network's location.
+    ensure_with(&unset, &service("third"))
+        .await
+        .expect("ensure");
+    assert_eq!(
+        blocks_tagged(&c.sim, "serviceName", "third")[0]["location"],
+        "PHX"
+    );
+    ensure_with(&unset, &annotated("fourth", "phx"))
+        .await
+        .expect("ensure");
+    // The network is read once per driver instance.
+    let reads = c
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.path == format!("/networks/v1/public-networks/{NETWORK}"))
+        .count();
+    assert_eq!(reads, 1);
+    // An unknown network is invalid-config, and nothing is created.
+    let ghost = load_env(
+        &c.sim,
+        CLUSTER,
+        &c.sim.client_secret(),
+        "",
+        &[("PNAP_LOAD_BALANCER", "kube-vip://ffffffffffffffffffffffff")],
+    )
+    .await
+    .expect("loads");
+    let before = c.sim.ip_blocks().len();
+    match ensure_with(&ghost, &service("fifth")).await {
+        Err(CallError::Provider(ProviderError::InvalidConfig(m))) => {
+            assert!(m.contains("does not exist"), "{m}");
+        }
+        other => panic!("expected invalid-config, got {other:?}"),
+    }
+    assert_eq!(c.sim.ip_blocks().len(), before);
+}
+
+/// A Service's block in another location than asked for cannot move.
+#[tokio::test]
+async fn a_block_in_another_location_is_not_moved() {
+    let c = cloud().await;
+    for tag in ["usage", "cluster", "serviceNamespace", "serviceName"] {
+        c.sim.add_tag(SeedTag::new(tag));
+    }
+    c.sim.add_ip_block(
+        SeedIpBlock::new()
+            .with_location("ASH")
+            .with_tag("usage", "cloud-provider-phoenixnap-auto")
+            .with_tag("cluster", CLUSTER)
+            .with_tag("serviceNamespace", "default")
+            .with_tag("serviceName", "web"),
+    );
+    match ensure(&c, &service("web")).await {
         Err(CallError::Provider(ProviderError::InvalidConfig(m))) => {
             assert!(m.contains("re-create the Service"), "{m}");
         }
         other => panic!("expected invalid-config, got {other:?}"),
     }
-    svc.annotations = vec![("phoenixnap.com/ip-location".into(), "MARS".into())];
-    assert!(matches!(
-        ensure(&c, &svc).await,
-        Err(CallError::Provider(ProviderError::InvalidConfig(_)))
-    ));
+}
+
+/// Review finding D2: a 403 or 404 is "gone" only when the server list confirms it; an
+/// ambiguous answer never says "gone".
+#[tokio::test]
+async fn a_server_is_gone_only_when_the_list_confirms_it() {
+    let c = cloud().await;
+    let n = node("worker-1", &c.workers[0]);
+    // 403 for a server that is listed: not gone (the credential cannot read it).
+    let path = format!("/bmc/v1/servers/{}", c.workers[0]);
+    c.sim
+        .faults()
+        .fail_next(Match::path(&path).with_method("GET"), 403, 1);
+    match exists(&c.driver, &n).await {
+        Err(CallError::Provider(ProviderError::Unauthorized(m))) => {
+            assert!(m.contains("in the list"), "{m}");
+        }
+        other => panic!("expected unauthorized, got {other:?}"),
+    }
+    // 403 and the list refused too: not decided.
+    c.sim
+        .faults()
+        .fail_next(Match::path("/bmc/v1/servers").with_method("GET"), 403, 2);
+    match exists(&c.driver, &n).await {
+        Err(CallError::Provider(ProviderError::Unauthorized(m))) => {
+            assert!(m.contains("bmc.read"), "{m}");
+        }
+        other => panic!("expected unauthorized, got {other:?}"),
+    }
+    // The list failing otherwise: its error, never "gone".
+    c.sim
+        .faults()
+        .fail_next(Match::path(&path).with_method("GET"), 403, 1);
+    c.sim
+        .faults()
+        .fail_next(Match::path("/bmc/v1/servers").with_method("GET"), 500, 1);
+    assert!(exists(&c.driver, &n).await.is_err());
+    // Deleted: the simulator answers 403 as the real API does, and the list confirms.
+    c.sim.remove_server(&c.workers[0]);
+    c.sim.clear_requests();
+    assert!(!exists(&c.driver, &n).await.expect("decided"));
+    let paths: Vec<String> = c.sim.requests().iter().map(|r| r.line()).collect();
+    assert_eq!(paths.len(), 2, "{paths:?}");
+    assert!(paths[1].contains("GET /bmc/v1/servers"), "{paths:?}");
+    // And with 404.
+    c.sim.set_gone_server_status(404);
+    assert!(!exists(&c.driver, &n).await.expect("decided"));
+}
+
+/// Review finding D2: a base URL with a path would turn every lookup into a 404.
+#[tokio::test]
+async fn a_base_url_with_a_path_is_refused() {
+    let c = cloud().await;
+    let url = format!("{}/bmc/v1", c.sim.url());
+    let e = load_env(
+        &c.sim,
+        CLUSTER,
+        &c.sim.client_secret(),
+        "",
+        &[("PNAP_BASE_URL", &url)],
+    )
+    .await
+    .err()
+    .expect("refused");
+    let text = e.to_string();
+    assert!(text.contains("has a path"), "{text}");
+}
+
+/// Review finding D3: credentials are form-encoded before base64 (RFC 6749 §2.3.1), so a
+/// secret with `+`, `%` and `:` works on the first attempt.
+#[tokio::test]
+async fn basic_credentials_are_form_encoded() {
+    let sim = PhoenixnapSim::start(
+        "127.0.0.1:0".parse().expect("addr"),
+        PhoenixnapOptions {
+            client_secret: "a+b%2Fc: d".into(),
+            ..PhoenixnapOptions::default()
+        },
+    )
+    .await
+    .expect("simulator starts");
+    let id = sim.add_server(SeedServer::new("worker-1"));
+    let driver = load(&sim, CLUSTER, &sim.client_secret(), "")
+        .await
+        .expect("loads");
+    assert!(
+        driver
+            .instance_exists(&node("worker-1", &id), &scope())
+            .await
+            .into_result()
+            .expect("exists")
+    );
+    assert_eq!(token_requests(&sim), 1, "one token request");
+}
+
+/// Review finding D4: a tag name created by someone else since the list (409) is fine.
+#[tokio::test]
+async fn a_409_on_tag_creation_is_success() {
+    let c = cloud().await;
+    // Only `delete` is missing, and its creation answers 409 (tagapi.spec.yaml: name taken).
+    for tag in ["usage", "cluster", "serviceNamespace", "serviceName"] {
+        c.sim.add_tag(SeedTag::new(tag));
+    }
+    c.sim.faults().fail_next(
+        Match::path("/tag-manager/v1/tags").with_method("POST"),
+        409,
+        1,
+    );
+    c.sim.clear_requests();
+    ensure(&c, &service("web")).await.expect("ensure");
+    assert!(
+        c.sim
+            .requests()
+            .iter()
+            .any(|r| r.method == "POST" && r.path == "/tag-manager/v1/tags" && r.status == 409),
+        "the 409 was answered"
+    );
+}
+
+/// Review finding D5: housekeeping unassigns only blocks on a public network; a block in
+/// `error assigning` is assigned again.
+#[tokio::test]
+async fn housekeeping_leaves_server_blocks_and_failed_assignments_are_retried() {
+    let c = cloud().await;
+    for tag in ["usage", "cluster", "delete"] {
+        c.sim.add_tag(SeedTag::new(tag));
+    }
+    let on_server = c.sim.add_ip_block(
+        SeedIpBlock::new()
+            .with_status("assigned")
+            .assigned_to("server", &c.workers[0])
+            .with_tag("usage", "cloud-provider-phoenixnap-auto")
+            .with_tag("cluster", CLUSTER)
+            .with_tag("delete", "true"),
+    );
+    c.sim.clear_requests();
+    c.driver
+        .housekeeping(&CallScope::default())
+        .await
+        .into_result()
+        .expect("housekeeping");
+    assert!(
+        cloud_changes(&c.sim).is_empty(),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+    assert!(
+        c.sim
+            .ip_blocks()
+            .iter()
+            .any(|b| b["id"] == on_server.as_str())
+    );
+    // error assigning → the next ensure assigns again.
+    ensure(&c, &service("web")).await.expect("ensure");
+    let id = blocks_tagged(&c.sim, "serviceName", "web")[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    assert!(c.sim.set_block_status(&id, "error assigning"));
+    c.sim.clear_requests();
+    ensure(&c, &service("web")).await.expect("ensure again");
+    let changes = cloud_changes(&c.sim);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(
+        changes[0].contains(&format!(
+            "POST /networks/v1/public-networks/{NETWORK}/ip-blocks"
+        )),
+        "{changes:?}"
+    );
+    c.sim.settle();
+    assert_eq!(c.sim.public_network_blocks(NETWORK).len(), 1);
 }
 
 #[tokio::test]

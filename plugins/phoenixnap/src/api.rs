@@ -29,6 +29,18 @@ struct TokenResponse {
     expires_in: Option<u64>,
 }
 
+/// How the client credentials are sent to the token endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AuthStyle {
+    /// HTTP Basic with `id` and `secret` form-urlencoded first (RFC 6749 §2.3.1; Go's
+    /// `clientcredentials` does this).
+    EncodedBasic,
+    /// HTTP Basic with the raw `id:secret` (servers that do not decode the parts).
+    RawBasic,
+    /// `client_id`/`client_secret` form fields (Go's `AuthStyleInParams`).
+    FormFields,
+}
+
 #[derive(Clone)]
 struct Token {
     value: String,
@@ -50,6 +62,8 @@ pub struct Api {
     client_id: String,
     client_secret: String,
     token: RefCell<Option<Token>>,
+    /// The credential style the token endpoint accepted last; tried first from then on.
+    style: RefCell<Option<AuthStyle>>,
 }
 
 impl Api {
@@ -61,6 +75,7 @@ impl Api {
             client_id: config.client_id.clone(),
             client_secret: config.client_secret.clone(),
             token: RefCell::new(None),
+            style: RefCell::new(None),
         }
     }
 
@@ -81,28 +96,71 @@ impl Api {
         Ok(value)
     }
 
-    /// Client credentials as HTTP Basic first; when the server refuses that, as form fields
-    /// (Go's `clientcredentials` does the same).
+    /// One token request with the credentials in `style`.
+    fn token_request(&self, style: AuthStyle) -> Result<Response, ProviderError> {
+        let base = [("grant_type", "client_credentials"), ("scope", SCOPES)];
+        let request = match style {
+            AuthStyle::EncodedBasic => http::post(&self.token_url)
+                .basic_auth(
+                    &http::form_encode_component(&self.client_id),
+                    &http::form_encode_component(&self.client_secret),
+                )
+                .form(&base),
+            AuthStyle::RawBasic => http::post(&self.token_url)
+                .basic_auth(&self.client_id, &self.client_secret)
+                .form(&base),
+            AuthStyle::FormFields => http::post(&self.token_url).form(&[
+                base[0],
+                base[1],
+                ("client_id", &self.client_id),
+                ("client_secret", &self.client_secret),
+            ]),
+        };
+        Ok(request.timeout_ms(TIMEOUT_MS).send()?)
+    }
+
+    /// The styles to try, in order: the remembered one first, then HTTP Basic form-encoded
+    /// (RFC 6749 §2.3.1), raw HTTP Basic (only when encoding changes the credentials), and
+    /// form fields (the fallback of Go's `clientcredentials`, which upstream uses).
+    fn styles(&self) -> Vec<AuthStyle> {
+        let encoding_changes = http::form_encode_component(&self.client_id) != self.client_id
+            || http::form_encode_component(&self.client_secret) != self.client_secret;
+        let mut styles = Vec::with_capacity(3);
+        if let Some(s) = *self.style.borrow() {
+            styles.push(s);
+        }
+        for s in [
+            AuthStyle::EncodedBasic,
+            AuthStyle::RawBasic,
+            AuthStyle::FormFields,
+        ] {
+            if (s != AuthStyle::RawBasic || encoding_changes) && !styles.contains(&s) {
+                styles.push(s);
+            }
+        }
+        styles
+    }
+
+    /// Client credentials in the remembered style, else each style in turn while the server
+    /// refuses them (400/401); the style that worked is remembered.
     fn fetch_token(&self) -> Result<Token, ProviderError> {
-        let basic = http::post(&self.token_url)
-            .basic_auth(&self.client_id, &self.client_secret)
-            .form(&[("grant_type", "client_credentials"), ("scope", SCOPES)])
-            .timeout_ms(TIMEOUT_MS)
-            .send()?;
-        let response = if matches!(basic.status, 400 | 401) {
-            http::post(&self.token_url)
-                .form(&[
-                    ("grant_type", "client_credentials"),
-                    ("scope", SCOPES),
-                    ("client_id", &self.client_id),
-                    ("client_secret", &self.client_secret),
-                ])
-                .timeout_ms(TIMEOUT_MS)
-                .send()?
-        } else {
-            basic
+        let mut response = None;
+        for style in self.styles() {
+            let r = self.token_request(style)?;
+            let refused = matches!(r.status, 400 | 401);
+            if (200..300).contains(&r.status) {
+                *self.style.borrow_mut() = Some(style);
+            }
+            response = Some(r);
+            if !refused {
+                break;
+            }
+        }
+        let Some(response) = response else {
+            return Err(ProviderError::Permanent("no token request was made".into()));
         };
         if matches!(response.status, 400 | 401) {
+            self.style.borrow_mut().take();
             return Err(ProviderError::Unauthorized(format!(
                 "PhoenixNAP refused the client credentials (HTTP {} from {}): {}; check PNAP_CLIENT_ID/PNAP_CLIENT_SECRET or clientID/clientSecret in cloud-sa.json",
                 response.status,
@@ -142,17 +200,17 @@ impl Api {
             .json()
     }
 
-    /// `GET` a JSON document; `None` when the API says 404 or 403 (upstream reads both as
-    /// "not there": the API answers 403 for servers of other accounts).
-    pub fn get_optional<T: DeserializeOwned>(
+    /// `GET` a JSON document; `Err(status)` for a 403 or 404 (the caller decides what they
+    /// mean), every other failure an error.
+    pub fn get_or_status<T: DeserializeOwned>(
         &self,
         path: &str,
-    ) -> Result<Option<T>, ProviderError> {
+    ) -> Result<Result<T, u16>, ProviderError> {
         let response = self.send(|| http::get(self.url(path)))?;
         if matches!(response.status, 403 | 404) {
-            return Ok(None);
+            return Ok(Err(response.status));
         }
-        response.error_for_status()?.json().map(Some)
+        response.error_for_status()?.json().map(Ok)
     }
 
     /// `POST` a JSON body; the response is decoded when `T` is not `()`-like.
@@ -173,6 +231,22 @@ impl Api {
         Ok(())
     }
 
+    /// `POST` a JSON body, ignoring the response body; the statuses in `also_fine` count as
+    /// success (e.g. 409 "already exists").
+    pub fn post_accepting<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        also_fine: &[u16],
+    ) -> Result<(), ProviderError> {
+        let response = self.send(|| http::post(self.url(path)).json(body))?;
+        if also_fine.contains(&response.status) {
+            return Ok(());
+        }
+        response.error_for_status()?;
+        Ok(())
+    }
+
     /// `PUT` a JSON body.
     pub fn put<B: Serialize>(&self, path: &str, body: &B) -> Result<(), ProviderError> {
         self.send(|| http::put(self.url(path)).json(body))?
@@ -189,5 +263,30 @@ impl Api {
             Ok(_) | Err(ProviderError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(secret: &str) -> Api {
+        let env = vec![
+            ("PNAP_CLIENT_ID".to_string(), "id".to_string()),
+            ("PNAP_CLIENT_SECRET".to_string(), secret.to_string()),
+        ];
+        Api::new(&Config::parse(b"", &env).expect("config"))
+    }
+
+    #[test]
+    fn encoded_basic_first_raw_only_when_it_differs_remembered_style_first() {
+        use AuthStyle::*;
+        assert_eq!(api("plain").styles(), [EncodedBasic, FormFields]);
+        let special = api("a+b%2Fc");
+        assert_eq!(special.styles(), [EncodedBasic, RawBasic, FormFields]);
+        *special.style.borrow_mut() = Some(RawBasic);
+        assert_eq!(special.styles(), [RawBasic, EncodedBasic, FormFields]);
+        *special.style.borrow_mut() = Some(FormFields);
+        assert_eq!(special.styles(), [FormFields, EncodedBasic, RawBasic]);
     }
 }

@@ -45,7 +45,8 @@ struct File {
 pub struct Config {
     pub client_id: String,
     pub client_secret: String,
-    /// Where IP blocks are created unless a Service's annotation says otherwise.
+    /// Where IP blocks are created (wins over a Service's annotation, as upstream); empty: the
+    /// annotation, else the public network's location.
     pub location: String,
     /// The public network blocks are assigned to (`kube-vip://<id>`); `None`: no load balancers.
     pub public_network: Option<String>,
@@ -60,11 +61,22 @@ fn invalid(message: impl Into<String>) -> ProviderError {
     ProviderError::InvalidConfig(message.into())
 }
 
+/// An `http(s)://host[:port]` URL without a path, query or fragment: the API paths
+/// (`/bmc/v1/...`, `/auth/realms/...`) are appended to it, so a path would double them and turn
+/// every lookup into a 404 (review finding D2: e.g. `https://api.phoenixnap.com/bmc/v1`).
 fn http_url(what: &str, value: &str) -> Result<String, ProviderError> {
     let v = value.trim().trim_end_matches('/');
-    if !(v.starts_with("https://") || v.starts_with("http://")) || v.len() <= "https://".len() {
+    let rest = v
+        .strip_prefix("https://")
+        .or_else(|| v.strip_prefix("http://"));
+    let Some(rest) = rest.filter(|r| !r.is_empty()) else {
         return Err(invalid(format!(
             "{what} {value:?} is not an http(s):// URL"
+        )));
+    };
+    if rest.contains(['/', '?', '#']) {
+        return Err(invalid(format!(
+            "{what} {value:?} has a path; give only scheme, host and port (e.g. https://api.phoenixnap.com): the driver appends /bmc/v1, /ips/v1, /networks/v1 and /tag-manager/v1 itself"
         )));
     }
     Ok(v.to_string())
@@ -105,18 +117,11 @@ impl Config {
             None => None,
             Some(lb) => Some(parse_load_balancer(&lb)?),
         };
-        if public_network.is_some() {
-            if location.is_empty() {
-                return Err(invalid(
-                    "load balancers are enabled (loadbalancer is set) but no location is: set PNAP_LOCATION or location, e.g. PHX",
-                ));
-            }
-            if !LOCATIONS.contains(&location.as_str()) {
-                return Err(invalid(format!(
-                    "location {location:?} is not one of {}",
-                    LOCATIONS.join(", ")
-                )));
-            }
+        if !location.is_empty() && !LOCATIONS.contains(&location.as_str()) {
+            return Err(invalid(format!(
+                "location {location:?} (PNAP_LOCATION or location) is not one of {}",
+                LOCATIONS.join(", ")
+            )));
         }
         if let Some(port) = var("PNAP_API_SERVER_PORT") {
             port.parse::<u16>().map_err(|_| {
@@ -232,13 +237,33 @@ mod tests {
         let lb = r#"{"clientID": "a", "clientSecret": "b", "loadbalancer": "metallb://x"}"#;
         assert!(err(lb, &[]).contains("kube-vip"));
         let no_loc = r#"{"clientID": "a", "clientSecret": "b", "loadbalancer": "kube-vip://n"}"#;
-        assert!(err(no_loc, &[]).contains("PNAP_LOCATION"));
+        // No location: the annotation, else the public network's (read at the first ensure).
+        assert_eq!(Config::parse(no_loc.as_bytes(), &[]).unwrap().location, "");
         assert!(err(no_loc, &[("PNAP_LOCATION", "MARS")]).contains("not one of"));
         assert!(err(r#"{"clientId": "a"}"#, &[]).contains("clientId"));
         let sel = r#"{"clientID": "a", "clientSecret": "b", "serviceNodeSelector": "a in (b"}"#;
         assert!(err(sel, &[]).contains("serviceNodeSelector"));
         let url = r#"{"clientID": "a", "clientSecret": "b", "base-url": "ftp://x"}"#;
         assert!(err(url, &[]).contains("base-url"), "{}", err(url, &[]));
-        assert!(err(url, &[]).contains("base-url"));
+        let path = r#"{"clientID": "a", "clientSecret": "b", "base-url": "https://api.phoenixnap.com/bmc/v1"}"#;
+        assert!(err(path, &[]).contains("has a path"), "{}", err(path, &[]));
+        assert!(
+            err(
+                "{}",
+                &[
+                    ("PNAP_CLIENT_ID", "a"),
+                    ("PNAP_CLIENT_SECRET", "b"),
+                    ("PNAP_BASE_URL", "http://h/x?y")
+                ]
+            )
+            .contains("has a path")
+        );
+        // A trailing slash alone is not a path.
+        let slash =
+            r#"{"clientID": "a", "clientSecret": "b", "base-url": "https://api.phoenixnap.com/"}"#;
+        assert_eq!(
+            Config::parse(slash.as_bytes(), &[]).unwrap().base_url,
+            "https://api.phoenixnap.com"
+        );
     }
 }

@@ -6,13 +6,40 @@ use crate::api::Api;
 use crate::model::Server;
 use crate::provider_id;
 
-/// The server behind a provider ID; `None` when the API says 404 or 403.
+/// The server behind a provider ID; `None` only when the server is confirmed gone.
+///
+/// `GET /bmc/v1/servers/{id}` answers 403 for a deleted server (upstream's commit d84a2c5
+/// "handle 403 for deleted node"; bmcapi.spec.yaml documents 403 only as a permission problem
+/// and no 404 for it), so a 403 or 404 alone is ambiguous: a credential that lost read access,
+/// or a wrong `base-url`, answers the same, and "gone" makes the host delete the Node (review
+/// finding D2). It is confirmed with `GET /bmc/v1/servers`: gone only when that list succeeds
+/// and lacks the ID. A failing list is its error (`unauthorized` for 401/403); the server in
+/// the list is `unauthorized` too (this credential may list it but not read it).
 pub fn by_provider_id(api: &Api, node: &Node) -> Result<Option<Server>, ProviderError> {
     let id = provider_id::parse(&node.provider_id)?;
-    api.get_optional(&format!(
+    let status = match api.get_or_status(&format!(
         "/bmc/v1/servers/{}",
         wasm_ccm_sdk::http::encode_path_segment(&id)
-    ))
+    ))? {
+        Ok(server) => return Ok(Some(server)),
+        Err(status) => status,
+    };
+    let listed: Vec<Server> = match api.get_or_status("/bmc/v1/servers")? {
+        Ok(list) => list,
+        Err(list_status) => {
+            return Err(ProviderError::Unauthorized(format!(
+                "GET /bmc/v1/servers/{id} answered {status}, and listing the servers to confirm the server is gone answered {list_status}; the credentials may lack the bmc.read scope, so whether node {} exists is not decided",
+                node.name
+            )));
+        }
+    };
+    if listed.iter().any(|s| s.id == id) {
+        return Err(ProviderError::Unauthorized(format!(
+            "GET /bmc/v1/servers/{id} answered {status}, but the server is in the list of servers; the credentials may not read it, so node {} is not treated as gone",
+            node.name
+        )));
+    }
+    Ok(None)
 }
 
 /// Upstream decides existence and shutdown only by provider ID: a name is too weak a reason to

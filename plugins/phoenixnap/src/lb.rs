@@ -3,13 +3,15 @@
 //! Deleting marks the block with the `delete` tag; [`housekeeping`] unassigns and deletes marked
 //! blocks (upstream's background reaper).
 
+use std::cell::RefCell;
 use std::net::Ipv4Addr;
 
 use wasm_ccm_sdk::http::encode_path_segment;
+use wasm_ccm_sdk::log;
 use wasm_ccm_sdk::types::{EnsureResult, Ingress, ProviderError, Service};
 
 use crate::api::Api;
-use crate::model::{BlockTag, IpBlock, TagDefinition};
+use crate::model::{BlockTag, IpBlock, PublicNetwork, TagDefinition};
 
 /// Tag names upstream uses, and the value of `usage`.
 pub const TAG_USAGE: &str = "usage";
@@ -22,6 +24,28 @@ pub const USAGE: &str = "cloud-provider-phoenixnap-auto";
 pub const KUBE_VIP_ANNOTATION: &str = "kube-vip.io/loadbalancerIPs";
 /// The block size upstream asks for.
 pub const BLOCK_SIZE: &str = "/29";
+/// The spellings of `assignedResourceType` for a public network: upstream's primary constant
+/// `"public network"` and its alternative `PUBLIC_NETWORK` (upstream commit 86fc6c9 "handle
+/// different names for 'public network'").
+pub const NETWORK_RESOURCE_TYPES: &[&str] = &["public network", "PUBLIC_NETWORK"];
+
+/// Where a Service's block should be, and which setting said so (for error messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WantedLocation {
+    pub location: String,
+    pub source: String,
+}
+
+/// Whether the block is assigned to a public network (either spelling).
+fn on_public_network(block: &IpBlock) -> Option<&str> {
+    match block.assigned_resource_type.as_deref() {
+        Some(kind) if NETWORK_RESOURCE_TYPES.contains(&kind) => block
+            .assigned_resource_id
+            .as_deref()
+            .filter(|id| !id.is_empty()),
+        _ => None,
+    }
+}
 
 /// What every load-balancer call needs.
 pub struct Lb<'a> {
@@ -29,6 +53,8 @@ pub struct Lb<'a> {
     /// The kube-system namespace UID.
     pub cluster_id: &'a str,
     pub network: &'a str,
+    /// The public network's location, once read (a network does not move).
+    pub network_location: &'a RefCell<Option<String>>,
 }
 
 /// Upstream's informational name.
@@ -85,9 +111,11 @@ impl Lb<'_> {
             (TAG_NAMESPACE, &service.namespace),
         ]);
         let blocks: Vec<IpBlock> = self.api.get(&format!("/ips/v1/ip-blocks?{query}"))?;
+        // `IpBlock.id` is optional in ipapi.spec.yaml (review finding D6): a block without one
+        // cannot be acted on, so it is not ours to use.
         Ok(blocks
             .into_iter()
-            .filter(|b| !b.has_tag(TAG_DELETE))
+            .filter(|b| !b.has_tag(TAG_DELETE) && !b.id.is_empty())
             .collect())
     }
 
@@ -124,55 +152,110 @@ impl Lb<'_> {
         let existing: Vec<TagDefinition> = self.api.get("/tag-manager/v1/tags")?;
         for name in [TAG_USAGE, TAG_CLUSTER, TAG_NAMESPACE, TAG_NAME, TAG_DELETE] {
             if !existing.iter().any(|t| t.name == name) {
-                self.api.post_accepted(
+                // tagapi.spec.yaml `POST /tags` documents 409 for a name that exists: another
+                // writer created it since the list (review finding D4), which is what we want.
+                self.api.post_accepting(
                     "/tag-manager/v1/tags",
                     &serde_json::json!({"name": name, "isBillingTag": false}),
+                    &[409],
                 )?;
             }
         }
         Ok(())
     }
 
-    /// The block's assignment must be our public network; an unassigned block is assigned.
-    /// Returns whether it had to be assigned.
+    /// The block's assignment must be our public network; an unassigned block, or one whose
+    /// assignment failed (`error assigning`, upstream re-assigned a block without an assigned
+    /// resource; review finding D5), is assigned. Returns whether it had to be assigned.
     fn ensure_assigned(&self, block: &IpBlock) -> Result<bool, ProviderError> {
+        let retry = block.status == "error assigning";
         match block.assigned_resource_type.as_deref() {
-            Some("public network" | "PUBLIC_NETWORK")
-                if block.assigned_resource_id.as_deref() == Some(self.network) =>
-            {
-                Ok(false)
+            _ if retry => {}
+            Some(_) if on_public_network(block) == Some(self.network) => return Ok(false),
+            Some(kind) => {
+                return Err(ProviderError::Permanent(format!(
+                    "IP block {} ({}) is assigned to {kind} {}, not to the public network {}; unassign it or delete the Service's tags from it",
+                    block.id,
+                    block.cidr,
+                    block.assigned_resource_id.as_deref().unwrap_or("?"),
+                    self.network
+                )));
             }
-            Some(kind) => Err(ProviderError::Permanent(format!(
-                "IP block {} ({}) is assigned to {kind} {}, not to the public network {}; unassign it or delete the Service's tags from it",
-                block.id,
-                block.cidr,
-                block.assigned_resource_id.as_deref().unwrap_or("?"),
-                self.network
-            ))),
-            None if block.status == "assigning" => Ok(false),
-            None if block.status.starts_with("error") => Err(ProviderError::Transient(format!(
-                "IP block {} is in state {:?}",
-                block.id, block.status
-            ))),
-            None => {
-                self.api.post_accepted(
-                    &format!(
-                        "/networks/v1/public-networks/{}/ip-blocks",
-                        encode_path_segment(self.network)
-                    ),
-                    &serde_json::json!({"id": block.id}),
-                )?;
-                Ok(true)
+            None if block.status == "assigning" => return Ok(false),
+            None if block.status.starts_with("error") => {
+                return Err(ProviderError::Transient(format!(
+                    "IP block {} is in state {:?}",
+                    block.id, block.status
+                )));
             }
+            None => {}
+        }
+        self.api.post_accepted(
+            &format!(
+                "/networks/v1/public-networks/{}/ip-blocks",
+                encode_path_segment(self.network)
+            ),
+            &serde_json::json!({"id": block.id}),
+        )?;
+        Ok(true)
+    }
+
+    /// The configured public network's location (`GET /networks/v1/public-networks/{id}`,
+    /// networkapi.spec.yaml, where `PublicNetwork.location` is required), read once.
+    fn network_location(&self) -> Result<String, ProviderError> {
+        if let Some(l) = self.network_location.borrow().as_ref() {
+            return Ok(l.clone());
+        }
+        let path = format!(
+            "/networks/v1/public-networks/{}",
+            encode_path_segment(self.network)
+        );
+        let network: PublicNetwork = match self.api.get_or_status(&path)? {
+            Ok(n) => n,
+            Err(404) => {
+                return Err(ProviderError::InvalidConfig(format!(
+                    "the public network {} (PNAP_LOAD_BALANCER or loadbalancer kube-vip://<id>) does not exist",
+                    self.network
+                )));
+            }
+            Err(status) => {
+                return Err(ProviderError::Unauthorized(format!(
+                    "reading the public network {} answered {status}; the credentials need the bmc.read scope",
+                    self.network
+                )));
+            }
+        };
+        let location = network.location.trim().to_ascii_uppercase();
+        *self.network_location.borrow_mut() = Some(location.clone());
+        Ok(location)
+    }
+
+    /// The location a new block is created in: the wanted one, which must be the public
+    /// network's (a block in another location can never be assigned to it: review finding D1),
+    /// else the network's. Checked before anything is created.
+    fn new_block_location(&self, wanted: Option<&WantedLocation>) -> Result<String, ProviderError> {
+        let network = self.network_location()?;
+        match wanted {
+            None => Ok(network),
+            Some(w) if w.location.eq_ignore_ascii_case(&network) => Ok(network),
+            Some(w) => Err(ProviderError::InvalidConfig(format!(
+                "{} asks for an IP block in {}, but the public network {} is in {network}; an IP block can only be assigned to a public network in its own location, so none was created: set it to {network} or remove it",
+                w.source, w.location, self.network
+            ))),
         }
     }
 
     /// Finds or creates the Service's block, assigns it, and publishes its address in the
     /// status and in kube-vip's annotation.
-    pub fn ensure(&self, service: &Service, location: &str) -> Result<EnsureResult, ProviderError> {
+    pub fn ensure(
+        &self,
+        service: &Service,
+        wanted: Option<&WantedLocation>,
+    ) -> Result<EnsureResult, ProviderError> {
         let block = match self.active_block(service)? {
             Some(block) => block,
             None => {
+                let location = self.new_block_location(wanted)?;
                 self.ensure_tag_names()?;
                 let body = serde_json::json!({
                     "location": location,
@@ -187,10 +270,13 @@ impl Lb<'_> {
                 self.api.post("/ips/v1/ip-blocks", &body)?
             }
         };
-        if !block.location.is_empty() && !block.location.eq_ignore_ascii_case(location) {
+        if let Some(w) = wanted
+            && !block.location.is_empty()
+            && !block.location.eq_ignore_ascii_case(&w.location)
+        {
             return Err(ProviderError::InvalidConfig(format!(
-                "the Service's IP block {} is in {}, but {location} is asked for; an IP block cannot move: re-create the Service to change its location",
-                block.id, block.location
+                "the Service's IP block {} is in {}, but {} asks for {}; an IP block cannot move: re-create the Service to change its location",
+                block.id, block.location, w.source, w.location
             )));
         }
         let ip = service_ip(&block)?.to_string();
@@ -245,23 +331,33 @@ impl Lb<'_> {
         let blocks: Vec<IpBlock> = self.api.get(&format!("/ips/v1/ip-blocks?{query}"))?;
         let mut first_error = None;
         let mut acted = 0;
-        for block in &blocks {
-            let step = match block.status.as_str() {
-                "unassigned" => self.api.delete(&format!(
+        for block in blocks.iter().filter(|b| !b.id.is_empty()) {
+            let step = match (block.status.as_str(), on_public_network(block)) {
+                ("unassigned", _) => self.api.delete(&format!(
                     "/ips/v1/ip-blocks/{}",
                     encode_path_segment(&block.id)
                 )),
-                "unassigning" | "assigning" => continue,
-                _ => {
-                    let network = block
-                        .assigned_resource_id
-                        .as_deref()
-                        .unwrap_or(self.network);
-                    self.api.delete(&format!(
-                        "/networks/v1/public-networks/{}/ip-blocks/{}",
-                        encode_path_segment(network),
-                        encode_path_segment(&block.id)
-                    ))
+                ("unassigning" | "assigning", _) => continue,
+                // Only a block assigned to a public network is unassigned from it (review
+                // finding D5: a block on a server is not ours to detach).
+                (_, Some(network)) => self.api.delete(&format!(
+                    "/networks/v1/public-networks/{}/ip-blocks/{}",
+                    encode_path_segment(network),
+                    encode_path_segment(&block.id)
+                )),
+                (status, None) => {
+                    log::warn(
+                        "an IP block marked for deletion is not assigned to a public network; left alone",
+                        &[
+                            ("block", &block.id),
+                            ("status", status),
+                            (
+                                "assigned-to",
+                                block.assigned_resource_type.as_deref().unwrap_or("nothing"),
+                            ),
+                        ],
+                    );
+                    continue;
                 }
             };
             match step {

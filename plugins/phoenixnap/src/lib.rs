@@ -10,6 +10,8 @@ pub mod lb;
 pub mod model;
 pub mod provider_id;
 
+use std::cell::RefCell;
+
 use wasm_ccm_sdk::types::{
     Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Service,
 };
@@ -23,6 +25,8 @@ pub struct PhoenixnapDriver {
     api: Api,
     config: Config,
     cluster_id: String,
+    /// The public network's location, read on first use (a cache).
+    network_location: RefCell<Option<String>>,
 }
 
 impl PhoenixnapDriver {
@@ -38,6 +42,7 @@ impl PhoenixnapDriver {
             api: &self.api,
             cluster_id: &self.cluster_id,
             network,
+            network_location: &self.network_location,
         })
     }
 
@@ -62,15 +67,27 @@ impl PhoenixnapDriver {
         }
     }
 
-    /// The location of a Service's block: its annotation (upstream documents it but never read
-    /// it), else the configured one.
-    fn location(&self, service: &Service) -> Result<String, ProviderError> {
+    /// Where a Service's block should be, by upstream's precedence (its README, "Service Load
+    /// Balancer IP Location"): the configured location (`PNAP_LOCATION` or `location`) wins and
+    /// the annotation is ignored; else the annotation; else `None`, which means the public
+    /// network's location (upstream answered an error there; the network's location is the only
+    /// one a block can be assigned in).
+    fn location(&self, service: &Service) -> Result<Option<lb::WantedLocation>, ProviderError> {
+        if !self.config.location.is_empty() {
+            return Ok(Some(lb::WantedLocation {
+                location: self.config.location.clone(),
+                source: "the configured location (PNAP_LOCATION or location)".into(),
+            }));
+        }
         match service.annotation(&self.config.ip_location_annotation) {
-            None => Ok(self.config.location.clone()),
+            None => Ok(None),
             Some(v) => {
                 let v = v.trim().to_ascii_uppercase();
                 if LOCATIONS.contains(&v.as_str()) {
-                    Ok(v)
+                    Ok(Some(lb::WantedLocation {
+                        location: v,
+                        source: format!("the annotation {}", self.config.ip_location_annotation),
+                    }))
                 } else {
                     Err(ProviderError::InvalidConfig(format!(
                         "annotation {}: {v:?} is not one of {}",
@@ -109,7 +126,14 @@ impl Provider for PhoenixnapDriver {
         log::info(
             "phoenixnap driver configured",
             &[
-                ("location", &config.location),
+                (
+                    "location",
+                    if config.location.is_empty() {
+                        "the public network's"
+                    } else {
+                        &config.location
+                    },
+                ),
                 (
                     "load-balancer",
                     config.public_network.as_deref().unwrap_or("disabled"),
@@ -121,6 +145,7 @@ impl Provider for PhoenixnapDriver {
             api: Api::new(&config),
             config,
             cluster_id: ctx.cluster_id,
+            network_location: RefCell::new(None),
         })
     }
 
@@ -167,8 +192,9 @@ impl LoadBalancer for PhoenixnapDriver {
     /// The nodes do not matter here (kube-vip runs on them; the cloud keeps no backend list);
     /// upstream checks them in `update` only.
     fn ensure(&self, service: &Service, _nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
+        let lb = self.lb()?;
         let location = self.location(service)?;
-        self.lb()?.ensure(service, &location)
+        lb.ensure(service, location.as_ref())
     }
 
     /// kube-vip runs on the nodes and the cloud keeps no backend list, so only the nodes are

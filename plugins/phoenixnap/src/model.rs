@@ -43,6 +43,9 @@ impl BlockTag {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IpBlock {
+    /// Optional in ipapi.spec.yaml's `IpBlock` (nothing is required there); empty when absent,
+    /// and such a block is skipped.
+    #[serde(default)]
     pub id: String,
     #[serde(default)]
     pub location: String,
@@ -63,6 +66,14 @@ impl IpBlock {
     pub fn has_tag(&self, name: &str) -> bool {
         self.tags.iter().any(|t| t.name == name)
     }
+}
+
+/// A public network (`/networks/v1/public-networks/{id}`); `location` is required in
+/// networkapi.spec.yaml's `PublicNetwork`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PublicNetwork {
+    #[serde(default)]
+    pub location: String,
 }
 
 /// A tag definition (`/tag-manager/v1/tags`).

@@ -415,9 +415,28 @@ async fn servers_list_get_and_404() {
     let r = pn.get(&format!("/bmc/v1/servers/{second_id}")).await;
     assert_eq!(r.body["networkType"], "PRIVATE_ONLY");
     assert_eq!(r.body["publicIpAddresses"], json!([]));
-    // 404 with the API's error body; trailing slashes are tolerated.
+    // bmcapi.spec.yaml Server: storageConfiguration is required; configurationType is
+    // writeOnly and never answered (review finding S1).
+    assert_eq!(
+        server["storageConfiguration"],
+        json!({"rootPartition": {"raid": "NO_RAID", "size": -1}})
+    );
+    assert!(private.get("configurationType").is_none(), "{}", r.text);
+    assert!(
+        server["networkConfiguration"]["ipBlocksConfiguration"]
+            .get("configurationType")
+            .is_none(),
+        "{}",
+        r.text
+    );
+    // An unknown server is 403 with the API's error body, as the real API answers (upstream
+    // commit d84a2c5); 404 as a switch. Trailing slashes are tolerated.
+    let r = pn.get("/bmc/v1/servers/ffffffffffffffffffffffff").await;
+    assert_error(&r, 403);
+    pn.sim.set_gone_server_status(404);
     let r = pn.get("/bmc/v1/servers/ffffffffffffffffffffffff").await;
     assert_error(&r, 404);
+    pn.sim.set_gone_server_status(403);
     assert_eq!(
         pn.get(&format!("/bmc/v1/servers/{NODE}/")).await.status,
         200
@@ -429,7 +448,8 @@ async fn servers_list_get_and_404() {
     assert!(pn.sim.remove_server(NODE));
     assert!(!pn.sim.remove_server(NODE));
     assert!(!pn.sim.set_server_status(NODE, "powered-on"));
-    assert_error(&pn.get(&format!("/bmc/v1/servers/{NODE}")).await, 404);
+    // A deleted server: 403 too.
+    assert_error(&pn.get(&format!("/bmc/v1/servers/{NODE}")).await, 403);
     assert_eq!(pn.sim.servers().len(), 1);
     // Unknown paths and methods.
     assert_error(&pn.get("/bmc/v1/nothing").await, 404);
@@ -530,15 +550,54 @@ async fn block_creation_is_validated() {
         .await
         .expect("request");
     assert_error(&read(malformed).await, 400);
-    // Larger than any pool: 406.
+    // Only /28 to /31 can be created (ipapi.spec.yaml IpBlockCreate.cidrBlockSize: "V4
+    // supported sizes ... For a larger Block Size contact support"); /22 is a valid size of an
+    // existing block but not of a new one.
+    for size in ["/22", "/27", "/32"] {
+        let r = pn
+            .post(
+                "/ips/v1/ip-blocks",
+                json!({"location": "PHX", "cidrBlockSize": size}),
+            )
+            .await;
+        assert_error(&r, 400);
+        assert!(s(&r.body["message"]).contains("/28"), "{}", r.text);
+    }
+    // The tag-value pattern is the spec's [A-zÀ-ú0-9_-]{1,100}, literally.
+    for (value, ok) in [
+        ("Zúrich_1-a", true),
+        ("Zürich", false),
+        ("a^b", true),
+        ("a.b", false),
+        ("a/b", false),
+        ("ø", true),
+        ("ÿ", false),
+    ] {
+        let r = pn
+            .post(
+                "/ips/v1/ip-blocks",
+                json!({"location": "PHX", "cidrBlockSize": "/31",
+                       "tags": [{"name": "cluster", "value": value}]}),
+            )
+            .await;
+        assert_eq!(r.status == 201, ok, "{value}: {}", r.text);
+    }
+    let long = "a".repeat(101);
     let r = pn
         .post(
             "/ips/v1/ip-blocks",
-            json!({"location": "PHX", "cidrBlockSize": "/22"}),
+            json!({"location": "PHX", "cidrBlockSize": "/31",
+                   "tags": [{"name": "cluster", "value": long}]}),
         )
         .await;
-    assert_error(&r, 406);
-    assert!(pn.sim.ip_blocks().is_empty(), "nothing was created");
+    assert_error(&r, 400);
+    for b in pn.sim.ip_blocks() {
+        let r = pn
+            .delete(&format!("/ips/v1/ip-blocks/{}", s(&b["id"])))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    assert!(pn.sim.ip_blocks().is_empty(), "nothing was left");
     // A tag without value is fine.
     let r = pn
         .post(
@@ -643,7 +702,8 @@ async fn assignment_goes_through_assigning_and_unassigning() {
     let r = pn.get(&block_path).await;
     assert_eq!(r.body["status"], "assigned");
     assert_eq!(r.body["assignedResourceId"], NETWORK);
-    assert_eq!(r.body["assignedResourceType"], "PUBLIC_NETWORK");
+    // The real API's spelling (upstream commit 86fc6c9).
+    assert_eq!(r.body["assignedResourceType"], "public network");
     // An assigned block cannot be deleted.
     let r = pn.delete(&block_path).await;
     assert_error(&r, 409);
@@ -678,7 +738,7 @@ async fn assignment_goes_through_assigning_and_unassigning() {
 #[tokio::test]
 async fn zero_assign_after_completes_on_the_next_read() {
     let pn = start().await;
-    pn.sim.set_network_resource_type("public network");
+    pn.sim.set_network_resource_type("PUBLIC_NETWORK");
     let block = pn
         .post(
             "/ips/v1/ip-blocks",
@@ -696,7 +756,7 @@ async fn zero_assign_after_completes_on_the_next_read() {
     assert_eq!(r.status, 202);
     let r = pn.get(&format!("/ips/v1/ip-blocks/{id}")).await;
     assert_eq!(r.body["status"], "assigned");
-    assert_eq!(r.body["assignedResourceType"], "public network");
+    assert_eq!(r.body["assignedResourceType"], "PUBLIC_NETWORK");
     let r = pn
         .delete(&format!(
             "/networks/v1/public-networks/{NETWORK}/ip-blocks/{id}"
@@ -756,8 +816,9 @@ async fn blocks_assigned_elsewhere_are_refused() {
         );
         let r = pn.delete(&format!("/ips/v1/ip-blocks/{id}")).await;
         assert_error(&r, 409);
-        // Not on this network: nothing to unassign here.
-        assert_error(&pn.delete(&format!("{assign_path}/{id}")).await, 404);
+        // Not on this network: a bad request (networkapi.spec.yaml documents 400/409 there,
+        // no 404).
+        assert_error(&pn.delete(&format!("{assign_path}/{id}")).await, 400);
     }
     // A block in another location than the network.
     let ash = pn
@@ -789,7 +850,7 @@ async fn blocks_assigned_elsewhere_are_refused() {
         .await;
     assert_error(&r, 404);
     assert_error(&pn.post(&assign_path, json!({})).await, 400);
-    // A block set to `error assigning` by the test cannot be assigned, but can be unassigned.
+    // A block set to `error assigning` by the test.
     let r = pn
         .post(
             "/ips/v1/ip-blocks",
@@ -799,7 +860,10 @@ async fn blocks_assigned_elsewhere_are_refused() {
     let id = s(&r.body["id"]).to_string();
     assert_eq!(pn.post(&assign_path, json!({"id": id})).await.status, 202);
     assert!(pn.sim.set_block_status(&id, "error assigning"));
-    assert_error(&pn.post(&assign_path, json!({"id": id})).await, 409);
+    // A failed assignment may be retried (upstream re-assigned such blocks) ...
+    assert_eq!(pn.post(&assign_path, json!({"id": id})).await.status, 202);
+    // ... or unassigned.
+    assert!(pn.sim.set_block_status(&id, "error assigning"));
     assert_eq!(pn.delete(&format!("{assign_path}/{id}")).await.status, 202);
     assert_eq!(
         pn.get(&format!("/ips/v1/ip-blocks/{id}")).await.body["status"],
@@ -1040,7 +1104,7 @@ ipBlocks:
     assert_eq!(network.body["ipBlocks"][0]["cidr"], "198.51.100.128/29");
     let blocks = pn.sim.ip_blocks();
     assert_eq!(blocks.len(), 3);
-    assert_eq!(blocks[0]["assignedResourceType"], "PUBLIC_NETWORK");
+    assert_eq!(blocks[0]["assignedResourceType"], "public network");
     assert_eq!(blocks[1]["assignedResourceType"], "public network");
     assert_eq!(blocks[2]["cidrBlockSize"], "/30");
     assert_eq!(blocks[2]["status"], "unassigned");
@@ -1194,4 +1258,51 @@ async fn control_api_over_http() {
         .await
         .expect("delete");
     assert_eq!(r.status().as_u16(), 404);
+}
+
+/// The switches of the review's findings S2/S3 over the control API, and a failed assignment
+/// (`error assigning`) may be retried (review finding D5).
+#[tokio::test]
+async fn gone_status_resource_type_and_assignment_retry() {
+    let pn = start().await;
+    let put = |path: &str, body: Value| {
+        pn.client
+            .put(format!("{}{path}", pn.sim.url()))
+            .json(&body)
+            .send()
+    };
+    let gone = "/bmc/v1/servers/ffffffffffffffffffffffff";
+    assert_error(&pn.get(gone).await, 403);
+    let r = put("/sim/gone-server-status", json!({"status": 404}))
+        .await
+        .expect("put");
+    assert_eq!(r.status().as_u16(), 204);
+    assert_error(&pn.get(gone).await, 404);
+    let r = put("/sim/gone-server-status", json!({"status": 500}))
+        .await
+        .expect("put");
+    assert_eq!(r.status().as_u16(), 400);
+    let r = put(
+        "/sim/network-resource-type",
+        json!({"type": "PUBLIC_NETWORK"}),
+    )
+    .await
+    .expect("put");
+    assert_eq!(r.status().as_u16(), 204);
+    let block = pn
+        .post(
+            "/ips/v1/ip-blocks",
+            json!({"location": "PHX", "cidrBlockSize": "/29"}),
+        )
+        .await
+        .body;
+    let id = s(&block["id"]).to_string();
+    let assign_path = format!("/networks/v1/public-networks/{NETWORK}/ip-blocks");
+    assert_eq!(pn.post(&assign_path, json!({"id": id})).await.status, 202);
+    assert!(pn.sim.set_block_status(&id, "error assigning"));
+    let r = pn.post(&assign_path, json!({"id": id})).await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let r = pn.get(&format!("/ips/v1/ip-blocks/{id}")).await;
+    assert_eq!(r.body["status"], "assigned");
+    assert_eq!(r.body["assignedResourceType"], "PUBLIC_NETWORK");
 }

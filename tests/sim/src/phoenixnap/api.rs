@@ -9,8 +9,9 @@ use serde_json::{Map, Value, json};
 use super::auth::parse_form;
 use super::error::{ApiError, json_response};
 use super::model::{
-    Assignment, IpBlock, LOCATIONS, State, Tag, TagValue, new_id, now_rfc3339, parse_block_size,
-    render_block, render_network, render_network_block, render_server, render_tag, valid_tag_value,
+    Assignment, IpBlock, LOCATIONS, State, Tag, TagValue, new_id, now_rfc3339,
+    parse_create_block_size, render_block, render_network, render_network_block, render_server,
+    render_tag, valid_tag_value,
 };
 
 /// What a handler answers on success.
@@ -96,7 +97,7 @@ fn tag_values(state: &State, v: &Value, field: &str, errors: &mut Vec<String>) -
             && !valid_tag_value(v)
         {
             errors.push(format!(
-                "{at}value: {v:?} may only contain letters, digits, '_' and '-'"
+                "{at}value: {v:?} must match [A-zÀ-ú0-9_-]{{1,100}}"
             ));
         }
         let Some(name) = name else { continue };
@@ -152,22 +153,31 @@ fn block_index(state: &State, id: &str) -> Result<usize, ApiError> {
 
 // --- bmc/v1 -----------------------------------------------------------------------------------
 
-/// `GET /bmc/v1/servers`.
+/// `GET /bmc/v1/servers` (bmcapi.spec.yaml `GET /servers`: 200, an array of `Server`).
 pub(crate) fn list_servers(state: &State) -> Reply {
     Reply::Ok(state.servers.iter().map(render_server).collect())
 }
 
-/// `GET /bmc/v1/servers/{id}`.
+/// `GET /bmc/v1/servers/{id}`; an unknown or deleted server answers
+/// [`State::gone_server_status`]: 403 by default, as the real API (upstream commit d84a2c5;
+/// bmcapi.spec.yaml documents no 404 here; review finding S2), or 404.
 pub(crate) fn get_server(state: &State, id: &str) -> Result<Reply, ApiError> {
     state
         .server(id)
         .map(|s| Reply::Ok(render_server(s)))
-        .ok_or_else(|| ApiError::not_found("Server", id))
+        .ok_or_else(|| match state.gone_server_status {
+            404 => ApiError::not_found("Server", id),
+            status => ApiError::new(
+                status,
+                "The server does not exist or you do not have permission to access it.",
+            ),
+        })
 }
 
 // --- ips/v1 -----------------------------------------------------------------------------------
 
-/// `GET /ips/v1/ip-blocks?tag=name.value...`.
+/// `GET /ips/v1/ip-blocks?tag=name.value...` (ipapi.spec.yaml `GET /ip-blocks`, `tag` query
+/// parameter "in the form tagName.tagValue", `explode: true`; several must all match).
 pub(crate) fn list_blocks(state: &State, query: &str) -> Reply {
     let filters = tag_filters(query);
     Reply::Ok(
@@ -180,13 +190,16 @@ pub(crate) fn list_blocks(state: &State, query: &str) -> Reply {
     )
 }
 
-/// `GET /ips/v1/ip-blocks/{id}`.
+/// `GET /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml: 200 `IpBlock`). An unknown ID answers 404,
+/// which the spec does not list for this operation (it lists 401, 403, 500); kept as the API's
+/// generic not-found (not checked against the real API).
 pub(crate) fn get_block(state: &State, id: &str) -> Result<Reply, ApiError> {
     let i = block_index(state, id)?;
     Ok(Reply::Ok(render_block(state, &state.blocks[i])))
 }
 
-/// `POST /ips/v1/ip-blocks`: a new `unassigned` block from the pools.
+/// `POST /ips/v1/ip-blocks` (ipapi.spec.yaml `IpBlockCreate`: 201 `IpBlock`, 400 validation,
+/// 406 when no block of the size is available): a new `unassigned` block from the pools.
 pub(crate) fn create_block(state: &mut State, body: &[u8]) -> Result<Reply, ApiError> {
     let obj = object_body(body)?;
     let mut errors = Vec::new();
@@ -200,7 +213,7 @@ pub(crate) fn create_block(state: &mut State, body: &[u8]) -> Result<Reply, ApiE
         ));
     }
     let size = string_field(&obj, "cidrBlockSize", "", true, &mut errors).and_then(|s| {
-        parse_block_size(&s)
+        parse_create_block_size(&s)
             .map_err(|e| errors.push(format!("cidrBlockSize: {e}")))
             .ok()
     });
@@ -242,7 +255,8 @@ pub(crate) fn create_block(state: &mut State, body: &[u8]) -> Result<Reply, ApiE
     Ok(Reply::Created(rendered))
 }
 
-/// `PUT /ips/v1/ip-blocks/{id}/tags`: replaces the block's tags.
+/// `PUT /ips/v1/ip-blocks/{id}/tags` (ipapi.spec.yaml: body `TagAssignmentRequest[]`, 200
+/// `IpBlock`): replaces the block's tags.
 pub(crate) fn put_block_tags(state: &mut State, id: &str, body: &[u8]) -> Result<Reply, ApiError> {
     let i = block_index(state, id)?;
     let value = json_body(body)?;
@@ -255,7 +269,31 @@ pub(crate) fn put_block_tags(state: &mut State, id: &str, body: &[u8]) -> Result
     Ok(Reply::Ok(render_block(state, &state.blocks[i])))
 }
 
-/// `DELETE /ips/v1/ip-blocks/{id}`: only an `unassigned` block.
+/// `PATCH /ips/v1/ip-blocks/{id}` `{"description"?}` (ipapi.spec.yaml `IpBlockPatch`:
+/// `description`, `maxLength: 250`): 200 with the block.
+pub(crate) fn patch_block(state: &mut State, id: &str, body: &[u8]) -> Result<Reply, ApiError> {
+    let i = block_index(state, id)?;
+    let obj = object_body(body)?;
+    let mut errors = Vec::new();
+    let description = string_field(&obj, "description", "", false, &mut errors);
+    if description
+        .as_ref()
+        .is_some_and(|d| d.chars().count() > 250)
+    {
+        errors.push("description: must be at most 250 characters".into());
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    if description.is_some() {
+        state.blocks[i].description = description;
+    }
+    Ok(Reply::Ok(render_block(state, &state.blocks[i])))
+}
+
+/// `DELETE /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml: 200 `DeleteIpBlockResult`): only an
+/// `unassigned` block. The 409 for any other block is not in the spec (it lists 401, 403, 500);
+/// the operation's description says the block must be unassigned first.
 pub(crate) fn delete_block(state: &mut State, id: &str) -> Result<Reply, ApiError> {
     let i = block_index(state, id)?;
     let block = &state.blocks[i];
@@ -304,7 +342,8 @@ pub(crate) fn list_networks(state: &State, query: &str) -> Reply {
     )
 }
 
-/// `GET /networks/v1/public-networks/{id}`.
+/// `GET /networks/v1/public-networks/{id}` (networkapi.spec.yaml: 200 `PublicNetwork`, whose
+/// `location` is required; the driver checks it before creating blocks, review finding D1).
 pub(crate) fn get_network(state: &State, id: &str) -> Result<Reply, ApiError> {
     state
         .network(id)
@@ -312,7 +351,10 @@ pub(crate) fn get_network(state: &State, id: &str) -> Result<Reply, ApiError> {
         .ok_or_else(|| ApiError::not_found("Public Network", id))
 }
 
-/// `POST /networks/v1/public-networks/{id}/ip-blocks` `{"id": block}`: starts `assigning`.
+/// `POST /networks/v1/public-networks/{id}/ip-blocks` `{"id": block}` (networkapi.spec.yaml
+/// `PublicNetworkIpBlockCreate`: 202 `PublicNetworkIpBlock`, 400, 409): starts `assigning`. A
+/// block in another location is 400: the spec names no error for it, but a block cannot be
+/// routed to a VLAN in another location (review finding D1).
 pub(crate) fn assign_block(
     state: &mut State,
     now: Instant,
@@ -330,7 +372,10 @@ pub(crate) fn assign_block(
     };
     let i = block_index(state, &block_id)?;
     let block = &state.blocks[i];
-    if let Some(a) = &block.assignment {
+    // A failed assignment (`error assigning`, a documented IpBlock status) may be retried: the
+    // block is not routed anywhere (upstream re-assigned such blocks; review finding D5).
+    let retry = block.status == "error assigning";
+    if let Some(a) = block.assignment.as_ref().filter(|_| !retry) {
         return Err(ApiError::new(
             409,
             format!(
@@ -339,7 +384,7 @@ pub(crate) fn assign_block(
             ),
         ));
     }
-    if block.status != "unassigned" {
+    if block.status != "unassigned" && !retry {
         return Err(ApiError::new(
             409,
             format!(
@@ -382,9 +427,12 @@ pub(crate) fn unassign_block(
     let i = block_index(state, block_id)?;
     let due = state.due(now);
     let block = &mut state.blocks[i];
+    // networkapi.spec.yaml `DELETE /public-networks/{id}/ip-blocks/{ipBlockId}` documents 202,
+    // 400, 401, 403, 409 and 500, no 404: a block that is not on this network is a bad request
+    // (review finding S4), a block in transition a conflict.
     if !block.on_network(network_id) {
         return Err(ApiError::new(
-            404,
+            400,
             format!("IP Block {block_id} is not assigned to public network {network_id}."),
         ));
     }
@@ -426,7 +474,8 @@ pub(crate) fn get_tag(state: &State, id: &str) -> Result<Reply, ApiError> {
         .ok_or_else(|| ApiError::not_found("Tag", id))
 }
 
-/// `POST /tag-manager/v1/tags` `{"name", "isBillingTag", "description"?}`; names are unique.
+/// `POST /tag-manager/v1/tags` `{"name", "isBillingTag", "description"?}` (tagapi.spec.yaml
+/// `TagCreate`: 201 `Tag`; 409 for a name that exists, review finding D4).
 pub(crate) fn create_tag(state: &mut State, body: &[u8]) -> Result<Reply, ApiError> {
     let obj = object_body(body)?;
     let mut errors = Vec::new();

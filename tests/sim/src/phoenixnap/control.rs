@@ -21,6 +21,19 @@ struct StatusBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct GoneStatus {
+    status: u16,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResourceType {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Millis {
     ms: u64,
 }
@@ -64,6 +77,20 @@ fn control(
             *state = next;
         }
         ("POST", ["sim", "expire-tokens"]) => sim.tokens.expire_all(),
+        ("PUT", ["sim", "gone-server-status"]) => {
+            let GoneStatus { status } = parse(body)?;
+            if !matches!(status, 403 | 404) {
+                return Err(ApiError::new(400, "status: 403 or 404"));
+            }
+            sim.lock().gone_server_status = status;
+        }
+        ("PUT", ["sim", "network-resource-type"]) => {
+            let ResourceType { kind } = parse(body)?;
+            if kind.trim().is_empty() {
+                return Err(ApiError::new(400, "type: must not be empty"));
+            }
+            sim.lock().network_resource_type = kind;
+        }
         ("PUT", ["sim", "servers", id, "status"]) => {
             let StatusBody { status } = parse(body)?;
             let mut state = sim.lock();

@@ -305,9 +305,25 @@ impl PhoenixnapSim {
     }
 
     /// The `assignedResourceType` of blocks assigned to a public network from now on: the
-    /// default `PUBLIC_NETWORK`, or the other observed spelling `public network`.
+    /// default `public network` (the real API's, upstream commit 86fc6c9), or the other
+    /// observed spelling `PUBLIC_NETWORK`. Also `PUT /sim/network-resource-type {"type": ...}`.
     pub fn set_network_resource_type(&self, resource_type: &str) {
         self.shared.lock().network_resource_type = resource_type.to_string();
+    }
+
+    /// What `GET /bmc/v1/servers/{id}` answers for an unknown or deleted server: 403 (the
+    /// default, as the real API: upstream commit d84a2c5) or 404. Also
+    /// `PUT /sim/gone-server-status {"status": 404}`.
+    ///
+    /// # Panics
+    ///
+    /// For another status (a test set-up error).
+    pub fn set_gone_server_status(&self, status: u16) {
+        assert!(
+            matches!(status, 403 | 404),
+            "gone-server status {status}: 403 or 404"
+        );
+        self.shared.lock().gone_server_status = status;
     }
 
     /// Reads the state after completing due transitions, as a request would see it.

@@ -23,10 +23,19 @@ pub(crate) const BLOCK_STATUSES: &[&str] = &[
     "error unassigning",
     "unassigned",
 ];
-/// Server network types.
-pub(crate) const NETWORK_TYPES: &[&str] = &["PUBLIC_AND_PRIVATE", "PRIVATE_ONLY", "USER_DEFINED"];
-/// `assignedResourceType` of blocks assigned to a public network, unless changed.
-pub(crate) const DEFAULT_NETWORK_RESOURCE_TYPE: &str = "PUBLIC_NETWORK";
+/// Server network types: bmcapi.spec.yaml `#/components/schemas/Server` `networkType` ("should be
+/// set to `PUBLIC_AND_PRIVATE`, `PRIVATE_ONLY`, `PUBLIC_ONLY` or `NONE`"; review finding S4).
+pub(crate) const NETWORK_TYPES: &[&str] =
+    &["PUBLIC_AND_PRIVATE", "PRIVATE_ONLY", "PUBLIC_ONLY", "NONE"];
+/// `assignedResourceType` of blocks assigned to a public network, unless changed: the real API's
+/// spelling, upstream's primary constant since its commit 86fc6c9 ("handle different names for
+/// 'public network'"; `PUBLIC_NETWORK` is the alternative; review finding S3). ipapi.spec.yaml
+/// only says `type: string`, example `server`.
+pub(crate) const DEFAULT_NETWORK_RESOURCE_TYPE: &str = "public network";
+/// What `GET /bmc/v1/servers/{id}` answers for an unknown or deleted server, unless changed: 403,
+/// as the real API does (upstream commit d84a2c5 "handle 403 for deleted node"; bmcapi.spec.yaml
+/// documents 200, 400, 401, 403, 500 there and no 404; review finding S2).
+pub(crate) const DEFAULT_GONE_SERVER_STATUS: u16 = 403;
 /// The private network every seeded server's private addresses are on.
 pub(crate) const PRIVATE_NETWORK_ID: &str = "5f9c1e2d3b4a596877665544";
 /// The /24s new IP blocks are carved from, in order (documentation ranges, RFC 5737).
@@ -49,7 +58,8 @@ pub(crate) fn now_rfc3339() -> String {
         .to_string()
 }
 
-/// Parses a `cidrBlockSize` such as `/29`: `/22` to `/31`, the sizes the API sells.
+/// Parses a `cidrBlockSize` such as `/29` of an existing block: `/22` to `/31`, the sizes an
+/// `IpBlock` may have (ipapi.spec.yaml `#/components/schemas/IpBlock` `cidrBlockSize`).
 pub(crate) fn parse_block_size(text: &str) -> Result<u8, String> {
     text.strip_prefix('/')
         .and_then(|n| n.parse::<u8>().ok())
@@ -57,12 +67,32 @@ pub(crate) fn parse_block_size(text: &str) -> Result<u8, String> {
         .ok_or_else(|| format!("{text:?} is not a block size from /22 to /31"))
 }
 
-/// Whether a tag value is allowed: letters, digits, `_` and `-`, at least one.
+/// Parses the `cidrBlockSize` of `POST /ip-blocks`: ipapi.spec.yaml
+/// `#/components/schemas/IpBlockCreate` "V4 supported sizes: [`/31`, `/30`, `/29` or `/28`] …
+/// For a larger Block Size contact support" (review finding S4).
+pub(crate) fn parse_create_block_size(text: &str) -> Result<u8, String> {
+    text.strip_prefix('/')
+        .and_then(|n| n.parse::<u8>().ok())
+        .filter(|n| (28..=31).contains(n))
+        .ok_or_else(|| {
+            format!("{text:?} is not a supported V4 block size (/31, /30, /29 or /28); for a larger block size contact support")
+        })
+}
+
+/// Whether a tag value is allowed: the specs' regex `[A-zÀ-ú0-9_-]{1,100}` taken literally
+/// (ipapi.spec.yaml `#/components/schemas/TagAssignmentRequest` `value`, also bmcapi and
+/// tagapi; review finding S4). `A-z` includes `[\]^_` and the backtick, `À-ú` is U+00C0 to
+/// U+00FA.
 pub(crate) fn valid_tag_value(value: &str) -> bool {
-    !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    let n = value.chars().count();
+    (1..=100).contains(&n)
+        && value.chars().all(|c| {
+            ('A'..='z').contains(&c)
+                || ('\u{C0}'..='\u{FA}').contains(&c)
+                || c.is_ascii_digit()
+                || c == '_'
+                || c == '-'
+        })
 }
 
 /// An IPv4 network (the simulator has IPv4 blocks only).
@@ -213,6 +243,8 @@ pub(crate) struct State {
     pub assign_after: Duration,
     /// `assignedResourceType` given to blocks assigned to a public network over the API.
     pub network_resource_type: String,
+    /// What `GET /bmc/v1/servers/{id}` answers for an unknown server: 403 or 404.
+    pub gone_server_status: u16,
     /// Next-fit allocation cursor: an offset into the concatenated pools.
     cursor: u32,
 }
@@ -226,6 +258,7 @@ impl State {
             tags: Vec::new(),
             assign_after,
             network_resource_type: DEFAULT_NETWORK_RESOURCE_TYPE.to_string(),
+            gone_server_status: DEFAULT_GONE_SERVER_STATUS,
             cursor: 0,
         }
     }
@@ -346,7 +379,11 @@ fn put_opt(map: &mut Map<String, Value>, key: &str, value: Option<&String>) {
     }
 }
 
-/// A server as `GET /bmc/v1/servers/{id}` renders it.
+/// A server as `GET /bmc/v1/servers/{id}` renders it: bmcapi.spec.yaml
+/// `#/components/schemas/Server`, with the required `storageConfiguration` (`StorageConfiguration`:
+/// `rootPartition` `raid` default `NO_RAID`, `size` default -1) and without the `writeOnly`
+/// (request-only) `configurationType` of `PrivateNetworkConfiguration` and
+/// `IpBlocksConfiguration` (review finding S1).
 pub(crate) fn render_server(s: &Server) -> Value {
     let (cpu, cpu_count, cores, frequency, ram, storage) = hardware(&s.server_type);
     let ips = |list: &[IpAddr]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
@@ -379,13 +416,12 @@ pub(crate) fn render_server(s: &Server) -> Value {
         "networkType": s.network_type,
         "tags": [],
         "provisionedOn": s.provisioned_on,
+        "storageConfiguration": {"rootPartition": {"raid": "NO_RAID", "size": -1}},
         "networkConfiguration": {
             "privateNetworkConfiguration": {
-                "configurationType": "USE_OR_CREATE_DEFAULT",
                 "privateNetworks": private_networks,
             },
             "ipBlocksConfiguration": {
-                "configurationType": if s.public_ips.is_empty() { "NONE" } else { "PURCHASE_NEW" },
                 "ipBlocks": [],
             },
             "publicNetworkConfiguration": {"publicNetworks": []},
@@ -426,8 +462,10 @@ pub(crate) fn render_network(state: &State, n: &PublicNetwork) -> Value {
     v
 }
 
-/// An IP block as `GET /ips/v1/ip-blocks/{id}` renders it. The assigned resource shows once
-/// assignment has completed (not while `assigning`).
+/// An IP block as `GET /ips/v1/ip-blocks/{id}` renders it (ipapi.spec.yaml
+/// `#/components/schemas/IpBlock`). The assigned resource shows once assignment has completed
+/// (not while `assigning`): the real behaviour is undocumented (review finding S4, last point),
+/// and the driver handles both.
 pub(crate) fn render_block(state: &State, b: &IpBlock) -> Value {
     let tags: Vec<Value> = b
         .tags

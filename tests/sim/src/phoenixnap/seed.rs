@@ -58,7 +58,7 @@ pub struct SeedServer {
     /// Private addresses.
     #[serde(default)]
     pub private_ip_addresses: Vec<String>,
-    /// `PUBLIC_AND_PRIVATE`, `PRIVATE_ONLY` or `USER_DEFINED`; default `PRIVATE_ONLY` without
+    /// `PUBLIC_AND_PRIVATE`, `PRIVATE_ONLY`, `PUBLIC_ONLY` or `NONE`; default `PRIVATE_ONLY` without
     /// public addresses, else `PUBLIC_AND_PRIVATE`.
     #[serde(default)]
     pub network_type: Option<String>,

@@ -75,7 +75,7 @@ impl<'a> Route<'a> {
             | Route::Network(_)
             | Route::Tag(_) => "GET",
             Route::Blocks | Route::Tags => "GET, POST",
-            Route::Block(_) => "GET, DELETE",
+            Route::Block(_) => "GET, PATCH, DELETE",
             Route::BlockTags(_) => "PUT",
             Route::NetworkBlock(..) => "DELETE",
         }
@@ -206,6 +206,7 @@ fn dispatch(
         ("GET", Route::Blocks) => Ok(api::list_blocks(state, query)),
         ("POST", Route::Blocks) => api::create_block(state, body),
         ("GET", Route::Block(id)) => api::get_block(state, id),
+        ("PATCH", Route::Block(id)) => api::patch_block(state, id, body),
         ("DELETE", Route::Block(id)) => api::delete_block(state, id),
         ("PUT", Route::BlockTags(id)) => api::put_block_tags(state, id, body),
         ("GET", Route::Networks) => Ok(api::list_networks(state, query)),

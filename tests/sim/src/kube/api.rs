@@ -14,11 +14,12 @@ use super::error::{self, ApiError};
 use super::meta::{finalizers, meta_str};
 use super::patch::PatchKind;
 use super::request::{ApiRequest, Target, Verb};
-use super::resources::{self, ResourceType};
+use super::resources::{self, EVENTS, NAMESPACES, NODES, PODS, ResourceType, SERVICES};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::server::{error_response, json_response, value_response};
 use super::store::{ListPage, ObjKey, Preconditions, Scope, WatchFrom, decode_continue};
 use super::table;
+use super::validation;
 use super::watch::{self, WatchParams};
 
 /// Answers a request that no fault intercepted.
@@ -105,7 +106,8 @@ fn resource_request(
             Ok(object_response(200, &obj))
         }
         (Verb::List, _) => {
-            let filter = filter(req, namespace, None)?;
+            let filter = filter(req, rt, namespace, None)?;
+            validate_list_options(req, false)?;
             let limit = match req.query.get("limit").map(|l| l.parse::<usize>()) {
                 Some(Ok(0)) | None => None,
                 Some(Ok(n)) => Some(n),
@@ -117,7 +119,22 @@ fn resource_request(
                 })?),
                 None => None,
             };
-            let page = store.list(rt, &filter, limit, after);
+            let page = match list_version(req)? {
+                ListAt::Exact(rv) => match store.list_exact(rt, &filter, limit, rv) {
+                    Ok(Some(page)) => page,
+                    Ok(None) => return Err(too_large(rv, store.resource_version())),
+                    Err(oldest) => {
+                        return Err(ApiError::new(
+                            410,
+                            format!("too old resource version: {rv} ({oldest})"),
+                        ));
+                    }
+                },
+                ListAt::NotOlderThan(rv) if rv > store.resource_version() => {
+                    return Err(too_large(rv, store.resource_version()));
+                }
+                _ => store.list(rt, &filter, limit, after),
+            };
             if table::wanted(accept) {
                 let token = page.continue_token.as_deref();
                 let t = table::table(
@@ -136,14 +153,21 @@ fn resource_request(
             watch(sim, req, rt, namespace, name, expire_watch, table)
         }
         (Verb::Create, None) => {
+            let dry = dry_run(req, "CreateOptions", None)?;
             let obj = parse_body(headers, body)?;
-            Ok(object_response(201, &store.create(rt, namespace, obj)?))
+            let warnings = field_validation(req, rt, &obj)?;
+            Ok(with_warnings(
+                object_response(201, &store.create(rt, namespace, obj, dry)?),
+                &warnings,
+            ))
         }
         (Verb::Update, Some(name)) => {
+            let dry = dry_run(req, "UpdateOptions", None)?;
             let obj = parse_body(headers, body)?;
-            Ok(object_response(
-                200,
-                &store.update(rt, &key(name), obj, scope)?,
+            let warnings = field_validation(req, rt, &obj)?;
+            Ok(with_warnings(
+                object_response(200, &store.update(rt, &key(name), obj, scope, dry)?),
+                &warnings,
             ))
         }
         (Verb::Patch, Some(name)) => {
@@ -168,15 +192,39 @@ fn resource_request(
                     "fieldManager: Required value: is required for apply patch",
                 ));
             }
-            Ok(object_response(
-                200,
-                &store.patch(rt, &key(name), kind, body, scope)?,
+            let dry = dry_run(req, "PatchOptions", None)?;
+            // Server-side apply creates a missing object and answers 201, as a create does.
+            let creates = kind == PatchKind::Apply && store.get(rt, &key(name)).is_err();
+            // Unknown fields of a merge-style patch body (a JSON patch names paths instead).
+            let warnings = match kind {
+                PatchKind::Json => Vec::new(),
+                _ => match serde_json::from_slice::<Value>(body)
+                    .or_else(|_| serde_norway::from_slice::<Value>(body))
+                {
+                    Ok(patch) if patch.is_object() => field_validation(req, rt, &patch)?,
+                    _ => Vec::new(),
+                },
+            };
+            Ok(with_warnings(
+                object_response(
+                    if creates { 201 } else { 200 },
+                    &store.patch(rt, &key(name), kind, body, scope, dry)?,
+                ),
+                &warnings,
             ))
         }
         (Verb::Delete, Some(name)) => {
-            let pre = preconditions(body)?;
-            let obj = store.delete(rt, &key(name), &pre)?;
-            if finalizers(&obj).is_empty() {
+            let (pre, body_dry_run) = preconditions(body)?;
+            let dry = dry_run(req, "DeleteOptions", body_dry_run)?;
+            let obj = store.delete(rt, &key(name), &pre, dry)?;
+            // ReturnDeletedObject (pkg/registry/core/service/storage/storage.go,
+            // pkg/registry/core/pod/storage/storage.go): Services and Pods answer with the
+            // deleted object; the generic registry answers a Success Status for the others.
+            // Namespaces answer with the object (their REST Delete).
+            let returns_object = matches!(rt.index, SERVICES | PODS | NAMESPACES);
+            if returns_object {
+                Ok(object_response(200, &obj))
+            } else if finalizers(&obj).is_empty() {
                 // Deleted now: the generic registry answers with a Success Status.
                 let mut details = error::details(rt, name);
                 details["uid"] = json!(meta_str(&obj, "uid").unwrap_or(""));
@@ -191,6 +239,50 @@ fn resource_request(
         }
         _ => Err(method_not_allowed()),
     }
+}
+
+/// Server-side field validation (`fieldValidation`, k8s.io/apiserver/pkg/endpoints/handlers):
+/// `Strict` refuses unknown fields with 400 `strict decoding error`; `Warn` (the default)
+/// answers them as `Warning` headers; `Ignore` says nothing. The store drops them either way.
+fn field_validation(
+    req: &ApiRequest,
+    rt: &ResourceType,
+    obj: &Value,
+) -> Result<Vec<String>, ApiError> {
+    let mode = req
+        .query
+        .get("fieldValidation")
+        .map_or("Warn", String::as_str);
+    if !matches!(mode, "Ignore" | "Warn" | "Strict") {
+        return Err(ApiError::bad_request(format!(
+            "fieldValidation parameter unsupported: {mode}"
+        )));
+    }
+    if mode == "Ignore" {
+        return Ok(Vec::new());
+    }
+    let unknown: Vec<String> = validation::unknown_fields(rt.index, &mut obj.clone(), false)
+        .into_iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == "Strict" && !unknown.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        )));
+    }
+    Ok(unknown)
+}
+
+/// Adds `Warning: 299 - "<text>"` headers, as the apiserver's warning recorder does.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {:?}", w);
+        if let Ok(v) = axum::http::HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 fn object_response(status: u16, obj: &Arc<Value>) -> Response {
@@ -229,9 +321,184 @@ fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-fn preconditions(body: &[u8]) -> Result<Preconditions, ApiError> {
+/// `dryRun` of a write: `All` (from the query, or the DeleteOptions body) or nothing;
+/// anything else is the 422 of `ValidateDryRun` (pkg/apis/meta/v1/validation/validation.go).
+fn dry_run(req: &ApiRequest, options: &str, body: Option<Vec<String>>) -> Result<bool, ApiError> {
+    let mut values: Vec<String> = req
+        .query
+        .get("dryRun")
+        .filter(|v| !v.is_empty())
+        .map(|v| vec![v.clone()])
+        .unwrap_or_default();
+    values.extend(body.unwrap_or_default());
+    if values.iter().all(|v| v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let shown = values
+        .iter()
+        .map(|v| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Err(ApiError::invalid_options(
+        options,
+        vec![format!(
+            "dryRun: Unsupported value: []string{{{shown}}}: supported values: \"All\""
+        )],
+    ))
+}
+
+/// The resourceVersion semantics of a list (k8s.io/apiserver/pkg/storage/cacher and
+/// etcd3 `GetList`): unset or "0" is any recent state, `Exact` that version, `NotOlderThan`
+/// (also the default for a version) at least that version.
+enum ListAt {
+    Any,
+    Exact(u64),
+    NotOlderThan(u64),
+}
+
+fn list_version(req: &ApiRequest) -> Result<ListAt, ApiError> {
+    let rv = req
+        .query
+        .get("resourceVersion")
+        .map(String::as_str)
+        .unwrap_or("");
+    let matching = req
+        .query
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    if rv.is_empty() || (rv == "0" && matching != "Exact") {
+        return Ok(ListAt::Any);
+    }
+    let n: u64 = rv
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
+    Ok(match matching {
+        "Exact" => ListAt::Exact(n),
+        _ => ListAt::NotOlderThan(n),
+    })
+}
+
+/// The apiserver's answer to a version it has not reached (`storage.NewTooLargeResourceVersionError`:
+/// 504 with a retry hint).
+fn too_large(rv: u64, current: u64) -> ApiError {
+    ApiError {
+        details: Some(
+            json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}),
+        ),
+        ..ApiError::new(
+            504,
+            format!("Timeout: Too large resource version: {rv}, current: {current}"),
+        )
+    }
+}
+
+/// `ValidateListOptions` (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/
+/// validation.go): list and watch parameters the apiserver refuses with 422.
+fn validate_list_options(req: &ApiRequest, watch: bool) -> Result<(), ApiError> {
+    let q = |k: &str| req.query.get(k).map(String::as_str).unwrap_or("");
+    let matching = q("resourceVersionMatch");
+    let send_initial = req.query.contains_key("sendInitialEvents");
+    let bookmarks = matches!(q("allowWatchBookmarks"), "true" | "1");
+    let mut errs = Vec::new();
+    if watch {
+        if send_initial {
+            if matching != "NotOlderThan" {
+                errs.push("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".to_string());
+            }
+            if !bookmarks {
+                errs.push("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".to_string());
+            }
+        }
+        if !matching.is_empty() {
+            if !send_initial {
+                errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".to_string());
+            }
+            if matching != "NotOlderThan" {
+                errs.push(format!("resourceVersionMatch: Unsupported value: {matching:?}: supported values: \"NotOlderThan\""));
+            }
+            if !q("continue").is_empty() {
+                errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided".to_string());
+            }
+        }
+    } else {
+        if !matching.is_empty() {
+            if q("resourceVersion").is_empty() {
+                errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".to_string());
+            }
+            if !q("continue").is_empty() {
+                errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided".to_string());
+            }
+            if matching != "Exact" && matching != "NotOlderThan" {
+                errs.push(format!("resourceVersionMatch: Unsupported value: {matching:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""));
+            }
+            if matching == "Exact" && q("resourceVersion") == "0" {
+                errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".to_string());
+            }
+        }
+        if send_initial {
+            errs.push(
+                "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list".to_string(),
+            );
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_options("ListOptions", errs))
+    }
+}
+
+/// The field labels each kind can select on: the `AddFieldLabelConversionFunc`s of
+/// pkg/apis/core/v1/conversion.go (Pod, Node, Event, Namespace, Service), and
+/// `runtime.DefaultMetaV1FieldSelectorConversion` (metadata.name, metadata.namespace) for the
+/// others (ConfigMap, Lease, events.k8s.io Event).
+fn field_labels(rt: &ResourceType) -> &'static [&'static str] {
+    match rt.index {
+        PODS => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        NODES => &["metadata.name", "spec.unschedulable"],
+        EVENTS => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        NAMESPACES => &["status.phase", "metadata.name"],
+        SERVICES => &[
+            "metadata.namespace",
+            "metadata.name",
+            "spec.clusterIP",
+            "spec.type",
+        ],
+        _ => &["metadata.name", "metadata.namespace"],
+    }
+}
+
+/// DeleteOptions from the body: preconditions and `dryRun`.
+fn preconditions(body: &[u8]) -> Result<(Preconditions, Option<Vec<String>>), ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Preconditions::default());
+        return Ok((Preconditions::default(), None));
     }
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
@@ -241,21 +508,44 @@ fn preconditions(body: &[u8]) -> Result<Preconditions, ApiError> {
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    Ok(Preconditions {
-        uid: field("uid"),
-        resource_version: field("resourceVersion"),
-    })
+    let dry_run = v.get("dryRun").and_then(Value::as_array).map(|a| {
+        a.iter()
+            .map(|d| d.as_str().unwrap_or("").to_string())
+            .collect()
+    });
+    Ok((
+        Preconditions {
+            uid: field("uid"),
+            resource_version: field("resourceVersion"),
+        },
+        dry_run,
+    ))
 }
 
 fn filter(
     req: &ApiRequest,
+    rt: &ResourceType,
     namespace: Option<&str>,
     name: Option<&str>,
 ) -> Result<Filter, ApiError> {
     let labels = LabelSelector::parse(req.query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let fields = FieldSelector::parse(req.query.get("fieldSelector").map_or("", String::as_str))
-        .map_err(ApiError::bad_request)?;
+    let mut fields =
+        FieldSelector::parse(req.query.get("fieldSelector").map_or("", String::as_str))
+            .map_err(ApiError::bad_request)?;
+    let allowed = field_labels(rt);
+    if let Some(label) = fields
+        .labels()
+        .into_iter()
+        .find(|l| !allowed.contains(&l.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "field label not supported: {label}"
+        )));
+    }
+    if rt.index == EVENTS {
+        fields.alias("source", &["source", "component"]);
+    }
     Ok(Filter {
         namespace: namespace.map(str::to_string),
         name: name.map(str::to_string),
@@ -302,7 +592,8 @@ fn watch(
     expire: bool,
     table: Option<Option<String>>,
 ) -> Result<Response, ApiError> {
-    let filter = filter(req, namespace, name)?;
+    let filter = filter(req, rt, namespace, name)?;
+    validate_list_options(req, true)?;
     let rv = watch::parse_resource_version(req.query.get("resourceVersion").map(String::as_str))?;
     let flag = |k: &str| req.query.get(k).is_some_and(|v| v == "true" || v == "1");
     let send_initial = flag("sendInitialEvents");

@@ -69,6 +69,11 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Value {
         if !rt.short_names.is_empty() {
             entry["shortNames"] = json!(rt.short_names);
         }
+        // The `all` category (`kubectl get all`): pods and services among the served kinds, as
+        // their registries' `Categories()` declare.
+        if matches!(rt.plural, "pods" | "services") && rt.group.is_empty() {
+            entry["categories"] = json!(["all"]);
+        }
         resources.push(entry);
         if rt.status {
             resources.push(json!({

@@ -125,10 +125,67 @@ impl ApiError {
         name: &str,
         field_error: impl Into<String>,
     ) -> ApiError {
-        let field_error = field_error.into();
+        ApiError::invalid_all(rt, name, vec![field_error.into()])
+    }
+
+    /// 422 Invalid for `rt`/`name` with every field error as a cause, shaped like
+    /// `errors.NewInvalid` (k8s.io/apimachinery/pkg/api/errors/errors.go): the message is
+    /// `<Kind>[.<group>] "<name>" is invalid: <aggregate>`, `details.kind` the Kind and
+    /// `details.causes` one `{reason, message, field}` per error, so kubectl prints them.
+    pub(crate) fn invalid_all(
+        rt: &ResourceType,
+        name: &str,
+        field_errors: Vec<String>,
+    ) -> ApiError {
+        let mut errs: Vec<String> = Vec::new();
+        for e in field_errors {
+            // utilerrors.NewAggregate de-duplicates messages.
+            if !errs.contains(&e) {
+                errs.push(e);
+            }
+        }
+        let aggregate = if errs.len() == 1 {
+            errs[0].clone()
+        } else {
+            format!("[{}]", errs.join(", "))
+        };
+        let qualified_kind = if rt.group.is_empty() {
+            rt.kind.to_string()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        let mut d = Map::new();
+        d.insert("name".into(), json!(name));
+        if !rt.group.is_empty() {
+            d.insert("group".into(), json!(rt.group));
+        }
+        d.insert("kind".into(), json!(rt.kind));
+        d.insert(
+            "causes".into(),
+            Value::Array(errs.iter().map(|e| cause(e)).collect()),
+        );
         ApiError {
-            message: format!("{} \"{name}\" is invalid: {field_error}", rt.kind),
-            details: Some(details(rt, name)),
+            message: format!("{qualified_kind} \"{name}\" is invalid: {aggregate}"),
+            details: Some(Value::Object(d)),
+            ..ApiError::new(422, "")
+        }
+    }
+
+    /// 422 Invalid for request options (`ListOptions`, `CreateOptions`, ...), which the
+    /// apiserver reports with group `meta.k8s.io` and an empty name.
+    pub(crate) fn invalid_options(kind: &str, field_errors: Vec<String>) -> ApiError {
+        let aggregate = if field_errors.len() == 1 {
+            field_errors[0].clone()
+        } else {
+            format!("[{}]", field_errors.join(", "))
+        };
+        ApiError {
+            message: format!("{kind}.meta.k8s.io \"\" is invalid: {aggregate}"),
+            details: Some(json!({
+                "group": "meta.k8s.io",
+                "kind": kind,
+                "causes": field_errors.iter().map(|e| cause(e)).collect::<Vec<_>>(),
+            })),
             ..ApiError::new(422, "")
         }
     }
@@ -200,6 +257,29 @@ impl ApiError {
     }
 }
 
+/// One `StatusCause` from a rendered `field.Error` (`<field>: <type>: <body>`): the reason is the
+/// `field.ErrorType` (`FieldValueInvalid`, ...), the message the error body.
+fn cause(error: &str) -> Value {
+    const TYPES: &[(&str, &str)] = &[
+        ("Required value", "FieldValueRequired"),
+        ("Invalid value", "FieldValueInvalid"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+        ("Internal error", "InternalError"),
+    ];
+    for (i, _) in error.match_indices(": ") {
+        let (field, body) = (&error[..i], &error[i + 2..]);
+        if let Some((_, reason)) = TYPES.iter().find(|(t, _)| body.starts_with(t)) {
+            return json!({"reason": reason, "message": body, "field": field});
+        }
+    }
+    json!({"reason": "FieldValueInvalid", "message": error, "field": ""})
+}
+
 /// `details` naming the object the way the apiserver does (`kind` holds the plural resource).
 pub(crate) fn details(rt: &ResourceType, name: &str) -> Value {
     let mut d = Map::new();
@@ -223,6 +303,44 @@ mod tests {
         assert_eq!(s["code"], 404);
         assert_eq!(s["message"], "nodes \"n1\" not found");
         assert_eq!(s["details"], json!({"name": "n1", "kind": "nodes"}));
+    }
+
+    #[test]
+    fn invalid_status_has_kind_and_causes() {
+        let e = ApiError::invalid_all(
+            &RESOURCES[2],
+            "lb",
+            vec![
+                "spec.type: Unsupported value: \"X\": supported values: \"ClusterIP\"".into(),
+                "status.loadBalancer.ingress[0].ip: Invalid value: \"x\": must be a valid IP address".into(),
+            ],
+        );
+        let s = e.status();
+        assert_eq!(s["details"]["kind"], "Service");
+        assert_eq!(
+            s["details"]["causes"][0]["reason"],
+            "FieldValueNotSupported"
+        );
+        assert_eq!(
+            s["details"]["causes"][1]["field"],
+            "status.loadBalancer.ingress[0].ip"
+        );
+        assert!(
+            s["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Service \"lb\" is invalid: [spec.type")
+        );
+        let lease = ApiError::invalid(
+            &RESOURCES[7],
+            "l",
+            "spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+        );
+        assert!(
+            lease
+                .message
+                .starts_with("Lease.coordination.k8s.io \"l\" is invalid: spec.")
+        );
     }
 
     #[test]

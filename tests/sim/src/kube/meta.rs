@@ -69,24 +69,21 @@ pub(crate) fn is_terminating(obj: &Value) -> bool {
     meta(obj).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|v| !v.is_null()))
 }
 
-/// Checks a name as an RFC 1123 subdomain (what most resources require), returning the
-/// apiserver's wording of the problem.
-pub(crate) fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    let ends_ok = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if name.is_empty()
-        || name.len() > 253
-        || !ok_chars
-        || !ends_ok(name.bytes().next())
-        || !ends_ok(name.bytes().last())
-    {
-        return Err(format!(
-            "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-        ));
+/// Checks a name with `rule` (`IsDNS1123Subdomain`, `IsDNS1123Label`, `IsDNS1035Label`), one
+/// `metadata.name: Invalid value` error per message, joined like an aggregate.
+pub(crate) fn validate_name_with(
+    name: &str,
+    rule: fn(&str) -> Vec<String>,
+) -> Result<(), Vec<String>> {
+    let errs = rule(name);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs
+            .iter()
+            .map(|m| format!("metadata.name: Invalid value: {name:?}: {m}"))
+            .collect())
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -110,10 +107,15 @@ mod tests {
 
     #[test]
     fn names_are_checked() {
-        assert!(validate_name("node-a.example").is_ok());
-        assert!(validate_name("Node").is_err());
-        assert!(validate_name("-a").is_err());
-        assert!(validate_name("").is_err());
+        let subdomain = crate::kube::validation::dns1123_subdomain;
+        assert!(validate_name_with("node-a.example", subdomain).is_ok());
+        assert!(validate_name_with("Node", subdomain).is_err());
+        assert!(validate_name_with("-a", subdomain).is_err());
+        assert!(validate_name_with("", subdomain).is_err());
+        let dns1035 = crate::kube::validation::dns1035_label;
+        assert!(validate_name_with("web", dns1035).is_ok());
+        assert!(validate_name_with("1web", dns1035).is_err());
+        assert!(validate_name_with("a.b", dns1035).is_err());
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! A stateful Kubernetes API server simulator over plain HTTP (JSON only).
 //!
 //! Serves core `v1` namespaces, nodes, services, events, configmaps and pods,
-//! `events.k8s.io/v1` events and `coordination.k8s.io/v1` leases from one generic JSON store with
-//! the apiserver's semantics where controllers notice them: resourceVersions and optimistic
-//! concurrency, status subresources, merge/JSON/strategic-merge patches, finalizers, watches
-//! with history and 410 Gone, label and field selectors, Service IP and node-port allocation,
-//! and `Status` errors. Fault injection and a request log make it a test fixture.
+//! `events.k8s.io/v1` events (one storage with core events, two views) and
+//! `coordination.k8s.io/v1` leases from one generic JSON store with the apiserver's semantics
+//! where controllers notice them: resourceVersions and optimistic concurrency, status
+//! subresources, merge/JSON/strategic-merge patches, finalizers, watches with history and 410
+//! Gone, label and per-kind field selectors, list resourceVersion semantics, dry runs, Service
+//! IP and node-port allocation, the apiserver's validation and defaulting of everything a
+//! cloud-controller-manager reads or writes (each rule names its source in `validation`,
+//! `services`, `nodes` and `events`), and `Status` errors with causes. Fault injection and a
+//! request log make it a test fixture. tests/sim/README.md lists what it does not do.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -21,6 +25,7 @@ mod api;
 mod control;
 mod discovery;
 mod error;
+mod events;
 mod faults;
 mod log;
 mod meta;
@@ -34,6 +39,7 @@ mod server;
 mod services;
 mod store;
 mod table;
+mod validation;
 mod watch;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -241,7 +247,7 @@ impl KubeSim {
         let ns = meta::meta_str(&obj, "namespace")
             .filter(|n| !n.is_empty())
             .map(str::to_string);
-        let created = self.shared.store.create(rt, ns.as_deref(), obj)?;
+        let created = self.shared.store.create(rt, ns.as_deref(), obj, false)?;
         Ok((*created).clone())
     }
 
@@ -259,7 +265,7 @@ impl KubeSim {
     fn put(&self, obj: Value, scope: Scope) -> Result<Value, ApiError> {
         let rt = object_resource(&obj)?;
         let key = object_key(rt, &obj)?;
-        Ok((*self.shared.store.update(rt, &key, obj, scope)?).clone())
+        Ok((*self.shared.store.update(rt, &key, obj, scope, false)?).clone())
     }
 
     /// Patches the main resource like a PATCH with `kind`'s content type.
@@ -298,7 +304,11 @@ impl KubeSim {
         let rt = self::resource(resource)?;
         let key = ObjKey::new(rt, namespace, name);
         let body = serde_json::to_vec(patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        Ok((*self.shared.store.patch(rt, &key, kind, &body, scope)?).clone())
+        Ok((*self
+            .shared
+            .store
+            .patch(rt, &key, kind, &body, scope, false)?)
+        .clone())
     }
 
     /// Read-modify-write of the whole object (spec, status and metadata) under the store lock:
@@ -327,7 +337,7 @@ impl KubeSim {
         let rt = self::resource(resource)?;
         let key = ObjKey::new(rt, namespace, name);
         let pre = store::Preconditions::default();
-        Ok((*self.shared.store.delete(rt, &key, &pre)?).clone())
+        Ok((*self.shared.store.delete(rt, &key, &pre, false)?).clone())
     }
 
     /// The current global resourceVersion.

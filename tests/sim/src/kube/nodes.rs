@@ -3,10 +3,18 @@
 
 use serde_json::Value;
 
+use super::validation::{Errors, label_value, parse_cidr_sloppy, qualified_name};
+
 const EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-/// Checks a Node being created (`old` is `None`) or updated; the error is the field error text.
-pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), String> {
+/// Checks a Node being created (`old` is `None`) or updated; the errors are `field.Error` texts.
+///
+/// Rules: `ValidateNodeUpdate` (pkg/apis/core/validation/validation.go) for the set-once
+/// providerID and pod CIDRs and the duplicate `status.addresses` check (update only, as
+/// upstream); `ValidateNode` for the pod CIDRs' format; `validateNodeTaints` (same file) for
+/// taints. Upstream checks nothing else of `status.addresses` (neither type nor format).
+pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), Vec<String>> {
+    let mut errs = Errors::default();
     let spec_str = |obj: &Value, field: &str| {
         obj.get("spec")
             .and_then(|s| s.get(field))
@@ -15,12 +23,15 @@ pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), String> {
             .to_string()
     };
     if let Some(old) = old {
+        // ValidateNodeUpdate: "node updates may not change providerID/podCIDR except from
+        // \"\" to valid".
         for field in ["providerID", "podCIDR"] {
             let before = spec_str(old, field);
             if !before.is_empty() && before != spec_str(new, field) {
-                return Err(format!(
-                    "spec.{field}: Forbidden: node updates may not change {field} except from \"\" to valid"
-                ));
+                errs.forbidden(
+                    &format!("spec.{field}"),
+                    &format!("node updates may not change {field} except from \"\" to valid"),
+                );
             }
         }
         let cidrs = |obj: &Value| obj.get("spec").and_then(|s| s.get("podCIDRs")).cloned();
@@ -31,9 +42,47 @@ pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), String> {
             .is_some_and(|a| !a.is_empty())
             && before != cidrs(new)
         {
-            return Err(
-                "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid"
-                    .into(),
+            errs.forbidden(
+                "spec.podCIDRs",
+                "node updates may not change podCIDR except from \"\" to valid",
+            );
+        }
+        // ValidateNodeUpdate: "Validate no duplicate addresses in node status."
+        let addresses = new
+            .get("status")
+            .and_then(|s| s.get("addresses"))
+            .and_then(Value::as_array);
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for (i, a) in addresses.into_iter().flatten().enumerate() {
+            let ty = a.get("type").and_then(Value::as_str).unwrap_or("");
+            let address = a.get("address").and_then(Value::as_str).unwrap_or("");
+            if seen.contains(&(ty, address)) {
+                errs.duplicate(
+                    &format!("status.addresses[{i}]"),
+                    &format!("core.NodeAddress{{Type:{ty:?}, Address:{address:?}}}"),
+                );
+            }
+            seen.push((ty, address));
+        }
+    }
+    // ValidateNode: the pod CIDRs are CIDRs.
+    let spec = new.get("spec");
+    if let Some(cidr) = spec.and_then(|s| s.get("podCIDR")).and_then(Value::as_str)
+        && !cidr.is_empty()
+        && !parse_cidr_sloppy(cidr)
+    {
+        errs.invalid("spec.podCIDR", &format!("{cidr:?}"), "not a valid CIDR");
+    }
+    let cidrs = spec
+        .and_then(|s| s.get("podCIDRs"))
+        .and_then(Value::as_array);
+    for (i, cidr) in cidrs.into_iter().flatten().enumerate() {
+        let text = cidr.as_str().unwrap_or("");
+        if !parse_cidr_sloppy(text) {
+            errs.invalid(
+                &format!("spec.podCIDRs[{i}]"),
+                &format!("{text:?}"),
+                "must be a valid CIDR",
             );
         }
     }
@@ -44,23 +93,39 @@ pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), String> {
     let mut seen: Vec<(&str, &str)> = Vec::new();
     for (i, taint) in taints.into_iter().flatten().enumerate() {
         let key = taint.get("key").and_then(Value::as_str).unwrap_or("");
+        let value = taint.get("value").and_then(Value::as_str).unwrap_or("");
         let effect = taint.get("effect").and_then(Value::as_str).unwrap_or("");
-        if key.is_empty() {
-            return Err(format!("spec.taints[{i}].key: Required value"));
+        // ValidateLabelName on the key, IsValidLabelValue on the value.
+        for msg in qualified_name(key) {
+            errs.invalid(&format!("spec.taints[{i}].key"), &format!("{key:?}"), &msg);
         }
-        if !EFFECTS.contains(&effect) {
-            return Err(format!(
-                "spec.taints[{i}].effect: Unsupported value: \"{effect}\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
-            ));
+        let value_errs = label_value(value);
+        if !value_errs.is_empty() {
+            errs.invalid(
+                &format!("spec.taints[{i}].value"),
+                &format!("{value:?}"),
+                &value_errs.join(";"),
+            );
+        }
+        // validateTaintEffect (allowEmpty false).
+        if effect.is_empty() {
+            errs.required(&format!("spec.taints[{i}].effect"), "");
+        } else if !EFFECTS.contains(&effect) {
+            errs.not_supported(
+                &format!("spec.taints[{i}].effect"),
+                &format!("{effect:?}"),
+                EFFECTS,
+            );
         }
         if seen.contains(&(key, effect)) {
-            return Err(format!(
-                "spec.taints[{i}]: Duplicate value: \"{key}:{effect}\": taints must be unique by key and effect pair"
+            errs.push_raw(format!(
+                "spec.taints[{i}]: Duplicate value: core.Taint{{Key:{key:?}, Value:{value:?}, Effect:{effect:?}, TimeAdded:<nil>}}: taints must be unique by key and effect pair"
             ));
+            continue;
         }
         seen.push((key, effect));
     }
-    Ok(())
+    if errs.is_empty() { Ok(()) } else { Err(errs.0) }
 }
 
 #[cfg(test)]
@@ -82,6 +147,24 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_addresses_are_refused_on_update() {
+        let old = json!({"spec": {}});
+        let dup = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.15"},
+            {"type": "InternalIP", "address": "10.0.0.15"}]}});
+        let errs = validate(Some(&old), &dup).err().unwrap_or_default();
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0].starts_with("status.addresses[1]: Duplicate value: "),
+            "{errs:?}"
+        );
+        let other_type = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.15"},
+            {"type": "ExternalIP", "address": "10.0.0.15"}]}});
+        assert_eq!(validate(Some(&old), &other_type), Ok(()));
+    }
+
+    #[test]
     fn taints_are_checked() {
         let ok = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"}]}});
         assert_eq!(validate(None, &ok), Ok(()));
@@ -98,6 +181,20 @@ mod tests {
             validate(
                 None,
                 &json!({"spec": {"taints": [{"effect": "NoSchedule"}]}})
+            )
+            .is_err()
+        );
+        assert!(
+            validate(
+                None,
+                &json!({"spec": {"taints": [{"key": "a b", "effect": "NoSchedule"}]}})
+            )
+            .is_err()
+        );
+        assert!(
+            validate(
+                None,
+                &json!({"spec": {"taints": [{"key": "a", "value": "x y", "effect": "NoSchedule"}]}})
             )
             .is_err()
         );

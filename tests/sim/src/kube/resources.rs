@@ -51,8 +51,8 @@ pub(crate) fn verbs() -> &'static [&'static str] {
     VERBS
 }
 
-/// Every served resource. Core `events` and `events.k8s.io` events are separate collections (the
-/// real apiserver stores them once and converts; nothing here reads one through the other).
+/// Every served resource. Core `events` and `events.k8s.io` events are two views of one
+/// storage: the store commits every event write to both, converted, with one resourceVersion.
 pub(crate) static RESOURCES: &[ResourceType] = &[
     ResourceType {
         index: 0,
@@ -90,7 +90,8 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         namespaced: true,
         status: true,
         clear_status_on_create: true,
-        generation: true,
+        // The service registry never sets metadata.generation (unlike Deployments or CRDs).
+        generation: false,
         short_names: &["svc"],
     },
     ResourceType {
@@ -166,6 +167,16 @@ pub(crate) const NAMESPACES: usize = 0;
 pub(crate) const NODES: usize = 1;
 /// Index of the `services` resource (node-port and cluster-IP allocation scan it).
 pub(crate) const SERVICES: usize = 2;
+/// Index of core `events` (the storage form of both Event APIs).
+pub(crate) const EVENTS: usize = 3;
+/// Index of `configmaps`.
+pub(crate) const CONFIGMAPS: usize = 4;
+/// Index of `pods`.
+pub(crate) const PODS: usize = 5;
+/// Index of `events.k8s.io` events (a converted view of [`EVENTS`], kept in step).
+pub(crate) const EVENTS_V1: usize = 6;
+/// Index of `leases`.
+pub(crate) const LEASES: usize = 7;
 
 /// The resource served at `/api/v1/{plural}` (empty group) or `/apis/{group}/{version}/{plural}`.
 pub(crate) fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {

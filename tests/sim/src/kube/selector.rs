@@ -204,6 +204,21 @@ impl FieldSelector {
         Ok(FieldSelector(terms))
     }
 
+    /// The field labels used, dotted (`metadata.name`).
+    pub fn labels(&self) -> Vec<String> {
+        self.0.iter().map(|(path, _, _)| path.join(".")).collect()
+    }
+
+    /// Rewrites a label to the object path it selects on (core Events' `source` is
+    /// `source.component`, per the event registry's `ToSelectableFields`).
+    pub fn alias(&mut self, label: &str, path: &[&str]) {
+        for (p, _, _) in &mut self.0 {
+            if p.join(".") == label {
+                *p = path.iter().map(|s| s.to_string()).collect();
+            }
+        }
+    }
+
     /// Whether every term holds; a missing field compares as the empty string (so
     /// `spec.nodeName=` selects objects without one, as on the apiserver).
     pub fn matches(&self, obj: &Value) -> bool {

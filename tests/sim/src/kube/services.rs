@@ -13,10 +13,18 @@ use super::error::ApiError;
 use super::resources::RESOURCES;
 use super::resources::SERVICES;
 use super::store::ObjKey;
+use super::validation::{
+    Errors, IP_FMT, dns1123_label, dns1123_subdomain, drop_empty, parse_cidr_sloppy,
+    parse_ip_sloppy, qualified_name, show,
+};
 
 const NODE_PORT_MIN: u64 = 30000;
 const NODE_PORT_MAX: u64 = 32767;
 const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+/// `supportedPortProtocols` (pkg/apis/core/validation/validation.go), sorted as listed there.
+const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+/// `supportedLoadBalancerIPMode` (same file).
+const IP_MODES: &[&str] = &["VIP", "Proxy"];
 
 /// Defaults and allocates the fields of a Service being created (`old` is `None`) or updated.
 pub(crate) fn admit(
@@ -58,6 +66,9 @@ pub(crate) fn admit(
     spec.entry("sessionAffinity").or_insert(json!("None"));
     let external_name = ty == "ExternalName";
     let load_balancer = ty == "LoadBalancer";
+    let mut errs = Errors::default();
+    let old_type = old_str("type").unwrap_or("ClusterIP");
+    validate_spec_fields(spec, old_spec, old_type, load_balancer, &mut errs);
 
     // Cluster IP: keep the old one, refuse a change, allocate when absent.
     let requested_ip = spec
@@ -246,7 +257,267 @@ pub(crate) fn admit(
             spec.remove("healthCheckNodePort");
         }
     }
-    Ok(())
+    errs.into_result(rt, &key.name)
+}
+
+/// The Service spec rules of `ValidateService`/`ValidateServiceUpdate`
+/// (pkg/apis/core/validation/validation.go) that the allocation code above does not cover.
+fn validate_spec_fields(
+    spec: &mut Map<String, Value>,
+    old_spec: Option<&Map<String, Value>>,
+    old_type: &str,
+    load_balancer: bool,
+    errs: &mut Errors,
+) {
+    // validateLoadBalancerClassField: immutable while the Service stays a LoadBalancer, a
+    // qualified name, and only on LoadBalancer Services. dropTypeDependentFields
+    // (pkg/registry/core/service/storage/storage.go) clears an unchanged class on a type change.
+    let old_class = old_spec
+        .and_then(|s| s.get("loadBalancerClass"))
+        .filter(|v| !v.is_null());
+    let class = spec
+        .get("loadBalancerClass")
+        .filter(|v| !v.is_null())
+        .cloned();
+    if old_spec.is_some()
+        && old_type == "LoadBalancer"
+        && load_balancer
+        && class.as_ref() != old_class
+    {
+        errs.invalid(
+            "spec.loadBalancerClass",
+            &class.as_ref().map_or("null".into(), show),
+            "may not change once set",
+        );
+    }
+    match &class {
+        Some(Value::String(c)) if load_balancer => {
+            for msg in qualified_name(c) {
+                errs.invalid("spec.loadBalancerClass", &format!("{c:?}"), &msg);
+            }
+        }
+        Some(c) if !load_balancer => {
+            if Some(c) == old_class {
+                spec.remove("loadBalancerClass");
+            } else {
+                errs.forbidden(
+                    "spec.loadBalancerClass",
+                    "may only be used when `type` is 'LoadBalancer'",
+                );
+            }
+        }
+        Some(other) if !other.is_string() => {
+            errs.invalid("spec.loadBalancerClass", &show(other), "must be a string")
+        }
+        _ => {}
+    }
+    // ValidateService: spec.loadBalancerIP is an IP (IsValidIPForLegacyField).
+    if let Some(ip) = spec.get("loadBalancerIP").and_then(Value::as_str)
+        && !ip.is_empty()
+        && parse_ip_sloppy(ip).is_none()
+    {
+        errs.invalid("spec.loadBalancerIP", &format!("{ip:?}"), IP_FMT);
+    }
+    // ValidateService: source ranges only on LoadBalancer Services, each a CIDR. The field
+    // path is spelled `LoadBalancerSourceRanges` upstream.
+    if let Some(ranges) = spec
+        .get("loadBalancerSourceRanges")
+        .and_then(Value::as_array)
+        && !ranges.is_empty()
+    {
+        let path = "spec.LoadBalancerSourceRanges";
+        if !load_balancer {
+            errs.forbidden(path, "may only be used when `type` is 'LoadBalancer'");
+        }
+        for r in ranges {
+            let text = r.as_str().unwrap_or("");
+            if !parse_cidr_sloppy(text.trim()) {
+                errs.invalid(
+                    path,
+                    &show(r),
+                    "must be a list of IP ranges. For example, 10.240.0.0/24,10.250.0.0/24 ",
+                );
+            }
+        }
+    }
+    // validateServicePort: names (required with several ports, DNS labels, unique), protocols,
+    // target ports; then ValidateService's duplicate (protocol, port) check.
+    let Some(ports) = spec.get("ports").and_then(Value::as_array) else {
+        return;
+    };
+    let require_name = ports.len() > 1;
+    let mut names: Vec<&str> = Vec::new();
+    let mut pairs: Vec<(String, u64)> = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        let name = port.get("name").and_then(Value::as_str).unwrap_or("");
+        if name.is_empty() {
+            if require_name {
+                errs.required(&format!("{path}.name"), "");
+            }
+        } else {
+            for msg in dns1123_label(name) {
+                errs.invalid(&format!("{path}.name"), &format!("{name:?}"), &msg);
+            }
+            if names.contains(&name) {
+                errs.duplicate(&format!("{path}.name"), &format!("{name:?}"));
+            }
+            names.push(name);
+        }
+        let protocol = port
+            .get("protocol")
+            .and_then(Value::as_str)
+            .unwrap_or("TCP");
+        if !PROTOCOLS.contains(&protocol) {
+            errs.not_supported(
+                &format!("{path}.protocol"),
+                &format!("{protocol:?}"),
+                PROTOCOLS,
+            );
+        }
+        match port.get("targetPort") {
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| (1..=65535).contains(&n)) => {}
+            Some(Value::String(s)) if !s.is_empty() && port_name_ok(s) => {}
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => {}
+            Some(other) => errs.invalid(
+                &format!("{path}.targetPort"),
+                &show(other),
+                "must be between 1 and 65535, inclusive",
+            ),
+            None => {}
+        }
+        let number = port.get("port").and_then(Value::as_u64).unwrap_or(0);
+        let pair = (protocol.to_string(), number);
+        if pairs.contains(&pair) {
+            errs.duplicate(
+                &path,
+                &format!("core.ServicePort{{Name:\"\", Protocol:{protocol:?}, AppProtocol:(*string)(nil), Port:{number}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"),
+            );
+        }
+        pairs.push(pair);
+    }
+}
+
+/// `IsValidPortName` (k8s.io/apimachinery/pkg/util/validation/validation.go).
+fn port_name_ok(s: &str) -> bool {
+    s.len() <= 15
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().any(|b| b.is_ascii_lowercase())
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+/// The server side of a Service's `status.loadBalancer` on every write:
+/// - `svcStrategy.PrepareForUpdate` (pkg/registry/core/service/strategy.go) clears the
+///   load-balancer status when the type is no longer LoadBalancer (main resource only; the
+///   status subresource keeps the spec and is validated instead);
+/// - `SetDefaults_Service` (pkg/apis/core/v1/defaults.go) defaults `ipMode: VIP` on ingress
+///   entries that have an `ip`, for LoadBalancer Services (LoadBalancerIPMode, GA in 1.32);
+/// - an empty `ingress` list is not kept (`omitempty`).
+pub(crate) fn prepare_status(new: &mut Value, clear_when_not_lb: bool) {
+    let load_balancer = new
+        .get("spec")
+        .and_then(|s| s.get("type"))
+        .and_then(Value::as_str)
+        == Some("LoadBalancer");
+    let Some(obj) = new.as_object_mut() else {
+        return;
+    };
+    let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if clear_when_not_lb && !load_balancer {
+        status.insert("loadBalancer".into(), json!({}));
+    }
+    let Some(lb) = status
+        .get_mut("loadBalancer")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if load_balancer && let Some(ingress) = lb.get_mut("ingress").and_then(Value::as_array_mut) {
+        for entry in ingress.iter_mut().filter_map(Value::as_object_mut) {
+            let has_ip = entry
+                .get("ip")
+                .and_then(Value::as_str)
+                .is_some_and(|ip| !ip.is_empty());
+            if has_ip && entry.get("ipMode").is_none_or(Value::is_null) {
+                entry.insert("ipMode".into(), json!("VIP"));
+            }
+        }
+    }
+    drop_empty(lb, "ingress");
+}
+
+/// `ValidateLoadBalancerStatus` (pkg/apis/core/validation/validation.go), as
+/// `ValidateServiceStatusUpdate` calls it: ingress only on LoadBalancer Services; each `ip` an IP
+/// address; `ipMode` only with an `ip` and one of VIP/Proxy; each `hostname` a DNS subdomain
+/// and not an IP.
+pub(crate) fn validate_status(new: &Value) -> Vec<String> {
+    let mut errs = Errors::default();
+    let load_balancer = new
+        .get("spec")
+        .and_then(|s| s.get("type"))
+        .and_then(Value::as_str)
+        == Some("LoadBalancer");
+    let ingress = new
+        .get("status")
+        .and_then(|s| s.get("loadBalancer"))
+        .and_then(|l| l.get("ingress"));
+    let path = "status.loadBalancer.ingress";
+    let ingress = match ingress {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            errs.invalid(path, &show(other), "must be a list");
+            return errs.0;
+        }
+    };
+    if !load_balancer && !ingress.is_empty() {
+        errs.forbidden(path, "may only be used when `spec.type` is 'LoadBalancer'");
+        return errs.0;
+    }
+    for (i, entry) in ingress.iter().enumerate() {
+        let idx = format!("{path}[{i}]");
+        let ip = entry.get("ip").and_then(Value::as_str).unwrap_or("");
+        if !ip.is_empty() && parse_ip_sloppy(ip).is_none() {
+            errs.invalid(&format!("{idx}.ip"), &format!("{ip:?}"), IP_FMT);
+        }
+        match entry.get("ipMode").filter(|m| !m.is_null()) {
+            None if !ip.is_empty() => {
+                errs.required(
+                    &format!("{idx}.ipMode"),
+                    "must be specified when `ip` is set",
+                );
+            }
+            Some(_) if ip.is_empty() => {
+                errs.forbidden(
+                    &format!("{idx}.ipMode"),
+                    "may not be specified when `ip` is not set",
+                );
+            }
+            Some(mode) if mode.as_str().is_none_or(|m| !IP_MODES.contains(&m)) => {
+                errs.not_supported(&format!("{idx}.ipMode"), &show(mode), IP_MODES);
+            }
+            _ => {}
+        }
+        let hostname = entry.get("hostname").and_then(Value::as_str).unwrap_or("");
+        if !hostname.is_empty() {
+            for msg in dns1123_subdomain(hostname) {
+                errs.invalid(&format!("{idx}.hostname"), &format!("{hostname:?}"), &msg);
+            }
+            if parse_ip_sloppy(hostname).is_some() {
+                errs.invalid(
+                    &format!("{idx}.hostname"),
+                    &format!("{hostname:?}"),
+                    "must be a DNS name, not an IP address",
+                );
+            }
+        }
+    }
+    errs.0
 }
 
 fn check_node_port(np: u64, used: &HashSet<u64>, previous: Option<u64>) -> Result<(), String> {
@@ -349,6 +620,86 @@ mod tests {
         let mut ip_change = a.clone();
         ip_change["spec"]["clusterIP"] = json!("10.96.9.9");
         assert!(admit(&existing, &key("a"), Some(&a), &mut ip_change).is_err());
+    }
+
+    #[test]
+    fn spec_rules() {
+        let lb = |extra: Value| {
+            let mut s = json!({"spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}});
+            if let (Some(spec), Some(extra)) = (s["spec"].as_object_mut(), extra.as_object()) {
+                spec.extend(extra.clone());
+            }
+            s
+        };
+        for bad in [
+            json!({"loadBalancerIP": "not-an-ip"}),
+            json!({"loadBalancerSourceRanges": ["garbage"]}),
+            json!({"ports": [{"port": 80, "protocol": "SCTPX"}]}),
+            json!({"ports": [{"port": 80}, {"port": 81}]}),
+            json!({"ports": [{"port": 80, "name": "a"}, {"port": 80, "name": "b"}]}),
+            json!({"loadBalancerClass": "a/b/c"}),
+        ] {
+            let mut svc = lb(bad.clone());
+            assert!(
+                admit(&BTreeMap::new(), &key("a"), None, &mut svc).is_err(),
+                "{bad}"
+            );
+        }
+        let mut with_class = lb(json!({"loadBalancerClass": "example.com/lb"}));
+        assert_eq!(
+            admit(&BTreeMap::new(), &key("a"), None, &mut with_class),
+            Ok(())
+        );
+        let mut removed = with_class.clone();
+        removed["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("loadBalancerClass"));
+        let err = admit(&BTreeMap::new(), &key("a"), Some(&with_class), &mut removed);
+        assert!(
+            matches!(err, Err(e) if e.message.contains("spec.loadBalancerClass: Invalid value: null: may not change once set"))
+        );
+        let mut cluster_ip = with_class.clone();
+        cluster_ip["spec"]["type"] = json!("ClusterIP");
+        assert_eq!(
+            admit(
+                &BTreeMap::new(),
+                &key("a"),
+                Some(&with_class),
+                &mut cluster_ip
+            ),
+            Ok(())
+        );
+        assert!(cluster_ip["spec"].get("loadBalancerClass").is_none());
+    }
+
+    #[test]
+    fn status_rules_and_defaults() {
+        let mut svc = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}, {"hostname": "lb.example"}]}}});
+        prepare_status(&mut svc, true);
+        assert_eq!(svc["status"]["loadBalancer"]["ingress"][0]["ipMode"], "VIP");
+        assert!(
+            svc["status"]["loadBalancer"]["ingress"][1]
+                .get("ipMode")
+                .is_none()
+        );
+        assert!(validate_status(&svc).is_empty());
+        let bad = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": [
+            {"ip": "not-an-ip", "ipMode": "vip"}, {"hostname": "1.2.3.4"}, {"hostname": "h", "ipMode": "VIP"}]}}});
+        assert_eq!(
+            validate_status(&bad).len(),
+            4,
+            "{:?}",
+            validate_status(&bad)
+        );
+        let not_lb = json!({"spec": {"type": "ClusterIP"}, "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}});
+        assert_eq!(validate_status(&not_lb), vec!["status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is 'LoadBalancer'".to_string()]);
+        let mut left = not_lb.clone();
+        prepare_status(&mut left, true);
+        assert_eq!(left["status"]["loadBalancer"], json!({}));
+        let mut empty =
+            json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {"ingress": []}}});
+        prepare_status(&mut empty, true);
+        assert_eq!(empty["status"]["loadBalancer"], json!({}));
     }
 
     #[test]

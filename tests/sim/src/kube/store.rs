@@ -13,15 +13,19 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::error::ApiError;
+use super::events;
 use super::meta::{self, finalizers, is_terminating, meta_mut, meta_str};
 use super::nodes;
 use super::patch::{self, PatchError, PatchKind};
-use super::resources::{NAMESPACES, NODES, RESOURCES, ResourceType, SERVICES};
+use super::resources::{
+    CONFIGMAPS, EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, RESOURCES, ResourceType, SERVICES,
+};
 use super::selector::Filter;
 use super::services;
+use super::validation::{self, Errors};
 
 /// Default number of changes kept for watches resuming from a resourceVersion; older ones get
-/// 410 Gone.
+/// 410 Gone. An event write is two changes (one per Event API view) with one resourceVersion.
 pub const HISTORY_LIMIT: usize = 10_000;
 /// Default number of changes buffered per watch before it counts as lagging (and is ended with
 /// 410).
@@ -182,6 +186,9 @@ struct State {
     history: VecDeque<Arc<Change>>,
     /// Every change with rv > floor is in `history`.
     floor: u64,
+    /// The write under way is a dry run (`dryRun=All`): validated and answered, not committed.
+    /// Set by every public write method under the write lock, so it never leaks between writes.
+    dry_run: bool,
 }
 
 /// The store shared by the HTTP server and the library API.
@@ -204,6 +211,7 @@ impl Store {
                 objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
                 history: VecDeque::new(),
                 floor: 0,
+                dry_run: false,
             }),
             changes,
             watch_epoch: watch::channel(0).0,
@@ -212,7 +220,7 @@ impl Store {
         for ns in DEFAULT_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             // Cannot fail: a valid name in an empty store.
-            let _ = store.create(&RESOURCES[NAMESPACES], None, obj);
+            let _ = store.create(&RESOURCES[NAMESPACES], None, obj, false);
         }
         store
     }
@@ -268,6 +276,57 @@ impl Store {
         let st = self.read();
         let map = &st.objects[rt.index];
         let resource_version = after.as_ref().map_or(st.rv, |(rv, _)| *rv);
+        page(rt, map, resource_version, filter, limit, after)
+    }
+
+    /// A list as of resourceVersion `rv` (`resourceVersionMatch=Exact`), rebuilt from the kept
+    /// history: `Err(oldest)` (410) when `rv` is older than the history, `Ok(None)` when it is
+    /// newer than the store (the apiserver's "Too large resource version").
+    pub fn list_exact(
+        &self,
+        rt: &ResourceType,
+        filter: &Filter,
+        limit: Option<usize>,
+        rv: u64,
+    ) -> Result<Option<ListPage>, u64> {
+        let st = self.read();
+        if rv > st.rv {
+            return Ok(None);
+        }
+        if rv < st.floor {
+            return Err(st.floor);
+        }
+        let mut map = st.objects[rt.index].clone();
+        for change in st.history.iter().rev().take_while(|c| c.rv > rv) {
+            if change.resource != rt.index {
+                continue;
+            }
+            let key = ObjKey {
+                namespace: meta_str(&change.object, "namespace")
+                    .filter(|_| rt.namespaced)
+                    .unwrap_or("")
+                    .to_string(),
+                name: meta_str(&change.object, "name").unwrap_or("").to_string(),
+            };
+            match &change.previous {
+                Some(p) => map.insert(key, p.clone()),
+                None => map.remove(&key),
+            };
+        }
+        Ok(Some(page(rt, &map, rv, filter, limit, None)))
+    }
+}
+
+/// A page of `map` as of `resource_version`.
+fn page(
+    rt: &ResourceType,
+    map: &BTreeMap<ObjKey, Arc<Value>>,
+    resource_version: u64,
+    filter: &Filter,
+    limit: Option<usize>,
+    after: Option<(u64, ObjKey)>,
+) -> ListPage {
+    {
         let start = match (&after, &filter.namespace) {
             (Some((_, key)), _) => std::ops::Bound::Excluded(key.clone()),
             (None, Some(ns)) if rt.namespaced => std::ops::Bound::Included(ObjKey {
@@ -309,7 +368,9 @@ impl Store {
             remaining: None,
         }
     }
+}
 
+impl Store {
     /// Every object of a resource (library use).
     pub fn all(&self, rt: &ResourceType) -> Vec<Arc<Value>> {
         self.read().objects[rt.index].values().cloned().collect()
@@ -321,8 +382,10 @@ impl Store {
         rt: &'static ResourceType,
         namespace: Option<&str>,
         obj: Value,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.write();
+        st.dry_run = dry_run;
         self.create_locked(&mut st, rt, namespace, obj, false)
     }
 
@@ -334,8 +397,10 @@ impl Store {
         key: &ObjKey,
         obj: Value,
         scope: Scope,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.write();
+        st.dry_run = dry_run;
         self.update_locked(&mut st, rt, key, obj, scope, true)
     }
 
@@ -347,12 +412,13 @@ impl Store {
         kind: PatchKind,
         body: &[u8],
         scope: Scope,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.write();
+        st.dry_run = dry_run;
         let Some(current) = st.objects[rt.index].get(key).cloned() else {
             if kind == PatchKind::Apply && scope == Scope::Main {
-                let obj =
-                    patch::apply(kind, &json!({}), body).map_err(|e| patch_error(rt, key, e))?;
+                let obj = patch::apply(kind, &json!({}), body).map_err(patch_error)?;
                 let ns = rt.namespaced.then_some(key.namespace.as_str());
                 let name_ok = meta_str(&obj, "name").is_none_or(|n| n == key.name);
                 if !name_ok {
@@ -364,7 +430,7 @@ impl Store {
             }
             return Err(ApiError::not_found(rt, &key.name));
         };
-        let patched = patch::apply(kind, &current, body).map_err(|e| patch_error(rt, key, e))?;
+        let patched = patch::apply(kind, &current, body).map_err(patch_error)?;
         self.update_locked(&mut st, rt, key, patched, scope, true)
     }
 
@@ -376,6 +442,7 @@ impl Store {
         f: impl FnOnce(&mut Value),
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.write();
+        st.dry_run = false;
         let current = st.objects[rt.index]
             .get(key)
             .cloned()
@@ -408,6 +475,7 @@ impl Store {
             None
         };
         let mut st = self.write();
+        st.dry_run = false;
         if let Some(ns) = &namespace {
             let ns_key = ObjKey::new(&RESOURCES[NAMESPACES], None, ns);
             if !st.objects[NAMESPACES].contains_key(&ns_key) {
@@ -436,8 +504,10 @@ impl Store {
         rt: &'static ResourceType,
         key: &ObjKey,
         pre: &Preconditions,
+        dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.write();
+        st.dry_run = dry_run;
         let current = st.objects[rt.index]
             .get(key)
             .cloned()
@@ -600,7 +670,15 @@ impl Store {
                 }
             },
         };
-        meta::validate_name(&name).map_err(|e| ApiError::invalid(rt, &name, e))?;
+        // Name rules per kind: Services are DNS-1035 labels (`ValidateServiceName`),
+        // Namespaces DNS-1123 labels (`ValidateNamespaceName`), the rest DNS-1123 subdomains
+        // (`ValidateNodeName`, `ValidateConfigMapName`, ...; pkg/apis/core/validation).
+        let rule: fn(&str) -> Vec<String> = match rt.index {
+            SERVICES => validation::dns1035_label,
+            NAMESPACES => validation::dns1123_label,
+            _ => validation::dns1123_subdomain,
+        };
+        meta::validate_name_with(&name, rule).map_err(|e| ApiError::invalid_all(rt, &name, e))?;
         if !seeding && meta_str(&obj, "resourceVersion").is_some_and(|r| !r.is_empty()) {
             // The etcd3 storage layer's plain error, which the apiserver reports as a 500.
             return Err(ApiError::new(
@@ -662,9 +740,15 @@ impl Store {
                 }
             }
             NAMESPACES => admit_namespace(&name, &mut obj),
-            NODES => nodes::validate(None, &obj).map_err(|e| ApiError::invalid(rt, &name, e))?,
             _ => {}
         }
+        validate_write(
+            rt,
+            &name,
+            None,
+            &mut obj,
+            if seeding { Scope::Whole } else { Scope::Main },
+        )?;
         Ok(self.commit(st, rt, key, obj, None))
     }
 
@@ -755,12 +839,10 @@ impl Store {
                 ));
             }
         }
-        match rt.index {
-            SERVICES => services::admit(&st.objects[SERVICES], key, Some(&old), &mut new)?,
-            NODES => nodes::validate(Some(&old), &new)
-                .map_err(|e| ApiError::invalid(rt, &key.name, e))?,
-            _ => {}
+        if rt.index == SERVICES {
+            services::admit(&st.objects[SERVICES], key, Some(&old), &mut new)?;
         }
+        validate_write(rt, &key.name, Some(&old), &mut new, scope)?;
         if rt.generation && new.get("spec") != old.get("spec") {
             let g = meta::meta(&old)
                 .and_then(|m| m.get("generation"))
@@ -789,16 +871,28 @@ impl Store {
         if is_terminating(&obj) && finalizers(&obj).is_empty() && previous.is_some() {
             return self.commit_delete(st, rt, &key, &Arc::new(obj));
         }
+        if st.dry_run {
+            return Arc::new(obj);
+        }
         st.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(st.rv.to_string()));
         let obj = Arc::new(obj);
-        st.objects[rt.index].insert(key, obj.clone());
+        st.objects[rt.index].insert(key.clone(), obj.clone());
         let kind = if previous.is_some() {
             ChangeType::Modified
         } else {
             ChangeType::Added
         };
         self.record(st, rt, kind, obj.clone(), previous);
+        if let Some((other, converted)) = event_mirror(rt, &obj) {
+            let previous = st.objects[other].insert(key, converted.clone());
+            let kind = if previous.is_some() {
+                ChangeType::Modified
+            } else {
+                ChangeType::Added
+            };
+            self.record(st, &RESOURCES[other], kind, converted, previous);
+        }
         obj
     }
 
@@ -809,12 +903,25 @@ impl Store {
         key: &ObjKey,
         last: &Arc<Value>,
     ) -> Arc<Value> {
+        if st.dry_run {
+            return last.clone();
+        }
         st.rv += 1;
         let previous = st.objects[rt.index].remove(key);
         let mut obj = (**last).clone();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(st.rv.to_string()));
         let obj = Arc::new(obj);
         self.record(st, rt, ChangeType::Deleted, obj.clone(), previous);
+        if let Some((other, converted)) = event_mirror(rt, &obj) {
+            let previous = st.objects[other].remove(key);
+            self.record(
+                st,
+                &RESOURCES[other],
+                ChangeType::Deleted,
+                converted,
+                previous,
+            );
+        }
         obj
     }
 
@@ -835,6 +942,101 @@ impl Store {
         st.history.push_back(change.clone());
         // No receivers is fine: nobody is watching.
         let _ = self.changes.send(change);
+    }
+}
+
+/// The other view of an event: (its resource index, the converted object with the same
+/// resourceVersion). Core and events.k8s.io events are one storage on the apiserver.
+fn event_mirror(rt: &ResourceType, obj: &Value) -> Option<(usize, Arc<Value>)> {
+    match rt.index {
+        EVENTS => Some((EVENTS_V1, Arc::new(events::to_events(obj)))),
+        EVENTS_V1 => Some((EVENTS, Arc::new(events::to_core(obj)))),
+        _ => None,
+    }
+}
+
+/// The registry strategies' validation of a write, after defaulting: object metadata for every
+/// kind, then the kind's own rules (each function names its apiserver source). `old` is `None`
+/// on create.
+fn validate_write(
+    rt: &ResourceType,
+    name: &str,
+    old: Option<&Value>,
+    new: &mut Value,
+    scope: Scope,
+) -> Result<(), ApiError> {
+    let mut errs = Errors::default();
+    validation::object_meta(rt, new, &mut errs)?;
+    match rt.index {
+        SERVICES => {
+            // The main resource (and library writes, which stand for one) clears the status
+            // of a Service that stopped being a LoadBalancer; the status subresource keeps the
+            // spec and is validated instead.
+            services::prepare_status(new, scope != Scope::Status && old.is_some());
+            errs.0.extend(services::validate_status(new));
+        }
+        NODES => {
+            if let Err(e) = nodes::validate(old, new) {
+                errs.0.extend(e);
+            }
+        }
+        CONFIGMAPS => validation::config_map(new, &mut errs)?,
+        LEASES => {
+            validation::times("Lease", new, &["spec.acquireTime", "spec.renewTime"], &[])?;
+            validation::lease(new, &mut errs)?;
+        }
+        EVENTS | EVENTS_V1 => {
+            // Validation runs on the core form; events.k8s.io writes get the strict rules.
+            let strict = rt.index == EVENTS_V1 && scope != Scope::Whole;
+            let core = |v: &Value| {
+                if rt.index == EVENTS_V1 {
+                    events::to_core(v)
+                } else {
+                    v.clone()
+                }
+            };
+            let new_core = core(new);
+            validation::times(
+                "Event",
+                &new_core,
+                &["eventTime", "series.lastObservedTime"],
+                &["firstTimestamp", "lastTimestamp"],
+            )?;
+            errs.0.extend(match old {
+                None => events::validate_create(&new_core, strict),
+                Some(old) => events::validate_update(&core(old), &new_core, strict),
+            });
+        }
+        _ => {}
+    }
+    errs.into_result(rt, name)?;
+    // Unknown fields do not survive the apiserver's typed decoding.
+    validation::unknown_fields(rt.index, new, true);
+    drop_empty_fields(rt, new);
+    Ok(())
+}
+
+/// The apiserver stores typed objects: `omitempty` lists and maps that are empty do not come
+/// back (k8s.io/api/core/v1/types.go: `ObjectMeta.Labels`, `Annotations`, `Finalizers`,
+/// `OwnerReferences`; `NodeSpec.Taints`, `PodCIDRs`; `NodeStatus.Addresses`, `Conditions`).
+/// So `kubectl get -o custom-columns=...taints[0]` prints `<none>` after the last taint went.
+fn drop_empty_fields(rt: &ResourceType, obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            validation::drop_empty(m, field);
+        }
+    }
+    if rt.index == NODES {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            for field in ["taints", "podCIDRs"] {
+                validation::drop_empty(spec, field);
+            }
+        }
+        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut) {
+            for field in ["addresses", "conditions"] {
+                validation::drop_empty(status, field);
+            }
+        }
     }
 }
 
@@ -879,12 +1081,21 @@ fn name_mismatch(obj: &Value, key: &ObjKey) -> ApiError {
     ))
 }
 
-fn patch_error(rt: &ResourceType, key: &ObjKey, e: PatchError) -> ApiError {
+fn patch_error(e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
+        // A patch that cannot be applied (a failed JSON-patch `test`, a missing path or merge
+        // key): `errors.NewGenericServerResponse(422, "", GroupResource{}, "", err, 0, false)`
+        // in k8s.io/apiserver/pkg/endpoints/handlers/patch.go `applyJSPatch`: the generic 422
+        // message, the patch error as an `UnexpectedServerResponse` cause, no kind or name.
         PatchError::Unapplicable(m) => ApiError {
-            details: Some(super::error::details(rt, &key.name)),
-            ..ApiError::new(422, m)
+            details: Some(
+                json!({"causes": [{"reason": "UnexpectedServerResponse", "message": m}]}),
+            ),
+            ..ApiError::new(
+                422,
+                "the server rejected our request due to an error in our request",
+            )
         },
     }
 }
@@ -990,7 +1201,7 @@ mod tests {
         let rt = &RESOURCES[3];
         for i in 0..105 {
             let ev = json!({"metadata": {"name": format!("e{i}"), "namespace": "default"}});
-            assert!(store.create(rt, None, ev).is_ok());
+            assert!(store.create(rt, None, ev, false).is_ok());
         }
         let start = store.start_watch(rt, &Filter::default(), WatchFrom::After(1), false);
         assert!(start.expired.is_some());

@@ -369,8 +369,8 @@ const MAX_REMEMBERED: usize = 10_000;
 /// repeat the same event.
 #[derive(Default)]
 pub struct Refusals {
-    /// Object UID (or key) → the last refusal note published for it.
-    last_note: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Object UID (or key) → a digest of the last refusal note published for it.
+    last_note: std::sync::Mutex<std::collections::HashMap<String, u64>>,
     /// Foreign nodes already reported (UID and provider ID).
     foreign: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -488,10 +488,12 @@ impl Ctx {
                 last.clear();
             }
             let key = object_key(regarding);
-            if last.get(&key) == Some(&note) {
+            // A digest, not the note: notes can be long and up to MAX_REMEMBERED are kept.
+            let digest = note_digest(&note);
+            if last.get(&key) == Some(&digest) {
                 return;
             }
-            last.insert(key, note.clone());
+            last.insert(key, digest);
         }
         self.events
             .publish(
@@ -595,6 +597,14 @@ pub fn requested_delay(e: &CallError) -> Option<Duration> {
         }
         _ => None,
     }
+}
+
+/// A 64-bit digest of an event note, to tell a repeated refusal from a new one.
+fn note_digest(note: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    note.hash(&mut h);
+    h.finish()
 }
 
 #[cfg(test)]

@@ -249,6 +249,30 @@ async fn reload(
             ),
         });
     }
+    // Every Node's provider ID carries the scheme: a new one would make the driver disown all
+    // of them (and, were it trusted, claim another provider's).
+    if new.info().provider_id_scheme != running.info().provider_id_scheme {
+        return Err(Refusal {
+            reason: "incompatible",
+            message: format!(
+                "its provider IDs use the scheme {:?} where the running version's use {:?}; the Nodes' provider IDs cannot change, so this needs a migration, not a reload",
+                new.info().provider_id_scheme,
+                running.info().provider_id_scheme
+            ),
+        });
+    }
+    // What the new version may reach or write, said where an operator reads it.
+    tracing::info!(
+        driver = %new.name(),
+        version = %new.info().version,
+        egress = %new.egress().join(", "),
+        env_prefixes = %new.info().env_prefixes.join(", "),
+        annotation_prefixes = %new.info().annotation_prefixes.join(", "),
+        "reloaded driver's grants"
+    );
+    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&new.egress()) {
+        tracing::warn!(driver = %new.name(), "egress grant: {warning}");
+    }
     let (was, is) = (
         running.compiled().surface.exports,
         new.compiled().surface.exports,
@@ -292,4 +316,76 @@ fn transient(reason: &str) -> bool {
 
 fn short(sha256: &str) -> &str {
     &sha256[..sha256.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_runtime::{DriverOptions, Runtime};
+
+    /// The hostile test driver with its `info` switched to `mode` (see `INFO_MODE` there).
+    fn hostile_with_info(mode: &str) -> Vec<u8> {
+        let mut bytes = std::fs::read(wasm_ccm_plugins::HOSTILE_DRIVER).expect("built");
+        let marker = b"WASM-CCM-HOSTILE-INFO mode=normal...............";
+        let at = bytes
+            .windows(marker.len())
+            .position(|w| w == marker)
+            .expect("marker");
+        let mut patched = format!("WASM-CCM-HOSTILE-INFO mode={mode}.").into_bytes();
+        patched.resize(marker.len(), b'.');
+        bytes[at..at + marker.len()].copy_from_slice(&patched);
+        bytes
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_with_another_provider_id_scheme_is_refused() {
+        let runtime = Runtime::new(Default::default()).expect("runtime");
+        let load = |runtime: Runtime, bytes: Vec<u8>| async move {
+            let compiled = runtime
+                .compile("hostile.wasm", bytes)
+                .await
+                .expect("compiles");
+            Arc::new(
+                runtime
+                    .load(&compiled, DriverOptions::default())
+                    .await
+                    .expect("loads"),
+            )
+        };
+        let running = load(runtime.clone(), hostile_with_info("normal")).await;
+        let loader_runtime = runtime.clone();
+        let opts = ReloadOptions {
+            path: PathBuf::from("hostile.wasm"),
+            interval: Duration::from_secs(1),
+            pinned_sha256: None,
+            load: Arc::new(move |_origin, bytes| {
+                let runtime = loader_runtime.clone();
+                Box::pin(async move { Ok(load(runtime, bytes).await) })
+            }),
+            regarding: None,
+        };
+        let refusal = match reload(
+            &running,
+            &opts,
+            "x".into(),
+            hostile_with_info("other-scheme"),
+        )
+        .await
+        {
+            Ok(_) => panic!("a new provider-ID scheme was swapped in"),
+            Err(r) => r,
+        };
+        assert_eq!(refusal.reason, "incompatible");
+        assert!(
+            refusal.message.contains("\"hostile2\""),
+            "{}",
+            refusal.message
+        );
+        // The same scheme is accepted.
+        assert!(
+            reload(&running, &opts, "y".into(), hostile_with_info("normal"))
+                .await
+                .is_ok()
+        );
+    }
 }

@@ -76,16 +76,37 @@ pub struct HttpExchange {
 }
 
 /// Counters of requests by destination host and outcome (status code or error case).
+///
+/// The host label is the driver's choice, so it is bounded: requests the egress policy refused
+/// count under [`UNGRANTED_HOST`] (a driver could otherwise mint one series per made-up name
+/// without sending anything), and past [`MAX_COUNTED_HOSTS`] distinct series new ones count
+/// under [`OTHER_HOSTS`]. Both keep `/metrics` and host memory bounded.
 #[derive(Debug, Default)]
 pub struct HttpCounters {
     by_host_outcome: Mutex<BTreeMap<(String, String), u64>>,
 }
 
+/// Distinct (host, outcome) series kept per driver.
+pub const MAX_COUNTED_HOSTS: usize = 256;
+/// The host label of requests the egress policy refused or that had no valid URL.
+pub const UNGRANTED_HOST: &str = "(not granted)";
+/// The host label once [`MAX_COUNTED_HOSTS`] series exist.
+pub const OTHER_HOSTS: &str = "(other)";
+/// Longest URL a driver may ask for; longer is `invalid` (no cloud API needs more).
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+/// Longest URL kept in a call's record of exchanges.
+const MAX_RECORDED_URL_BYTES: usize = 2 * 1024;
+
 impl HttpCounters {
     fn count(&self, host: &str, outcome: &str) {
         if let Ok(mut m) = self.by_host_outcome.lock() {
-            *m.entry((host.to_string(), outcome.to_string()))
-                .or_default() += 1;
+            let key = (host.to_string(), outcome.to_string());
+            let key = if m.contains_key(&key) || m.len() < MAX_COUNTED_HOSTS {
+                key
+            } else {
+                (OTHER_HOSTS.to_string(), outcome.to_string())
+            };
+            *m.entry(key).or_default() += 1;
         }
     }
 
@@ -198,7 +219,11 @@ impl HttpCapability {
         let method = method_name(req.method);
         let mut exchange = HttpExchange {
             method: method.to_string(),
-            url: strip_query(&req.url),
+            url: crate::log::cut(
+                &strip_query(crate::log::cut(&req.url, MAX_URL_BYTES)),
+                MAX_RECORDED_URL_BYTES,
+            )
+            .to_string(),
             status: None,
             error: None,
             mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options)
@@ -217,13 +242,23 @@ impl HttpCapability {
             Err(e) => {
                 let case = error_case(e);
                 exchange.error = Some(case.to_string());
-                self.counters.count(&host, case);
+                let host = match e {
+                    HttpError::Denied(_) | HttpError::Invalid(_) => UNGRANTED_HOST,
+                    _ => host.as_str(),
+                };
+                self.counters.count(host, case);
             }
         }
         (result, exchange)
     }
 
     async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
+        if req.url.len() > MAX_URL_BYTES {
+            return Err(HttpError::Invalid(format!(
+                "a URL of {} bytes is longer than the {MAX_URL_BYTES} bytes allowed",
+                req.url.len()
+            )));
+        }
         let url = Url::parse(&req.url)
             .map_err(|e| HttpError::Invalid(format!("`{}` is not a valid URL: {e}", req.url)))?;
         self.policy
@@ -580,6 +615,47 @@ mod tests {
             body: body.as_bytes().to_vec(),
             timeout_ms: None,
         }
+    }
+
+    #[tokio::test]
+    async fn a_driver_cannot_grow_the_counters_or_the_exchange_record() {
+        let policy = EgressPolicy::parse(&["https://api.example".to_string()]).expect("grant");
+        let http = HttpCapability::new(policy, HttpLimits::default()).expect("capability");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // 1,000 made-up hosts, all refused: one series, not 1,000.
+        for i in 0..1000 {
+            let mut req = post("");
+            req.method = Method::Get;
+            req.url = format!("https://made-up-{i}.example/");
+            let (result, _) = http.send(req, deadline).await;
+            assert!(matches!(result, Err(HttpError::Denied(_))));
+        }
+        let snapshot = http.counters().snapshot();
+        assert_eq!(snapshot.len(), 1, "{snapshot:?}");
+        assert_eq!(
+            snapshot.get(&(UNGRANTED_HOST.to_string(), "denied".to_string())),
+            Some(&1000)
+        );
+        // A 1 MiB URL is invalid, and its record is cut.
+        let mut req = post("");
+        req.url = format!("https://api.example/{}", "a".repeat(1 << 20));
+        let (result, exchange) = http.send(req, deadline).await;
+        assert!(matches!(result, Err(HttpError::Invalid(m)) if m.contains("longer than")));
+        assert!(exchange.url.len() <= MAX_RECORDED_URL_BYTES);
+    }
+
+    #[test]
+    fn counted_series_are_bounded() {
+        let counters = HttpCounters::default();
+        for i in 0..(MAX_COUNTED_HOSTS + 100) {
+            counters.count(&format!("h{i}.example"), "200");
+        }
+        let snapshot = counters.snapshot();
+        assert_eq!(snapshot.len(), MAX_COUNTED_HOSTS + 1);
+        assert_eq!(
+            snapshot.get(&(OTHER_HOSTS.to_string(), "200".to_string())),
+            Some(&100)
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ use crate::bindings::types::ProviderInfo;
 pub const MAX_NAME_BYTES: usize = 63;
 /// Longest version string (semver with pre-release and build metadata fits easily).
 pub const MAX_VERSION_BYTES: usize = 64;
+/// Longest `default-egress` pattern: `https://`, a 253-byte DNS name, `:65535`.
+pub const MAX_EGRESS_PATTERN_BYTES: usize = 272;
 /// Most `default-egress` patterns a driver may declare.
 pub const MAX_DEFAULT_EGRESS: usize = 16;
 /// Most environment prefixes.
@@ -70,6 +72,17 @@ pub fn validate(info: &ProviderInfo) -> Result<(), String> {
         return Err(format!(
             "default-egress: {} patterns, at most {MAX_DEFAULT_EGRESS}",
             info.default_egress.len()
+        ));
+    }
+    // Checked before the patterns are parsed, so no message echoes a huge one.
+    if let Some(long) = info
+        .default_egress
+        .iter()
+        .find(|p| p.len() > MAX_EGRESS_PATTERN_BYTES)
+    {
+        return Err(format!(
+            "default-egress {}: longer than {MAX_EGRESS_PATTERN_BYTES} bytes (a scheme, a DNS name of at most 253 bytes and a port)",
+            shown(long)
         ));
     }
     // Special addresses (loopback, private ranges, metadata endpoints) are the operator's to
@@ -221,9 +234,34 @@ fn check_annotation_prefix(prefix: &str) -> Result<(), String> {
             shown(prefix)
         ));
     }
-    if domain == "kubectl.kubernetes.io" || domain.ends_with(".kubectl.kubernetes.io") {
+    let under = |zone: &str| domain == zone || domain.ends_with(&format!(".{zone}"));
+    if under("kubectl.kubernetes.io") {
         return Err(format!(
             "annotation-prefixes {}: kubectl.kubernetes.io belongs to kubectl; a driver never writes there",
+            shown(prefix)
+        ));
+    }
+    // Keys under these steer kube-proxy and the endpoint controllers (`service-proxy-name`
+    // makes kube-proxy ignore a Service): never a driver's.
+    if [
+        "service.kubernetes.io",
+        "endpoints.kubernetes.io",
+        "endpointslice.kubernetes.io",
+    ]
+    .iter()
+    .any(|zone| under(zone))
+    {
+        return Err(format!(
+            "annotation-prefixes {}: keys under {domain} steer kube-proxy and the endpoint controllers; a driver never writes there",
+            shown(prefix)
+        ));
+    }
+    // Kubernetes' own namespaces only key by key (an upstream CCM's state annotation such as
+    // `service.beta.kubernetes.io/cloudstack-load-balancer-ip-associated-by-controller`), never
+    // as a whole prefix.
+    if (under("kubernetes.io") || under("k8s.io")) && prefix.ends_with('/') {
+        return Err(format!(
+            "annotation-prefixes {}: a driver may declare single keys under {domain}, not the whole prefix",
             shown(prefix)
         ));
     }
@@ -327,6 +365,9 @@ mod tests {
             "Acme.example/",
             "kubectl.kubernetes.io/",
             "kubectl.kubernetes.io/last-applied-configuration",
+            "service.kubernetes.io/service-proxy-name",
+            "service.beta.kubernetes.io/",
+            "k8s.io/",
         ] {
             let mut i = info();
             i.annotation_prefixes = vec![bad.into()];
@@ -335,6 +376,15 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_huge_egress_pattern_is_refused_without_echoing_it() {
+        let mut i = info();
+        i.default_egress = vec![format!("https://{}example.com", "a.".repeat(1 << 20))];
+        let e = validate(&i).unwrap_err();
+        assert!(e.starts_with("default-egress"), "{e}");
+        assert!(e.len() < 400, "{} bytes", e.len());
     }
 
     #[test]

@@ -299,6 +299,18 @@ impl DriverLogger {
         }
     }
 
+    /// At most `max` bytes of `text` with every known secret replaced. The text is cut to `max`
+    /// plus the longest secret before redaction (so the work is bounded whatever its size; a
+    /// secret cut there lies wholly past `max`), then to `max`.
+    pub fn redact_bounded(&self, text: &str, max: usize) -> String {
+        let Ok(secrets) = self.secrets.read() else {
+            return cut(text, max).to_string();
+        };
+        let slack = secrets.sorted.first().map_or(0, String::len);
+        let redacted = redact_with(&secrets.sorted, cut(text, max.saturating_add(slack)));
+        cut(&redacted, max).to_string()
+    }
+
     /// A warning from the host about the driver, subject to the same rate limit.
     fn host_warning(&self, function: &str, object: &str, message: &str) {
         if self.take_tokens(message.len()) {
@@ -563,6 +575,42 @@ mod tests {
         let r = &sink.records()[0];
         assert_eq!(r.message, "x [redacted] y [redacted] z ab");
         assert_eq!(r.fields[0].1, "[redacted]");
+    }
+
+    #[test]
+    fn the_rate_limit_counts_bytes_too() {
+        let sink = Arc::new(MemorySink::default());
+        let limits = LogLimits {
+            lines_per_second: 1_000_000,
+            burst: 1_000_000,
+            bytes_per_second: 1,
+            burst_bytes: 20 * 1024,
+            ..LogLimits::default()
+        };
+        let log = DriverLogger::new("d", sink.clone(), limits);
+        let line = "x".repeat(8 * 1024);
+        for _ in 0..10 {
+            log.log(Level::Info, Source::Driver, "f", "o", &line, &[]);
+        }
+        // 20 KiB of burst: two 8 KiB lines pass, the other eight are dropped and counted.
+        assert_eq!(sink.records().len(), 2);
+        assert_eq!(log.dropped(), 8);
+    }
+
+    #[test]
+    fn redaction_of_a_huge_text_is_bounded_and_leaks_no_cut_secret() {
+        let sink = Arc::new(MemorySink::default());
+        let log = DriverLogger::new("d", sink, LogLimits::default());
+        log.add_driver_secret("supersecretvalue", "f", "o");
+        // The secret straddles the cut: neither it nor its head may show.
+        let text = format!(
+            "{}supersecretvalue{}",
+            "a".repeat(1020),
+            "b".repeat(1 << 20)
+        );
+        let out = log.redact_bounded(&text, 1024);
+        assert!(out.len() <= 1024);
+        assert!(!out.contains("supe"), "{}", &out[1000..]);
     }
 
     #[test]

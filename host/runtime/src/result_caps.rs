@@ -145,6 +145,9 @@ impl Capped for Vec<Route> {
                 r.target_node_addresses.len(),
                 MAX_ADDRESSES,
             )?;
+            for a in &r.target_node_addresses {
+                string("routes[].target-node-addresses[].address", &a.address)?;
+            }
         }
         Ok(())
     }

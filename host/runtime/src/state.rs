@@ -17,6 +17,9 @@ use crate::log::{DriverLogger, Level, Source};
 
 /// Events a single call may record; more are dropped with a log line.
 const MAX_EVENTS_PER_CALL: usize = 50;
+/// HTTP exchanges a single call keeps a record of (for conformance and the request log); the
+/// requests beyond are still made and counted, only not recorded.
+const MAX_EXCHANGES_PER_CALL: usize = 256;
 const MAX_EVENT_MESSAGE: usize = 1024;
 
 /// What all instances of one driver share.
@@ -230,8 +233,10 @@ impl http::Host for InstanceState {
     async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
         let capability = self.host.http.clone();
         let (result, mut exchange) = capability.send(request, self.call.deadline).await;
-        exchange.url = self.host.logger.redact(&exchange.url).into_owned();
-        self.call.http.push(exchange);
+        if self.call.http.len() < MAX_EXCHANGES_PER_CALL {
+            exchange.url = self.host.logger.redact_bounded(&exchange.url, 4 * 1024);
+            self.call.http.push(exchange);
+        }
         result
     }
 }
@@ -276,20 +281,22 @@ impl cluster::Host for InstanceState {
 
     fn event(&mut self, kind: cluster::EventType, reason: String, message: String) {
         let tags = self.tags();
+        // The controllers validate the reason (UpperCamelCase, ≤ 128 bytes); here it is only
+        // kept from growing the host.
+        let reason: String = reason.chars().take(128).collect();
         if self.call.events.len() >= MAX_EVENTS_PER_CALL {
             self.host.logger.log(Level::Warn, Source::Host, &tags.function, &tags.object,
                 &format!("driver {} recorded more than {MAX_EVENTS_PER_CALL} events in one call; dropping event {reason}", self.host.name), &[]);
             return;
         }
-        let message =
-            crate::log::cut(&self.host.logger.redact(&message), MAX_EVENT_MESSAGE).to_string();
+        let message = self.host.logger.redact_bounded(&message, MAX_EVENT_MESSAGE);
         let kind = match kind {
             cluster::EventType::Normal => EventKind::Normal,
             cluster::EventType::Warning => EventKind::Warning,
         };
         self.call.events.push(DriverEvent {
             kind,
-            reason: reason.chars().take(128).collect(),
+            reason,
             message,
         });
     }
@@ -418,8 +425,29 @@ mod tests {
     /// Instantiates a component of `instances` core instances, each with one memory of `pages`
     /// 64 KiB pages, under `limit`; whether it was allowed, and the limiter's peak.
     fn instantiate(instances: usize, pages: u32, limit: usize) -> (bool, usize) {
+        instantiate_with(instances, pages, limit, false)
+    }
+
+    /// The same under the pooling allocator (the host's default), configured as `engine.rs`
+    /// configures it per component.
+    fn instantiate_with(
+        instances: usize,
+        pages: u32,
+        limit: usize,
+        pooling: bool,
+    ) -> (bool, usize) {
         let mut config = wasmtime::Config::new();
         config.wasm_component_model(true);
+        if pooling {
+            let mut pool = wasmtime::PoolingAllocationConfig::default();
+            pool.total_component_instances(4)
+                .total_core_instances(16)
+                .total_memories(16)
+                .max_memory_size(64 << 20)
+                .max_memories_per_component(8)
+                .max_core_instances_per_component(64);
+            config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        }
         let engine = wasmtime::Engine::new(&config).expect("engine");
         let mut text = format!("(component (core module $m (memory (export \"m\") {pages}))");
         for i in 0..instances {
@@ -446,6 +474,13 @@ mod tests {
         let (ok, peak) = instantiate(3, 400, 64 * MIB);
         assert!(!ok, "three 25 MiB memories passed a 64 MiB limit");
         assert!(peak <= 64 * MIB, "peak {peak}");
+    }
+
+    #[test]
+    fn the_sum_holds_under_the_pooling_allocator() {
+        // Each memory fits the pool's per-memory size; together they must not pass the limit.
+        assert!(instantiate_with(2, 400, 64 * MIB, true).0);
+        assert!(!instantiate_with(3, 400, 64 * MIB, true).0);
     }
 
     #[test]

@@ -60,6 +60,8 @@ impl Provider for Hostile {
             "broad-egress" => {
                 info.default_egress = vec!["http://0.0.0.0/0:*".into(), "http://*:*".into()]
             }
+            // A "new version" whose provider IDs another provider's would be.
+            "other-scheme" => info.provider_id_scheme = "hostile2".into(),
             "kubectl-annotations" => {
                 info.annotation_prefixes = vec!["kubectl.kubernetes.io/".into()]
             }

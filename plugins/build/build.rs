@@ -11,6 +11,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod multi_memory;
 mod toolchain;
 
 /// (package, artifact file stem, env var exported to lib.rs).
@@ -99,6 +100,17 @@ fn main() {
         check_component(&artifact, package);
         println!("cargo:rustc-env={env_var}={}", artifact.display());
     }
+
+    let bomb = target_dir.join("multi_memory_driver.wasm");
+    if let Err(e) = multi_memory::build(&workspace, &bomb) {
+        stop(&format!(
+            "cannot build the multi-memory test component: {e}"
+        ));
+    }
+    println!(
+        "cargo:rustc-env=WASM_CCM_MULTI_MEMORY_DRIVER={}",
+        bomb.display()
+    );
 }
 
 /// Stops the build with one line (cargo shows a failed build script's stderr).

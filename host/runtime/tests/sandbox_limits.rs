@@ -11,7 +11,10 @@ use std::time::Duration;
 use common::{node, node_with, runtime};
 use wasm_ccm_plugins::HOSTILE_DRIVER;
 use wasm_ccm_runtime::log::{MAX_DRIVER_SECRETS, MemorySink, Source};
-use wasm_ccm_runtime::{CallError, CallScope, Compiled, DriverOptions, HostError};
+use wasm_ccm_runtime::{
+    Allocation, CallError, CallScope, Compiled, DriverOptions, EngineOptions, HostError, Runtime,
+    RuntimeOptions,
+};
 
 fn scope() -> CallScope {
     CallScope::object("test")
@@ -266,4 +269,53 @@ async fn a_driver_cannot_grant_itself_special_addresses_by_default() {
     };
     assert!(detail.starts_with("default-egress"), "{detail}");
     assert!(detail.contains("0.0.0.0/0"), "names the pattern: {detail}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_memories_are_held_to_one_limit_together() {
+    // A hand-written component with eight memories; `instance-exists` grows seven of them by
+    // 63 MiB each. The pooling allocator (the default) refuses a module with more than one
+    // memory outright; the on-demand allocator (its fallback) runs it, and then the limit on the
+    // sum stops the second memory, whichever it is.
+    let pooled = runtime()
+        .compile_file(std::path::Path::new(wasm_ccm_plugins::MULTI_MEMORY_DRIVER))
+        .await;
+    match pooled {
+        Err(e) => assert!(e.to_string().contains("memories"), "{e}"),
+        Ok(_) => panic!("the pooling allocator took a module with eight memories"),
+    }
+    let on_demand = Runtime::new(RuntimeOptions {
+        engine: EngineOptions {
+            allocation: Allocation::OnDemand,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .expect("runtime");
+    let compiled = on_demand
+        .compile_file(std::path::Path::new(wasm_ccm_plugins::MULTI_MEMORY_DRIVER))
+        .await
+        .expect("compiles on demand");
+    let driver = on_demand
+        .load(&compiled, DriverOptions::default())
+        .await
+        .expect("loads");
+    assert_eq!(driver.name(), "mm-bomb");
+    let outcome = driver.instance_exists(&node("n1"), &scope()).await;
+    match &outcome.result {
+        Err(CallError::Host(HostError::OutOfMemory { limit_mib, .. })) => {
+            assert_eq!(*limit_mib, 64)
+        }
+        other => panic!("expected out-of-memory, got {other:?}"),
+    }
+    assert!(
+        outcome.peak_memory <= 64 << 20,
+        "peak {} over the limit",
+        outcome.peak_memory
+    );
+    assert!(
+        outcome.peak_memory > 63 << 20,
+        "the first memory grew: peak {}",
+        outcome.peak_memory
+    );
 }

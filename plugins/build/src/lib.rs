@@ -38,6 +38,11 @@ pub const HOSTILE_LB_DRIVER: &str = env!("WASM_CCM_HOSTILE_LB_DRIVER");
 /// conformance as it is.
 pub const TEMPLATE_DRIVER: &str = env!("WASM_CCM_TEMPLATE_DRIVER");
 
+/// A hand-written component (`plugins/build/multi_memory.rs`, world `instances-driver`) with
+/// eight linear memories whose `instance-exists` grows each extra one by 63 MiB: under a 64 MiB
+/// limit only the sum of all memories stops it. Not in [`all`]: it is an attack, not a driver.
+pub const MULTI_MEMORY_DRIVER: &str = env!("WASM_CCM_MULTI_MEMORY_DRIVER");
+
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `phoenixnap`,
 /// `cloudstack`, `hostile`, `future-major`, `broken`, `hostile-lb`, `template`.
 pub fn all() -> &'static [(&'static str, &'static str)] {

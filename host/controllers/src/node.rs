@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 
 use crate::answer_rules::{
-    check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
+    Violation, check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
     sanitize_metadata,
 };
 use crate::context::{Ctx, is_status, reference, requested_delay};
@@ -242,6 +242,31 @@ impl NodeController {
             .await;
     }
 
+    /// Reports an `instance-metadata` answer refused whole (its provider ID broke a rule) and
+    /// the error that retries the node later.
+    async fn refuse_answer(
+        &self,
+        regarding: &ObjectReference,
+        action: &str,
+        message: String,
+        violation: Violation,
+    ) -> SyncError {
+        self.ctx
+            .report_refusals(
+                REPORTER,
+                regarding,
+                "instances.instance-metadata",
+                action,
+                std::slice::from_ref(&violation),
+            )
+            .await;
+        SyncError {
+            message,
+            retry_after: None,
+            in_progress: false,
+        }
+    }
+
     async fn initialize(&self, node: &Node) -> Result<(), SyncError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
@@ -278,22 +303,14 @@ impl NodeController {
                 check_provider_id(id, &scheme, &existing_provider_id, taken.as_deref())
             });
         if let Err(v) = checked {
-            let message =
-                format!("cannot initialize node {name}: the driver's answer was refused: {v}");
-            self.ctx
-                .report_refusals(
-                    REPORTER,
+            return Err(self
+                .refuse_answer(
                     &regarding,
-                    "instances.instance-metadata",
                     "InitializeNode",
-                    std::slice::from_ref(&v),
+                    format!("cannot initialize node {name}: the driver's answer was refused: {v}"),
+                    v,
                 )
-                .await;
-            return Err(SyncError {
-                message,
-                retry_after: None,
-                in_progress: false,
-            });
+                .await);
         }
         let (meta, violations) = sanitize_metadata(meta);
         self.ctx
@@ -533,21 +550,14 @@ impl NodeController {
         let regarding = reference(node);
         // Addresses of another instance are not this node's.
         if let Err(v) = check_provider_id(&meta.provider_id, &scheme, &existing, None) {
-            let message = format!("the driver's answer was refused: {v}");
-            self.ctx
-                .report_refusals(
-                    REPORTER,
+            return Err(self
+                .refuse_answer(
                     &regarding,
-                    "instances.instance-metadata",
                     "UpdateNodeAddresses",
-                    std::slice::from_ref(&v),
+                    format!("the driver's answer was refused: {v}"),
+                    v,
                 )
-                .await;
-            return Err(SyncError {
-                message,
-                retry_after: None,
-                in_progress: false,
-            });
+                .await);
         }
         let (addresses, violations) = sanitize_addresses(&meta.addresses);
         self.ctx

@@ -69,6 +69,20 @@ fn render(list: &[Ingress]) -> String {
         .join(", ")
 }
 
+/// The nodes backing `wanted`: those it names, else every node that exists.
+fn backends(wanted: &ScenarioService, scenario: &Scenario) -> Vec<Node> {
+    if wanted.backends.is_empty() {
+        scenario
+            .nodes
+            .iter()
+            .filter(|n| n.expect.exists)
+            .map(|n| n.node.clone())
+            .collect()
+    } else {
+        scenario.nodes_named(&wanted.backends)
+    }
+}
+
 /// A Service the cloud cannot serve (the scenario's `expect-error`): `ensure` answers that case,
 /// changes nothing in the cloud (nothing billed before everything checkable is checked), and
 /// `get` still finds no load balancer.
@@ -81,16 +95,7 @@ pub async fn check_refused(
 ) {
     let service = wanted.service.clone();
     let subject = format!("{}/{}", service.namespace, service.name);
-    let nodes: Vec<Node> = if wanted.backends.is_empty() {
-        scenario
-            .nodes
-            .iter()
-            .filter(|n| n.expect.exists)
-            .map(|n| n.node.clone())
-            .collect()
-    } else {
-        scenario.nodes_named(&wanted.backends)
-    };
+    let nodes = backends(wanted, scenario);
     let sc = scope_for(&subject, &service);
     let o = h.warm.load_balancer_ensure(&service, &nodes, &sc).await;
     let traffic = h.observe("load-balancer.ensure", &o);
@@ -138,16 +143,7 @@ pub async fn check_service(
     let mut service = wanted.service.clone();
     let subject = format!("{}/{}", service.namespace, service.name);
     let s = Some(subject.as_str());
-    let nodes: Vec<Node> = if wanted.backends.is_empty() {
-        scenario
-            .nodes
-            .iter()
-            .filter(|n| n.expect.exists)
-            .map(|n| n.node.clone())
-            .collect()
-    } else {
-        scenario.nodes_named(&wanted.backends)
-    };
+    let nodes = backends(wanted, scenario);
     let (warm, fresh) = (h.warm.clone(), h.fresh.clone());
 
     // name: deterministic, no requests, same in a fresh instance.

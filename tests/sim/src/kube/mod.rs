@@ -9,7 +9,7 @@
 //! IP and node-port allocation, the apiserver's validation and defaulting of everything a
 //! cloud-controller-manager reads or writes (each rule names its source in `validation`,
 //! `services`, `nodes` and `events`), and `Status` errors with causes. Fault injection and a
-//! request log make it a test fixture. tests/sim/README.md lists what it does not do.
+//! request log make it a test fixture; bearer tokens and RBAC ([`rbac`]) can be switched on. tests/sim/README.md lists what it does not do.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -31,6 +31,7 @@ mod log;
 mod meta;
 mod nodes;
 mod patch;
+pub mod rbac;
 mod request;
 mod resources;
 mod seed;
@@ -66,6 +67,7 @@ pub(crate) struct Shared {
     store: Store,
     faults: Faults,
     log: log::RequestLog,
+    rbac: rbac::Rbac,
     addr: SocketAddr,
 }
 
@@ -171,6 +173,7 @@ impl KubeSim {
             store: Store::new(options.history_limit, options.watch_buffer),
             faults: Faults::default(),
             log: log::RequestLog::default(),
+            rbac: rbac::Rbac::default(),
             addr,
         });
         shared.log.set_enabled(options.request_log);
@@ -189,6 +192,40 @@ impl KubeSim {
             addr.set_ip(Ipv4Addr::LOCALHOST.into());
         }
         format!("http://{addr}")
+    }
+
+    /// Switches on authentication and RBAC authorization (off by default): every request
+    /// then needs a bearer token registered with [`KubeSim::add_token`] (else 401) and is
+    /// authorized against the objects given to [`KubeSim::load_rbac`] (else 403). Loads the
+    /// bootstrap policy every authenticated user has ([`rbac::bootstrap_objects`]) and
+    /// registers the token `sim` (the one [`KubeSim::kubeconfig`] uses) as an admin in
+    /// `system:masters`, which bypasses RBAC.
+    pub fn enable_rbac(&self) {
+        self.shared.rbac.enable();
+    }
+
+    /// Registers a bearer token for a user and its groups (`system:authenticated` is added).
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.shared.rbac.add_token(token, user, groups);
+    }
+
+    /// Adds or replaces Roles, ClusterRoles, RoleBindings and ClusterRoleBindings
+    /// (rbac.authorization.k8s.io/v1); other kinds are an error.
+    pub fn load_rbac(&self, objects: Vec<Value>) -> anyhow::Result<()> {
+        for obj in objects {
+            self.shared.rbac.apply(obj)?;
+        }
+        Ok(())
+    }
+
+    /// The RBAC objects loaded so far, with their evaluation.
+    pub fn rbac_policy(&self) -> rbac::Policy {
+        self.shared.rbac.policy()
+    }
+
+    /// Every authorization decision made since RBAC was enabled, in order.
+    pub fn rbac_decisions(&self) -> Vec<rbac::Decision> {
+        self.shared.rbac.decisions()
     }
 
     /// The bound address.

@@ -17,7 +17,11 @@ use super::control;
 use super::error::ApiError;
 use super::faults::FaultAction;
 use super::log::{RequestRecord, body_text};
+use super::rbac;
 use super::request::{self, ApiRequest};
+
+/// SelfSubjectAccessReviews (authorization.k8s.io/v1), answered from the RBAC policy.
+const SSAR_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
 
 /// The router serving everything through [`handle`].
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -39,15 +43,33 @@ async fn handle(
         Ok(Query(q)) => q,
         Err(e) => return error_response(&ApiError::bad_request(format!("invalid query: {e}"))),
     };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let check = sim
+        .rbac
+        .check(method.as_str(), &path, &query, authorization);
     let req = request::parse(&method, &path, query);
-    let outcome = sim.faults.check(method.as_str(), &path, &req);
-    if !outcome.delay.is_zero() {
-        tokio::time::sleep(outcome.delay).await;
-    }
-    let faulted = outcome.action.is_some();
-    let response = match outcome.action {
-        Some(action) => fault_response(&req, &action),
-        None => api::serve(&sim, &req, &method, &headers, &body, outcome.expire_watch),
+    let mut faulted = false;
+    let response = match check {
+        rbac::Check::Denied(e) => error_response(&e),
+        rbac::Check::Allowed(user) if method == Method::POST && path == SSAR_PATH => {
+            match rbac::self_subject_access_review(&sim.rbac, user.as_ref(), &body) {
+                Ok(v) => value_response(201, &v),
+                Err(e) => error_response(&e),
+            }
+        }
+        rbac::Check::Allowed(_) => {
+            let outcome = sim.faults.check(method.as_str(), &path, &req);
+            if !outcome.delay.is_zero() {
+                tokio::time::sleep(outcome.delay).await;
+            }
+            faulted = outcome.action.is_some();
+            match outcome.action {
+                Some(action) => fault_response(&req, &action),
+                None => api::serve(&sim, &req, &method, &headers, &body, outcome.expire_watch),
+            }
+        }
     };
     let status = response.status().as_u16();
     tracing::debug!(%method, %uri, status, faulted, "kube-sim request");

@@ -1,0 +1,324 @@
+//! End to end under RBAC: the simulator authenticates bearer tokens and authorizes every
+//! request against the RBAC objects of deploy/base (rbac.yaml), and `wasm-ccm run` talks to it
+//! as the ServiceAccount those manifests bind, with a kubeconfig holding that account's token.
+//! A missing permission is a 403 and fails the test; rules that were never used are printed
+//! (superfluous for this scenario, not a failure).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use wasm_ccm_sim::kube::{KubeSim, load_seed_file};
+
+const SA_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
+const SA_TOKEN: &str = "ccm-sa-token";
+
+fn lb_service(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    })
+}
+
+/// deploy/base/rbac.yaml, and the ServiceAccount the bindings name.
+fn deploy_rbac() -> Vec<Value> {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/base");
+    let objects = load_seed_file(&base.join("rbac.yaml")).expect("deploy/base/rbac.yaml");
+    let sa = load_seed_file(&base.join("serviceaccount.yaml")).expect("serviceaccount.yaml");
+    let sa = &sa[0];
+    assert_eq!(sa["kind"], "ServiceAccount");
+    let account = format!(
+        "system:serviceaccount:{}:{}",
+        sa["metadata"]["namespace"].as_str().expect("namespace"),
+        sa["metadata"]["name"].as_str().expect("name")
+    );
+    assert_eq!(account, SA_USER, "the ServiceAccount of deploy/base");
+    objects
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    sim.enable_rbac();
+    sim.add_token(
+        SA_TOKEN,
+        SA_USER,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+        ],
+    );
+    sim.load_rbac(deploy_rbac()).expect("load RBAC");
+
+    let (cloud, config) = static_cloud(vec![
+        instance("n1", "10.0.0.1"),
+        instance("n2", "10.0.0.2"),
+        instance("doomed", "10.0.0.3"),
+    ])
+    .await;
+    for n in ["n1", "n2", "doomed"] {
+        sim.create(node(n, None, true)).expect("node");
+    }
+    sim.create(lb_service("web")).expect("svc");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let text = sim
+        .kubeconfig()
+        .replace("token: sim\n", &format!("token: {SA_TOKEN}\n"));
+    assert!(text.contains(SA_TOKEN));
+    std::fs::write(&kubeconfig, text).expect("kubeconfig");
+    let kubeconfig = kubeconfig.display().to_string();
+
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_plugins::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            // Leader election on (the default Lease kube-system/cloud-controller-manager).
+            "--leader-elect-lease-duration",
+            "2s",
+            "--leader-elect-renew-deadline",
+            "1500ms",
+            "--leader-elect-retry-period",
+            "200ms",
+        ],
+    );
+    eventually("nodes initialised", || {
+        ["n1", "n2", "doomed"].iter().all(|n| initialised(&sim, n))
+    })
+    .await;
+    eventually("web has an address", || {
+        service(&sim, "web").is_some_and(|s| ingress_ip(&s).is_some() && has_finalizer(&s))
+    })
+    .await;
+    // Lease renewals (get + update by name).
+    eventually("lease renewed", || {
+        sim.rbac_decisions().iter().any(|d| {
+            d.allowed && d.attributes.resource == "leases" && d.attributes.verb == "update"
+        })
+    })
+    .await;
+    // Node lifecycle: a NotReady node whose instance is gone is deleted.
+    cloud.remove_instance("doomed");
+    set_ready(&sim, "doomed", false);
+    eventually("doomed deleted", || {
+        sim.get("nodes", None, "doomed").is_none()
+    })
+    .await;
+    // Service deletion: the load balancer is released and the finalizer removed.
+    sim.remove("services", Some("default"), "web")
+        .expect("delete");
+    eventually("web deleted", || service(&sim, "web").is_none()).await;
+
+    let decisions = sim.rbac_decisions();
+    let denied: Vec<String> = decisions
+        .iter()
+        .filter(|d| !d.allowed)
+        .map(|d| {
+            format!(
+                "{} {} {:?}",
+                d.user,
+                d.attributes.verb,
+                (
+                    &d.attributes.api_group,
+                    d.attributes.combined_resource(),
+                    &d.attributes.namespace,
+                    &d.attributes.name,
+                    &d.attributes.path
+                )
+            )
+        })
+        .collect();
+    let forbidden = sim.requests().iter().filter(|r| r.status == 403).count();
+    assert!(
+        denied.is_empty() && forbidden == 0,
+        "permissions missing from deploy/base/rbac.yaml: {denied:#?}\n{}",
+        ccm_log(&_ccm)
+    );
+    assert!(
+        sim.requests().iter().all(|r| r.status != 401),
+        "the CCM's requests carry the token"
+    );
+
+    // Which (rule, apiGroup, resource, verb) of deploy/ the CCM's account was allowed by.
+    let used: BTreeSet<(String, String, usize, String, String, String)> = decisions
+        .iter()
+        .filter(|d| d.user == SA_USER)
+        .filter_map(|d| {
+            d.rule.as_ref().map(|r| {
+                (
+                    r.role_kind.clone(),
+                    format!("{}/{}", r.role_namespace, r.role_name),
+                    r.rule_index,
+                    d.attributes.api_group.clone(),
+                    d.attributes.combined_resource(),
+                    d.attributes.verb.clone(),
+                )
+            })
+        })
+        .collect();
+    let policy = sim.rbac_policy();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut unused: Vec<String> = Vec::new();
+    let mut roles_used: BTreeSet<(String, String)> = BTreeSet::new();
+    for object in deploy_rbac() {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        if kind != "ClusterRole" && kind != "Role" {
+            continue;
+        }
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let role = format!("{ns}/{name}");
+        for (rr, rule) in policy.rules() {
+            if rr.role_kind != kind || format!("{}/{}", rr.role_namespace, rr.role_name) != role {
+                continue;
+            }
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        let key = (
+                            kind.to_string(),
+                            role.clone(),
+                            rr.rule_index,
+                            group.clone(),
+                            resource.clone(),
+                            verb.clone(),
+                        );
+                        if used.contains(&key) {
+                            roles_used.insert((kind.to_string(), role.clone()));
+                        } else {
+                            unused.push(format!(
+                                "{kind} {role} rule {}: {verb} {resource} (group {group:?}){}",
+                                rr.rule_index,
+                                rule.get("resourceNames")
+                                    .map(|n| format!(" resourceNames {n}"))
+                                    .unwrap_or_default()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Bindings whose role never allowed a request of the CCM.
+    for object in deploy_rbac() {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        if kind != "ClusterRoleBinding" && kind != "RoleBinding" {
+            continue;
+        }
+        let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let role_kind = object["roleRef"]["kind"].as_str().unwrap_or_default();
+        let role_ns = if role_kind == "Role" { ns } else { "" };
+        let role = format!(
+            "{role_ns}/{}",
+            object["roleRef"]["name"].as_str().unwrap_or_default()
+        );
+        let any = used.iter().any(|(k, r, ..)| k == role_kind && *r == role);
+        if !any {
+            unused.push(format!(
+                "{kind} {ns}/{}: {role_kind} {role} never allowed a request",
+                object["metadata"]["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    let _ = roles_used;
+    eprintln!(
+        "deploy/base RBAC (verb, rule) pairs not used in this scenario ({}):\n{}",
+        unused.len(),
+        unused.join("\n")
+    );
+}
+
+fn ccm_log(ccm: &Ccm) -> String {
+    let log = ccm.log();
+    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// The check has teeth: without the services/status rule the CCM's status writes are 403s,
+/// worded like the apiserver's, and no address is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rule_is_a_403() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    sim.enable_rbac();
+    sim.add_token(SA_TOKEN, SA_USER, &["system:serviceaccounts"]);
+    let mut objects = deploy_rbac();
+    for o in objects.iter_mut().filter(|o| o["kind"] == "ClusterRole") {
+        if let Some(rules) = o["rules"].as_array_mut() {
+            rules.retain(|r| r["resources"] != json!(["services/status"]));
+        }
+    }
+    sim.load_rbac(objects).expect("load RBAC");
+    let (cloud, config) = static_cloud(vec![instance("n1", "10.0.0.1")]).await;
+    sim.create(node("n1", None, true)).expect("node");
+    sim.create(lb_service("web")).expect("svc");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        sim.kubeconfig()
+            .replace("token: sim\n", &format!("token: {SA_TOKEN}\n")),
+    )
+    .expect("kubeconfig");
+    let kubeconfig = kubeconfig.display().to_string();
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_plugins::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+        ],
+    );
+    let expected = format!(
+        "services \"web\" is forbidden: User \"{SA_USER}\" cannot patch resource \"services/status\" in API group \"\" in the namespace \"default\""
+    );
+    eventually("a 403 on services/status", || {
+        sim.rbac_decisions().iter().any(|d| {
+            !d.allowed
+                && d.attributes.combined_resource() == "services/status"
+                && d.attributes.verb == "patch"
+        })
+    })
+    .await;
+    let denied = sim
+        .rbac_decisions()
+        .into_iter()
+        .find(|d| {
+            !d.allowed
+                && d.attributes.combined_resource() == "services/status"
+                && d.attributes.verb == "patch"
+        })
+        .expect("denied");
+    assert_eq!(
+        wasm_ccm_sim::kube::rbac::forbidden(&denied.user, &denied.attributes, &denied.reason)
+            .message,
+        expected
+    );
+    assert!(sim.requests().iter().any(|r| r.status == 403));
+    assert!(ingress_ip(&service(&sim, "web").expect("web")).is_none());
+}

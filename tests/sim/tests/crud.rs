@@ -108,6 +108,14 @@ async fn create_validation() {
         .await;
     assert_eq!(protobuf.status, 415);
     assert_eq!(protobuf.body["reason"], "UnsupportedMediaType");
+    assert_eq!(protobuf.body["kind"], "Status");
+    assert_eq!(protobuf.body["code"], 415);
+    let message = protobuf.body["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("unknown format")
+            && message.contains("application/vnd.kubernetes.protobuf"),
+        "{message}"
+    );
 
     let yaml = s
         .send(
@@ -482,4 +490,62 @@ async fn lease_optimistic_locking() {
         "Operation cannot be fulfilled on leases.coordination.k8s.io \"cloud-controller-manager\": the object has been modified; please apply your changes to the latest version and try again"
     );
     assert_eq!(conflict.body["details"]["group"], "coordination.k8s.io");
+}
+
+/// Content negotiation: client-go's `protobuf, json` Accept list gets JSON; an Accept that lists
+/// only protobuf is 406, as from an apiserver that cannot encode the type that way.
+#[tokio::test]
+async fn accept_negotiation() {
+    let s = common::start().await;
+    s.post("/api/v1/nodes", &common::node("n1")).await;
+    let get = |accept: &'static str, path: &'static str| {
+        let req = s
+            .client
+            .get(format!("{}{path}", s.sim.url()))
+            .header("accept", accept);
+        async move {
+            let r = req.send().await.expect("request");
+            let status = r.status().as_u16();
+            let ct = r
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let body: serde_json::Value = r.json().await.unwrap_or_default();
+            (status, ct, body)
+        }
+    };
+    for path in ["/api/v1/nodes/n1", "/api/v1/nodes", "/api/v1"] {
+        let (status, ct, body) = get(
+            "application/vnd.kubernetes.protobuf, application/json",
+            path,
+        )
+        .await;
+        assert_eq!(status, 200, "{path}");
+        assert_eq!(ct, "application/json", "{path}");
+        assert!(body["kind"].is_string(), "{path}: {body}");
+    }
+    let (status, _, body) = get(
+        "application/vnd.kubernetes.protobuf, */*",
+        "/api/v1/nodes/n1",
+    )
+    .await;
+    assert_eq!((status, &body["kind"]), (200, &serde_json::json!("Node")));
+    for accept in [
+        "application/vnd.kubernetes.protobuf",
+        "application/vnd.kubernetes.protobuf;stream=watch, application/cbor",
+    ] {
+        let (status, ct, body) = get(accept, "/api/v1/nodes/n1").await;
+        assert_eq!(status, 406, "{accept}");
+        assert_eq!(ct, "application/json");
+        assert_eq!(body["reason"], "NotAcceptable");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m
+                    .starts_with("only the following media types are accepted: application/json")),
+            "{body}"
+        );
+    }
 }

@@ -99,7 +99,8 @@ async fn unknown_paths_are_404_status() {
         "/apis/example.com/v1",
         "/apis/coordination.k8s.io/v1/namespaces/default/widgets",
         "/api/v1/services/not-namespaced-path",
-        "/openapi/v2",
+        "/openapi/v3/apis/example.com/v1",
+        "/openapi/v1",
         "/api/v1/nodes/n1/proxy",
     ] {
         let r = s.get(path).await;
@@ -118,4 +119,163 @@ async fn unknown_paths_are_404_status() {
         .await;
     assert_eq!(r.status, 405);
     assert_eq!(r.body["reason"], "MethodNotAllowed");
+}
+
+fn all_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if let ("$ref", Some(r)) = (k.as_str(), x.as_str()) {
+                    out.push(r.to_string());
+                } else {
+                    all_refs(x, out);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| all_refs(x, out)),
+        _ => {}
+    }
+}
+
+fn gvks(schema: &Value) -> Vec<(String, String, String)> {
+    schema["x-kubernetes-group-version-kind"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            let s = |k: &str| g[k].as_str().unwrap_or("").to_string();
+            (s("group"), s("version"), s("kind"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn openapi_v2_document() {
+    let s = common::start().await;
+    let doc = s.get("/openapi/v2").await;
+    assert_eq!(doc.status, 200);
+    let doc = doc.body;
+    assert_eq!(doc["swagger"], "2.0");
+    let defs = doc["definitions"].as_object().expect("definitions");
+    for (group, kind) in [
+        ("", "Node"),
+        ("", "Service"),
+        ("", "Pod"),
+        ("", "Namespace"),
+        ("", "ConfigMap"),
+        ("", "Event"),
+        ("events.k8s.io", "Event"),
+        ("coordination.k8s.io", "Lease"),
+        ("", "Status"),
+        ("", "ServiceList"),
+    ] {
+        let found = defs.values().any(|d| {
+            gvks(d)
+                .iter()
+                .any(|(g, v, k)| g == group && v == "v1" && k == kind)
+        });
+        assert!(found, "{group}/{kind}");
+    }
+    let spec = &defs["io.k8s.api.core.v1.ServiceSpec"]["properties"];
+    assert_eq!(spec["loadBalancerClass"]["type"], "string");
+    assert_eq!(
+        spec["ports"]["items"]["$ref"],
+        "#/definitions/io.k8s.api.core.v1.ServicePort"
+    );
+    let mut refs = Vec::new();
+    all_refs(&doc, &mut refs);
+    for r in refs {
+        let name = r.strip_prefix("#/definitions/").expect("v2 ref");
+        assert!(defs.contains_key(name), "{r} resolves");
+    }
+    // Paths carry the GVK and the parameters kubectl's verifiers look for.
+    let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/services/{name}"]["patch"];
+    assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Service");
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == "fieldValidation"))
+    );
+
+    // client-go 1.20 asks for the protobuf form only: 406, so it moves on.
+    let pb = s
+        .client
+        .get(format!("{}/openapi/v2", s.sim.url()))
+        .header(
+            "accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(pb.status(), 406);
+}
+
+#[tokio::test]
+async fn openapi_v3_documents() {
+    let s = common::start().await;
+    let index = s.get("/openapi/v3").await;
+    assert_eq!(index.status, 200);
+    let paths = index.body["paths"].as_object().expect("paths").clone();
+    let mut names: Vec<&str> = paths.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "api/v1",
+            "apis/coordination.k8s.io/v1",
+            "apis/events.k8s.io/v1"
+        ]
+    );
+    for (gv, entry) in &paths {
+        let url = entry["serverRelativeURL"].as_str().expect("url");
+        assert!(url.starts_with(&format!("/openapi/v3/{gv}?hash=")), "{url}");
+        let doc = s.get(url).await;
+        assert_eq!(doc.status, 200, "{url}");
+        let doc = doc.body;
+        assert_eq!(doc["openapi"], "3.0.0");
+        let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+        let mut refs = Vec::new();
+        all_refs(&doc, &mut refs);
+        for r in refs {
+            let name = r.strip_prefix("#/components/schemas/").expect("v3 ref");
+            assert!(schemas.contains_key(name), "{gv}: {r} resolves");
+        }
+        // Every PATCH names its kind and offers fieldValidation.
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let patch = &item["patch"];
+            if patch.is_null() {
+                continue;
+            }
+            assert!(
+                patch["x-kubernetes-group-version-kind"].is_object(),
+                "{path}"
+            );
+            assert!(
+                patch["parameters"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().any(|p| p["name"] == "fieldValidation")),
+                "{path}"
+            );
+        }
+    }
+    let core = s.get("/openapi/v3/api/v1").await.body;
+    let schemas = &core["components"]["schemas"];
+    let spec = &schemas["io.k8s.api.core.v1.Service"]["properties"]["spec"];
+    assert_eq!(
+        spec["allOf"][0]["$ref"],
+        "#/components/schemas/io.k8s.api.core.v1.ServiceSpec"
+    );
+    assert!(spec["description"].is_string());
+    assert!(schemas["io.k8s.api.coordination.v1.Lease"].is_null());
+    let leases = s.get("/openapi/v3/apis/coordination.k8s.io/v1").await.body;
+    assert_eq!(
+        gvks(&leases["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"]),
+        [(
+            "coordination.k8s.io".to_string(),
+            "v1".to_string(),
+            "Lease".to_string()
+        )]
+    );
+    assert_eq!(s.get("/openapi/v3/apis/example.com/v1").await.status, 404);
 }

@@ -306,3 +306,119 @@ async fn kubectl_smoke() {
 
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A kubectl that reads OpenAPI v3 (≥ 1.27): `/usr/bin/kubectl` or one on PATH. Debian's
+/// `kubernetes-client` (1.20) reads only the protobuf form of `/openapi/v2`, which the
+/// simulator does not serve.
+fn modern_kubectl() -> Option<PathBuf> {
+    let candidates = std::iter::once(PathBuf::from("/usr/bin/kubectl")).chain(
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join("kubectl")),
+    );
+    candidates.filter(|p| p.is_file()).find(|p| {
+        let Ok(out) = Command::new(p)
+            .args(["version", "--client", "-o", "json"])
+            .output()
+        else {
+            return false;
+        };
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["clientVersion"]["minor"]
+            .as_str()
+            .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok())
+            .is_some_and(|m| m >= 27)
+    })
+}
+
+/// OpenAPI as kubectl uses it: `explain` reads the v3 documents, and `apply` with validation on
+/// finds `fieldValidation` on the kind's PATCH operation (so it validates server-side and sends
+/// `fieldValidation=Strict`). Generator commands send protobuf bodies, which client-go does not
+/// retry as JSON after a 415 (only CBOR falls back), so `create service` fails as documented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_openapi_explain_and_validated_apply() {
+    let Some(program) = tokio::task::spawn_blocking(modern_kubectl)
+        .await
+        .expect("join")
+    else {
+        eprintln!("skipped: no kubectl >= 1.27 at /usr/bin/kubectl or on PATH");
+        return;
+    };
+    let s = common::start().await;
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-sim-kubectl-openapi-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, s.sim.kubeconfig()).expect("write kubeconfig");
+    let k = Kubectl {
+        program,
+        kubeconfig,
+    };
+
+    let out = k.ok(&["explain", "service.spec.loadBalancerClass"]).await;
+    assert!(out.contains("KIND:       Service"), "{out}");
+    assert!(out.contains("FIELD: loadBalancerClass <string>"), "{out}");
+    assert!(out.contains("label-style identifier"), "{out}");
+    let out = k.ok(&["explain", "svc.spec.ports"]).await;
+    assert!(out.contains("port\t<integer> -required-"), "{out}");
+    assert!(out.contains("targetPort\t<"), "{out}");
+    let out = k.ok(&["explain", "leases.spec"]).await;
+    assert!(out.contains("GROUP:      coordination.k8s.io"), "{out}");
+    assert!(out.contains("holderIdentity\t<string>"), "{out}");
+    let out = k
+        .ok(&[
+            "explain",
+            "events.regarding",
+            "--api-version=events.k8s.io/v1",
+        ])
+        .await;
+    assert!(out.contains("GROUP:      events.k8s.io"), "{out}");
+    assert!(out.contains("FIELD: regarding <ObjectReference>"), "{out}");
+    let out = k.ok(&["explain", "node.spec.taints.effect"]).await;
+    assert!(out.contains("NoSchedule"), "{out}");
+
+    let manifest = dir.join("svc.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  type: LoadBalancer\n  loadBalancerClass: example.com/lb\n  ports: [{port: 80, targetPort: 8080}]\n",
+    )
+    .expect("write manifest");
+    let out = k.ok(&["apply", "-f", &manifest.to_string_lossy()]).await;
+    assert_eq!(out.trim(), "service/web created");
+    let class = k
+        .ok(&[
+            "get",
+            "svc",
+            "web",
+            "-o",
+            "jsonpath={.spec.loadBalancerClass}",
+        ])
+        .await;
+    assert_eq!(class, "example.com/lb");
+    let posted = s
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path == "/api/v1/namespaces/default/services")
+        .expect("the create was logged");
+    assert!(
+        posted.query.contains("fieldValidation=Strict"),
+        "{}",
+        posted.query
+    );
+
+    // A generator command: protobuf body, 415, no JSON retry from client-go.
+    let (ok, _, stderr) = k
+        .run(&["create", "service", "loadbalancer", "gen", "--tcp=80:8080"])
+        .await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("the body of the request was in an unknown format"),
+        "{stderr}"
+    );
+    let (ok, _, _) = k.run(&["get", "svc", "gen"]).await;
+    assert!(!ok, "no Service was created from the protobuf body");
+}

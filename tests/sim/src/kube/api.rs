@@ -12,6 +12,7 @@ use super::Shared;
 use super::discovery;
 use super::error::{self, ApiError};
 use super::meta::{finalizers, meta_str};
+use super::openapi;
 use super::patch::PatchKind;
 use super::request::{ApiRequest, Target, Verb};
 use super::resources::{self, EVENTS, NAMESPACES, NODES, PODS, ResourceType, SERVICES};
@@ -38,12 +39,23 @@ pub(crate) fn serve(
             error_response(&method_not_allowed())
         }
     };
+    if !matches!(req.target, Target::Health)
+        && let Err(e) = negotiate(headers)
+    {
+        return error_response(&e);
+    }
     match &req.target {
         Target::Root => discovery(discovery::root()),
         Target::Health => {
             ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
         }
         Target::Version => discovery(discovery::version()),
+        Target::OpenApiV2 => discovery(openapi::v2().clone()),
+        Target::OpenApiV3Index => discovery(openapi::v3_index()),
+        Target::OpenApiV3(gv) => match openapi::v3(gv) {
+            Some(doc) => discovery(doc),
+            None => error_response(&unknown_path()),
+        },
         Target::CoreVersions => discovery(discovery::core_versions(sim.addr)),
         Target::Groups => discovery(discovery::group_list()),
         Target::Group(g) => match resources::groups().into_iter().find(|(x, _)| x == g) {
@@ -59,6 +71,45 @@ pub(crate) fn serve(
             }
         }
     }
+}
+
+/// Response content negotiation, as the apiserver's `negotiation.NegotiateOutputMediaType` does
+/// for a type it cannot encode in the wanted media type: only JSON (and YAML, answered as JSON)
+/// is offered, so client-go's `Accept: application/vnd.kubernetes.protobuf, application/json`
+/// gets JSON (the response `Content-Type` tells client-go how to decode), while an `Accept` that
+/// lists only protobuf or CBOR is 406 `NotAcceptable` (`errors.NewNotAcceptableError`).
+fn negotiate(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT) else {
+        return Ok(());
+    };
+    let accept = accept.to_str().unwrap_or("");
+    let mut ranges = accept
+        .split(',')
+        .map(|r| {
+            r.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .filter(|r| !r.is_empty())
+        .peekable();
+    if ranges.peek().is_none() {
+        return Ok(());
+    }
+    let acceptable = |r: &str| {
+        matches!(
+            r,
+            "*/*" | "application/*" | "application/json" | "application/yaml"
+        )
+    };
+    if ranges.any(|r| acceptable(&r)) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        406,
+        "only the following media types are accepted: application/json, application/yaml, application/json;stream=watch",
+    ))
 }
 
 fn unknown_path() -> ApiError {

@@ -30,6 +30,7 @@ mod faults;
 mod log;
 mod meta;
 mod nodes;
+mod openapi;
 mod patch;
 pub mod rbac;
 mod request;

@@ -46,6 +46,12 @@ pub(crate) enum Target {
     Health,
     /// `/version`.
     Version,
+    /// `/openapi/v2`.
+    OpenApiV2,
+    /// `/openapi/v3`.
+    OpenApiV3Index,
+    /// `/openapi/v3/{api/v1 | apis/g/v}` (the part after `/openapi/v3/`).
+    OpenApiV3(String),
     /// `/api`.
     CoreVersions,
     /// `/apis`.
@@ -155,6 +161,9 @@ pub(crate) fn parse(method: &Method, path: &str, query: HashMap<String, String>)
         [] => Target::Root,
         ["healthz" | "readyz" | "livez", ..] => Target::Health,
         ["version"] => Target::Version,
+        ["openapi", "v2"] => Target::OpenApiV2,
+        ["openapi", "v3"] => Target::OpenApiV3Index,
+        ["openapi", "v3", rest @ ..] => Target::OpenApiV3(rest.join("/")),
         ["api"] => Target::CoreVersions,
         ["api", "v1"] => Target::ResourceList("", "v1"),
         ["api", "v1", rest @ ..] => resource_target("", "v1", rest, &mut watch_prefix),

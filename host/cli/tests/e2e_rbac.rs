@@ -66,13 +66,7 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
     sim.create(lb_service("web")).expect("svc");
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    let text = sim
-        .kubeconfig()
-        .replace("token: sim\n", &format!("token: {SA_TOKEN}\n"));
-    assert!(text.contains(SA_TOKEN));
-    std::fs::write(&kubeconfig, text).expect("kubeconfig");
-    let kubeconfig = kubeconfig.display().to_string();
+    let kubeconfig = service_account_kubeconfig(&sim, dir.path());
 
     let _ccm = Ccm::start(
         &sim,
@@ -272,14 +266,7 @@ async fn a_missing_rule_is_a_403() {
     sim.create(node("n1", None, true)).expect("node");
     sim.create(lb_service("web")).expect("svc");
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        sim.kubeconfig()
-            .replace("token: sim\n", &format!("token: {SA_TOKEN}\n")),
-    )
-    .expect("kubeconfig");
-    let kubeconfig = kubeconfig.display().to_string();
+    let kubeconfig = service_account_kubeconfig(&sim, dir.path());
     let _ccm = Ccm::start(
         &sim,
         wasm_ccm_plugins::STATIC_DRIVER,
@@ -321,4 +308,18 @@ async fn a_missing_rule_is_a_403() {
     );
     assert!(sim.requests().iter().any(|r| r.status == 403));
     assert!(ingress_ip(&service(&sim, "web").expect("web")).is_none());
+}
+
+/// A kubeconfig for the simulator that authenticates as the CCM's ServiceAccount token.
+fn service_account_kubeconfig(sim: &KubeSim, dir: &Path) -> String {
+    let path = dir.join("kubeconfig");
+    let text = sim
+        .kubeconfig()
+        .replace("token: sim\n", &format!("token: {SA_TOKEN}\n"));
+    assert!(
+        text.contains(SA_TOKEN),
+        "the simulator's kubeconfig carries its token"
+    );
+    std::fs::write(&path, text).expect("kubeconfig");
+    path.display().to_string()
 }

@@ -144,16 +144,8 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// A driver-supplied value for a message: at most 64 characters, escaped, with its size when
-/// cut.
-pub fn shown(value: &str) -> String {
-    let head: String = value.chars().take(64).collect();
-    if head.len() < value.len() {
-        format!("{head:?}… ({} bytes)", value.len())
-    } else {
-        format!("{head:?}")
-    }
-}
+/// A driver-supplied value shown safely (the runtime's rule: 64 characters, escaped).
+pub use wasm_ccm_runtime::log::shown;
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary (the
 /// apiserver counts limits in bytes: Go's `len`).

@@ -321,21 +321,8 @@ fn short(sha256: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_ccm_plugins::hostile_with_info;
     use wasm_ccm_runtime::{DriverOptions, Runtime};
-
-    /// The hostile test driver with its `info` switched to `mode` (see `INFO_MODE` there).
-    fn hostile_with_info(mode: &str) -> Vec<u8> {
-        let mut bytes = std::fs::read(wasm_ccm_plugins::HOSTILE_DRIVER).expect("built");
-        let marker = b"WASM-CCM-HOSTILE-INFO mode=normal...............";
-        let at = bytes
-            .windows(marker.len())
-            .position(|w| w == marker)
-            .expect("marker");
-        let mut patched = format!("WASM-CCM-HOSTILE-INFO mode={mode}.").into_bytes();
-        patched.resize(marker.len(), b'.');
-        bytes[at..at + marker.len()].copy_from_slice(&patched);
-        bytes
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_version_with_another_provider_id_scheme_is_refused() {

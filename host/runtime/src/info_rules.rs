@@ -7,6 +7,7 @@
 //! credentials, `KUBERNETES_*`). Each rule below says why it exists.
 
 use crate::bindings::types::ProviderInfo;
+use crate::log::shown;
 
 /// Longest driver name and provider-ID scheme (a DNS label: they end up in metric labels and
 /// provider IDs).
@@ -108,16 +109,6 @@ pub fn validate(info: &ProviderInfo) -> Result<(), String> {
         check_annotation_prefix(p)?;
     }
     Ok(())
-}
-
-/// Shows a hostile value safely in an error: at most 64 characters, escaped.
-fn shown(value: &str) -> String {
-    let head: String = value.chars().take(64).collect();
-    if head.len() < value.len() {
-        format!("{head:?}… ({} bytes)", value.len())
-    } else {
-        format!("{head:?}")
-    }
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 bytes: the `--cloud-provider` value and a metric

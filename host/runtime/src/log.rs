@@ -530,6 +530,17 @@ pub fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// A driver-supplied value shown safely in a message: at most 64 characters, escaped, with its
+/// size when it was longer (a hostile value may hold megabytes or control characters).
+pub fn shown(value: &str) -> String {
+    let head: String = value.chars().take(64).collect();
+    if head.len() < value.len() {
+        format!("{head:?}… ({} bytes)", value.len())
+    } else {
+        format!("{head:?}")
+    }
+}
+
 /// Environment variable names whose values the host treats as secrets without being told.
 pub fn is_secret_env_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();

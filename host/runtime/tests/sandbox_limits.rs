@@ -22,18 +22,11 @@ fn scope() -> CallScope {
 
 /// The hostile driver with its `info` switched to `mode` (see `INFO_MODE` in its source).
 async fn hostile_with_info(mode: &str) -> Compiled {
-    let mut bytes = std::fs::read(HOSTILE_DRIVER).expect("hostile driver");
-    let marker = b"WASM-CCM-HOSTILE-INFO mode=normal...............";
-    let at = bytes
-        .windows(marker.len())
-        .position(|w| w == marker)
-        .expect("the INFO_MODE marker is in the component");
-    let mut patched = format!("WASM-CCM-HOSTILE-INFO mode={mode}.").into_bytes();
-    assert!(patched.len() <= marker.len(), "mode name too long");
-    patched.resize(marker.len(), b'.');
-    bytes[at..at + marker.len()].copy_from_slice(&patched);
     runtime()
-        .compile(&format!("hostile-{mode}.wasm"), bytes)
+        .compile(
+            &format!("hostile-{mode}.wasm"),
+            wasm_ccm_plugins::hostile_with_info(mode),
+        )
         .await
         .expect("compiles")
 }

@@ -43,6 +43,24 @@ pub const TEMPLATE_DRIVER: &str = env!("WASM_CCM_TEMPLATE_DRIVER");
 /// limit only the sum of all memories stops it. Not in [`all`]: it is an attack, not a driver.
 pub const MULTI_MEMORY_DRIVER: &str = env!("WASM_CCM_MULTI_MEMORY_DRIVER");
 
+/// The hostile driver's bytes with its `info` answer switched to `mode` (`INFO_MODE` in
+/// `tests/plugins/hostile`: `env-letters`, `huge-version`, `other-scheme`, …). `info` has no
+/// input, so tests patch the marker in the data section (same length) to pick the attack.
+pub fn hostile_with_info(mode: &str) -> Vec<u8> {
+    const MARKER: &[u8] = b"WASM-CCM-HOSTILE-INFO mode=normal...............";
+    let mut bytes = std::fs::read(HOSTILE_DRIVER)
+        .unwrap_or_else(|e| panic!("cannot read the hostile driver {HOSTILE_DRIVER}: {e}"));
+    let at = bytes
+        .windows(MARKER.len())
+        .position(|w| w == MARKER)
+        .expect("the INFO_MODE marker is in the hostile driver");
+    let mut patched = format!("WASM-CCM-HOSTILE-INFO mode={mode}.").into_bytes();
+    assert!(patched.len() <= MARKER.len(), "mode name too long: {mode}");
+    patched.resize(MARKER.len(), b'.');
+    bytes[at..at + MARKER.len()].copy_from_slice(&patched);
+    bytes
+}
+
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `phoenixnap`,
 /// `cloudstack`, `hostile`, `future-major`, `broken`, `hostile-lb`, `template`.
 pub fn all() -> &'static [(&'static str, &'static str)] {

@@ -454,7 +454,14 @@ fn assert_same_level_as_rust(language: &str, plugin: &Path) {
     let scenario = repo("plugins/static/conformance.yaml");
     let (rust_out, rust) = conformance(STATIC_DRIVER, &scenario, &[]);
     assert_conformant("Rust static", &rust_out, &rust);
-    let (out, other) = conformance(plugin.to_str().expect("utf-8 path"), &scenario, &[]);
+    // A 19 MB component compiles in about 5 s on 2 idle cores; the default 30 s limit is a
+    // wall-clock check that a loaded machine can miss, and compile speed is a benchmark
+    // (BENCHMARKS.md), not a test. The limit itself is tested below.
+    let (out, other) = conformance(
+        plugin.to_str().expect("utf-8 path"),
+        &scenario,
+        &["--max-compile-time", "10m"],
+    );
     assert_conformant(language, &out, &other);
     assert_eq!(other["level"], rust["level"], "{language}: level");
     assert_eq!(
@@ -477,6 +484,34 @@ fn assert_same_level_as_rust(language: &str, plugin: &Path) {
 fn the_python_static_driver_conforms_like_the_rust_one() {
     let plugin = wasm_ccm_test_tools::polyglot::python_static().unwrap_or_else(|e| panic!("{e}"));
     assert_same_level_as_rust("Python", &plugin);
+}
+
+#[test]
+fn a_compile_slower_than_the_limit_fails_the_static_check() {
+    let scenario = repo("plugins/static/conformance.yaml");
+    let (out, report) = conformance(STATIC_DRIVER, &scenario, &["--max-compile-time", "1ms"]);
+    assert!(!out.status.success(), "a failed check fails the run");
+    let failed = with_status(&report, "fail");
+    assert!(
+        failed.len() == 1 && failed.iter().all(|id| id.ends_with("/static/compile-time")),
+        "{failed:?}"
+    );
+    let message = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|r| {
+            r["id"]
+                .as_str()
+                .is_some_and(|id| id.ends_with("/static/compile-time"))
+        })
+        .and_then(|r| r["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("more than the 1 ms allowed (--max-compile-time)"),
+        "{message}"
+    );
 }
 
 #[test]

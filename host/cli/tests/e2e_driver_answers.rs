@@ -142,15 +142,16 @@ async fn hostile_node_answers_are_refused_and_nothing_invalid_is_written() {
         ("steal", Value::Null),
         ("change-id", json!("hostile-lb://change-id")),
     ] {
+        // The refusal event is recorded before the failed sync's own event: wait for both.
+        eventually(&format!("{name}: FailedToInitializeNode"), || {
+            events(&sim, name, "FailedToInitializeNode")
+                .iter()
+                .any(|e| e["note"].as_str().is_some_and(|m| m.contains("refused")))
+        })
+        .await;
         let n = get_node(&sim, name);
         assert!(has_taint(&n, UNINITIALIZED), "{name} keeps its taint");
         assert_eq!(n["spec"]["providerID"], id, "{name}'s provider ID");
-        assert!(
-            events(&sim, name, "FailedToInitializeNode")
-                .iter()
-                .any(|e| e["note"].as_str().is_some_and(|m| m.contains("refused"))),
-            "{name}: FailedToInitializeNode"
-        );
     }
     let providers: Vec<String> = sim
         .list("nodes")

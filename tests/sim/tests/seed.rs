@@ -114,7 +114,11 @@ async fn standalone_binary_serves_the_seed() {
     let stdout = child.stdout.take().expect("piped stdout");
     let line = tokio::task::spawn_blocking(move || {
         let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
+        let mut reader = BufReader::new(stdout);
+        let _ = reader.read_line(&mut line);
+        // Keep draining: the binary prints more lines, and a closed pipe would make its next
+        // `println!` panic and take the server down mid-test.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         line
     })
     .await

@@ -105,6 +105,10 @@ pub struct ConformanceArgs {
     /// Deadline of each call.
     #[arg(long = "call-timeout", default_value = "30s", value_parser = parse_duration)]
     call_timeout: std::time::Duration,
+    /// The longest a cold compile of the driver may take: wall time on this machine, since the
+    /// host compiles at start and on every reload.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    max_compile_time: std::time::Duration,
 }
 
 /// Fresh-instance answers compared with warm ones, per function.
@@ -193,7 +197,15 @@ pub async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::Result<E
     }
     .runtime()?;
     let mut checks = Checks::new("0.1");
-    let compiled = static_checks::run(&runtime, &origin, bytes, level, &mut checks).await;
+    let compiled = static_checks::run(
+        &runtime,
+        &origin,
+        bytes,
+        level,
+        args.max_compile_time,
+        &mut checks,
+    )
+    .await;
     let wit_version = compiled
         .as_ref()
         .map(|c| c.surface.wit_version.clone())

@@ -9,9 +9,6 @@ use wasm_ccm_runtime::{Compiled, HostError, Runtime};
 use super::Level;
 use super::report::Checks;
 
-/// Compiling longer than this fails: the host compiles at start and on every reload.
-pub const MAX_COMPILE_TIME: Duration = Duration::from_secs(30);
-
 /// A ConfigMap (and so the ConfigMap way of mounting a driver) holds at most this much.
 pub const CONFIGMAP_LIMIT: usize = 1 << 20;
 
@@ -22,6 +19,7 @@ pub async fn run(
     origin: &str,
     bytes: Vec<u8>,
     level: Level,
+    max_compile_time: Duration,
     checks: &mut Checks,
 ) -> Option<Compiled> {
     let size = bytes.len();
@@ -88,13 +86,13 @@ pub async fn run(
     checks.check(
         "static/compile-time",
         None,
-        if t <= MAX_COMPILE_TIME {
+        if t <= max_compile_time {
             Ok(format!("compiled in {} ms", t.as_millis()))
         } else {
             Err(format!(
-                "compiling took {} ms, more than the {} s allowed: the host compiles at start and on every reload; make the component smaller",
+                "compiling took {} ms, more than the {} ms allowed (--max-compile-time): the host compiles at start and on every reload; make the component smaller",
                 t.as_millis(),
-                MAX_COMPILE_TIME.as_secs()
+                max_compile_time.as_millis()
             ))
         },
     );

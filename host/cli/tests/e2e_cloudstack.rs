@@ -173,3 +173,104 @@ async fn nodes_and_load_balancer_rules_through_the_controllers() {
     assert!(cloud.firewall_rules().is_empty());
     assert!(allocated(&cloud).is_empty(), "{:?}", allocated(&cloud));
 }
+
+/// Issue 22, item 3, with the real process: `wasm-ccm` is SIGKILLed right after it tagged a
+/// new public IP and before any load-balancer rule exists. The next leader (a new process)
+/// adopts that IP: exactly one IP is ever associated, and deleting the Service releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_controller_leaves_its_successor_the_ip_to_adopt() {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    let cloud = CloudstackSim::start().await.expect("cloudstack sim");
+    cloud.seed(Seed::example()).expect("seed");
+    for name in ["k8s-node-1", "k8s-node-2", "k8s-node-3"] {
+        sim.create(node(name, None, true)).expect("node");
+    }
+    let cloud_config = Value::String(format!(
+        "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+        cloud.url(),
+        cloud.api_key(),
+        cloud.secret_key()
+    ));
+    let egress = cloud.base_url();
+    // A short lease, so that the successor takes over within the test's wait.
+    let args = [
+        "--allow-egress",
+        egress.as_str(),
+        "--cluster-name",
+        "e2e-crash",
+        "--leader-elect-lease-duration",
+        "2s",
+        "--leader-elect-renew-deadline",
+        "1500ms",
+        "--leader-elect-retry-period",
+        "200ms",
+    ];
+    // Every cloud request after the first createTags fails: the controller is as good as dead
+    // from then on; the SIGKILL below makes it so.
+    cloud.faults().kill_after(
+        wasm_ccm_sim::cloudstack::Match::command("createTags"),
+        1,
+        503,
+    );
+    let mut first = Ccm::start(
+        &sim,
+        wasm_ccm_plugins::CLOUDSTACK_DRIVER,
+        "external-cloudstack",
+        &cloud_config,
+        &args,
+    );
+    sim.create(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    }))
+    .expect("service");
+    eventually("the first controller tagged an IP", || {
+        cloud.faults().killed()
+    })
+    .await;
+    first.signal("-KILL");
+    assert!(
+        first.wait_exit().is_none(),
+        "killed by a signal, no exit code"
+    );
+    drop(first);
+    cloud.faults().clear();
+    // The cloud finishes what it accepted: the association and the tag.
+    cloud.settle();
+    assert_eq!(allocated(&cloud).len(), 1);
+    assert!(cloud.load_balancer_rules().is_empty());
+
+    let _second = Ccm::start(
+        &sim,
+        wasm_ccm_plugins::CLOUDSTACK_DRIVER,
+        "external-cloudstack",
+        &cloud_config,
+        &args,
+    );
+    eventually("ingress IP", || {
+        service(&sim, "web").is_some_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    let ip = ingress_ip(&service(&sim, "web").expect("service")).expect("ip");
+    assert_eq!(allocated(&cloud), std::slice::from_ref(&ip), "adopted");
+    let associations = cloud
+        .mutations()
+        .iter()
+        .filter(|r| r.command == "associateIpAddress")
+        .count();
+    assert_eq!(associations, 1);
+    let tags = cloud.tags();
+    assert!(
+        tags.iter()
+            .any(|t| t["key"] == "wasm-ccm/cluster" && t["value"] == "e2e-crash"),
+        "{tags:?}"
+    );
+    eventually("all members", || members(&cloud) == [3]).await;
+
+    sim.remove("services", Some("default"), "web")
+        .expect("delete service");
+    eventually("service gone", || service(&sim, "web").is_none()).await;
+    assert!(cloud.load_balancer_rules().is_empty());
+    assert!(allocated(&cloud).is_empty(), "{:?}", allocated(&cloud));
+}

@@ -1323,3 +1323,77 @@ async fn a_busy_refusal_is_retry_after_not_invalid_config() {
         ["POST load-balancers/pools/*/members"]
     );
 }
+
+/// Issue 22, item 3: a controller killed between two cloud calls leaves no load balancer without
+/// its Service and never makes a second one. The load balancer is created with its name, its
+/// children with deterministic names, so a fresh driver instance finds and finishes everything;
+/// its delete, with no UUID annotation written, removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_two_calls_neither_leaks_nor_duplicates() {
+    let points = [
+        ("load balancer created", "/v1/load-balancers"),
+        ("pool created", "/v1/load-balancers/pools"),
+        ("listener created", "/v1/load-balancers/listeners"),
+    ];
+    // What an ensure without a crash builds.
+    let clean = cloud().await;
+    clean.converge(service(&[])).await;
+    let expected = |sim: &CloudscaleSim| {
+        [
+            sim.load_balancers().len(),
+            sim.pools().len(),
+            sim.listeners().len(),
+            sim.members().len(),
+            sim.health_monitors().len(),
+        ]
+    };
+    let want = expected(&clean.sim);
+    assert_eq!(want[0], 1);
+    for (point, path) in points {
+        let c = cloud().await;
+        let svc = service(&[]);
+        c.sim.settle();
+        c.sim
+            .faults()
+            .kill_after(Match::path(path).with_method("POST"), 1, 503);
+        // The first driver retries its passes within the call until the kill cuts it off.
+        for _ in 0..10 {
+            if c.sim.faults().killed() {
+                break;
+            }
+            let _ = c.ensure(&svc, &nodes()).await;
+            c.sim.settle();
+        }
+        assert!(c.sim.faults().killed(), "{point}: never reached");
+        c.sim.faults().clear();
+        c.sim.settle();
+        let fresh = load(&c.sim, "v1.31.2", &c.sim.token()).await;
+        let mut done: Option<EnsureResult> = None;
+        for _ in 0..10 {
+            let o = fresh.load_balancer_ensure(&svc, &nodes(), &scope()).await;
+            match o.result {
+                Ok(r) => {
+                    done = Some(r);
+                    break;
+                }
+                Err(CallError::Provider(ProviderError::RetryAfter(_))) => c.sim.settle(),
+                Err(e) => panic!("{point}: {e:?}"),
+            }
+        }
+        assert!(done.is_some(), "{point}: never converged");
+        assert_eq!(
+            expected(&c.sim),
+            want,
+            "{point}: the same objects, each once"
+        );
+        // A delete by another fresh instance, with the Service as it was before any status:
+        // found by name.
+        let gone = load(&c.sim, "v1.31.2", &c.sim.token())
+            .await
+            .load_balancer_delete(&svc, &scope())
+            .await;
+        gone.result
+            .unwrap_or_else(|e| panic!("{point}: delete: {e:?}"));
+        assert!(c.sim.load_balancers().is_empty(), "{point}");
+    }
+}

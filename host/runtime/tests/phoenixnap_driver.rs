@@ -795,3 +795,113 @@ async fn a_malformed_config_is_invalid_config_not_a_panic() {
     let text = e.to_string();
     assert!(text.contains("trailing commas"), "{text}");
 }
+
+/// Issue 22, item 3: a controller killed between two cloud calls leaves no IP block without its
+/// Service and never makes a second one. A block is created with its tags in the same request
+/// (so it is findable from its first moment); the next ensure of a fresh driver instance finds
+/// it by them and assigns it; a delete and housekeeping of fresh instances release it.
+#[tokio::test]
+async fn a_crash_between_two_calls_neither_leaks_nor_duplicates() {
+    let assign = format!("/networks/v1/public-networks/{NETWORK}/ip-blocks");
+    let points = [
+        (
+            "tag names",
+            Match::path("/tag-manager/v1/tags").with_method("POST"),
+        ),
+        (
+            "block created",
+            Match::path("/ips/v1/ip-blocks").with_method("POST"),
+        ),
+        ("block assigned", Match::path(&assign).with_method("POST")),
+    ];
+    for (point, matcher) in points {
+        let c = cloud().await;
+        let svc = service("web");
+        c.sim.faults().kill_after(matcher, 1, 503);
+        // After the assignment (the last call) the ensure itself is complete; the kill then
+        // hits only the next controller's first requests.
+        let first = ensure(&c, &svc).await;
+        assert_eq!(
+            first.is_ok(),
+            point == "block assigned",
+            "{point}: {first:?}"
+        );
+        assert!(c.sim.faults().killed(), "{point}");
+        c.sim.faults().clear();
+        c.sim.settle();
+        let fresh = load(&c.sim, CLUSTER, &c.sim.client_secret(), "")
+            .await
+            .expect("loads");
+        let r = fresh
+            .load_balancer_ensure(&svc, &[], &scope())
+            .await
+            .into_result()
+            .unwrap_or_else(|e| panic!("{point}: {e:?}"));
+        let blocks = c.sim.ip_blocks();
+        assert_eq!(blocks.len(), 1, "{point}: {blocks:#?}");
+        c.sim.settle();
+        assert_eq!(c.sim.public_network_blocks(NETWORK).len(), 1, "{point}");
+        // Delete, then the reaper, each by a fresh instance.
+        let svc = common::apply(svc, &r);
+        load(&c.sim, CLUSTER, &c.sim.client_secret(), "")
+            .await
+            .expect("loads")
+            .load_balancer_delete(&svc, &scope())
+            .await
+            .into_result()
+            .unwrap_or_else(|e| panic!("{point}: delete: {e:?}"));
+        for _ in 0..2 {
+            load(&c.sim, CLUSTER, &c.sim.client_secret(), "")
+                .await
+                .expect("loads")
+                .housekeeping(&CallScope::default())
+                .await
+                .into_result()
+                .unwrap_or_else(|e| panic!("{point}: housekeeping: {e:?}"));
+            c.sim.settle();
+        }
+        assert!(
+            c.sim.ip_blocks().is_empty(),
+            "{point}: {:?}",
+            c.sim.ip_blocks()
+        );
+    }
+}
+
+/// A kill in the middle of the release: marking is one request (the tags are replaced as a
+/// whole), and every housekeeping pass starts from the blocks' state, so a fresh instance
+/// finishes it.
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_release_is_finished_by_the_next_pass() {
+    let c = cloud().await;
+    let svc = service("web");
+    ensure(&c, &svc).await.expect("ensure");
+    c.sim.settle();
+    c.driver
+        .load_balancer_delete(&svc, &scope())
+        .await
+        .into_result()
+        .expect("delete");
+    // Killed right after the unassignment was accepted.
+    c.sim.faults().kill_after(
+        Match::path(&format!(
+            "/networks/v1/public-networks/{NETWORK}/ip-blocks/"
+        ))
+        .with_method("DELETE"),
+        1,
+        503,
+    );
+    let _ = c.driver.housekeeping(&CallScope::default()).await;
+    assert!(c.sim.faults().killed());
+    c.sim.faults().clear();
+    c.sim.settle();
+    let fresh = load(&c.sim, CLUSTER, &c.sim.client_secret(), "")
+        .await
+        .expect("loads");
+    fresh
+        .housekeeping(&CallScope::default())
+        .await
+        .into_result()
+        .expect("housekeeping");
+    assert!(c.sim.ip_blocks().is_empty(), "{:?}", c.sim.ip_blocks());
+}

@@ -25,6 +25,8 @@ pub struct CloudstackDriver {
     api: Api,
     config: Config,
     lb: LbState,
+    /// `--cluster-name`, written into the ownership tags of the public IPs we associate.
+    cluster_name: String,
 }
 
 impl CloudstackDriver {
@@ -33,6 +35,7 @@ impl CloudstackDriver {
             api: &self.api,
             state: &self.lb,
             job_budget: self.config.job_budget,
+            cluster_name: &self.cluster_name,
         }
     }
 }
@@ -54,7 +57,7 @@ impl Provider for CloudstackDriver {
     /// Reads the configuration only: no request, so no admin-only call (upstream's
     /// `listManagementServersMetrics`) can keep the driver from starting.
     fn init(
-        _ctx: Context,
+        ctx: Context,
         file: Vec<u8>,
         env: Vec<(String, String)>,
     ) -> Result<Self, ProviderError> {
@@ -79,6 +82,7 @@ impl Provider for CloudstackDriver {
             api: Api::new(&config),
             config,
             lb: LbState::default(),
+            cluster_name: ctx.cluster_name,
         })
     }
 }

@@ -72,6 +72,28 @@ pub struct PublicIp {
     pub vpcid: String,
     pub issourcenat: bool,
     pub isstaticnat: bool,
+    /// Its resource tags (CloudStack renders them on every public IP).
+    pub tags: Vec<ResourceTag>,
+}
+
+impl PublicIp {
+    /// Whether it carries `key=value` (both exact).
+    pub fn has_tag(&self, key: &str, value: &str) -> bool {
+        self.tags.iter().any(|t| t.key == key && t.value == value)
+    }
+
+    /// Whether its state is `state` (any case).
+    pub fn is(&self, state: &str) -> bool {
+        self.state.eq_ignore_ascii_case(state)
+    }
+}
+
+/// A resource tag (`tag`, and the items of an object's `tags`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ResourceTag {
+    pub key: String,
+    pub value: String,
 }
 
 /// A guest network (`network`): an isolated network or a VPC tier.

@@ -53,6 +53,32 @@ def main():
     ):
         show("ip", ip["ipaddress"], ip["state"], "sourcenat=%s" % ip["issourcenat"])
 
+    # Resource tags: `cs` sends a list of dicts as `tags[0].key=…&tags[0].value=…`, the MAP
+    # parameter form, both to createTags (an async job) and to a list's tag filter.
+    owner = [{"key": "wasm-ccm/load-balancer", "value": "a0123"}]
+    api.createTags(
+        resourcetype="PublicIpAddress",
+        resourceids=address["id"],
+        tags=owner,
+        fetch_result=True,
+    )
+    tagged = api.listPublicIpAddresses(fetch_list=True, tags=owner)
+    show(
+        "tagged",
+        ",".join(i["ipaddress"] for i in tagged),
+        ",".join("%s=%s" % (t["key"], t["value"]) for i in tagged for t in i["tags"]),
+    )
+    try:
+        api.createTags(
+            resourcetype="PublicIp",
+            resourceids=address["id"],
+            tags=owner,
+            fetch_result=True,
+        )
+        show("bad resource type accepted")
+    except CloudStackApiException as e:
+        show("tag job failed", e.error["errorcode"], e.error["errortext"])
+
     firewall = api.createFirewallRule(
         ipaddressid=address["id"],
         protocol="tcp",
@@ -145,6 +171,7 @@ def main():
     show("lb left", len(left))
     api.deleteFirewallRule(id=firewall["id"], fetch_result=True)
     api.disassociateIpAddress(id=address["id"], fetch_result=True)
+    show("tags left", len(api.listTags(fetch_list=True)))
     allocated = api.listPublicIpAddresses(fetch_list=True)
     show(
         "ips left",

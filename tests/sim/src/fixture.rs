@@ -92,10 +92,20 @@ struct Rule {
     remaining: usize,
 }
 
+/// A simulated crash of the client: once `remaining` matching requests were served, every
+/// later request fails with `status`.
+#[derive(Debug)]
+struct Kill {
+    matcher: Match,
+    remaining: usize,
+    status: u16,
+}
+
 #[derive(Debug, Default)]
 struct State {
     rules: Vec<Rule>,
     latency: Duration,
+    kill: Option<Kill>,
 }
 
 /// A handle on a simulator's fault injection; clones share it, changes apply to every later
@@ -131,6 +141,24 @@ impl Faults {
         self.push(matcher, Injected::Throttle(retry_after_secs), count);
     }
 
+    /// A kill point: the next `count` requests matching `matcher` (and every request before
+    /// them) are served as usual, and from then on every request fails with `status` (a status
+    /// outside 100–999 answers 500), whatever rules are queued, until [`Faults::clear`]. It
+    /// stands for a controller killed between two cloud calls: what it sent last was carried
+    /// out, nothing after it reached the cloud. `count` 0 kills at once.
+    pub fn kill_after(&self, matcher: Match, count: usize, status: u16) {
+        self.lock().kill = Some(Kill {
+            matcher,
+            remaining: count,
+            status,
+        });
+    }
+
+    /// Whether a kill point was reached (requests are failing).
+    pub fn killed(&self) -> bool {
+        self.lock().kill.as_ref().is_some_and(|k| k.remaining == 0)
+    }
+
     /// Every request waits this long before being handled (zero: no delay).
     pub fn set_latency(&self, d: Duration) {
         self.lock().latency = d;
@@ -160,6 +188,15 @@ impl Faults {
         command: Option<&str>,
     ) -> Option<Injected> {
         let mut state = self.lock();
+        if let Some(kill) = &mut state.kill {
+            if kill.remaining == 0 {
+                return Some(Injected::Fail(kill.status));
+            }
+            if kill.matcher.matches(method, path, command) {
+                // This one is served; every later one fails.
+                kill.remaining -= 1;
+            }
+        }
         let index = state
             .rules
             .iter()
@@ -208,7 +245,25 @@ pub(crate) enum FaultCommand {
     Latency {
         ms: u64,
     },
+    /// See [`Faults::kill_after`].
+    KillAfter {
+        #[serde(default = "one")]
+        count: usize,
+        #[serde(default = "unavailable")]
+        status: u16,
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        path_prefix: Option<String>,
+        #[serde(default)]
+        command: Option<String>,
+    },
     Clear,
+}
+
+/// The default status of a kill point: the cloud is unreachable from a dead controller.
+fn unavailable() -> u16 {
+    503
 }
 
 fn one() -> usize {
@@ -250,6 +305,21 @@ impl FaultCommand {
                 count,
             ),
             FaultCommand::Latency { ms } => faults.set_latency(Duration::from_millis(ms)),
+            FaultCommand::KillAfter {
+                count,
+                status,
+                method,
+                path_prefix,
+                command,
+            } => faults.kill_after(
+                Match {
+                    method,
+                    path_prefix,
+                    command,
+                },
+                count,
+                status,
+            ),
             FaultCommand::Clear => faults.clear(),
         }
     }
@@ -351,6 +421,36 @@ mod tests {
             f.take_for("GET", "/client/api", Some("listZones")),
             Some(Injected::Throttle(2))
         );
+    }
+
+    #[test]
+    fn a_kill_point_fails_everything_after_it() {
+        let f = Faults::default();
+        f.fail_next(Match::command("listZones"), 500, 1);
+        f.kill_after(Match::command("associateIpAddress"), 1, 503);
+        assert_eq!(f.take_for("GET", "/client/api", Some("listNetworks")), None);
+        assert!(!f.killed());
+        assert_eq!(
+            f.take_for("POST", "/client/api", Some("associateIpAddress")),
+            None
+        );
+        assert!(f.killed());
+        for command in ["queryAsyncJobResult", "listZones", "associateIpAddress"] {
+            assert_eq!(
+                f.take_for("GET", "/client/api", Some(command)),
+                Some(Injected::Fail(503))
+            );
+        }
+        f.clear();
+        assert_eq!(f.take_for("GET", "/client/api", Some("listNetworks")), None);
+        let c: FaultCommand = serde_json::from_str(
+            r#"{"action": "kill_after", "command": "createTags", "count": 2}"#,
+        )
+        .unwrap();
+        c.apply(&f);
+        assert_eq!(f.take_for("POST", "/client/api", Some("createTags")), None);
+        assert_eq!(f.take_for("POST", "/client/api", Some("createTags")), None);
+        assert_eq!(f.take("GET", "/v1/x"), Some(Injected::Fail(503)));
     }
 
     #[test]

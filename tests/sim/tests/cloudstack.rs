@@ -1595,3 +1595,178 @@ async fn seed_settings_and_control_switches() {
     assert_eq!(caps["capability"]["cloudstackversion"], "4.18.1.0");
     assert_eq!(cs.call("listZones", &[("pagesize", "3")]).await.status, 200);
 }
+
+/// A job that must fail; returns its `jobresult` (`errorcode`, `errortext`).
+async fn failed_job(cs: &Cs, command: &str, extra: &[(&str, &str)]) -> Value {
+    let started = cs.ok(command, extra).await;
+    let done = cs.wait(s(&started["jobid"])).await;
+    assert_eq!(done["jobstatus"], 2, "{command}: {done}");
+    assert!(done.get("jobinstancetype").is_none(), "{done}");
+    done["jobresult"].clone()
+}
+
+#[tokio::test]
+async fn resource_tags_as_cloudstack_keeps_them() {
+    let cs = start().await;
+    let ip = cs.associate("networkid", K8S_NET).await;
+    let ip_id = s(&ip["id"]).to_string();
+    let other = cs.associate("networkid", K8S_NET).await;
+    let other_id = s(&other["id"]).to_string();
+    let tag =
+        |key: &'static str, value: &'static str| [("tags[0].key", key), ("tags[0].value", value)];
+    // Async, all checks in the job: an unknown type, a type without tags, an unknown resource
+    // and an empty value are failed jobs with 431.
+    for (resourcetype, id, value, text) in [
+        (
+            "IpAddress",
+            ip_id.as_str(),
+            "x",
+            "Invalid resource type IpAddress".to_string(),
+        ),
+        (
+            "Zone",
+            ZONE,
+            "x",
+            "The resource type Zone doesn't support resource tags".to_string(),
+        ),
+        (
+            "PublicIpAddress",
+            NODE1,
+            "x",
+            format!("Unable to find resource by uuid {NODE1} and type PublicIpAddress"),
+        ),
+        (
+            "PublicIpAddress",
+            ip_id.as_str(),
+            "",
+            "Value for the key owner is either null or empty".to_string(),
+        ),
+    ] {
+        let mut params = vec![("resourcetype", resourcetype), ("resourceids", id)];
+        params.extend(tag("owner", value));
+        let result = failed_job(&cs, "createTags", &params).await;
+        assert_eq!(result, json!({"errorcode": 431, "errortext": text}));
+    }
+    cs.call(
+        "createTags",
+        &[("resourcetype", "PublicIpAddress"), ("resourceids", &ip_id)],
+    )
+    .await
+    .error("createTags", 431);
+    // Any case for the type; the tag shows on the IP and in listTags.
+    let mut params = vec![
+        ("resourcetype", "publicipaddress"),
+        ("resourceids", ip_id.as_str()),
+    ];
+    params.extend(tag("owner", "svc-a"));
+    params.extend([("tags[1].key", "cluster"), ("tags[1].value", "c1")]);
+    let started = cs.ok("createTags", &params).await;
+    assert!(started.get("id").is_none(), "{started}");
+    assert_eq!(cs.wait(s(&started["jobid"])).await["jobstatus"], 1);
+    let mut params = vec![
+        ("resourcetype", "PublicIpAddress"),
+        ("resourceids", other_id.as_str()),
+    ];
+    params.extend(tag("cluster", "c1"));
+    cs.run("createTags", &params).await;
+    // The same key again (any case) fails the whole job: no tag of it stays.
+    let mut params = vec![
+        ("resourcetype", "PublicIpAddress"),
+        ("resourceids", ip_id.as_str()),
+    ];
+    params.extend(tag("OWNER", "svc-b"));
+    params.extend([("tags[1].key", "new"), ("tags[1].value", "1")]);
+    let result = failed_job(&cs, "createTags", &params).await;
+    assert_eq!(result["errorcode"], 530);
+    assert!(
+        s(&result["errortext"]).contains("already on PublicIpAddress"),
+        "{result}"
+    );
+    let tags = cs.list("listTags", "tag", &[("resourceid", &ip_id)]).await;
+    assert_eq!(tags.len(), 2, "{tags:?}");
+    assert_eq!(tags[0]["resourcetype"], "PublicIpAddress");
+    assert_eq!(tags[0]["account"], "sim-user");
+    let listed = cs
+        .list(
+            "listPublicIpAddresses",
+            "publicipaddress",
+            &[("id", &ip_id)],
+        )
+        .await;
+    assert_eq!(listed[0]["tags"].as_array().map(Vec::len), Some(2));
+    // The tag filter: any pair matches (case-insensitive), not all of them.
+    let by_tags = |pairs: Vec<(&'static str, &'static str)>| {
+        let cs = &cs;
+        async move {
+            let mut ids: Vec<String> = cs
+                .list("listPublicIpAddresses", "publicipaddress", &pairs)
+                .await
+                .iter()
+                .map(|ip| s(&ip["id"]).to_string())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(
+        by_tags(tag("owner", "SVC-A").to_vec()).await,
+        std::slice::from_ref(&ip_id)
+    );
+    let mut both = vec![ip_id.clone(), other_id.clone()];
+    both.sort();
+    let mut pairs = tag("owner", "svc-a").to_vec();
+    pairs.extend([("tags[1].key", "cluster"), ("tags[1].value", "c1")]);
+    assert_eq!(by_tags(pairs).await, both);
+    assert!(by_tags(tag("owner", "svc-b").to_vec()).await.is_empty());
+    // deleteTags: none matching fails the job; a matching key goes.
+    let mut params = vec![
+        ("resourcetype", "PublicIpAddress"),
+        ("resourceids", other_id.as_str()),
+    ];
+    params.extend([("tags[0].key", "owner")]);
+    let result = failed_job(&cs, "deleteTags", &params).await;
+    assert_eq!(result["errortext"], "Failed to delete tags");
+    let mut params = vec![
+        ("resourcetype", "PublicIpAddress"),
+        ("resourceids", other_id.as_str()),
+    ];
+    params.extend([("tags[0].key", "CLUSTER")]);
+    cs.run("deleteTags", &params).await;
+    assert!(
+        cs.list("listTags", "tag", &[("resourceid", &other_id)])
+            .await
+            .is_empty()
+    );
+    // Released: CloudStack drops the IP's tags.
+    cs.run("disassociateIpAddress", &[("id", &ip_id)]).await;
+    assert!(cs.sim.tags().is_empty(), "{:?}", cs.sim.tags());
+    cs.call("listTags", &[("resourcetype", "Ip")])
+        .await
+        .error("listTags", 431);
+}
+
+#[tokio::test]
+async fn a_kill_point_fails_every_later_request_until_cleared() {
+    let cs = start().await;
+    cs.sim.set_job_polls(1_000);
+    cs.sim
+        .faults()
+        .kill_after(Match::command("associateIpAddress"), 1, 503);
+    let started = cs.ok("associateIpAddress", &[("networkid", K8S_NET)]).await;
+    assert!(cs.sim.faults().killed());
+    let job = s(&started["jobid"]).to_string();
+    assert_eq!(
+        cs.call("queryAsyncJobResult", &[("jobid", &job)])
+            .await
+            .status,
+        503
+    );
+    assert_eq!(cs.call("listZones", &[]).await.status, 503);
+    cs.sim.faults().clear();
+    // The cloud went on without the client: the job still runs, then completes.
+    assert_eq!(cs.poll(&job).await["jobstatus"], 0);
+    cs.sim.settle_jobs("createTags");
+    assert_eq!(cs.sim.pending_jobs(), 1);
+    cs.sim.settle_jobs("associateipaddress");
+    assert_eq!(cs.poll(&job).await["jobstatus"], 1);
+}

@@ -1,13 +1,16 @@
 //! Load balancers (§2.4): one CloudStack LB rule per Service port on one public IP, firewall
 //! rules or VPC ACL entries opening the ports, and the IP released on delete when we took it.
 //!
-//! Identity is the rule names (`<lbname>-<protocol>-<port>`), matched exactly. Every change is an
-//! asynchronous job waited for within the call's budget; a job that outlives it makes the call
-//! answer `retry-after`, and the next call first waits for it, then continues from CloudStack's
-//! state, so nothing is done twice.
+//! Identity is the rule names (`<lbname>-<protocol>-<port>`), matched exactly, and for a public
+//! IP we associated its ownership tags (`ownership`), so that an IP whose rules do not exist yet
+//! is found again by a driver instance that never saw it. Every change is an asynchronous job
+//! waited for within the call's budget; a job that outlives it makes the call answer
+//! `retry-after`, and the next call first waits for it, then continues from CloudStack's state,
+//! so nothing is done twice.
 
 pub mod firewall;
 pub mod hosts;
+pub mod ownership;
 pub mod spec;
 
 use std::cell::{Cell, RefCell};
@@ -47,6 +50,8 @@ pub struct Lb<'a> {
     pub api: &'a Api,
     pub state: &'a LbState,
     pub job_budget: Duration,
+    /// `--cluster-name`, for the ownership tags.
+    pub cluster_name: &'a str,
 }
 
 /// One of our rules found in CloudStack, with what its name says.
@@ -322,8 +327,9 @@ impl Lb<'_> {
         })
     }
 
-    /// The public IP of the load balancer: the rules', else the one claimed earlier, else the
-    /// requested one (associated if free), else a new one. Returns whether this call associated it.
+    /// The public IP of the load balancer: the rules', else the one claimed earlier, else the one
+    /// tagged for the Service, else the requested one (associated if free), else a new one.
+    /// Returns whether this call associated it.
     fn public_ip(
         &self,
         service: &Service,
@@ -358,9 +364,30 @@ impl Lb<'_> {
                 .ip_by_id(&claim.ip_id)?
                 .filter(|ip| !ip.allocated.is_empty())
             {
+                // Tagging failed after the association in an earlier call: tag it now, or a
+                // replaced instance could not find it.
+                if !ip.has_tag(ownership::TAG_LOAD_BALANCER, &wanted.name) {
+                    self.tag(service, &wanted.name, &ip.id, budget)?;
+                }
                 return Ok((ip, false));
             }
             self.state.claims.borrow_mut().remove(&service.uid);
+        }
+        // An IP an earlier instance associated and tagged, but whose rules it did not get to
+        // create (it was killed or replaced): adopted, never a second one.
+        if let Some(ip) = self.tagged_ip(service, &wanted.name)? {
+            log::info(
+                "adopting the public IP tagged for this Service",
+                &[("service", &service.key()), ("ip", &ip.ipaddress)],
+            );
+            self.state.claims.borrow_mut().insert(
+                service.uid.clone(),
+                Claim {
+                    ip_id: ip.id.clone(),
+                    requested: wanted.requested_ip.as_deref() == Some(ip.ipaddress.as_str()),
+                },
+            );
+            return Ok((ip, false));
         }
         match wanted.requested_ip.as_deref() {
             Some(address) => {
@@ -386,7 +413,7 @@ impl Lb<'_> {
         }
     }
 
-    /// `associateIpAddress` on the network (or its VPC), claimed before its job ends.
+    /// `associateIpAddress` on the network (or its VPC), claimed and tagged before its job ends.
     fn associate(
         &self,
         service: &Service,
@@ -403,7 +430,8 @@ impl Lb<'_> {
             "associateIpAddress",
             self.api.scoped(place.opt("ipaddress", address))?,
         )?;
-        if let Some(ip_id) = &job.entity {
+        let lbname = spec::lb_name(service);
+        let tagging = job.entity.as_ref().map(|ip_id| {
             self.state.claims.borrow_mut().insert(
                 service.uid.clone(),
                 Claim {
@@ -411,8 +439,28 @@ impl Lb<'_> {
                     requested: address.is_some(),
                 },
             );
-        }
-        let result = self.api.wait(&job, budget)?;
+            // The crash window: from sending associateIpAddress until createTags is accepted,
+            // only this instance knows the IP. Tagging before waiting for the association keeps
+            // it as short as two requests.
+            self.tag(service, &lbname, ip_id, budget)
+        });
+        // Waited for even when tagging failed: the claim then holds an allocated IP, which the
+        // next call tags (a claim on an IP still allocating would be dropped, and the IP lost).
+        let result = match self.api.wait(&job, budget) {
+            Ok(result) => result,
+            Err(e) => {
+                if let (Some(ip_id), false) =
+                    (&job.entity, matches!(e, ProviderError::RetryAfter(_)))
+                {
+                    // The association failed: CloudStack gives the address back.
+                    if matches!(tagging, Some(Ok(()))) {
+                        self.untag_quietly(ip_id, budget);
+                    }
+                    self.state.claims.borrow_mut().remove(&service.uid);
+                }
+                return Err(e);
+            }
+        };
         let ip: PublicIp = job_object(&result, "ipaddress")?;
         log::info(
             "associated a public IP",
@@ -425,6 +473,11 @@ impl Lb<'_> {
                 requested: address.is_some(),
             },
         );
+        match tagging {
+            Some(tagged) => tagged?,
+            // A server that did not name the IP next to the job id: tagged only now.
+            None => self.tag(service, &lbname, &ip.id, budget)?,
+        }
         Ok(ip)
     }
 
@@ -686,18 +739,35 @@ impl Lb<'_> {
     }
 
     /// The IP the Service's load balancer used: its rules', else one claimed by an unfinished
-    /// ensure, else the address in the Service's status or its requested address.
+    /// ensure, else the one tagged for it, else the address in the Service's status or its
+    /// requested address. An IP tagged for the Service that is not its rules' one is ambiguous:
+    /// refused before anything is deleted.
     fn ip_to_release(
         &self,
         service: &Service,
         found: &[Found],
     ) -> Result<Option<PublicIp>, ProviderError> {
+        let lbname = spec::lb_name(service);
+        let tagged = self.tagged_ip(service, &lbname)?;
         if let Some(first) = found.first() {
+            if let Some(other) = tagged.filter(|ip| ip.id != first.rule.publicipid) {
+                return Err(ProviderError::Permanent(format!(
+                    "Service {}: its load-balancer rules are on public IP {} but IP {} (id {}) carries its tag {}={lbname}; nothing is released while it is ambiguous. Release the IP that is not the load balancer's, or delete its tag",
+                    service.key(),
+                    first.rule.publicip,
+                    other.ipaddress,
+                    other.id,
+                    ownership::TAG_LOAD_BALANCER
+                )));
+            }
             return self.ip_by_id(&first.rule.publicipid);
         }
         let claimed = self.state.claims.borrow().get(&service.uid).cloned();
         if let Some(claim) = claimed {
             return self.ip_by_id(&claim.ip_id);
+        }
+        if let Some(ip) = tagged {
+            return Ok(Some(ip));
         }
         let address = service
             .ingress
@@ -722,7 +792,10 @@ impl Lb<'_> {
             return Ok(());
         }
         let requested = service.load_balancer_ip.as_deref() == Some(ip.ipaddress.as_str());
+        // Ours if the annotation, this instance's claim, or our tag says so (the tag survives a
+        // crash before the annotation was written).
         let ours_by_annotation = service.annotation(spec::IP_ASSOCIATED) == Some("true")
+            || ip.has_tag(ownership::TAG_LOAD_BALANCER, &spec::lb_name(service))
             || self
                 .state
                 .claims

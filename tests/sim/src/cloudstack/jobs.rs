@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::model::{IpState, LbRule, RuleState, State};
+use super::model::{IpState, LbRule, RuleState, State, Tag};
 use super::render::{now_cs, render_acl_item, render_firewall_rule, render_ip, render_lb_rule};
 use crate::serving::new_uuid;
 
@@ -47,6 +47,22 @@ pub(crate) enum Effect {
     CreateAclItem { id: String },
     /// `Revoke` → removed; failure restores the state.
     DeleteAclItem { id: String, before: RuleState },
+    /// `createTags`: the tags appear when the job runs (`CreateTagsCmd` is a `BaseAsyncCmd`
+    /// whose `execute` persists them), all or none. `refused` is the error `execute` throws
+    /// (its checks run in the job, so they are job failures, not immediate answers).
+    CreateTags {
+        tags: Vec<Tag>,
+        refused: Option<(u16, String)>,
+    },
+    /// `deleteTags`: the matching tags of the resources go when the job runs; none matching
+    /// fails the job (`DeleteTagsCmd`: "Failed to delete tags").
+    DeleteTags {
+        resource_type: &'static str,
+        resource_ids: Vec<String>,
+        /// Key and, optionally, value (both case-insensitive); empty: every tag.
+        keys: Vec<(String, Option<String>)>,
+        refused: Option<(u16, String)>,
+    },
 }
 
 impl Effect {
@@ -64,6 +80,8 @@ impl Effect {
             Effect::DeleteFirewallRule { .. } => "deleteFirewallRule",
             Effect::CreateAclItem { .. } => "createNetworkACL",
             Effect::DeleteAclItem { .. } => "deleteNetworkACL",
+            Effect::CreateTags { .. } => "createTags",
+            Effect::DeleteTags { .. } => "deleteTags",
         }
     }
 
@@ -103,12 +121,14 @@ impl Effect {
             Effect::DeleteAclItem { .. } => {
                 "org.apache.cloudstack.api.command.user.network.DeleteNetworkACLCmd"
             }
+            Effect::CreateTags { .. } => "org.apache.cloudstack.api.command.user.tag.CreateTagsCmd",
+            Effect::DeleteTags { .. } => "org.apache.cloudstack.api.command.user.tag.DeleteTagsCmd",
         }
     }
 
-    /// `jobinstancetype`.
-    fn instance_type(&self) -> &'static str {
-        match self {
+    /// `jobinstancetype`; tag commands name none (`BaseAsyncCmd.getApiResourceType` is null).
+    fn instance_type(&self) -> Option<&'static str> {
+        Some(match self {
             Effect::CreateLbRule { .. }
             | Effect::UpdateLbRule { .. }
             | Effect::DeleteLbRule { .. }
@@ -117,12 +137,13 @@ impl Effect {
             Effect::Associate { .. } | Effect::Disassociate { .. } => "IpAddress",
             Effect::CreateFirewallRule { .. } | Effect::DeleteFirewallRule { .. } => "FirewallRule",
             Effect::CreateAclItem { .. } | Effect::DeleteAclItem { .. } => "NetworkAcl",
-        }
+            Effect::CreateTags { .. } | Effect::DeleteTags { .. } => return None,
+        })
     }
 
-    /// The entity it works on (`jobinstanceid`).
-    pub(crate) fn instance_id(&self) -> &str {
-        match self {
+    /// The entity it works on (`jobinstanceid`); none for tag commands.
+    pub(crate) fn instance_id(&self) -> Option<&str> {
+        Some(match self {
             Effect::CreateLbRule { id }
             | Effect::UpdateLbRule { id, .. }
             | Effect::DeleteLbRule { id, .. }
@@ -134,7 +155,8 @@ impl Effect {
             | Effect::DeleteFirewallRule { id, .. }
             | Effect::CreateAclItem { id }
             | Effect::DeleteAclItem { id, .. } => id,
-        }
+            Effect::CreateTags { .. } | Effect::DeleteTags { .. } => return None,
+        })
     }
 
     /// Whether the command creates the entity (its immediate answer carries the `id`).
@@ -162,6 +184,8 @@ impl Effect {
             Effect::DeleteFirewallRule { .. } => "Failed to delete firewall rule".into(),
             Effect::CreateAclItem { .. } => "Failed to create network ACL item".into(),
             Effect::DeleteAclItem { .. } => "Failed to delete network ACL item".into(),
+            Effect::CreateTags { .. } => "Failed to create resource tag(s)".into(),
+            Effect::DeleteTags { .. } => "Failed to delete tags".into(),
         }
     }
 }
@@ -171,8 +195,8 @@ impl Effect {
 pub(crate) enum Outcome {
     /// `jobstatus: 1` with this `jobresult`.
     Succeeded(Value),
-    /// `jobstatus: 2` with this `errortext`.
-    Failed(String),
+    /// `jobstatus: 2` with this `errorcode` and `errortext`.
+    Failed(u16, String),
 }
 
 /// An asynchronous job.
@@ -208,7 +232,7 @@ impl State {
         };
         self.settings.failing_jobs.retain(|_, n| *n > 0);
         let mut answer = if effect.creates() {
-            json!({"id": effect.instance_id()})
+            json!({"id": effect.instance_id().unwrap_or_default()})
         } else {
             json!({})
         };
@@ -279,6 +303,19 @@ impl State {
         }
     }
 
+    /// Completes the pending jobs of `command` (any case) now, oldest first.
+    pub(crate) fn settle_command(&mut self, command: &str) {
+        let pending: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|j| j.outcome.is_none() && j.effect.command().eq_ignore_ascii_case(command))
+            .map(|j| j.id.clone())
+            .collect();
+        for id in pending {
+            self.complete(&id);
+        }
+    }
+
     /// Pending jobs.
     pub(crate) fn pending_jobs(&self) -> usize {
         self.jobs.iter().filter(|j| j.outcome.is_none()).count()
@@ -306,7 +343,7 @@ impl State {
         let (effect, fail) = (job.effect.clone(), job.fail);
         let outcome = if fail {
             self.roll_back(&effect);
-            Outcome::Failed(effect.failure_text())
+            Outcome::Failed(530, effect.failure_text())
         } else {
             self.apply(&effect)
         };
@@ -318,7 +355,8 @@ impl State {
 
     /// Carries out a job's effect; the outcome holds the `jobresult`.
     fn apply(&mut self, effect: &Effect) -> Outcome {
-        let gone = |what: &str, id: &str| Outcome::Failed(format!("{what} {id} no longer exists"));
+        let gone =
+            |what: &str, id: &str| Outcome::Failed(530, format!("{what} {id} no longer exists"));
         let success = Outcome::Succeeded(json!({"success": true}));
         match effect {
             Effect::CreateLbRule { id } | Effect::UpdateLbRule { id, .. } => {
@@ -388,6 +426,7 @@ impl State {
                     if let Some(ip) = self.ip_mut(id) {
                         ip.release();
                     }
+                    self.drop_tags("PublicIpAddress", id);
                 }
                 success
             }
@@ -417,6 +456,68 @@ impl State {
             }
             Effect::DeleteAclItem { id, .. } => {
                 self.remove_acl_item(id);
+                success
+            }
+            Effect::CreateTags { tags, refused } => {
+                if let Some((code, text)) = refused {
+                    return Outcome::Failed(*code, text.clone());
+                }
+                // One transaction: a key already on a resource (the unique key on resource,
+                // type and key) fails the whole job with `CloudRuntimeException` (530) "tag %s
+                // already on %s with id %s", and no tag of the call stays.
+                for tag in tags {
+                    if self.tags.iter().any(|t| {
+                        t.on(tag.resource_type, &tag.resource_id)
+                            && t.key.eq_ignore_ascii_case(&tag.key)
+                    }) {
+                        return Outcome::Failed(
+                            530,
+                            format!(
+                                "tag {} already on {} with id {}",
+                                tag.key, tag.resource_type, tag.resource_id
+                            ),
+                        );
+                    }
+                }
+                // A resource removed since the command was accepted.
+                if let Some(gone_tag) = tags.iter().find(|t| {
+                    !super::commands::tag_target_exists(self, t.resource_type, &t.resource_id)
+                }) {
+                    return Outcome::Failed(
+                        431,
+                        format!(
+                            "Unable to find resource by uuid {} and type {}",
+                            gone_tag.resource_id, gone_tag.resource_type
+                        ),
+                    );
+                }
+                self.tags.extend(tags.iter().cloned());
+                success
+            }
+            Effect::DeleteTags {
+                resource_type,
+                resource_ids,
+                keys,
+                refused,
+            } => {
+                if let Some((code, text)) = refused {
+                    return Outcome::Failed(*code, text.clone());
+                }
+                // `TaggedResourceManagerImpl.deleteTags`: a tag goes when its key matches (any
+                // case) and, when a value is given, its value too (any case); no tags given
+                // deletes them all.
+                let doomed = |t: &Tag| {
+                    resource_ids.iter().any(|id| t.on(resource_type, id))
+                        && (keys.is_empty()
+                            || keys.iter().any(|(k, v)| {
+                                t.key.eq_ignore_ascii_case(k)
+                                    && v.as_deref().is_none_or(|v| t.value.eq_ignore_ascii_case(v))
+                            }))
+                };
+                if !self.tags.iter().any(doomed) {
+                    return Outcome::Failed(530, effect.failure_text());
+                }
+                self.tags.retain(|t| !doomed(t));
                 success
             }
         }
@@ -477,6 +578,8 @@ impl State {
                     item.state = *before;
                 }
             }
+            // Nothing was written before the job ran.
+            Effect::CreateTags { .. } | Effect::DeleteTags { .. } => {}
         }
     }
 
@@ -489,10 +592,10 @@ impl State {
             // A failed job as a real server answers it (the queryAsyncJobResult bodies recorded in
             // exoscale/egoscale#322 and #325): `jobresultcode` stays 0 and `jobresult` holds only
             // `errorcode` (530, `ApiErrorCode.INTERNAL_ERROR`) and `errortext`.
-            Some(Outcome::Failed(text)) => (
+            Some(Outcome::Failed(code, text)) => (
                 2,
                 Some(json!({
-                    "errorcode": 530,
+                    "errorcode": code,
                     "errortext": text,
                 })),
             ),
@@ -507,9 +610,11 @@ impl State {
             "jobresultcode": 0,
             "jobresulttype": "object",
             "created": job.created,
-            "jobinstancetype": job.effect.instance_type(),
-            "jobinstanceid": job.effect.instance_id(),
         });
+        if let (Some(kind), Some(id)) = (job.effect.instance_type(), job.effect.instance_id()) {
+            body["jobinstancetype"] = kind.into();
+            body["jobinstanceid"] = id.into();
+        }
         if let Some(result) = result {
             body["jobresult"] = result;
         }

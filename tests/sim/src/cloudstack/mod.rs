@@ -3,13 +3,17 @@
 //! by `GET ?query` or form `POST`, signed requests (HMAC-SHA1, `signatureversion=3` with
 //! `expires`), JSON envelopes, pagination, project scoping, and asynchronous jobs polled with
 //! `queryAsyncJobResult` — for zones, projects, VMs, guest networks, public IPs, load-balancer
-//! rules and their members, firewall rules and network ACLs.
+//! rules and their members, firewall rules and network ACLs, and resource tags (`createTags`,
+//! `deleteTags`, `listTags`, the `tags[i]` filter of `listPublicIpAddresses`; see
+//! `commands/tags.rs`).
 //!
 //! Mutating commands answer `{"jobid", "id"?}` at once and show their change in a transitional
 //! state (`Add`, `Allocating`, `Revoke`, `Releasing`) until the job completes: after
 //! `job_polls` polls of it (default 1: the first poll sees it done), after `job_duration`, or on
-//! [`CloudstackSim::settle`]. [`CloudstackSim::fail_next_jobs`] makes jobs fail and roll back.
-//! Fault injection and a request log make it a test fixture.
+//! [`CloudstackSim::settle`] ([`CloudstackSim::settle_jobs`] for one command's jobs).
+//! [`CloudstackSim::fail_next_jobs`] makes jobs fail and roll back. Fault injection (including
+//! kill points, [`Faults::kill_after`]: every request after a named one fails, as if the client
+//! died there) and a request log make it a test fixture.
 //!
 //! Two switches make it behave as a given cloud does: the version (`set_version`, seed
 //! `settings.version`, `PUT /sim/version`; before 4.18 `createLoadBalancerRule` refuses
@@ -393,6 +397,37 @@ impl CloudstackSim {
     /// Completes every pending job now.
     pub fn settle(&self) {
         self.shared.lock().settle();
+    }
+
+    /// Completes the pending jobs of one command (e.g. `createTags`, any case) now: a cloud
+    /// whose quick jobs ran while a slow one still runs.
+    pub fn settle_jobs(&self, command: &str) {
+        self.shared.lock().settle_command(command);
+    }
+
+    /// Tags `resource_id` of `resource_type` (a `ResourceObjectType` name, any case) with
+    /// `key=value` outside any driver, e.g. an operator's or an earlier controller's tag. Panics on
+    /// an unknown type or resource, or a key the resource already has.
+    pub fn add_tag(&self, resource_type: &str, resource_id: &str, key: &str, value: &str) {
+        let added = self.change(|s| {
+            let tag = commands::new_tag(s, resource_type, resource_id, key, value)?;
+            if s.tags
+                .iter()
+                .any(|t| t.on(tag.resource_type, resource_id) && t.key.eq_ignore_ascii_case(key))
+            {
+                return Err(format!(
+                    "tag {key} already on {resource_type} {resource_id}"
+                ));
+            }
+            s.tags.push(tag);
+            Ok(())
+        });
+        seeded("tag", added);
+    }
+
+    /// Every resource tag as `listTags` renders it, whatever its project.
+    pub fn tags(&self) -> Vec<Value> {
+        self.read(|s| s.tags.iter().map(|t| render::render_tag(s, t)).collect())
     }
 
     /// Jobs not completed yet.

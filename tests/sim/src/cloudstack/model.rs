@@ -297,6 +297,28 @@ pub(crate) struct AclItem {
     pub project: Option<String>,
 }
 
+/// A resource tag (`createTags`): a key and value on one entity, owned by the entity's owner.
+/// CloudStack keeps one value per key and entity (`resource_tags` has a unique key on
+/// resource, type and key; the collation makes keys case-insensitive).
+#[derive(Clone, Debug)]
+pub(crate) struct Tag {
+    pub key: String,
+    pub value: String,
+    /// The `ResourceObjectType` name as CloudStack spells it, e.g. `PublicIpAddress`.
+    pub resource_type: &'static str,
+    pub resource_id: String,
+    /// The owner's project (None: the account).
+    pub project: Option<String>,
+    pub customer: Option<String>,
+}
+
+impl Tag {
+    /// Whether it is on `resource_id` of `resource_type`.
+    pub(crate) fn on(&self, resource_type: &str, resource_id: &str) -> bool {
+        self.resource_type == resource_type && self.resource_id == resource_id
+    }
+}
+
 /// Who the API key belongs to.
 #[derive(Clone, Debug)]
 pub(crate) struct Account {
@@ -347,6 +369,8 @@ pub(crate) struct State {
     pub lb_rules: Vec<LbRule>,
     pub firewall_rules: Vec<FirewallRule>,
     pub acl_items: Vec<AclItem>,
+    /// Resource tags, in creation order.
+    pub tags: Vec<Tag>,
     pub jobs: Vec<Job>,
     /// IDs of removed entities: CloudStack resolves them (lists answer empty) where an unknown
     /// UUID is a parameter error.
@@ -394,6 +418,7 @@ impl State {
             lb_rules: Vec::new(),
             firewall_rules: Vec::new(),
             acl_items: Vec::new(),
+            tags: Vec::new(),
             jobs: Vec::new(),
             removed: HashMap::new(),
             offerings: BTreeMap::new(),
@@ -558,6 +583,7 @@ impl State {
             return;
         };
         let rule = self.lb_rules.remove(index);
+        self.drop_tags("LoadBalancer", &rule.id);
         self.removed.insert(rule.id, Kind::LbRule);
         let still_used = self.lb_rules.iter().any(|r| r.ip_id == rule.ip_id);
         if let Some(ip) = self.ip_mut(&rule.ip_id)
@@ -573,12 +599,14 @@ impl State {
     /// Removes a firewall rule, remembering its ID.
     pub(crate) fn remove_firewall_rule(&mut self, id: &str) {
         self.firewall_rules.retain(|r| r.id != id);
+        self.drop_tags("FirewallRule", id);
         self.removed.insert(id.to_string(), Kind::FirewallRule);
     }
 
     /// Removes an ACL item, remembering its ID.
     pub(crate) fn remove_acl_item(&mut self, id: &str) {
         self.acl_items.retain(|a| a.id != id);
+        self.drop_tags("NetworkACL", id);
         self.removed.insert(id.to_string(), Kind::AclItem);
     }
 
@@ -598,8 +626,25 @@ impl State {
                 ip.static_nat_vm = None;
             }
         }
+        self.drop_tags("UserVm", id);
         self.removed.insert(id.to_string(), Kind::Vm);
         true
+    }
+
+    /// Removes the tags of an entity that is removed or, for a public IP, released: CloudStack
+    /// does so in each delete path (e.g. `NetworkServiceImpl.releaseIpAddressInternal` calls
+    /// `_resourceTagDao.removeByIdAndType(ipAddressId, ResourceObjectType.PublicIpAddress)` once
+    /// the address is disassociated).
+    pub(crate) fn drop_tags(&mut self, resource_type: &str, resource_id: &str) {
+        self.tags.retain(|t| !t.on(resource_type, resource_id));
+    }
+
+    /// The tags of an entity, in creation order.
+    pub(crate) fn tags_of(&self, resource_type: &str, resource_id: &str) -> Vec<&Tag> {
+        self.tags
+            .iter()
+            .filter(|t| t.on(resource_type, resource_id))
+            .collect()
     }
 
     /// The project an ACL list's rules belong to: its VPC's.

@@ -145,6 +145,40 @@ impl<'a> Args<'a> {
     }
 }
 
+impl Args<'_> {
+    /// A MAP parameter such as `tags`: `tags[0].key=k&tags[0].value=v&tags[1].key=…`, in index
+    /// order, as the API servlet collects `name[i].field` pairs (names any case). Each entry is
+    /// (key, value); a missing `value` is None. None when no `name[i].key` was sent.
+    pub(crate) fn map(&self, name: &str) -> Option<Vec<(String, Option<String>)>> {
+        let prefix = format!("{}[", name.to_ascii_lowercase());
+        let mut entries: std::collections::BTreeMap<u64, (Option<String>, Option<String>)> =
+            std::collections::BTreeMap::new();
+        for (k, v) in self.params.pairs() {
+            let lower = k.to_ascii_lowercase();
+            let Some(rest) = lower.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some((index, field)) = rest.split_once("].") else {
+                continue;
+            };
+            let Ok(index) = index.parse::<u64>() else {
+                continue;
+            };
+            let entry = entries.entry(index).or_default();
+            match field {
+                "key" => entry.0 = Some(v.to_string()),
+                "value" => entry.1 = Some(v.to_string()),
+                _ => {}
+            }
+        }
+        let pairs: Vec<(String, Option<String>)> = entries
+            .into_values()
+            .filter_map(|(k, v)| Some((k?, v)))
+            .collect();
+        (!pairs.is_empty()).then_some(pairs)
+    }
+}
+
 /// CloudStack's `pagesize=-1`: every item on one page.
 const UNLIMITED: i64 = -1;
 
@@ -237,6 +271,16 @@ mod tests {
         assert_eq!(a.list("m"), Some(vec![]));
         assert_eq!(a.list("n"), None);
         assert_eq!(a.required("n").map_err(|e| e.status), Err(431));
+    }
+
+    #[test]
+    fn map_parameters() {
+        let p = Params::parse(&["tags%5B1%5D.key=b&TAGS[0].key=a&tags[0].value=1&tags[1].x=y"]);
+        assert_eq!(
+            args(&p).map("tags"),
+            Some(vec![("a".into(), Some("1".into())), ("b".into(), None)])
+        );
+        assert_eq!(args(&p).map("other"), None);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::CidrSeparator;
 use super::model::{
-    AclItem, AclList, FirewallRule, LbRule, Network, Project, PublicIp, State, Vm, Zone,
+    AclItem, AclList, FirewallRule, LbRule, Network, Project, PublicIp, State, Tag, Vm, Zone,
 };
 
 /// The domain every entity is in.
@@ -200,7 +200,11 @@ pub(crate) fn render_ip(state: &State, ip: &PublicIp) -> Value {
         "zonename": zone.map(|z| z.name.clone()).unwrap_or_default(),
         "networkid": zone.map(|z| z.public_network_id.clone()).unwrap_or_default(),
         "forvirtualnetwork": true,
-        "tags": [],
+        "tags": state
+            .tags_of("PublicIpAddress", &ip.id)
+            .into_iter()
+            .map(|t| render_tag(state, t))
+            .collect::<Vec<_>>(),
     }));
     put(&mut map, "allocated", ip.allocated.clone());
     put(&mut map, "associatednetworkid", ip.network_id.clone());
@@ -221,6 +225,19 @@ pub(crate) fn render_ip(state: &State, ip: &PublicIp) -> Value {
     if ip.state != super::model::IpState::Free {
         state.owner(&mut map, ip.project.as_deref());
     }
+    Value::Object(map)
+}
+
+/// A resource tag (`tag`, and the items of an entity's `tags`): `ResourceTagResponse`.
+pub(crate) fn render_tag(state: &State, tag: &Tag) -> Value {
+    let mut map = object(json!({
+        "key": tag.key,
+        "value": tag.value,
+        "resourcetype": tag.resource_type,
+        "resourceid": tag.resource_id,
+    }));
+    state.owner(&mut map, tag.project.as_deref());
+    put(&mut map, "customer", tag.customer.clone());
     Value::Object(map)
 }
 

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::tags::TagFilter;
 use super::{Ctx, Ref, paged};
 use crate::cloudstack::error::CsError;
 use crate::cloudstack::jobs::Effect;
@@ -12,7 +13,8 @@ use crate::cloudstack::render::render_ip;
 
 /// `listPublicIpAddresses`: filters `id`, `ipaddress`, `allocatedonly` (default true: free
 /// addresses only with `allocatedonly=false`, whatever the project scope), `associatednetworkid`,
-/// `vpcid`, `zoneid`, `issourcenat`, `isstaticnat`, project scope.
+/// `vpcid`, `zoneid`, `issourcenat`, `isstaticnat`, `tags[i].key/value` (any pair matches; see
+/// `tags.rs`), project scope.
 pub(super) fn list_public_ip_addresses(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     const KEY: &str = "publicipaddress";
     let page = ctx.page()?;
@@ -35,6 +37,7 @@ pub(super) fn list_public_ip_addresses(ctx: &mut Ctx<'_>) -> Result<Value, CsErr
         .args
         .opt("isstaticnat")
         .map(|v| v.eq_ignore_ascii_case("true"));
+    let tagged = TagFilter::of(ctx);
     let state = &*ctx.state;
     let matches: Vec<_> = state
         .ips
@@ -53,6 +56,7 @@ pub(super) fn list_public_ip_addresses(ctx: &mut Ctx<'_>) -> Result<Value, CsErr
         .filter(|ip| zone.as_deref().is_none_or(|z| ip.zone_id == z))
         .filter(|ip| source_nat.is_none_or(|s| ip.source_nat == s))
         .filter(|ip| static_nat.is_none_or(|s| ip.static_nat_vm.is_some() == s))
+        .filter(|ip| tagged.admits(state, "PublicIpAddress", &ip.id))
         .collect();
     Ok(paged(page, KEY, matches, |ip| render_ip(state, ip)))
 }

@@ -7,7 +7,10 @@ mod firewall;
 mod info;
 mod ips;
 mod lb;
+mod tags;
 mod vms;
+
+pub(crate) use tags::{new_tag, tag_target_exists};
 
 use std::time::Instant;
 
@@ -86,6 +89,9 @@ static COMMANDS: &[Command] = &[
     user("listNetworkACLs", acl::list_network_acls),
     user("createNetworkACL", acl::create_network_acl),
     user("deleteNetworkACL", acl::delete_network_acl),
+    user("createTags", tags::create_tags),
+    user("deleteTags", tags::delete_tags),
+    user("listTags", tags::list_tags),
 ];
 
 /// The command named exactly `name`.

@@ -5,16 +5,12 @@
 //! (superfluous for this scenario, not a failure).
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 mod common;
 
+use common::rbac::*;
 use common::*;
 use serde_json::{Value, json};
-use wasm_ccm_sim::kube::{KubeSim, load_seed_file};
-
-const SA_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
-const SA_TOKEN: &str = "ccm-sa-token";
 
 fn lb_service(name: &str) -> Value {
     json!({
@@ -24,35 +20,9 @@ fn lb_service(name: &str) -> Value {
     })
 }
 
-/// deploy/base/rbac.yaml, and the ServiceAccount the bindings name.
-fn deploy_rbac() -> Vec<Value> {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/base");
-    let objects = load_seed_file(&base.join("rbac.yaml")).expect("deploy/base/rbac.yaml");
-    let sa = load_seed_file(&base.join("serviceaccount.yaml")).expect("serviceaccount.yaml");
-    let sa = &sa[0];
-    assert_eq!(sa["kind"], "ServiceAccount");
-    let account = format!(
-        "system:serviceaccount:{}:{}",
-        sa["metadata"]["namespace"].as_str().expect("namespace"),
-        sa["metadata"]["name"].as_str().expect("name")
-    );
-    assert_eq!(account, SA_USER, "the ServiceAccount of deploy/base");
-    objects
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
-    let sim = KubeSim::start(localhost()).await.expect("sim");
-    sim.enable_rbac();
-    sim.add_token(
-        SA_TOKEN,
-        SA_USER,
-        &[
-            "system:serviceaccounts",
-            "system:serviceaccounts:kube-system",
-        ],
-    );
-    sim.load_rbac(deploy_rbac()).expect("load RBAC");
+    let sim = rbac_sim(deploy_rbac(), &[]).await;
 
     let (cloud, config) = static_cloud(vec![
         instance("n1", "10.0.0.1"),
@@ -67,6 +37,8 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = service_account_kubeconfig(&sim, dir.path());
+    let port = free_port();
+    let port_arg = port.to_string();
 
     let _ccm = Ccm::start(
         &sim,
@@ -79,6 +51,11 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
             "--allow-egress",
             &cloud.url(),
             "--configure-cloud-routes=false",
+            // The metrics port, whose token and access reviews use deploy/'s review rules.
+            "--secure-port",
+            &port_arg,
+            "--bind-address",
+            "127.0.0.1",
             // Leader election on (the default Lease kube-system/cloud-controller-manager).
             "--leader-elect-lease-duration",
             "2s",
@@ -103,6 +80,22 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
         })
     })
     .await;
+    // A scrape with a token: the CCM reviews it (TokenReview, then SubjectAccessReview) as its
+    // ServiceAccount. That account may not read /metrics itself, so the answer is a 403.
+    let started = std::time::Instant::now();
+    loop {
+        let answer = https_client()
+            .get(format!("https://127.0.0.1:{port}/metrics"))
+            .bearer_auth(SA_TOKEN)
+            .send()
+            .await;
+        if let Ok(r) = answer {
+            assert_eq!(r.status(), 403, "{:?}", r.text().await);
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "the metrics port never answered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     // Node lifecycle: a NotReady node whose instance is gone is deleted.
     cloud.remove_instance("doomed");
     set_ready(&sim, "doomed", false);
@@ -252,16 +245,13 @@ fn ccm_log(ccm: &Ccm) -> String {
 /// worded like the apiserver's, and no address is published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_rule_is_a_403() {
-    let sim = KubeSim::start(localhost()).await.expect("sim");
-    sim.enable_rbac();
-    sim.add_token(SA_TOKEN, SA_USER, &["system:serviceaccounts"]);
     let mut objects = deploy_rbac();
     for o in objects.iter_mut().filter(|o| o["kind"] == "ClusterRole") {
         if let Some(rules) = o["rules"].as_array_mut() {
             rules.retain(|r| r["resources"] != json!(["services/status"]));
         }
     }
-    sim.load_rbac(objects).expect("load RBAC");
+    let sim = rbac_sim(objects, &[]).await;
     let (cloud, config) = static_cloud(vec![instance("n1", "10.0.0.1")]).await;
     sim.create(node("n1", None, true)).expect("node");
     sim.create(lb_service("web")).expect("svc");
@@ -308,18 +298,4 @@ async fn a_missing_rule_is_a_403() {
     );
     assert!(sim.requests().iter().any(|r| r.status == 403));
     assert!(ingress_ip(&service(&sim, "web").expect("web")).is_none());
-}
-
-/// A kubeconfig for the simulator that authenticates as the CCM's ServiceAccount token.
-fn service_account_kubeconfig(sim: &KubeSim, dir: &Path) -> String {
-    let path = dir.join("kubeconfig");
-    let text = sim
-        .kubeconfig()
-        .replace("token: sim\n", &format!("token: {SA_TOKEN}\n"));
-    assert!(
-        text.contains(SA_TOKEN),
-        "the simulator's kubeconfig carries its token"
-    );
-    std::fs::write(&path, text).expect("kubeconfig");
-    path.display().to_string()
 }

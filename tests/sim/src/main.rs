@@ -144,6 +144,10 @@ struct KubeArgs {
     /// Also write a kubeconfig for the simulator to this file.
     #[arg(long, value_name = "FILE")]
     write_kubeconfig: Option<PathBuf>,
+    /// Serve HTTPS with a CA made at start; the kubeconfig written by --write-kubeconfig
+    /// carries it (client-go sends bearer tokens only over TLS).
+    #[arg(long)]
+    tls: bool,
 }
 
 #[tokio::main]
@@ -305,7 +309,11 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
         Some(path) => load_seed_file(path)?,
         None => Vec::new(),
     };
-    let sim = KubeSim::start(args.listen).await?;
+    let sim = if args.tls {
+        KubeSim::start_tls(args.listen).await?
+    } else {
+        KubeSim::start(args.listen).await?
+    };
     let count = objects.len();
     sim.seed(objects)?;
     println!("kube simulator listening on {}", sim.url());
@@ -320,6 +328,10 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
                 "kubeconfig: kubectl --kubeconfig {} --validate=false get nodes",
                 path.display()
             );
+        }
+        // Without a kubeconfig the CA has nowhere to go; say how to get one.
+        None if args.tls => {
+            println!("kubeconfig: pass --write-kubeconfig FILE for one that carries the CA")
         }
         None => println!(
             "kubeconfig: kubectl --server {} --validate=false get nodes",

@@ -31,8 +31,13 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// Serves `app` on `listener` on a task of the current tokio runtime; `name` is for the log.
-    pub(crate) fn spawn(listener: TcpListener, app: Router, name: &'static str) -> Self {
+    /// Serves `app` on `listener` (a [`TcpListener`], or the Kubernetes simulator's TLS
+    /// listener) on a task of the current tokio runtime; `name` is for the log.
+    pub(crate) fn spawn<L>(listener: L, app: Router, name: &'static str) -> Self
+    where
+        L: axum::serve::Listener,
+        L::Addr: std::fmt::Debug,
+    {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, app)

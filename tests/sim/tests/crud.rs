@@ -98,24 +98,85 @@ async fn create_validation() {
         .await;
     assert_eq!(garbage.status, 400);
 
-    let protobuf = s
+    let cbor = s
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/nodes",
+            Some("application/cbor"),
+            Some(vec![0xa0]),
+        )
+        .await;
+    assert_eq!(cbor.status, 415);
+    assert_eq!(cbor.body["reason"], "UnsupportedMediaType");
+    assert_eq!(cbor.body["kind"], "Status");
+    assert_eq!(cbor.body["code"], 415);
+    let message = cbor.body["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("unknown format")
+            && message.contains("application/vnd.kubernetes.protobuf")
+            && message.contains("application/cbor"),
+        "{message}"
+    );
+
+    // Protobuf: the envelope `k8s\0` + runtime.Unknown{typeMeta{apiVersion, kind}, raw}, around
+    // a Node{metadata{name: "pb"}} (field numbers of core/v1 and meta/v1 generated.proto).
+    let protobuf = |kind: &[u8], raw: &[u8]| {
+        let mut type_meta = vec![0x0a, 2, b'v', b'1', 0x12, kind.len() as u8];
+        type_meta.extend_from_slice(kind);
+        let mut body = b"k8s\0".to_vec();
+        body.extend([0x0a, type_meta.len() as u8]);
+        body.extend(type_meta);
+        body.extend([0x12, raw.len() as u8]);
+        body.extend_from_slice(raw);
+        body
+    };
+    let node_pb = [0x0a, 4, 0x0a, 2, b'p', b'b'];
+    let created = s
         .send(
             reqwest::Method::POST,
             "/api/v1/nodes",
             Some("application/vnd.kubernetes.protobuf"),
-            Some(b"k8s\0".to_vec()),
+            Some(protobuf(b"Node", &node_pb)),
         )
         .await;
-    assert_eq!(protobuf.status, 415);
-    assert_eq!(protobuf.body["reason"], "UnsupportedMediaType");
-    assert_eq!(protobuf.body["kind"], "Status");
-    assert_eq!(protobuf.body["code"], 415);
-    let message = protobuf.body["message"].as_str().unwrap_or("");
-    assert!(
-        message.contains("unknown format")
-            && message.contains("application/vnd.kubernetes.protobuf"),
-        "{message}"
-    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert_eq!(created.body["metadata"]["name"], "pb");
+    assert_eq!(created.body["kind"], "Node");
+    for (body, code, wanted) in [
+        (b"k8s\0".to_vec(), 400, "Object 'Kind' is missing"),
+        (
+            protobuf(b"Node", &[0x0a, 4, 0x0a, 9, b'p', b'b']),
+            400,
+            "unable to decode protobuf message v1.ObjectMeta (metadata): length 9 at byte 1 runs past the end of the 4-byte message",
+        ),
+        (
+            protobuf(b"Node", &[0x0a, 2, 0x78, 0x01]),
+            400,
+            "unable to decode protobuf field 15 of v1.ObjectMeta (in metadata): the simulator does not know this field",
+        ),
+        (
+            protobuf(b"Pod", &node_pb),
+            415,
+            "send v1 Pod as application/json",
+        ),
+        (
+            protobuf(b"Service", &node_pb),
+            400,
+            "the kind in the data (Service) does not match the expected kind (Node)",
+        ),
+    ] {
+        let r = s
+            .send(
+                reqwest::Method::POST,
+                "/api/v1/nodes",
+                Some("application/vnd.kubernetes.protobuf"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, code, "{}", r.body);
+        let message = r.body["message"].as_str().unwrap_or("");
+        assert!(message.contains(wanted), "{wanted:?} in {message:?}");
+    }
 
     let yaml = s
         .send(

@@ -1,7 +1,7 @@
 //! RBAC in the Kubernetes API simulator: the evaluator (verbs, resourceNames, subresources,
 //! namespaces vs the cluster scope, wildcards, aggregation, missing roles), request attributes
 //! like `RequestInfoFactory`, and over HTTP: 401 without a known token, 403 worded like the
-//! apiserver's, and SelfSubjectAccessReview.
+//! apiserver's, SelfSubjectAccessReview and SelfSubjectRulesReview.
 
 use std::collections::HashMap;
 
@@ -498,6 +498,97 @@ async fn rbac_is_off_by_default() {
     assert!(sim.rbac_decisions().is_empty());
 }
 
-// `kubectl auth can-i` is not checked: client-go sends credentials only over TLS
-// (clientcmd's `IsConfigTransportTLS` check), and the simulator serves plain HTTP, so kubectl's
-// requests arrive without a token (401). SelfSubjectAccessReview is checked over HTTP above.
+// `kubectl auth can-i` (which sends its token only over TLS) is checked against
+// `KubeSim::start_tls` in tests/kubectl.rs.
+
+/// SelfSubjectRulesReview: the rules bound by ClusterRoleBindings and the namespace's
+/// RoleBindings, split into resource and non-resource rules; a missing role is an
+/// `evaluationError`; no namespace is 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_subject_rules_review() {
+    let sim = KubeSim::start(([127, 0, 0, 1], 0).into())
+        .await
+        .expect("sim");
+    sim.enable_rbac();
+    sim.add_token("dev-token", "dev", &[]);
+    let user = json!([{"kind": "User", "name": "dev"}]);
+    sim.load_rbac(vec![
+        cluster_role(
+            "node-watcher",
+            json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["watch"], "resourceNames": ["n1"]}]),
+        ),
+        binding("ClusterRoleBinding", "node-watcher", None, "ClusterRole", user.clone()),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "lease-editor", "namespace": "kube-system"},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "update"]}]}),
+        binding("RoleBinding", "lease-editor", Some("kube-system"), "Role", user.clone()),
+        binding("RoleBinding", "gone", Some("kube-system"), "Role", user),
+    ])
+    .expect("rbac");
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
+    let review = |ns: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": ns}})
+    };
+    let (code, body) = send(
+        &sim,
+        reqwest::Method::POST,
+        path,
+        Some("dev-token"),
+        Some(review("kube-system")),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["kind"], "SelfSubjectRulesReview");
+    let st = &body["status"];
+    let rules = st["resourceRules"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rules.contains(&json!({"verbs": ["watch"], "apiGroups": [""], "resources": ["nodes"], "resourceNames": ["n1"]})),
+        "{st}"
+    );
+    assert!(
+        rules.contains(&json!({"verbs": ["get", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"]})),
+        "{st}"
+    );
+    assert!(
+        st["nonResourceRules"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["nonResourceURLs"]
+                == json!(["/healthz", "/livez", "/readyz", "/version", "/version/"]))),
+        "{st}"
+    );
+    assert_eq!(st["incomplete"], false);
+    assert_eq!(
+        st["evaluationError"],
+        "role.rbac.authorization.k8s.io \"gone\" not found"
+    );
+
+    // Another namespace: only the cluster-wide rules, no error.
+    let (_, body) = send(
+        &sim,
+        reqwest::Method::POST,
+        path,
+        Some("dev-token"),
+        Some(review("default")),
+    )
+    .await;
+    let st = &body["status"];
+    assert!(
+        !st["resourceRules"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["resources"] == json!(["leases"]))),
+        "{st}"
+    );
+    assert!(st.get("evaluationError").is_none(), "{st}");
+
+    let (code, body) = send(
+        &sim,
+        reqwest::Method::POST,
+        path,
+        Some("dev-token"),
+        Some(review("")),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(body["message"], "no namespace on request");
+}

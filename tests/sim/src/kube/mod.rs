@@ -1,4 +1,5 @@
-//! A stateful Kubernetes API server simulator over plain HTTP (JSON only).
+//! A stateful Kubernetes API server simulator over plain HTTP, or HTTPS with its own CA
+//! ([`KubeSim::start_tls`]) (JSON; protobuf request bodies of the kinds in `protobuf`).
 //!
 //! Serves core `v1` namespaces, nodes, services, events, configmaps and pods,
 //! `events.k8s.io/v1` events (one storage with core events, two views) and
@@ -32,15 +33,18 @@ mod meta;
 mod nodes;
 mod openapi;
 mod patch;
+mod protobuf;
 pub mod rbac;
 mod request;
 mod resources;
+mod reviews;
 mod seed;
 mod selector;
 mod server;
 mod services;
 mod store;
 mod table;
+mod tls;
 mod validation;
 mod watch;
 
@@ -70,6 +74,8 @@ pub(crate) struct Shared {
     log: log::RequestLog,
     rbac: rbac::Rbac,
     addr: SocketAddr,
+    /// The CA certificate (PEM) in TLS mode ([`KubeSim::start_tls`]).
+    ca_pem: Option<String>,
 }
 
 /// Tunables of a simulator; [`KubeSimOptions::default`] is what [`KubeSim::start`] uses.
@@ -169,30 +175,74 @@ impl KubeSim {
         listen: SocketAddr,
         options: KubeSimOptions,
     ) -> anyhow::Result<KubeSim> {
+        KubeSim::start_inner(listen, options, false).await
+    }
+
+    /// Like [`KubeSim::start`], but serves HTTPS (HTTP/1.1) with a CA and serving certificate
+    /// (for `localhost`, `127.0.0.1`, `::1` and the bound address) made for this simulator.
+    /// [`KubeSim::url`] is then `https://...`, [`KubeSim::kubeconfig`] carries the CA as
+    /// `certificate-authority-data`, and [`KubeSim::ca_pem`] gives it to other clients.
+    /// client-go sends bearer tokens only over TLS, so this is the mode for kubectl with
+    /// [`KubeSim::enable_rbac`] (`kubectl auth can-i`).
+    pub async fn start_tls(listen: SocketAddr) -> anyhow::Result<KubeSim> {
+        KubeSim::start_tls_with(listen, KubeSimOptions::default()).await
+    }
+
+    /// [`KubeSim::start_tls`] with explicit options.
+    pub async fn start_tls_with(
+        listen: SocketAddr,
+        options: KubeSimOptions,
+    ) -> anyhow::Result<KubeSim> {
+        KubeSim::start_inner(listen, options, true).await
+    }
+
+    async fn start_inner(
+        listen: SocketAddr,
+        options: KubeSimOptions,
+        tls: bool,
+    ) -> anyhow::Result<KubeSim> {
         let (listener, addr) = serving::bind(listen).await?;
+        let tls = tls.then(|| tls::generate(addr)).transpose()?;
         let shared = Arc::new(Shared {
             store: Store::new(options.history_limit, options.watch_buffer),
             faults: Faults::default(),
             log: log::RequestLog::default(),
             rbac: rbac::Rbac::default(),
             addr,
+            ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()),
         });
         shared.log.set_enabled(options.request_log);
+        let router = server::router(shared.clone());
+        let served = match tls {
+            Some(t) => Served::spawn(tls::TlsListener::new(listener, t.acceptor), router, "kube"),
+            None => Served::spawn(listener, router, "kube"),
+        };
         let server = Arc::new(ServerHandle {
             shared: shared.clone(),
-            served: Served::spawn(listener, server::router(shared.clone()), "kube"),
+            served,
         });
         Ok(KubeSim { shared, server })
     }
 
-    /// The base URL, e.g. `http://127.0.0.1:34567` (an unspecified bind address shows as
-    /// 127.0.0.1).
+    /// The base URL, e.g. `http://127.0.0.1:34567`, `https://` in TLS mode (an unspecified
+    /// bind address shows as 127.0.0.1).
     pub fn url(&self) -> String {
         let mut addr = self.shared.addr;
         if addr.ip().is_unspecified() {
             addr.set_ip(Ipv4Addr::LOCALHOST.into());
         }
-        format!("http://{addr}")
+        let scheme = if self.shared.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{addr}")
+    }
+
+    /// The CA certificate (PEM) that signed the serving certificate, in TLS mode
+    /// ([`KubeSim::start_tls`]); `None` for plain HTTP.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.shared.ca_pem.as_deref()
     }
 
     /// Switches on authentication and RBAC authorization (off by default): every request
@@ -234,10 +284,41 @@ impl KubeSim {
         self.shared.addr
     }
 
-    /// A kubeconfig (YAML) for this simulator, for kubectl or any client.
+    /// A kubeconfig (YAML) for this simulator, for kubectl or any client, with the token
+    /// `sim` (an admin once [`KubeSim::enable_rbac`] is called).
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_for_token("sim")
+    }
+
+    /// [`KubeSim::kubeconfig`] with another bearer token (see [`KubeSim::add_token`]). In TLS
+    /// mode the cluster carries the CA as `certificate-authority-data`, so clients verify the
+    /// server.
+    pub fn kubeconfig_for_token(&self, token: &str) -> String {
+        use base64::Engine as _;
+        let ca = self
+            .ca_pem()
+            .map(|pem| {
+                let data = base64::engine::general_purpose::STANDARD.encode(pem);
+                format!("    certificate-authority-data: {data}\n")
+            })
+            .unwrap_or_default();
+        // A plain word stays bare (`token: sim`, which tests rewrite); anything else is quoted
+        // as a JSON string, which YAML reads as one string scalar whatever the text.
+        let bare = token.starts_with(|c: char| c.is_ascii_alphabetic())
+            && token
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !matches!(
+                token.to_ascii_lowercase().as_str(),
+                "true" | "false" | "yes" | "no" | "on" | "off" | "null"
+            );
+        let token = if bare {
+            token.to_string()
+        } else {
+            Value::from(token).to_string()
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\ncurrent-context: sim\nusers:\n- name: sim\n  user:\n    token: sim\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\n{ca}contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\ncurrent-context: sim\nusers:\n- name: sim\n  user:\n    token: {token}\n",
             self.url()
         )
     }

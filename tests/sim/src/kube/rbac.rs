@@ -437,6 +437,43 @@ impl Policy {
         decision(false, None, reason)
     }
 
+    /// `DefaultRuleResolver.RulesFor` (rule.go): every rule of the roles bound to `user` by
+    /// ClusterRoleBindings and by the RoleBindings of `namespace`, in that order, and the
+    /// errors of bindings whose role is missing (the walk goes on past them).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Value>, Vec<String>) {
+        let mut rules = Vec::new();
+        let mut errors = Vec::new();
+        let mut visit = |binding: &Value, binding_ns: &str| {
+            let bound = binding
+                .get("subjects")
+                .and_then(Value::as_array)
+                .is_some_and(|subjects| {
+                    subjects
+                        .iter()
+                        .any(|s| applies_to_user(user, s, binding_ns))
+                });
+            if !bound {
+                return;
+            }
+            let role_ref = binding.get("roleRef").cloned().unwrap_or(Value::Null);
+            match self.role_ref_rules(&role_ref, binding_ns) {
+                Ok(found) => rules.extend(found.into_iter().map(|(_, r)| r)),
+                Err(e) => errors.push(e),
+            }
+        };
+        for b in &self.cluster_role_bindings {
+            visit(b, "");
+        }
+        if !namespace.is_empty() {
+            for b in &self.role_bindings {
+                if str_at(b, &["metadata", "namespace"]) == namespace {
+                    visit(b, namespace);
+                }
+            }
+        }
+        (rules, errors)
+    }
+
     /// Every rule of every role, as [`RuleRef`]s with the rule (for coverage reports).
     pub fn rules(&self) -> Vec<(RuleRef, Value)> {
         let mut out = Vec::new();
@@ -802,18 +839,7 @@ pub(crate) fn self_subject_access_review(
         None => json!({"allowed": true}),
         Some(u) => {
             let d = rbac.policy.lock().unwrap().authorize(u, &attrs);
-            let mut st = json!({"allowed": d.allowed});
-            if let Some(rr) = &d.rule {
-                let binding = if rr.role_kind == "Role" {
-                    format!("RoleBinding of Role {:?}", rr.role_name)
-                } else {
-                    format!("ClusterRoleBinding of ClusterRole {:?}", rr.role_name)
-                };
-                st["reason"] = json!(format!("RBAC: allowed by {binding}"));
-            } else if !d.reason.is_empty() {
-                st["reason"] = json!(d.reason);
-            }
-            st
+            access_review_status(&d)
         }
     };
     review["apiVersion"] = json!("authorization.k8s.io/v1");
@@ -823,4 +849,106 @@ pub(crate) fn self_subject_access_review(
     }
     review["status"] = status;
     Ok(review)
+}
+
+/// A SelfSubjectRulesReview (authorization.k8s.io/v1) for `user` in `spec.namespace`, like
+/// `pkg/registry/authorization/selfsubjectrulesreview` over the RBAC authorizer's `RulesFor`:
+/// each bound rule with resources becomes a resource rule, each with non-resource URLs a
+/// non-resource rule; missing roles are reported in `evaluationError`. Without RBAC (and for
+/// `system:masters`, which a real cluster's bootstrap `cluster-admin` binding covers) the
+/// answer is everything, as the always-allow authorizer answers.
+pub(crate) fn self_subject_rules_review(
+    rbac: &Rbac,
+    user: Option<&UserInfo>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let mut review: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid SelfSubjectRulesReview: {e}")))?;
+    let namespace = review
+        .pointer("/spec/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if namespace.is_empty() {
+        return Err(ApiError::bad_request("no namespace on request"));
+    }
+    let everything = || {
+        json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        })
+    };
+    let status = match user {
+        None => everything(),
+        Some(u) if u.groups.iter().any(|g| g == "system:masters") => everything(),
+        Some(u) => {
+            let (rules, errors) = rbac
+                .policy
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .rules_for(u, &namespace);
+            let mut resource_rules = Vec::new();
+            let mut non_resource_rules = Vec::new();
+            for rule in &rules {
+                // Empty lists are omitted, as `omitempty` writes them.
+                let list = |key: &str, out: &mut serde_json::Map<String, Value>| {
+                    let items = strings(rule, key);
+                    if !items.is_empty() {
+                        out.insert(key.into(), json!(items));
+                    }
+                };
+                if !strings(rule, "resources").is_empty() {
+                    let mut r = serde_json::Map::new();
+                    r.insert("verbs".into(), json!(strings(rule, "verbs")));
+                    for key in ["apiGroups", "resources", "resourceNames"] {
+                        list(key, &mut r);
+                    }
+                    resource_rules.push(Value::Object(r));
+                }
+                if !strings(rule, "nonResourceURLs").is_empty() {
+                    let mut r = serde_json::Map::new();
+                    r.insert("verbs".into(), json!(strings(rule, "verbs")));
+                    list("nonResourceURLs", &mut r);
+                    non_resource_rules.push(Value::Object(r));
+                }
+            }
+            let mut st = json!({
+                "resourceRules": resource_rules,
+                "nonResourceRules": non_resource_rules,
+                "incomplete": false,
+            });
+            // `utilerrors.NewAggregate(...).Error()`: one error as is, more in brackets.
+            match errors.len() {
+                0 => {}
+                1 => st["evaluationError"] = json!(errors[0]),
+                _ => st["evaluationError"] = json!(format!("[{}]", errors.join(", "))),
+            }
+            st
+        }
+    };
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectRulesReview");
+    if review.get("metadata").is_none() {
+        review["metadata"] = json!({});
+    }
+    review["status"] = status;
+    Ok(review)
+}
+
+/// The `status` of an access review for a decision: `allowed`, and a `reason` naming the role
+/// that allowed it or why nothing did (as the RBAC authorizer's reason strings do).
+pub(crate) fn access_review_status(d: &Decision) -> Value {
+    let mut st = json!({"allowed": d.allowed});
+    if let Some(rr) = &d.rule {
+        let binding = if rr.role_kind == "Role" {
+            format!("RoleBinding of Role {:?}", rr.role_name)
+        } else {
+            format!("ClusterRoleBinding of ClusterRole {:?}", rr.role_name)
+        };
+        st["reason"] = json!(format!("RBAC: allowed by {binding}"));
+    } else if !d.reason.is_empty() {
+        st["reason"] = json!(d.reason);
+    }
+    st
 }

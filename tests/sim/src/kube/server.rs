@@ -17,11 +17,16 @@ use super::control;
 use super::error::ApiError;
 use super::faults::FaultAction;
 use super::log::{RequestRecord, body_text};
+use super::protobuf;
 use super::rbac;
 use super::request::{self, ApiRequest};
+use super::reviews;
 
 /// SelfSubjectAccessReviews (authorization.k8s.io/v1), answered from the RBAC policy.
 const SSAR_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// SelfSubjectRulesReviews (`kubectl auth can-i --list`), answered from the RBAC policy.
+const SSRR_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews";
 
 /// The router serving everything through [`handle`].
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -54,9 +59,32 @@ async fn handle(
     let response = match check {
         rbac::Check::Denied(e) => error_response(&e),
         rbac::Check::Allowed(user) if method == Method::POST && path == SSAR_PATH => {
-            match rbac::self_subject_access_review(&sim.rbac, user.as_ref(), &body) {
+            let review = review_json(&headers, &body);
+            match review
+                .and_then(|b| rbac::self_subject_access_review(&sim.rbac, user.as_ref(), &b))
+            {
                 Ok(v) => value_response(201, &v),
                 Err(e) => error_response(&e),
+            }
+        }
+        rbac::Check::Allowed(user) if method == Method::POST && path == SSRR_PATH => {
+            let review = review_json(&headers, &body);
+            match review.and_then(|b| rbac::self_subject_rules_review(&sim.rbac, user.as_ref(), &b))
+            {
+                Ok(v) => value_response(201, &v),
+                Err(e) => error_response(&e),
+            }
+        }
+        // TokenReviews and SubjectAccessReviews (reviews.rs); faults apply as to any request.
+        rbac::Check::Allowed(_) if method == Method::POST && reviews::handles(&path) => {
+            let outcome = sim.faults.check(method.as_str(), &path, &req);
+            faulted = outcome.action.is_some();
+            match outcome.action {
+                Some(action) => fault_response(&req, &action),
+                None => match reviews::create(&sim, &path, &body) {
+                    Ok(v) => value_response(201, &v),
+                    Err(e) => error_response(&e),
+                },
             }
         }
         rbac::Check::Allowed(_) => {
@@ -104,6 +132,22 @@ async fn handle(
         },
     );
     response
+}
+
+/// The JSON body of a self-review: kubectl sends protobuf, which is decoded first.
+fn review_json<'a>(
+    headers: &HeaderMap,
+    body: &'a Bytes,
+) -> Result<std::borrow::Cow<'a, [u8]>, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if protobuf::is_protobuf(content_type) {
+        let review = protobuf::decode(body)?;
+        Ok(serde_json::to_vec(&review).unwrap_or_default().into())
+    } else {
+        Ok(body.as_ref().into())
+    }
 }
 
 /// A JSON response.

@@ -10,6 +10,9 @@ use anyhow::{Context as _, bail};
 use clap::{ArgAction, Args};
 use k8s_openapi::api::core::v1::ObjectReference;
 use tokio_util::sync::CancellationToken;
+use wasm_ccm_controllers::server::delegated_auth::AlwaysAllowPaths;
+use wasm_ccm_controllers::server::tls::server_config;
+use wasm_ccm_controllers::server::{DelegatedAuthOptions, Serving, TlsOptions};
 use wasm_ccm_controllers::{
     ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
     RunOptions, default_identity,
@@ -101,12 +104,40 @@ pub struct RunArgs {
     leader_elect_resource_name: String,
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
-    /// Address of /healthz, /readyz and /metrics.
+    /// Address of /healthz, /livez, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: IpAddr,
-    /// Port of /healthz, /readyz and /metrics (plain HTTP; 0 disables).
+    /// HTTPS port of /healthz, /livez, /readyz and /metrics (0 disables serving).
     #[arg(long, default_value_t = 10258)]
     secure_port: u16,
+    /// Directory of the serving certificate: `cloud-controller-manager.crt` and `.key` there are
+    /// served, or generated (self-signed) and written there when absent. Ignored with
+    /// --tls-cert-file and --tls-private-key-file. Default: a self-signed pair in memory.
+    #[arg(long, value_name = "DIR")]
+    cert_dir: Option<PathBuf>,
+    /// PEM certificate(s) served on --secure-port (the serving certificate first, then any
+    /// intermediates); with --tls-private-key-file.
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Kubeconfig allowed to create tokenreviews.authentication.k8s.io, which check the bearer
+    /// tokens sent to --secure-port (default: the controllers' own connection).
+    #[arg(long, value_name = "FILE")]
+    authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig allowed to create subjectaccessreviews.authorization.k8s.io, which decide who
+    /// may read /metrics (default: the controllers' own connection).
+    #[arg(long, value_name = "FILE")]
+    authorization_kubeconfig: Option<PathBuf>,
+    /// Paths served without authorization (exact, or a prefix ending in `*`); comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        value_name = "PATHS"
+    )]
+    authorization_always_allow_paths: Vec<String>,
     /// Kubernetes API requests per second.
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f32,
@@ -135,24 +166,14 @@ pub struct RunArgs {
     #[arg(long, hide = true)]
     external_cloud_volume_plugin: Option<String>,
     /// Accepted for compatibility with upstream manifests, without effect (a warning says so):
-    /// klog verbosity (use --log), feature gates, TLS and delegated-auth settings of the secure
-    /// port, the start interval and the leader-migration lock.
+    /// klog verbosity (use --log), feature gates, the start interval and the leader-migration
+    /// lock.
     #[arg(long = "v", hide = true)]
     verbosity: Option<String>,
     #[arg(long, hide = true)]
     feature_gates: Option<String>,
     #[arg(long, hide = true)]
     controller_start_interval: Option<String>,
-    #[arg(long, hide = true)]
-    cert_dir: Option<String>,
-    #[arg(long, hide = true)]
-    tls_cert_file: Option<String>,
-    #[arg(long, hide = true)]
-    tls_private_key_file: Option<String>,
-    #[arg(long, hide = true)]
-    authentication_kubeconfig: Option<String>,
-    #[arg(long, hide = true)]
-    authorization_kubeconfig: Option<String>,
     #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
     enable_leader_migration: Option<String>,
     #[arg(long, hide = true)]
@@ -337,6 +358,22 @@ pub async fn kube_client(
         .context("cannot build the Kubernetes client")
 }
 
+/// A client for the reviews of the serving port, from the kubeconfig of `flag`.
+async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("cannot read {flag} {}", path.display()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("{flag} {} is not usable", path.display()))?;
+    kube::Client::try_from(config)
+        .map(|c| {
+            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            with_user_agent(c, Arc::new(|| user_agent(None)))
+        })
+        .with_context(|| format!("cannot build the Kubernetes client of {flag}"))
+}
+
 impl RunArgs {
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
         if self.concurrent_node_syncs == 0 {
@@ -358,6 +395,69 @@ impl RunArgs {
             cluster_cidr: self.cluster_cidr.clone(),
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
+        })
+    }
+
+    /// The TLS configuration of --secure-port (`None` when serving is off), from the given
+    /// files, --cert-dir or a generated in-memory pair.
+    fn serving_tls(&self) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+        if self.secure_port == 0 {
+            return Ok(None);
+        }
+        let opts = TlsOptions {
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_private_key_file.clone(),
+            cert_dir: self.cert_dir.clone(),
+            bind_address: Some(self.bind_address),
+        };
+        let cert = opts
+            .serving_cert()
+            .context("cannot set up the serving certificate of --secure-port")?;
+        match (&cert.files, cert.generated) {
+            (Some((crt, key)), true) => tracing::info!(
+                cert = %crt.display(), key = %key.display(),
+                "generated a self-signed serving certificate"
+            ),
+            (Some((crt, key)), false) => tracing::info!(
+                cert = %crt.display(), key = %key.display(),
+                "serving certificate loaded"
+            ),
+            (None, _) => tracing::info!(
+                "generated a self-signed serving certificate in memory (pass --cert-dir to keep it, or --tls-cert-file and --tls-private-key-file)"
+            ),
+        }
+        let config = server_config(cert)
+            .context("cannot set up the serving certificate of --secure-port")?;
+        Ok(Some(config))
+    }
+
+    /// Serving on --secure-port with delegated authentication and authorization through
+    /// --authentication-kubeconfig/--authorization-kubeconfig, else the controllers' client.
+    async fn serving(&self, tls: Arc<rustls::ServerConfig>) -> anyhow::Result<Serving> {
+        let paths: Vec<String> = self
+            .authorization_always_allow_paths
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let always_allow_paths = AlwaysAllowPaths::new(&paths).map_err(anyhow::Error::msg)?;
+        // Without a kubeconfig of their own the reviews use the controllers' client.
+        let authentication = match &self.authentication_kubeconfig {
+            Some(path) => Some(review_client(path, "--authentication-kubeconfig").await?),
+            None => None,
+        };
+        let authorization = match &self.authorization_kubeconfig {
+            Some(path) => Some(review_client(path, "--authorization-kubeconfig").await?),
+            None => None,
+        };
+        Ok(Serving {
+            addr: SocketAddr::new(self.bind_address, self.secure_port),
+            tls,
+            auth: Some(DelegatedAuthOptions {
+                authentication,
+                authorization,
+                always_allow_paths,
+            }),
         })
     }
 
@@ -383,20 +483,6 @@ impl RunArgs {
             (
                 self.controller_start_interval.is_some(),
                 "--controller-start-interval",
-            ),
-            (self.cert_dir.is_some(), "--cert-dir"),
-            (self.tls_cert_file.is_some(), "--tls-cert-file"),
-            (
-                self.tls_private_key_file.is_some(),
-                "--tls-private-key-file",
-            ),
-            (
-                self.authentication_kubeconfig.is_some(),
-                "--authentication-kubeconfig",
-            ),
-            (
-                self.authorization_kubeconfig.is_some(),
-                "--authorization-kubeconfig",
             ),
             (
                 self.enable_leader_migration.is_some(),
@@ -441,6 +527,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     let config = args.controller_config()?;
     args.warn_about_ignored_flags();
+    // The serving certificate first: a bad file is a startup error before anything else runs.
+    let tls = args.serving_tls()?;
     let cloud_config = match &args.cloud_config {
         Some(p) => std::fs::read(p)
             .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
@@ -448,6 +536,10 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     };
     let source = PluginSource::parse(&args.plugin)?;
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let serving = match tls {
+        Some(tls) => Some(args.serving(tls).await?),
+        None => None,
+    };
     let facts = cluster_facts(&client).await;
     let loading = std::time::Instant::now();
     let fetched = fetch(
@@ -534,8 +626,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         RunOptions {
             config,
             leader,
-            bind: (args.secure_port != 0)
-                .then(|| SocketAddr::new(args.bind_address, args.secure_port)),
+            serving,
             identity,
             reload,
             driver_load_time,

@@ -165,8 +165,8 @@ async fn nodes_are_initialised_and_follow_their_instances() {
     .await;
 
     // The endpoints.
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
+    let base = format!("https://127.0.0.1:{port}");
+    let http = https_client();
     let ready = http
         .get(format!("{base}/readyz"))
         .send()

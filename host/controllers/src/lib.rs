@@ -5,7 +5,8 @@
 //! - [`lifecycle`]: deletes nodes whose instance is gone, taints shut-down ones.
 //! - [`service`]: load balancers for Services of type LoadBalancer, with the cleanup finalizer.
 //! - [`route`]: cloud routes for node pod CIDRs and the `NetworkUnavailable` condition.
-//! - [`leader`]: client-go-compatible leader election; [`server`]: health and metrics.
+//! - [`leader`]: client-go-compatible leader election; [`server`]: health and metrics over HTTPS
+//!   with delegated authentication and authorization, as upstream serves them.
 //! - [`reload`]: hot reload of a file-mounted driver, swapped only after it loaded and passed
 //!   `info`/`init`.
 //!

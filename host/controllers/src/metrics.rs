@@ -22,6 +22,21 @@ const DELAY_BUCKETS: &[f64] = &[
 /// Every metric: name, kind, help.
 const FAMILIES: &[(&str, Kind, &str)] = &[
     (
+        "apiserver_delegated_authn_request_total",
+        Kind::Counter,
+        "TokenReviews made for requests to the serving port, by HTTP status code.",
+    ),
+    (
+        "apiserver_delegated_authz_request_total",
+        Kind::Counter,
+        "SubjectAccessReviews made for requests to the serving port, by HTTP status code.",
+    ),
+    (
+        "wasm_ccm_serving_requests_total",
+        Kind::Counter,
+        "Requests answered on the serving port (/healthz, /livez, /readyz, /metrics, other), by status code.",
+    ),
+    (
         "node_controller_cloud_provider_taint_removal_delay_seconds",
         Kind::Histogram(DELAY_BUCKETS),
         "Seconds from node creation to the removal of the uninitialized taint.",

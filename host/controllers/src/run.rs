@@ -1,6 +1,5 @@
 //! Wires the informers, the controllers, leader election and the endpoints together.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,7 +20,7 @@ use crate::node::{NodeController, is_uninitialized};
 use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
 use crate::route::RouteController;
 use crate::route_rules::parse_cluster_cidrs;
-use crate::server::{Health, serve};
+use crate::server::{Health, Serving, serve};
 use crate::service::ServiceController;
 use crate::user_agent::{user_agent, with_user_agent};
 
@@ -30,8 +29,8 @@ pub struct RunOptions {
     pub config: ControllerConfig,
     /// `None` runs without leader election.
     pub leader: Option<LeaderConfig>,
-    /// Where `/healthz`, `/readyz` and `/metrics` listen; `None` serves nothing.
-    pub bind: Option<SocketAddr>,
+    /// Where and how `/healthz`, `/readyz` and `/metrics` are served; `None` serves nothing.
+    pub serving: Option<Serving>,
     /// This process's identity (events' reporting instance, the lease holder).
     pub identity: String,
     /// Watch the driver's file and hot-swap new versions; `None` keeps the first one.
@@ -236,15 +235,17 @@ pub async fn run(
             cancel.clone(),
         ));
     }
-    if let Some(addr) = opts.bind {
+    if let Some(serving) = opts.serving {
+        // Reviews name this program and the driver like every other request.
         let bound = serve(
-            addr,
+            serving,
+            &client,
             Arc::clone(&metrics),
             Arc::clone(&health),
             cancel.clone(),
         )
         .await?;
-        tracing::info!(address = %bound, "serving /healthz, /readyz and /metrics");
+        tracing::info!(address = %bound, "serving /healthz, /readyz and /metrics over HTTPS");
     }
     let elector = opts
         .leader

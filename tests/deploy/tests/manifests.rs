@@ -144,6 +144,12 @@ const UPSTREAM_FLAGS: &[&str] = &[
     "cluster-cidr",
     "bind-address",
     "secure-port",
+    "cert-dir",
+    "tls-cert-file",
+    "tls-private-key-file",
+    "authentication-kubeconfig",
+    "authorization-kubeconfig",
+    "authorization-always-allow-paths",
 ];
 const OUR_FLAGS: &[&str] = &[
     "plugin",
@@ -1235,9 +1241,10 @@ fn the_deployment_follows_the_ccm_deployment_guidance() {
                 .unwrap_or_else(|| panic!("{ctx}: no HTTP probe for {path}"));
             assert_eq!(get.path.as_deref(), Some(path), "{ctx}");
             assert_eq!(port_of(&get.port), PORT, "{ctx}: probe {path}");
+            // --secure-port serves HTTPS only (a self-signed certificate by default).
             assert_eq!(
                 get.scheme.as_deref().unwrap_or("HTTP"),
-                "HTTP",
+                "HTTPS",
                 "{ctx}: probe {path}"
             );
         }

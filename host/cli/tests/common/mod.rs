@@ -2,6 +2,8 @@
 //! bounded polling and readers for the objects in the Kubernetes API simulator.
 #![allow(dead_code)]
 
+pub mod rbac;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -149,11 +151,26 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// The text of `/metrics` on `127.0.0.1:port`, or empty while it does not answer.
+/// A client for the CCM's serving port: HTTPS with the self-signed certificate it generates in
+/// memory when a test passes no --cert-dir or --tls-cert-file (nothing to verify it against).
+pub fn https_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .expect("HTTPS client")
+}
+
+/// The text of `/metrics` on `127.0.0.1:port` over HTTPS, or empty while it does not answer
+/// (or answers an error). The test CCMs talk to a simulator without RBAC, whose
+/// SubjectAccessReviews allow everyone, so the anonymous scrape is authorised.
 pub async fn scrape(port: u16) -> String {
-    match reqwest::get(format!("http://127.0.0.1:{port}/metrics")).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
+    match https_client()
+        .get(format!("https://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => r.text().await.unwrap_or_default(),
+        _ => String::new(),
     }
 }
 

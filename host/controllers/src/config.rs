@@ -95,7 +95,7 @@ pub struct ControllerConfig {
 }
 
 impl Default for ControllerConfig {
-    /// Upstream's defaults (spec §6.1).
+    /// Upstream's defaults (`k8s.io/cloud-provider/config/v1alpha1/defaults.go`).
     fn default() -> Self {
         ControllerConfig {
             cluster_name: "kubernetes".into(),

@@ -1,5 +1,6 @@
-//! The cloud-node-lifecycle controller (spec §3): deletes nodes whose instance is gone and
-//! taints nodes whose instance is shut down.
+//! The cloud-node-lifecycle controller (upstream:
+//! `k8s.io/cloud-provider/controllers/nodelifecycle/node_lifecycle_controller.go`): deletes nodes
+//! whose instance is gone and taints nodes whose instance is shut down.
 
 use std::sync::Arc;
 
@@ -34,8 +35,9 @@ fn has_shutdown_taint(node: &Node) -> bool {
         .is_some_and(|t| t.iter().any(|t| t.key == SHUTDOWN_TAINT))
 }
 
-/// Upstream's decision table (§3.2). `exists` and `shutdown` are the driver's answers (asked
-/// only for nodes that are not Ready); a `not-found` from instance-exists means "does not exist".
+/// Upstream's decision table (`MonitorNodes`). `exists` and `shutdown` are the driver's answers
+/// (asked only for nodes that are not Ready); a `not-found` from instance-exists means "does not
+/// exist".
 pub fn decide(
     ready: bool,
     shutdown_tainted: bool,

@@ -1,6 +1,7 @@
-//! The cloud-node controller (spec §2): initialises nodes registered with the uninitialized
-//! taint from the driver's instance metadata, keeps beta→GA labels in step, and refreshes node
-//! addresses periodically.
+//! The cloud-node controller (upstream:
+//! `k8s.io/cloud-provider/controllers/node/node_controller.go`): initialises nodes registered with
+//! the uninitialized taint from the driver's instance metadata, keeps beta→GA labels in step, and
+//! refreshes node addresses periodically.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

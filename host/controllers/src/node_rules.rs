@@ -1,5 +1,7 @@
-//! The node controller's pure rules (spec §2.4–§2.6): which labels initialisation writes, how
-//! cloud addresses merge with the node's, the provided-node-IP annotation, beta→GA labels.
+//! The node controller's pure rules (upstream:
+//! `k8s.io/cloud-provider/controllers/node/node_controller.go`,
+//! `k8s.io/cloud-provider/node/helpers/address.go`): which labels initialisation writes, how cloud
+//! addresses merge with the node's, the provided-node-IP annotation, beta→GA labels.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

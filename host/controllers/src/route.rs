@@ -1,5 +1,6 @@
-//! The node-route controller (spec §5): keeps one cloud route per node pod CIDR and the nodes'
-//! `NetworkUnavailable` condition.
+//! The node-route controller (upstream:
+//! `k8s.io/cloud-provider/controllers/route/route_controller.go`): keeps one cloud route per node
+//! pod CIDR and the nodes' `NetworkUnavailable` condition.
 
 use std::sync::Arc;
 

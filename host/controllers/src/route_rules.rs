@@ -1,5 +1,6 @@
-//! The route controller's pure rules (spec §5.3): which cloud routes to keep, create, replace and
-//! delete, and the `NetworkUnavailable` condition each node gets.
+//! The route controller's pure rules (upstream: `reconcile` in
+//! `k8s.io/cloud-provider/controllers/route/route_controller.go`): which cloud routes to keep,
+//! create, replace and delete, and the `NetworkUnavailable` condition each node gets.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

@@ -1,5 +1,6 @@
-//! The service-lb controller (spec §4): ensures, updates and deletes the load balancers of
-//! Services of type LoadBalancer through the driver, with the cleanup finalizer.
+//! The service-lb controller (upstream: `k8s.io/cloud-provider/controllers/service/controller.go`):
+//! ensures, updates and deletes the load balancers of Services of type LoadBalancer through the
+//! driver, with the cleanup finalizer.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -144,7 +145,7 @@ impl ServiceController {
         )
     }
 
-    /// Service informer callback (spec §4.2).
+    /// Service informer callback (upstream: the Service handlers `New` registers).
     pub fn handle_service(&self, old: Option<&Service>, new: Option<&Service>) {
         match (old, new) {
             (None, Some(new)) => {
@@ -171,8 +172,9 @@ impl ServiceController {
         }
     }
 
-    /// Node informer callback (spec §4.6): node additions, deletions and relevant updates
-    /// trigger one coalesced backend sync of every load balancer.
+    /// Node informer callback (upstream: the node handlers `New` registers, `syncNodes`): node
+    /// additions, deletions and relevant updates trigger one coalesced backend sync of every load
+    /// balancer.
     pub fn handle_node(&self, old: Option<&Node>, new: Option<&Node>) {
         let relevant = match (old, new) {
             (Some(old), Some(new)) => should_sync_updated_node(old, new),
@@ -259,7 +261,7 @@ impl ServiceController {
         }
     }
 
-    /// One Service key (spec §4.3).
+    /// One Service key (upstream `syncService`).
     pub async fn sync(&self, key: &str) -> Result<(), SyncError> {
         let Some(svc) = self.ctx.services.get(key) else {
             let cached = lock(&self.cache).get(key).cloned();

@@ -1,5 +1,6 @@
-//! The service controller's pure rules (spec §4.1, §4.5, §4.6): which Services want a load
-//! balancer, which need cleanup, which spec changes matter, and which nodes are backends.
+//! The service controller's pure rules (upstream:
+//! `k8s.io/cloud-provider/controllers/service/controller.go`): which Services want a load balancer,
+//! which need cleanup, which spec changes matter, and which nodes are backends.
 
 use k8s_openapi::api::core::v1::{Node, Service};
 

@@ -34,8 +34,8 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        // 256 MiB fits the Python and JavaScript runtimes (see DESIGN §4); Rust drivers get a
-        // smaller per-driver limit through StoreLimits.
+        // 256 MiB fits the Python and JavaScript runtimes (BENCHMARKS.md, "Drivers in other
+        // languages"); Rust drivers get a smaller per-driver limit through StoreLimits.
         EngineOptions {
             allocation: Allocation::Auto,
             max_memory_bytes: 256 << 20,
@@ -136,7 +136,7 @@ fn build(opts: EngineOptions, pooling: bool) -> Result<Engine, String> {
             .total_tables(opts.pool_instances * 4)
             .total_stacks(opts.pool_instances)
             .max_memory_size(opts.max_memory_bytes)
-            // Python and JS components carry big instance state; 16 MiB fits them (DESIGN §4).
+            // Python and JS components carry big instance state; 16 MiB fits them.
             .max_component_instance_size(16 << 20)
             .max_core_instance_size(16 << 20)
             .max_memories_per_component(8)

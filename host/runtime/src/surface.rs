@@ -12,7 +12,8 @@ pub const PACKAGE: &str = "wasm-ccm:provider";
 /// WIT versions this host supports, as `major.minor` (minor matters while the major is 0).
 pub const SUPPORTED_VERSIONS: &[&str] = &["0.1"];
 
-/// Largest component accepted (DESIGN §9.4): Python and JS drivers are tens of MiB.
+/// Largest component accepted: Python and JS drivers are tens of MiB (BENCHMARKS.md, "Drivers in
+/// other languages").
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
 /// The capability interfaces a driver may export besides `provider`.

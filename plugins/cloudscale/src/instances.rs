@@ -1,4 +1,5 @@
-//! Nodes ↔ servers (§1.2, §1.3): lookups, metadata and the address order.
+//! Nodes ↔ servers (upstream `server_mapper.go`, `instances.go`): lookups, metadata and the address
+//! order.
 
 use wasm_ccm_sdk::http::encode_path_segment;
 use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};

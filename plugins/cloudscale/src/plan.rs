@@ -1,5 +1,5 @@
 //! What to change: the diff between the desired load balancer and the one in the cloud, as
-//! upstream computes it (§1.4.5), in pure functions.
+//! upstream computes it (`nextLbActions` in `reconcile.go`), in pure functions.
 //!
 //! Objects are matched by explicit tuple keys: a difference in a key field means delete and
 //! re-create, a difference elsewhere means an in-place PATCH of that one field.

@@ -1,4 +1,5 @@
-//! Drives the load balancer towards the desired state, one pass at a time (§1.4.5).
+//! Drives the load balancer towards the desired state, one pass at a time (upstream
+//! `reconcileLbState` in `reconcile.go`).
 //!
 //! Upstream loops inside one call and sleeps 5–7.5 s whenever the load balancer is busy. A driver
 //! call must not sleep, so a busy load balancer ends the call with `retry-after` and the host

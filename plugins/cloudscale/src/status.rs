@@ -1,4 +1,5 @@
-//! The Service status and the annotations written back after an ensure (§1.4.7, §1.4.8).
+//! The Service status and the annotations written back after an ensure (upstream
+//! `EnsureLoadBalancer`, `loadBalancerStatus` in `loadbalancer.go`).
 
 use wasm_ccm_sdk::types::{Ingress, IpMode, Service};
 

@@ -1,5 +1,5 @@
-//! Nodes ↔ VMs (§2.2, §2.3): one lookup rule for instances and load balancers, existence,
-//! shutdown and metadata.
+//! Nodes ↔ VMs (upstream `cloudstack_instances.go`, `verifyHosts`): one lookup rule for instances
+//! and load balancers, existence, shutdown and metadata.
 //!
 //! A node with a provider ID is looked up by it; otherwise by name, where the VM's name must equal
 //! the node's name or, for an FQDN node name, its first label (case-insensitive) — upstream used

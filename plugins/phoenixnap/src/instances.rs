@@ -1,4 +1,4 @@
-//! Nodes ↔ servers (§3.2, §3.3): lookups, shutdown and metadata.
+//! Nodes ↔ servers (upstream `instances.go`): lookups, shutdown and metadata.
 
 use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};
 

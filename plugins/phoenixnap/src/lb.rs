@@ -1,7 +1,7 @@
-//! Load balancers (§3.4): one tagged /29 IP block per Service, assigned to the configured public
-//! network; the Service's address is the block's network address + 2 and kube-vip announces it.
-//! Deleting marks the block with the `delete` tag; [`housekeeping`] unassigns and deletes marked
-//! blocks (upstream's background reaper).
+//! Load balancers (upstream `loadbalancers.go`): one tagged /29 IP block per Service, assigned to
+//! the configured public network; the Service's address is the block's network address + 2 and
+//! kube-vip announces it. Deleting marks the block with the `delete` tag; [`housekeeping`]
+//! unassigns and deletes marked blocks (upstream's background reaper).
 
 use std::cell::RefCell;
 use std::net::Ipv4Addr;

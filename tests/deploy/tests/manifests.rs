@@ -172,7 +172,7 @@ enum Scope {
     Namespace(&'static str),
 }
 
-/// One row of the RBAC the host needs (cloud-provider.md §6.4): `verbs` on `resource` of
+/// One row of the RBAC the host needs (`deploy/README.md`, "RBAC"): `verbs` on `resource` of
 /// `group`, on the objects `names` (None: any object).
 struct Grant {
     scope: Scope,
@@ -895,7 +895,7 @@ fn rbac_grants_what_the_host_needs_and_nothing_more() {
         let beyond: Vec<_> = granted.difference(&allowed).collect();
         assert!(
             beyond.is_empty(),
-            "{}: grants beyond cloud-provider.md §6.4 (scope, group, resource, verb, name):\n{beyond:#?}",
+            "{}: grants beyond the table of deploy/README.md's RBAC section (scope, group, resource, verb, name):\n{beyond:#?}",
             context(r)
         );
         let missing: Vec<_> = allowed.difference(&granted).collect();

@@ -1,5 +1,5 @@
-//! Opening the load balancer's ports (§2.4.3 step 6): firewall rules on the public IP in an
-//! isolated network, network ACL entries on a VPC tier.
+//! Opening the load balancer's ports (upstream `updateFirewallRule`, `updateNetworkACL`): firewall
+//! rules on the public IP in an isolated network, network ACL entries on a VPC tier.
 
 use wasm_ccm_sdk::log;
 use wasm_ccm_sdk::types::ProviderError;

@@ -1,5 +1,6 @@
-//! Load balancers (§2.4): one CloudStack LB rule per Service port on one public IP, firewall
-//! rules or VPC ACL entries opening the ports, and the IP released on delete when we took it.
+//! Load balancers (upstream `cloudstack_loadbalancer.go`): one CloudStack LB rule per Service port
+//! on one public IP, firewall rules or VPC ACL entries opening the ports, and the IP released on
+//! delete when we took it.
 //!
 //! Identity is the rule names (`<lbname>-<protocol>-<port>`), matched exactly, and for a public
 //! IP we associated its ownership tags (`ownership`), so that an IP whose rules do not exist yet
@@ -282,7 +283,7 @@ impl Lb<'_> {
             .map(|f| ingress(wanted_hostname.as_deref(), &f.rule.publicip)))
     }
 
-    /// Creates or updates the load balancer (§2.4.3).
+    /// Creates or updates the load balancer (upstream `EnsureLoadBalancer`).
     pub fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
         let mut wanted = spec::wanted(service)?;
         let budget = self.budget(service);
@@ -679,7 +680,8 @@ impl Lb<'_> {
         firewall::close_acl(self.api, network, &free, budget)
     }
 
-    /// Only the backends changed (§2.4.4): each rule's members become the nodes' VMs.
+    /// Only the backends changed (upstream `UpdateLoadBalancer`): each rule's members become the
+    /// nodes' VMs.
     pub fn update(&self, service: &Service, nodes: &[Node]) -> Result<(), ProviderError> {
         let budget = self.budget(service);
         self.api.finish_pending(&budget)?;
@@ -701,8 +703,9 @@ impl Lb<'_> {
         Ok(())
     }
 
-    /// Deletes the rules, their openings and, when we took it, the IP (§2.4.5). Works from what
-    /// is left after a partial delete: with no rules, the IP is found from the Service's status.
+    /// Deletes the rules, their openings and, when we took it, the IP (upstream
+    /// `EnsureLoadBalancerDeleted`). Works from what is left after a partial delete: with no rules,
+    /// the IP is found from the Service's status.
     pub fn delete(&self, service: &Service) -> Result<(), ProviderError> {
         let budget = self.budget(service);
         self.api.finish_pending(&budget)?;

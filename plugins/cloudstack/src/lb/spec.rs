@@ -1,6 +1,7 @@
-//! What a Service asks of CloudStack (§2.4.1–2.4.2): the LB name, one rule per port with its
-//! CloudStack protocol, the algorithm, the CIDR lists, the hostname and the requested IP. Every
-//! annotation and field is checked here, before any request, so bad input changes nothing.
+//! What a Service asks of CloudStack (upstream `cloudstack_loadbalancer.go`, `protocol.go`): the LB
+//! name, one rule per port with its CloudStack protocol, the algorithm, the CIDR lists, the
+//! hostname and the requested IP. Every annotation and field is checked here, before any request,
+//! so bad input changes nothing.
 
 use std::net::IpAddr;
 

@@ -1,11 +1,11 @@
 //! A stateful simulator of the Apache CloudStack API, as far as the CloudStack cloud controller
-//! manager uses it (spec: `drivers.md` §2.5): one endpoint `/client/api` taking every command
-//! by `GET ?query` or form `POST`, signed requests (HMAC-SHA1, `signatureversion=3` with
-//! `expires`), JSON envelopes, pagination, project scoping, and asynchronous jobs polled with
-//! `queryAsyncJobResult` — for zones, projects, VMs, guest networks, public IPs, load-balancer
-//! rules and their members, firewall rules and network ACLs, and resource tags (`createTags`,
-//! `deleteTags`, `listTags`, the `tags[i]` filter of `listPublicIpAddresses`; see
-//! `commands/tags.rs`).
+//! manager uses it (apache/cloudstack-kubernetes-provider through apache/cloudstack-go): one
+//! endpoint `/client/api` taking every command by `GET ?query` or form `POST`, signed requests
+//! (HMAC-SHA1, `signatureversion=3` with `expires`), JSON envelopes, pagination, project scoping,
+//! and asynchronous jobs polled with `queryAsyncJobResult` — for zones, projects, VMs, guest
+//! networks, public IPs, load-balancer rules and their members, firewall rules and network ACLs,
+//! and resource tags (`createTags`, `deleteTags`, `listTags`, the `tags[i]` filter of
+//! `listPublicIpAddresses`; see `commands/tags.rs`).
 //!
 //! Mutating commands answer `{"jobid", "id"?}` at once and show their change in a transitional
 //! state (`Add`, `Allocating`, `Revoke`, `Releasing`) until the job completes: after
@@ -66,8 +66,8 @@ pub use signing::{Encoding, encode, sign, string_to_sign};
 
 use model::{DEFAULT_VERSION, Settings, State};
 
-/// How load-balancer rules render `cidrlist` (spec open question 1: the CCM sends commas but
-/// splits on spaces when comparing).
+/// How load-balancer rules render `cidrlist` (an open question: the CCM sends commas but splits
+/// on spaces when comparing, in upstream's `checkLoadBalancerRule`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CidrSeparator {

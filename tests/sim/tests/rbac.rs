@@ -158,6 +158,23 @@ fn roles_hold_in_their_namespace_only() {
         ),
         ("Role", "kube-system", "r")
     );
+    // The reason names the binding, its roleRef and the subject that matched, like
+    // `roleBindingDescriber` (pkg/registry/rbac/validation/rule.go): a RoleBinding is
+    // `name/namespace`, a ServiceAccount `name/namespace` (defaulting to the binding's).
+    assert_eq!(
+        d.reason,
+        "RBAC: allowed by RoleBinding \"r/kube-system\" of Role \"r\" to ServiceAccount \"cloud-controller-manager/kube-system\""
+    );
+    let by = d.binding.expect("binding");
+    assert_eq!(
+        (by.kind.as_str(), by.namespace.as_str(), by.name.as_str()),
+        ("RoleBinding", "kube-system", "r")
+    );
+    // A RoleBinding of a ClusterRole says so.
+    assert_eq!(
+        p.authorize(&u, &cm("default")).reason,
+        "RBAC: allowed by RoleBinding \"cm-reader/default\" of ClusterRole \"cm-reader\" to ServiceAccount \"cloud-controller-manager/kube-system\""
+    );
 }
 
 #[test]
@@ -225,11 +242,17 @@ fn wildcards_groups_aggregation_and_masters() {
         res("list", "example.com", "widgets", "", "ns", "")
     ));
     assert!(!allowed(&p, &alice, res("get", "", "pods", "", "ns", "p")));
+    let d = p.authorize(&alice, &res("list", "", "pods", "", "", ""));
+    assert_eq!(d.rule.map(|r| r.role_name), Some("part".to_string()));
+    // The reason names the binding's roleRef (the aggregated role), as the apiserver's does.
     assert_eq!(
-        p.authorize(&alice, &res("list", "", "pods", "", "", ""))
-            .rule
-            .map(|r| r.role_name),
-        Some("part".to_string())
+        d.reason,
+        "RBAC: allowed by ClusterRoleBinding \"agg\" of ClusterRole \"agg\" to User \"alice\""
+    );
+    assert_eq!(
+        p.authorize(&writer, &res("patch", "", "nodes", "status", "", "n"))
+            .reason,
+        "RBAC: allowed by ClusterRoleBinding \"all-status\" of ClusterRole \"all-status\" to Group \"status-writers\""
     );
     assert!(allowed(
         &p,
@@ -252,7 +275,9 @@ fn wildcards_groups_aggregation_and_masters() {
         Attributes::non_resource("get", "/version")
     ));
     let root = UserInfo::new("root", &["system:masters"]);
-    assert!(allowed(&p, &root, res("delete", "", "nodes", "", "", "n")));
+    let d = p.authorize(&root, &res("delete", "", "nodes", "", "", "n"));
+    assert!(d.allowed);
+    assert_eq!((d.rule, d.binding, d.reason.as_str()), (None, None, ""));
 }
 
 #[test]
@@ -445,6 +470,30 @@ async fn http_401_403_and_self_subject_access_review() {
         .await
         .expect("request");
     assert_eq!(resp.status().as_u16(), 200);
+    // `bearertoken.go`: the token is the second space-separated part, as is. A third part
+    // is ignored; an empty second part (two spaces) is no token at all: 401, with the
+    // authenticator's warning.
+    let with_header = |value: &'static str| {
+        reqwest::Client::new()
+            .get(format!("{}/api/v1/nodes/n1", sim.url()))
+            .header("Authorization", value)
+            .send()
+    };
+    let resp = with_header("Bearer sa-token extra").await.expect("request");
+    assert_eq!(resp.status().as_u16(), 200);
+    let resp = with_header("Bearer  sa-token").await.expect("request");
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(
+        resp.headers().get("warning").and_then(|v| v.to_str().ok()),
+        Some(
+            "299 - \"the provided Authorization header contains extra space before the bearer token, and is ignored\""
+        )
+    );
+    let resp = with_header("  Bearer sa-token  ").await.expect("request");
+    assert_eq!(resp.status().as_u16(), 200, "the header is trimmed");
+    let resp = with_header("Bearer\tsa-token").await.expect("request");
+    assert_eq!(resp.status().as_u16(), 401, "only a space separates");
+    assert!(resp.headers().get("warning").is_none());
     // Discovery is allowed to every authenticated user (bootstrap system:discovery).
     let (code, _) = send(&sim, reqwest::Method::GET, "/api", Some("sa-token"), None).await;
     assert_eq!(code, 200);
@@ -474,6 +523,10 @@ async fn http_401_403_and_self_subject_access_review() {
     .await;
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["status"]["allowed"], true);
+    assert_eq!(
+        body["status"]["reason"],
+        "RBAC: allowed by ClusterRoleBinding \"c\" of ClusterRole \"c\" to ServiceAccount \"cloud-controller-manager/kube-system\""
+    );
     let (_, body) = send(
         &sim,
         reqwest::Method::POST,
@@ -483,6 +536,23 @@ async fn http_401_403_and_self_subject_access_review() {
     )
     .await;
     assert_eq!(body["status"]["allowed"], false);
+    // A body of another kind is refused as the apiserver's decoder refuses it.
+    let (code, body) = send(
+        &sim,
+        reqwest::Method::POST,
+        path,
+        Some("sa-token"),
+        Some(
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": "default"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "SelfSubjectRulesReview in version \"v1\" cannot be handled as a SelfSubjectAccessReview: converting (v1.SelfSubjectRulesReview) to (authorization.SelfSubjectAccessReview): unknown conversion"
+    );
 
     let decisions = sim.rbac_decisions();
     assert_eq!(decisions.iter().filter(|d| !d.allowed).count(), 2);
@@ -540,6 +610,11 @@ async fn self_subject_rules_review() {
     .await;
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["kind"], "SelfSubjectRulesReview");
+    // `REST.Create` answers with a new object holding only the status: nothing of the request
+    // (its `spec.namespace`) comes back.
+    assert_eq!(body["apiVersion"], "authorization.k8s.io/v1");
+    assert_eq!(body["metadata"], json!({"creationTimestamp": null}));
+    assert_eq!(body["spec"], json!({}));
     let st = &body["status"];
     let rules = st["resourceRules"].as_array().cloned().unwrap_or_default();
     assert!(

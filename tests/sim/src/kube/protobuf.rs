@@ -137,6 +137,8 @@ static KINDS: &[(&str, &str, &Message)] = &[
         "SubjectAccessReview",
         &SUBJECT_ACCESS_REVIEW,
     ),
+    // A delegating server's typed client (`TokenReviews().Create`) may send protobuf too.
+    ("authentication.k8s.io/v1", "TokenReview", &TOKEN_REVIEW),
 ];
 
 /// Whether a `Content-Type` header names the Kubernetes protobuf media type (parameters
@@ -969,6 +971,39 @@ static NON_RESOURCE_RULE: Message = Message {
     fields: &[rep(1, "verbs", Str), rep(2, "nonResourceURLs", Str)],
 };
 
+// authentication/v1 generated.proto (k8s.io/api, commit 10b39a3): TokenReview and what it
+// holds; JSON names and `omitempty` from authentication/v1 types.go. `UserInfo.extra` (4, a map
+// of ExtraValue) is not in the table, so a body carrying it is refused as unknown.
+static TOKEN_REVIEW: Message = Message {
+    name: "authentication.v1.TokenReview",
+    fields: &[
+        keep(1, "metadata", Msg(&OBJECT_META)),
+        keep(2, "spec", Msg(&TOKEN_REVIEW_SPEC)),
+        keep(3, "status", Msg(&TOKEN_REVIEW_STATUS)),
+    ],
+};
+static TOKEN_REVIEW_SPEC: Message = Message {
+    name: "authentication.v1.TokenReviewSpec",
+    fields: &[omit(1, "token", Str), rep(2, "audiences", Str)],
+};
+static TOKEN_REVIEW_STATUS: Message = Message {
+    name: "authentication.v1.TokenReviewStatus",
+    fields: &[
+        omit(1, "authenticated", Bool),
+        keep(2, "user", Msg(&USER_INFO)),
+        omit(3, "error", Str),
+        rep(4, "audiences", Str),
+    ],
+};
+static USER_INFO: Message = Message {
+    name: "authentication.v1.UserInfo",
+    fields: &[
+        omit(1, "username", Str),
+        omit(2, "uid", Str),
+        rep(3, "groups", Str),
+    ],
+};
+
 // ---------------------------------------------------------------------------------------------
 // Decoding by table.
 
@@ -1280,6 +1315,44 @@ mod tests {
         ))
         .expect_err("extra is refused");
         assert!(matches!(err, DecodeError::Malformed(_)), "{err:?}");
+    }
+
+    #[test]
+    fn token_reviews_as_a_typed_client_sends_them() {
+        // metadata, spec {token, audiences}, and the empty status gogo writes.
+        let spec = [
+            s(1, "abc"),
+            s(2, "https://kubernetes.default.svc"),
+            s(2, "x"),
+        ]
+        .concat();
+        let raw = [ld(1, &[]), ld(2, &spec), ld(3, &ld(2, &[]))].concat();
+        let v =
+            decode(&envelope("authentication.k8s.io/v1", "TokenReview", &raw)).expect("decodes");
+        assert_eq!(v["kind"], "TokenReview");
+        assert_eq!(
+            v["spec"],
+            json!({"token": "abc", "audiences": ["https://kubernetes.default.svc", "x"]})
+        );
+        assert_eq!(v["status"], json!({"user": {}}));
+        // A status as a server writes it: every field known.
+        let user = [s(1, "alice"), s(2, "u-1"), s(3, "g1"), s(3, "g2")].concat();
+        let status = [int(1, 1), ld(2, &user), s(3, ""), s(4, "aud")].concat();
+        let v = decode(&envelope(
+            "authentication.k8s.io/v1",
+            "TokenReview",
+            &ld(3, &status),
+        ))
+        .expect("decodes");
+        assert_eq!(
+            v["status"],
+            json!({"authenticated": true, "audiences": ["aud"],
+                "user": {"username": "alice", "uid": "u-1", "groups": ["g1", "g2"]}})
+        );
+        // UserInfo.extra (4) is not decoded: refused, never dropped.
+        let extra = ld(3, &ld(2, &entry(4, "k", "v")));
+        let m = malformed(&envelope("authentication.k8s.io/v1", "TokenReview", &extra));
+        assert!(m.contains("field 4 of authentication.v1.UserInfo"), "{m}");
     }
     fn malformed(body: &[u8]) -> String {
         match decode(body) {

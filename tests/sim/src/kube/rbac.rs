@@ -119,6 +119,60 @@ pub struct RuleRef {
     pub rule_index: usize,
 }
 
+/// The binding through which a rule applied, and the subject of it that matched the user.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct BindingRef {
+    /// `ClusterRoleBinding` or `RoleBinding`.
+    pub kind: String,
+    /// Namespace of a RoleBinding, empty for a ClusterRoleBinding.
+    pub namespace: String,
+    /// Binding name.
+    pub name: String,
+    /// `roleRef.kind` (a RoleBinding may name a ClusterRole).
+    pub role_kind: String,
+    /// `roleRef.name`.
+    pub role_name: String,
+    /// `kind` of the first subject that applies to the user (`appliesTo`).
+    pub subject_kind: String,
+    /// `name` of that subject.
+    pub subject_name: String,
+    /// `namespace` of that subject as written (ServiceAccounts default to the binding's).
+    pub subject_namespace: String,
+}
+
+impl BindingRef {
+    /// `clusterRoleBindingDescriber.String` / `roleBindingDescriber.String` with
+    /// `describeSubject` (kubernetes/kubernetes pkg/registry/rbac/validation/rule.go):
+    /// `ClusterRoleBinding "crb" of ClusterRole "r" to User "u"`,
+    /// `RoleBinding "rb/ns" of Role "r" to ServiceAccount "sa/ns"` (a ServiceAccount is
+    /// `name/namespace`, the namespace defaulting to the binding's).
+    pub fn describe(&self) -> String {
+        let subject = if self.subject_kind == "ServiceAccount" {
+            let ns = if self.subject_namespace.is_empty() {
+                &self.namespace
+            } else {
+                &self.subject_namespace
+            };
+            format!(
+                "{} {:?}",
+                self.subject_kind,
+                format!("{}/{ns}", self.subject_name)
+            )
+        } else {
+            format!("{} {:?}", self.subject_kind, self.subject_name)
+        };
+        let binding = if self.kind == "RoleBinding" {
+            format!("{}/{}", self.name, self.namespace)
+        } else {
+            self.name.clone()
+        };
+        format!(
+            "{} {binding:?} of {} {:?} to {subject}",
+            self.kind, self.role_kind, self.role_name
+        )
+    }
+}
+
 /// One authorization decision the simulator made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
@@ -130,7 +184,11 @@ pub struct Decision {
     pub allowed: bool,
     /// The rule that allowed it (`None` when denied or for `system:masters`).
     pub rule: Option<RuleRef>,
-    /// The RBAC reason of a denial (`RBAC: ...` for missing roles), or empty.
+    /// The binding (and its matching subject) that granted [`Decision::rule`].
+    pub binding: Option<BindingRef>,
+    /// The RBAC authorizer's reason (plugin/pkg/auth/authorizer/rbac/rbac.go `Authorize`):
+    /// `RBAC: allowed by <binding>` when a rule allowed it, `RBAC: <errors>` for a denial with
+    /// missing roles, else empty.
     pub reason: String,
 }
 
@@ -382,48 +440,67 @@ impl Policy {
     /// `RBAC: <errors>` when a referenced role is missing. `system:masters` is allowed
     /// before RBAC, like the apiserver's privileged-group authorizer.
     pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
-        let decision = |allowed, rule, reason| Decision {
+        let decision = |allowed, rule, binding, reason| Decision {
             user: user.name.clone(),
             attributes: attrs.clone(),
             allowed,
             rule,
+            binding,
             reason,
         };
         if user.groups.iter().any(|g| g == "system:masters") {
-            return decision(true, None, String::new());
+            return decision(true, None, None, String::new());
         }
         let mut errors: Vec<String> = Vec::new();
-        let mut visit = |binding: &Value, binding_ns: &str| -> Option<RuleRef> {
+        let mut visit = |binding: &Value, binding_ns: &str| -> Option<(RuleRef, BindingRef)> {
             let subjects = binding.get("subjects").and_then(Value::as_array)?;
-            if !subjects
+            // `appliesTo`: the first subject that applies is the one described.
+            let subject = subjects
                 .iter()
-                .any(|s| applies_to_user(user, s, binding_ns))
-            {
-                return None;
-            }
+                .find(|s| applies_to_user(user, s, binding_ns))?;
             let role_ref = binding.get("roleRef").cloned().unwrap_or(Value::Null);
             match self.role_ref_rules(&role_ref, binding_ns) {
-                Ok(rules) => rules
-                    .into_iter()
-                    .find(|(_, r)| rule_allows(attrs, r))
-                    .map(|(rr, _)| rr),
+                Ok(rules) => {
+                    rules
+                        .into_iter()
+                        .find(|(_, r)| rule_allows(attrs, r))
+                        .map(|(rr, _)| {
+                            let s = |v: &Value, k: &str| str_at(v, &[k]).to_string();
+                            let by = BindingRef {
+                                kind: s(binding, "kind"),
+                                namespace: binding_ns.to_string(),
+                                name: str_at(binding, &["metadata", "name"]).to_string(),
+                                role_kind: s(&role_ref, "kind"),
+                                role_name: s(&role_ref, "name"),
+                                subject_kind: s(subject, "kind"),
+                                subject_name: s(subject, "name"),
+                                subject_namespace: s(subject, "namespace"),
+                            };
+                            (rr, by)
+                        })
+                }
                 Err(e) => {
                     errors.push(e);
                     None
                 }
             }
         };
+        // `authorizingVisitor.visit`: `RBAC: allowed by <source>`.
+        let allowed = |(rr, by): (RuleRef, BindingRef)| {
+            let reason = format!("RBAC: allowed by {}", by.describe());
+            decision(true, Some(rr), Some(by), reason)
+        };
         for b in &self.cluster_role_bindings {
-            if let Some(rr) = visit(b, "") {
-                return decision(true, Some(rr), String::new());
+            if let Some(found) = visit(b, "") {
+                return allowed(found);
             }
         }
         if !attrs.namespace.is_empty() {
             for b in &self.role_bindings {
                 if str_at(b, &["metadata", "namespace"]) == attrs.namespace
-                    && let Some(rr) = visit(b, &attrs.namespace)
+                    && let Some(found) = visit(b, &attrs.namespace)
                 {
-                    return decision(true, Some(rr), String::new());
+                    return allowed(found);
                 }
             }
         }
@@ -434,7 +511,7 @@ impl Policy {
         } else {
             format!("RBAC: [{}]", errors.join(", "))
         };
-        decision(false, None, reason)
+        decision(false, None, None, reason)
     }
 
     /// `DefaultRuleResolver.RulesFor` (rule.go): every rule of the roles bound to `user` by
@@ -709,6 +786,47 @@ pub fn forbidden(user: &str, attrs: &Attributes, reason: &str) -> ApiError {
     }
 }
 
+/// What an `Authorization` header carries for the bearer-token authenticator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bearer<'a> {
+    /// No header, another scheme, or no token: no credentials.
+    Absent,
+    /// `Bearer  <token>`: the token is the empty string before the second space, so there are
+    /// no credentials, and the apiserver warns ([`EXTRA_SPACE_WARNING`]).
+    EmptyBeforeSpace,
+    /// The token to look up.
+    Token(&'a str),
+}
+
+/// The warning of the bearer-token authenticator for [`Bearer::EmptyBeforeSpace`]
+/// (`invalidTokenWithSpaceWarning`).
+pub(crate) const EXTRA_SPACE_WARNING: &str = "the provided Authorization header contains extra space before the bearer token, and is ignored";
+
+/// The token of an `Authorization` header, parsed like `bearertoken.AuthenticateRequest`
+/// (k8s.io/apiserver pkg/authentication/request/bearertoken/bearertoken.go): the header is
+/// trimmed (`strings.TrimSpace`) and split on single spaces into at most three parts
+/// (`strings.SplitN(auth, " ", 3)`); fewer than two parts or a scheme other than
+/// (case-insensitively) `bearer` is no token; the token is the second part, as is: `Bearer a b`
+/// looks up `a`, and `Bearer  a` (two spaces) has an empty token, which is no credentials. With
+/// no credentials and no anonymous authenticator the simulator answers 401, as it does for a
+/// token nobody registered (`invalid bearer token`).
+pub(crate) fn bearer_token(authorization: Option<&str>) -> Bearer<'_> {
+    let auth = authorization.unwrap_or("").trim();
+    if auth.is_empty() {
+        return Bearer::Absent;
+    }
+    let parts: Vec<&str> = auth.splitn(3, ' ').collect();
+    if parts.len() < 2 || !parts[0].eq_ignore_ascii_case("bearer") {
+        return Bearer::Absent;
+    }
+    match parts[1] {
+        // After trimming, an empty second part always has a third part after it.
+        "" if parts.len() == 3 => Bearer::EmptyBeforeSpace,
+        "" => Bearer::Absent,
+        token => Bearer::Token(token),
+    }
+}
+
 /// The simulator's authentication and authorization state.
 #[derive(Default)]
 pub(crate) struct Rbac {
@@ -762,15 +880,12 @@ impl Rbac {
         self.decisions.lock().unwrap().clone()
     }
 
-    /// The user of an `Authorization: Bearer` header.
+    /// The user of an `Authorization: Bearer` header ([`bearer_token`]'s token).
     pub fn authenticate(&self, authorization: Option<&str>) -> Option<UserInfo> {
-        // Like the bearertoken authenticator: scheme case-insensitive, token non-empty.
-        let (scheme, token) = authorization?.trim().split_once(' ')?;
-        let token = token.trim();
-        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
-            return None;
+        match bearer_token(authorization) {
+            Bearer::Token(token) => self.tokens.lock().unwrap().get(token).cloned(),
+            Bearer::Absent | Bearer::EmptyBeforeSpace => None,
         }
-        self.tokens.lock().unwrap().get(token).cloned()
     }
 
     /// Authorizes `attrs` for `user` and records the decision.
@@ -808,10 +923,8 @@ impl Rbac {
 pub(crate) fn self_subject_access_review(
     rbac: &Rbac,
     user: Option<&UserInfo>,
-    body: &[u8],
+    mut review: Value,
 ) -> Result<Value, ApiError> {
-    let mut review: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid SelfSubjectAccessReview: {e}")))?;
     let spec = review.get("spec").cloned().unwrap_or(Value::Null);
     let attrs = if let Some(ra) = spec.get("resourceAttributes") {
         let s = |k: &str| str_at(ra, &[k]).to_string();
@@ -860,10 +973,8 @@ pub(crate) fn self_subject_access_review(
 pub(crate) fn self_subject_rules_review(
     rbac: &Rbac,
     user: Option<&UserInfo>,
-    body: &[u8],
+    review: Value,
 ) -> Result<Value, ApiError> {
-    let mut review: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("invalid SelfSubjectRulesReview: {e}")))?;
     let namespace = review
         .pointer("/spec/namespace")
         .and_then(Value::as_str)
@@ -927,28 +1038,93 @@ pub(crate) fn self_subject_rules_review(
             st
         }
     };
-    review["apiVersion"] = json!("authorization.k8s.io/v1");
-    review["kind"] = json!("SelfSubjectRulesReview");
-    if review.get("metadata").is_none() {
-        review["metadata"] = json!({});
-    }
-    review["status"] = status;
-    Ok(review)
+    // `REST.Create` (pkg/registry/authorization/selfsubjectrulesreview/rest.go) answers with a
+    // new `SelfSubjectRulesReview` holding only `Status`: nothing of the request comes back.
+    // Encoded, that is the type's `apiVersion`/`kind`, an empty `metadata` (whose zero
+    // `creationTimestamp` is written as null), `spec` (no `omitempty`; its `namespace` is) and
+    // the status.
+    Ok(json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "metadata": {"creationTimestamp": null},
+        "spec": {},
+        "status": status,
+    }))
 }
 
-/// The `status` of an access review for a decision: `allowed`, and a `reason` naming the role
-/// that allowed it or why nothing did (as the RBAC authorizer's reason strings do).
+/// The `status` of an access review for a decision: `allowed`, and the authorizer's `reason`
+/// (`RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to User "u"`, or why nothing
+/// allowed it), as `SubjectAccessReview`'s `REST.Create`
+/// (pkg/registry/authorization/subjectaccessreview/rest.go) copies it.
 pub(crate) fn access_review_status(d: &Decision) -> Value {
     let mut st = json!({"allowed": d.allowed});
-    if let Some(rr) = &d.rule {
-        let binding = if rr.role_kind == "Role" {
-            format!("RoleBinding of Role {:?}", rr.role_name)
-        } else {
-            format!("ClusterRoleBinding of ClusterRole {:?}", rr.role_name)
-        };
-        st["reason"] = json!(format!("RBAC: allowed by {binding}"));
-    } else if !d.reason.is_empty() {
+    if !d.reason.is_empty() {
         st["reason"] = json!(d.reason);
     }
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_parsed_like_the_bearertoken_authenticator() {
+        let t = |h: &'static str| bearer_token(Some(h));
+        assert_eq!(t("Bearer abc"), Bearer::Token("abc"));
+        assert_eq!(t("bEaReR abc"), Bearer::Token("abc"));
+        assert_eq!(t("  Bearer abc \t"), Bearer::Token("abc"));
+        // SplitN(auth, " ", 3): the token is the second part, a third is ignored.
+        assert_eq!(t("Bearer a b"), Bearer::Token("a"));
+        assert_eq!(t("Bearer  abc"), Bearer::EmptyBeforeSpace);
+        assert_eq!(t("Bearer"), Bearer::Absent);
+        assert_eq!(t("Bearer "), Bearer::Absent);
+        assert_eq!(t("Bearer\tabc"), Bearer::Absent);
+        assert_eq!(t("Basic abc"), Bearer::Absent);
+        assert_eq!(t(""), Bearer::Absent);
+        assert_eq!(bearer_token(None), Bearer::Absent);
+
+        let rbac = Rbac::default();
+        rbac.add_token("a", "alice", &[]);
+        assert_eq!(
+            rbac.authenticate(Some("Bearer a b")).map(|u| u.name),
+            Some("alice".to_string())
+        );
+        assert_eq!(rbac.authenticate(Some("Bearer  a")), None);
+    }
+
+    #[test]
+    fn bindings_are_described_like_the_rule_resolver() {
+        let by = |kind: &str, ns: &str, subject: (&str, &str, &str)| BindingRef {
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: "b".into(),
+            role_kind: "ClusterRole".into(),
+            role_name: "r".into(),
+            subject_kind: subject.0.into(),
+            subject_name: subject.1.into(),
+            subject_namespace: subject.2.into(),
+        };
+        assert_eq!(
+            by("ClusterRoleBinding", "", ("User", "u", "")).describe(),
+            "ClusterRoleBinding \"b\" of ClusterRole \"r\" to User \"u\""
+        );
+        assert_eq!(
+            by(
+                "ClusterRoleBinding",
+                "",
+                ("ServiceAccount", "sa", "kube-system")
+            )
+            .describe(),
+            "ClusterRoleBinding \"b\" of ClusterRole \"r\" to ServiceAccount \"sa/kube-system\""
+        );
+        assert_eq!(
+            by("RoleBinding", "ns", ("ServiceAccount", "sa", "")).describe(),
+            "RoleBinding \"b/ns\" of ClusterRole \"r\" to ServiceAccount \"sa/ns\""
+        );
+        assert_eq!(
+            by("RoleBinding", "ns", ("Group", "g", "")).describe(),
+            "RoleBinding \"b/ns\" of ClusterRole \"r\" to Group \"g\""
+        );
+    }
 }

@@ -7,22 +7,28 @@
 //!
 //! - `pkg/registry/authentication/tokenreview/storage.go` (`REST.Create`): an empty
 //!   `spec.token` is a 400 (`token is required for TokenReview in authentication`); the token
-//!   is authenticated as a request's bearer token would be (the simulator's registered tokens,
-//!   [`super::KubeSim::add_token`]) and the answer is `status.authenticated`, `status.user`,
-//!   and `status.error` when not authenticated (`bearertoken`'s `invalid bearer token`).
+//!   goes into a fake request's `Authorization: Bearer <token>` header and is authenticated as
+//!   a request's would be ([`super::rbac::bearer_token`]'s parsing, the simulator's registered
+//!   tokens, [`super::KubeSim::add_token`]); the answer is `status.authenticated`,
+//!   `status.user`, and `status.error` when a token was not recognised (`bearertoken`'s
+//!   `invalid bearer token`). See [`token_review`].
 //! - `pkg/registry/authorization/subjectaccessreview/rest.go` (`REST.Create`) and
 //!   `pkg/apis/authorization/validation/validation.go` (`ValidateSubjectAccessReview`,
 //!   `ValidateSubjectAccessReviewSpec`): exactly one of `resourceAttributes` and
 //!   `nonResourceAttributes`, a user or a group, empty `metadata`, else a 422 whose kind is
 //!   empty (the internal object has no `Kind`: `.authorization.k8s.io "" is invalid: …`).
 //!   The answer is the authorizer's: with RBAC on, the simulator's policy (`system:masters`
-//!   first, like the privileged-group authorizer); with RBAC off, allowed (`AlwaysAllow`).
+//!   first, like the privileged-group authorizer) and its reason (`RBAC: allowed by …`); with
+//!   RBAC off, allowed (`AlwaysAllow`).
+//!
+//! The body arrives decoded (JSON, or protobuf turned into JSON) and of the endpoint's kind:
+//! the server's `review_json` (server.rs) refuses other kinds as the apiserver's decoder does.
 
 use serde_json::{Map, Value, json};
 
 use super::Shared;
 use super::error::ApiError;
-use super::rbac::{Attributes, UserInfo, access_review_status};
+use super::rbac::{Attributes, Bearer, UserInfo, access_review_status, bearer_token};
 
 /// `POST` here creates a TokenReview.
 pub(crate) const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -35,43 +41,52 @@ pub(crate) fn handles(path: &str) -> bool {
     path == TOKEN_REVIEW_PATH || path == SUBJECT_ACCESS_REVIEW_PATH
 }
 
-/// Answers a review `POST`ed to `path` (one of [`handles`]) with the created object (201).
-pub(crate) fn create(sim: &Shared, path: &str, body: &[u8]) -> Result<Value, ApiError> {
+/// The internal API package and kind of the review `path` (one of [`handles`]) creates.
+pub(crate) fn kind(path: &str) -> (&'static str, &'static str) {
     if path == TOKEN_REVIEW_PATH {
-        token_review(sim, body)
+        ("authentication", "TokenReview")
     } else {
-        subject_access_review(sim, body)
+        ("authorization", "SubjectAccessReview")
     }
 }
 
-fn decode(kind: &str, body: &[u8]) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the body of the {kind} is not valid JSON: {e}"))
-    })?;
-    if !v.is_object() {
-        return Err(ApiError::bad_request(format!(
-            "the body of the {kind} is not a JSON object"
-        )));
+/// Answers a review `POST`ed to `path` (one of [`handles`]) with the created object (201).
+/// `review` is the decoded body (JSON, or protobuf decoded into JSON) of the endpoint's kind.
+pub(crate) fn create(sim: &Shared, path: &str, review: Value) -> Result<Value, ApiError> {
+    if path == TOKEN_REVIEW_PATH {
+        token_review(sim, review)
+    } else {
+        subject_access_review(sim, review)
     }
-    Ok(v)
 }
 
-fn token_review(sim: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut review = decode("TokenReview", body)?;
+/// `REST.Create` of pkg/registry/authentication/tokenreview/storage.go: the token goes into a
+/// fake request's header, `"Bearer " + spec.token`, and through the request authenticator
+/// (so the bearer-token authenticator's parsing applies: `"a b"` authenticates as `a`, and
+/// `" a"` carries no token at all). The answer is the review as sent, with
+/// `status.authenticated` (`omitempty`: absent when false), `status.user` (a struct, so `{}`
+/// when nobody was authenticated) and `status.error` when the authenticator failed
+/// (`invalid bearer token` for a token nobody recognises). A token that yields no credentials
+/// is neither authenticated nor an error (the union authenticator's empty aggregate); a real
+/// apiserver with anonymous auth on would answer `system:anonymous` there, the simulator has
+/// no anonymous user.
+fn token_review(sim: &Shared, mut review: Value) -> Result<Value, ApiError> {
     let token = review["spec"]["token"].as_str().unwrap_or("").to_string();
     if token.is_empty() {
         return Err(ApiError::bad_request(
             "token is required for TokenReview in authentication",
         ));
     }
-    let user = sim.rbac.authenticate(Some(&format!("Bearer {token}")));
-    let status = match user {
+    let header = format!("Bearer {token}");
+    let status = match sim.rbac.authenticate(Some(&header)) {
         Some(u) => json!({
             "authenticated": true,
             "user": {"username": u.name, "groups": u.groups},
         }),
-        // The bearer-token authenticator's error for a token nobody recognises.
-        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+        None if matches!(bearer_token(Some(&header)), Bearer::Token(_)) => {
+            json!({"user": {}, "error": "invalid bearer token"})
+        }
+        None => json!({"user": {}}),
     };
     review["apiVersion"] = json!("authentication.k8s.io/v1");
     review["kind"] = json!("TokenReview");
@@ -89,16 +104,34 @@ fn invalid(field: &str, value: &Value, detail: &str) -> String {
     format!("{field}: Invalid value: {shown}: {detail}")
 }
 
-/// `ValidateSubjectAccessReview`: the field errors of a review.
+/// `ValidateSubjectAccessReview` and `ValidateSubjectAccessReviewSpec`
+/// (pkg/apis/authorization/validation/validation.go): the field errors of a review.
+///
+/// Both attribute kinds set: `spec.nonResourceAttributes` "cannot be specified in combination
+/// with resourceAttributes", its value the internal `NonResourceAttributes` (no `json` tags,
+/// so `field.Error` renders it by its Go field names, `{"Path":…,"Verb":…}`). Neither:
+/// `spec.resourceAttributes` "exactly one of nonResourceAttributes or resourceAttributes must
+/// be specified", its value the nil `spec.NonResourceAttributes` (`null`).
 fn validate_subject_access_review(review: &Value) -> Vec<String> {
     let spec = &review["spec"];
     let ra = spec.get("resourceAttributes").filter(|v| !v.is_null());
     let nra = spec.get("nonResourceAttributes").filter(|v| !v.is_null());
-    let union = "exactly one of nonResourceAttributes or resourceAttributes must be specified";
     let mut errs = Vec::new();
     match (ra, nra) {
-        (Some(_), Some(n)) => errs.push(invalid("spec", n, union)),
-        (None, None) => errs.push(invalid("spec", &Value::Null, union)),
+        (Some(_), Some(n)) => {
+            let text = |k: &str| n[k].as_str().unwrap_or("").to_string();
+            let internal = json!({"Path": text("path"), "Verb": text("verb")});
+            errs.push(invalid(
+                "spec.nonResourceAttributes",
+                &internal,
+                "cannot be specified in combination with resourceAttributes",
+            ));
+        }
+        (None, None) => errs.push(invalid(
+            "spec.resourceAttributes",
+            &Value::Null,
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
         _ => {}
     }
     let user = spec["user"].as_str().unwrap_or("");
@@ -181,8 +214,7 @@ fn attributes(spec: &Value) -> Attributes {
     }
 }
 
-fn subject_access_review(sim: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut review = decode("SubjectAccessReview", body)?;
+fn subject_access_review(sim: &Shared, mut review: Value) -> Result<Value, ApiError> {
     let errs = validate_subject_access_review(&review);
     if !errs.is_empty() {
         return Err(invalid_error(errs));
@@ -230,16 +262,26 @@ mod tests {
     #[test]
     fn subject_access_reviews_are_validated_like_the_apiserver() {
         let errs = validate_subject_access_review(&json!({"spec": {}}));
+        let e = invalid_error(errs);
         assert_eq!(
-            invalid_error(errs).message,
-            ".authorization.k8s.io \"\" is invalid: [spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
+            e.message,
+            ".authorization.k8s.io \"\" is invalid: [spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified, spec.user: Invalid value: \"\": at least one of user or group must be specified]"
         );
+        let causes = &e.details.expect("details")["causes"];
+        assert_eq!(causes[0]["field"], "spec.resourceAttributes");
+        assert_eq!(causes[1]["field"], "spec.user");
         let both = json!({"spec": {
             "user": "u",
             "resourceAttributes": {"verb": "get"},
             "nonResourceAttributes": {"verb": "get", "path": "/metrics"},
         }});
-        assert_eq!(validate_subject_access_review(&both).len(), 1);
+        assert_eq!(
+            validate_subject_access_review(&both),
+            vec![
+                "spec.nonResourceAttributes: Invalid value: {\"Path\":\"/metrics\",\"Verb\":\"get\"}: cannot be specified in combination with resourceAttributes"
+                    .to_string()
+            ]
+        );
         let groups_only = json!({"spec": {
             "groups": ["g"],
             "nonResourceAttributes": {"verb": "get", "path": "/metrics"},

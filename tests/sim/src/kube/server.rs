@@ -56,38 +56,11 @@ async fn handle(
         .check(method.as_str(), &path, &query, authorization);
     let req = request::parse(&method, &path, query);
     let mut faulted = false;
-    let response = match check {
+    let mut response = match check {
         rbac::Check::Denied(e) => error_response(&e),
-        rbac::Check::Allowed(user) if method == Method::POST && path == SSAR_PATH => {
-            let review = review_json(&headers, &body);
-            match review
-                .and_then(|b| rbac::self_subject_access_review(&sim.rbac, user.as_ref(), &b))
-            {
-                Ok(v) => value_response(201, &v),
-                Err(e) => error_response(&e),
-            }
-        }
-        rbac::Check::Allowed(user) if method == Method::POST && path == SSRR_PATH => {
-            let review = review_json(&headers, &body);
-            match review.and_then(|b| rbac::self_subject_rules_review(&sim.rbac, user.as_ref(), &b))
-            {
-                Ok(v) => value_response(201, &v),
-                Err(e) => error_response(&e),
-            }
-        }
-        // TokenReviews and SubjectAccessReviews (reviews.rs); faults apply as to any request.
-        rbac::Check::Allowed(_) if method == Method::POST && reviews::handles(&path) => {
-            let outcome = sim.faults.check(method.as_str(), &path, &req);
-            faulted = outcome.action.is_some();
-            match outcome.action {
-                Some(action) => fault_response(&req, &action),
-                None => match reviews::create(&sim, &path, &body) {
-                    Ok(v) => value_response(201, &v),
-                    Err(e) => error_response(&e),
-                },
-            }
-        }
-        rbac::Check::Allowed(_) => {
+        // Faults (latency first, then the first matching rule) apply to every allowed request,
+        // the reviews included.
+        rbac::Check::Allowed(user) => {
             let outcome = sim.faults.check(method.as_str(), &path, &req);
             if !outcome.delay.is_zero() {
                 tokio::time::sleep(outcome.delay).await;
@@ -95,10 +68,23 @@ async fn handle(
             faulted = outcome.action.is_some();
             match outcome.action {
                 Some(action) => fault_response(&req, &action),
-                None => api::serve(&sim, &req, &method, &headers, &body, outcome.expire_watch),
+                None => serve_review(&sim, user.as_ref(), &path, &method, &headers, &body)
+                    .unwrap_or_else(|| {
+                        api::serve(&sim, &req, &method, &headers, &body, outcome.expire_watch)
+                    }),
             }
         }
     };
+    // `bearertoken.AuthenticateRequest` (k8s.io/apiserver pkg/authentication/request/
+    // bearertoken/bearertoken.go) warns about `Bearer  <token>` (an empty token before a second
+    // space) through the warning recorder, which wraps authentication in
+    // `DefaultBuildHandlerChain`, so the warning reaches the 401 too.
+    if sim.rbac.enabled() && rbac::bearer_token(authorization) == rbac::Bearer::EmptyBeforeSpace {
+        let text = format!("299 - {:?}", rbac::EXTRA_SPACE_WARNING);
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
     let status = response.status().as_u16();
     tracing::debug!(%method, %uri, status, faulted, "kube-sim request");
     let header_text = |name: header::HeaderName| {
@@ -134,19 +120,108 @@ async fn handle(
     response
 }
 
-/// The JSON body of a self-review: kubectl sends protobuf, which is decoded first.
-fn review_json<'a>(
+/// Serves an allowed, unfaulted review `POST` (`None` for any other request, which
+/// [`api::serve`] serves).
+fn serve_review(
+    sim: &Shared,
+    user: Option<&rbac::UserInfo>,
+    path: &str,
+    method: &Method,
     headers: &HeaderMap,
-    body: &'a Bytes,
-) -> Result<std::borrow::Cow<'a, [u8]>, ApiError> {
+    body: &Bytes,
+) -> Option<Response> {
+    let created = |result: Result<Value, ApiError>| match result {
+        Ok(v) => value_response(201, &v),
+        Err(e) => error_response(&e),
+    };
+    if method != Method::POST {
+        return None;
+    }
+    Some(if path == SSAR_PATH {
+        created(
+            review_json(headers, body, "authorization", "SelfSubjectAccessReview")
+                .and_then(|r| rbac::self_subject_access_review(&sim.rbac, user, r)),
+        )
+    } else if path == SSRR_PATH {
+        created(
+            review_json(headers, body, "authorization", "SelfSubjectRulesReview")
+                .and_then(|r| rbac::self_subject_rules_review(&sim.rbac, user, r)),
+        )
+    } else if reviews::handles(path) {
+        // TokenReviews and SubjectAccessReviews (reviews.rs).
+        let (package, kind) = reviews::kind(path);
+        created(
+            review_json(headers, body, package, kind).and_then(|r| reviews::create(sim, path, r)),
+        )
+    } else {
+        return None;
+    })
+}
+
+/// The body of a review `POST`ed to the endpoint of `kind` (internal API package `package`),
+/// as a JSON object: kubectl and client-go's typed clients send protobuf, which is decoded
+/// first ([`protobuf::decode`]).
+///
+/// A body of another kind is a 400 worded like the apiserver's: its decoder
+/// (`versioning.codec.Decode`, k8s.io/apimachinery pkg/runtime/serializer/versioning) decodes
+/// the body as the kind it names and converts that into the endpoint's internal type, which
+/// fails (`converting (v1.TokenReview) to (authorization.SubjectAccessReview): unknown
+/// conversion`, `conversion.Converter.Convert`), and the create handler's
+/// `transformDecodeError` (k8s.io/apiserver pkg/endpoints/handlers/rest.go) wraps it as
+/// `<kind> in version "<version>" cannot be handled as a <endpoint kind>: <error>`. A body
+/// without `kind` takes the endpoint's (the decoder's default GVK).
+fn review_json(
+    headers: &HeaderMap,
+    body: &Bytes,
+    package: &str,
+    kind: &str,
+) -> Result<Value, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());
-    if protobuf::is_protobuf(content_type) {
-        let review = protobuf::decode(body)?;
-        Ok(serde_json::to_vec(&review).unwrap_or_default().into())
+    let review = if protobuf::is_protobuf(content_type) {
+        protobuf::decode(body)?
     } else {
-        Ok(body.as_ref().into())
+        // Undecodable JSON: `transformDecodeError` without a kind, with `summarizeData`.
+        let unrecognized = |why: String| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {kind}): {why} ({})",
+                summarize(body, 30)
+            ))
+        };
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            unrecognized(format!("couldn't get version/kind; json parse error: {e}"))
+        })?;
+        if !v.is_object() {
+            return Err(unrecognized(
+                "couldn't get version/kind; json parse error: not a JSON object".into(),
+            ));
+        }
+        v
+    };
+    let sent = review["kind"].as_str().unwrap_or("");
+    if !sent.is_empty() && sent != kind {
+        let api_version = review["apiVersion"].as_str().unwrap_or("");
+        let version = api_version.rsplit('/').next().unwrap_or("");
+        return Err(ApiError::bad_request(format!(
+            "{sent} in version {version:?} cannot be handled as a {kind}: converting ({version}.{sent}) to ({package}.{kind}): unknown conversion"
+        )));
+    }
+    Ok(review)
+}
+
+/// `summarizeData` (k8s.io/apiserver pkg/endpoints/handlers/rest.go): `<empty>`, the start of
+/// a JSON object as text, or else the start of the bytes in hex; ` ...` when cut.
+fn summarize(body: &[u8], max: usize) -> String {
+    let cut = if body.len() > max { " ..." } else { "" };
+    let head = &body[..body.len().min(max)];
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{cut}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{cut}")
+        }
     }
 }
 

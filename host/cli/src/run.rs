@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::server::delegated_auth::AlwaysAllowPaths;
 use wasm_ccm_controllers::server::tls::server_config;
-use wasm_ccm_controllers::server::{DelegatedAuthOptions, Serving, TlsOptions};
+use wasm_ccm_controllers::server::{
+    ConnectionLimits, DelegatedAuthOptions, MinTlsVersion, Serving, TlsOptions,
+};
 use wasm_ccm_controllers::{
     ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
     RunOptions, default_identity,
@@ -138,6 +140,40 @@ pub struct RunArgs {
         value_name = "PATHS"
     )]
     authorization_always_allow_paths: Vec<String>,
+    /// Oldest TLS version served on --secure-port: VersionTLS12 (default) or VersionTLS13
+    /// (VersionTLS10 and VersionTLS11 are refused: not implemented by rustls).
+    #[arg(long, value_name = "VERSION")]
+    tls_min_version: Option<String>,
+    /// How long a TokenReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authentication_token_webhook_cache_ttl: Duration,
+    /// How long an allowing SubjectAccessReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long a denying SubjectAccessReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Upstream's serving flags for client certificates, request-header authentication, the
+    /// cipher suites and the lookup of `extension-apiserver-authentication`: accepted so an
+    /// upstream manifest starts, without effect (a warning says so).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    tls_cipher_suites: Option<Vec<String>>,
+    #[arg(long, hide = true)]
+    client_ca_file: Option<String>,
+    #[arg(long, hide = true)]
+    requestheader_client_ca_file: Option<String>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_allowed_names: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_extra_headers_prefix: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_group_headers: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_username_headers: Option<Vec<String>>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    authentication_skip_lookup: Option<String>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    authentication_tolerate_lookup_failure: Option<String>,
     /// Kubernetes API requests per second.
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f32,
@@ -194,6 +230,15 @@ pub struct RunArgs {
     /// How often the driver's `housekeeping` runs.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     housekeeping_period: Duration,
+}
+
+/// A cache TTL flag: a duration, or zero (upstream's way to turn the cache off), which
+/// [`parse_duration`] refuses elsewhere.
+fn parse_cache_ttl(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "0" | "0s" | "0ms" | "0m" | "0h") {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
 }
 
 /// The settings a driver for the controllers is loaded with (whatever its source).
@@ -426,7 +471,9 @@ impl RunArgs {
                 "generated a self-signed serving certificate in memory (pass --cert-dir to keep it, or --tls-cert-file and --tls-private-key-file)"
             ),
         }
-        let config = server_config(cert)
+        let min_version = MinTlsVersion::parse(self.tls_min_version.as_deref().unwrap_or(""))
+            .map_err(anyhow::Error::msg)?;
+        let config = server_config(cert, min_version)
             .context("cannot set up the serving certificate of --secure-port")?;
         Ok(Some(config))
     }
@@ -457,7 +504,11 @@ impl RunArgs {
                 authentication,
                 authorization,
                 always_allow_paths,
+                token_cache_ttl: self.authentication_token_webhook_cache_ttl,
+                allow_cache_ttl: self.authorization_webhook_cache_authorized_ttl,
+                deny_cache_ttl: self.authorization_webhook_cache_unauthorized_ttl,
             }),
+            limits: ConnectionLimits::default(),
         })
     }
 
@@ -491,6 +542,42 @@ impl RunArgs {
             (
                 self.leader_migration_config.is_some(),
                 "--leader-migration-config",
+            ),
+            (
+                self.tls_cipher_suites.is_some(),
+                "--tls-cipher-suites (rustls's safe defaults are used)",
+            ),
+            (
+                self.client_ca_file.is_some(),
+                "--client-ca-file (client certificates are not authenticated)",
+            ),
+            (
+                self.requestheader_client_ca_file.is_some(),
+                "--requestheader-client-ca-file (request-header authentication is not supported)",
+            ),
+            (
+                self.requestheader_allowed_names.is_some(),
+                "--requestheader-allowed-names",
+            ),
+            (
+                self.requestheader_extra_headers_prefix.is_some(),
+                "--requestheader-extra-headers-prefix",
+            ),
+            (
+                self.requestheader_group_headers.is_some(),
+                "--requestheader-group-headers",
+            ),
+            (
+                self.requestheader_username_headers.is_some(),
+                "--requestheader-username-headers",
+            ),
+            (
+                self.authentication_skip_lookup.is_some(),
+                "--authentication-skip-lookup (extension-apiserver-authentication is never read)",
+            ),
+            (
+                self.authentication_tolerate_lookup_failure.is_some(),
+                "--authentication-tolerate-lookup-failure",
             ),
         ] {
             if given {
@@ -659,4 +746,19 @@ async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_ttls_may_be_zero() {
+        assert_eq!(parse_cache_ttl("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_cache_ttl("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_cache_ttl("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_cache_ttl("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_cache_ttl("-1s").is_err());
+        assert!(parse_cache_ttl("soon").is_err());
+    }
 }

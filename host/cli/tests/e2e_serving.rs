@@ -363,3 +363,98 @@ async fn cert_dir_pair_is_written_and_reused_and_given_files_are_served() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_serving_flags_are_accepted_and_the_cache_ttls_honoured() {
+    let sim = serving_sim(rbac_objects()).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt").display().to_string();
+    let port = free_port();
+    // What an upstream manifest may pass; the caches off, TLS 1.3 only.
+    let (ccm, _cloud) = start(
+        &sim,
+        dir.path(),
+        port,
+        &[
+            "--authentication-token-webhook-cache-ttl=0s",
+            "--authorization-webhook-cache-authorized-ttl=0",
+            "--authorization-webhook-cache-unauthorized-ttl=10s",
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384",
+            "--client-ca-file",
+            &ca,
+            "--requestheader-client-ca-file",
+            &ca,
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            "--authentication-skip-lookup",
+            "--authentication-tolerate-lookup-failure=false",
+        ],
+    )
+    .await;
+    serving(&ccm, port).await;
+    let log = ccm.log();
+    for flag in ["--client-ca-file", "--requestheader-username-headers"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains(flag) && l.contains("no effect")),
+            "no warning about {flag}: {log}"
+        );
+    }
+
+    // TLS 1.2 is refused, 1.3 served.
+    let tls12 = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .max_tls_version(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .expect("client");
+    assert!(
+        tls12
+            .get(format!("https://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .is_err(),
+        "a TLS 1.2 client was served"
+    );
+
+    // No token cache and no cache of allowed answers: each scrape asks again; denials are
+    // still cached.
+    let reviews = |r: &str| {
+        sim.requests()
+            .iter()
+            .filter(|q| q.method == "POST" && q.path.ends_with(r))
+            .count()
+    };
+    assert_eq!(answer(port, "/metrics", Some(READER_TOKEN)).await.0, 200);
+    assert_eq!(answer(port, "/metrics", None).await.0, 403);
+    let before = (reviews("/tokenreviews"), reviews("/subjectaccessreviews"));
+    for _ in 0..3 {
+        assert_eq!(answer(port, "/metrics", Some(READER_TOKEN)).await.0, 200);
+        assert_eq!(answer(port, "/metrics", None).await.0, 403);
+    }
+    let after = (reviews("/tokenreviews"), reviews("/subjectaccessreviews"));
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (3, 3),
+        "uncached token reviews and allowed decisions, cached denials"
+    );
+    drop(ccm);
+
+    // TLS 1.0 and 1.1 cannot be served: a startup error that says so.
+    let (mut ccm, _cloud) = start(
+        &sim,
+        dir.path(),
+        free_port(),
+        &["--tls-min-version=VersionTLS10"],
+    )
+    .await;
+    let code = ccm.wait_exit();
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}");
+    let log = ccm.log();
+    assert!(
+        log.contains("--tls-min-version=VersionTLS10 is not supported"),
+        "{log}"
+    );
+}

@@ -207,12 +207,51 @@ impl TlsOptions {
     }
 }
 
-/// The rustls configuration serving `cert` over HTTP/1.1 with ring's cryptography.
-pub fn server_config(cert: ServingCert) -> Result<Arc<ServerConfig>, TlsError> {
+/// `--tls-min-version`: the oldest TLS version served. rustls speaks only 1.2 and 1.3, so of
+/// upstream's `VersionTLS10`..`VersionTLS13` the first two are refused ([`MinTlsVersion::parse`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MinTlsVersion {
+    /// `VersionTLS12`: TLS 1.2 and 1.3 (upstream's default is 1.2 as well).
+    #[default]
+    Tls12,
+    /// `VersionTLS13`: TLS 1.3 only.
+    Tls13,
+}
+
+impl MinTlsVersion {
+    /// Reads upstream's spelling; an empty value is the default.
+    pub fn parse(value: &str) -> Result<MinTlsVersion, String> {
+        match value.trim() {
+            "" | "VersionTLS12" => Ok(MinTlsVersion::Tls12),
+            "VersionTLS13" => Ok(MinTlsVersion::Tls13),
+            v @ ("VersionTLS10" | "VersionTLS11") => Err(format!(
+                "--tls-min-version={v} is not supported: TLS 1.0 and 1.1 are not implemented here (rustls); use VersionTLS12 or VersionTLS13"
+            )),
+            v => Err(format!(
+                "--tls-min-version={v:?} is not a TLS version; use VersionTLS12 or VersionTLS13"
+            )),
+        }
+    }
+
+    fn protocol_versions(self) -> &'static [&'static rustls::SupportedProtocolVersion] {
+        static TLS13_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
+        match self {
+            MinTlsVersion::Tls12 => rustls::ALL_VERSIONS,
+            MinTlsVersion::Tls13 => &TLS13_ONLY,
+        }
+    }
+}
+
+/// The rustls configuration serving `cert` over HTTP/1.1 with ring's cryptography, TLS
+/// `min_version` and newer.
+pub fn server_config(
+    cert: ServingCert,
+    min_version: MinTlsVersion,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let files = cert.files.clone();
     let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(min_version.protocol_versions())
         .and_then(|b| {
             b.with_no_client_auth()
                 .with_single_cert(cert.chain, cert.key)
@@ -244,7 +283,9 @@ fn can_read_pair(cert: &Path, key: &Path) -> Result<bool, TlsError> {
 }
 
 /// Writes the generated pair like `certutil.WriteCert` (0644, directories 0755) and
-/// `keyutil.WriteKey` (0600).
+/// `keyutil.WriteKey` (0600), but each through a temporary file in `dir` renamed into place, the
+/// key first: a crash mid-write leaves no truncated file, and never a certificate without its key
+/// (which the next start would refuse as half a pair).
 fn write_pair(
     dir: &Path,
     cert: &Path,
@@ -257,22 +298,34 @@ fn write_pair(
         path: dir.to_path_buf(),
         source,
     })?;
-    write_file(cert, cert_pem, 0o644).map_err(|source| TlsError::Write {
-        what: "certificate",
-        path: cert.to_path_buf(),
-        source,
-    })?;
-    write_file(key, key_pem, 0o600).map_err(|source| TlsError::Write {
+    write_atomically(dir, key, key_pem, 0o600).map_err(|source| TlsError::Write {
         what: "key",
         path: key.to_path_buf(),
+        source,
+    })?;
+    write_atomically(dir, cert, cert_pem, 0o644).map_err(|source| TlsError::Write {
+        what: "certificate",
+        path: cert.to_path_buf(),
         source,
     })
 }
 
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+/// Writes `bytes` to a new temporary file in `dir` (created with `mode`, so a key is never
+/// readable by others, not even briefly) and renames it to `path`.
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     use std::io::Write as _;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{:016x}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    // `create_new`: never follow or reuse a file someone else put there.
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -280,9 +333,21 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     }
     #[cfg(not(unix))]
     let _ = mode;
-    let mut file = options.open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
+    let written = options.open(&tmp).and_then(|mut file| {
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed?;
+    // The rename itself survives a crash only once the directory is synced (best effort: not
+    // every filesystem allows opening a directory).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -346,35 +411,65 @@ mod tests {
         assert!(cert.generated);
         assert!(cert.files.is_none());
         assert_eq!(cert.chain.len(), 2, "serving certificate and its CA");
-        server_config(cert).expect("usable");
+        server_config(cert, MinTlsVersion::Tls12).expect("usable");
     }
 
     #[test]
-    fn cert_dir_pair_is_written_then_reused() {
+    fn min_tls_version_is_read_like_upstream() {
+        assert_eq!(MinTlsVersion::parse(""), Ok(MinTlsVersion::Tls12));
+        assert_eq!(
+            MinTlsVersion::parse("VersionTLS12"),
+            Ok(MinTlsVersion::Tls12)
+        );
+        assert_eq!(
+            MinTlsVersion::parse("VersionTLS13"),
+            Ok(MinTlsVersion::Tls13)
+        );
+        for old in ["VersionTLS10", "VersionTLS11"] {
+            let err = MinTlsVersion::parse(old).expect_err("unsupported");
+            assert!(err.contains("not supported") && err.contains(old), "{err}");
+        }
+        assert!(MinTlsVersion::parse("TLS1.2").is_err());
+        let cert = TlsOptions::default().serving_cert().expect("generated");
+        server_config(cert, MinTlsVersion::Tls13).expect("usable with TLS 1.3 only");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn generated_pair_is_renamed_into_place_and_the_key_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
         let dir = std::env::temp_dir().join(format!(
-            "wasm-ccm-tls-{}-{}",
+            "wasm-ccm-tls-atomic-{}-{}",
             std::process::id(),
             rand::random::<u64>()
         ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let crt = dir.join("cloud-controller-manager.crt");
+        let key = dir.join("cloud-controller-manager.key");
+        // Dangling links where the pair belongs: writing through a path (the old way) fails on
+        // them, a rename replaces them; either way nothing is written outside `dir`.
+        std::os::unix::fs::symlink(dir.join("gone/crt"), &crt).expect("link");
+        std::os::unix::fs::symlink(dir.join("gone/key"), &key).expect("link");
         let opts = TlsOptions {
             cert_dir: Some(dir.clone()),
             ..Default::default()
         };
-        let first = opts.serving_cert().expect("generated");
-        assert!(first.generated);
-        let crt = dir.join("cloud-controller-manager.crt");
-        let key = dir.join("cloud-controller-manager.key");
-        assert!(crt.exists() && key.exists());
-        let second = opts.serving_cert().expect("reused");
-        assert!(!second.generated);
-        assert_eq!(first.chain, second.chain);
-        // Only one half of the pair: an error naming the missing file.
-        std::fs::remove_file(&key).expect("remove key");
-        let err = opts.serving_cert().err().expect("half a pair");
-        assert!(
-            err.to_string().contains("cloud-controller-manager.key"),
-            "{err}"
-        );
+        let cert = opts.serving_cert().expect("generated");
+        assert!(cert.generated);
+        for path in [&crt, &key] {
+            let meta = std::fs::symlink_metadata(path).expect("written");
+            assert!(meta.file_type().is_file(), "{} is a file", path.display());
+        }
+        let mode = std::fs::metadata(&key).expect("key").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .expect("read dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert!(!opts.serving_cert().expect("reused").generated);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

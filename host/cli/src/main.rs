@@ -7,6 +7,7 @@ mod inspect;
 mod playground;
 mod playground_cloud;
 mod run;
+mod soak;
 mod source;
 mod units;
 
@@ -87,6 +88,9 @@ enum Command {
     /// Start a simulated cluster and cloud in process, run the real controllers with a real
     /// driver against them, and show what happens.
     Playground(playground::PlaygroundArgs),
+    /// Developer tool: a chaos soak with invariants. Simulators, two `run` processes with leader
+    /// election, a seeded schedule of workload operations and faults; exits 1 on a violation.
+    Soak(soak::SoakArgs),
 }
 
 impl GlobalArgs {
@@ -164,6 +168,7 @@ fn main() -> ExitCode {
             Command::Conformance(args) => conformance::run(&cli.global, args).await,
             Command::Run(args) => run::run(&cli.global, *args).await,
             Command::Playground(args) => playground::run(&cli.global, args).await,
+            Command::Soak(args) => soak::run(&cli.global, args).await,
             Command::Push(args) => source::push(&cli.global, args).await,
             Command::Pull(args) => source::pull(&cli.global, args).await,
         }

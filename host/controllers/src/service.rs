@@ -45,6 +45,20 @@ fn ingress_of(svc: &Service) -> Vec<LoadBalancerIngress> {
         .unwrap_or_default()
 }
 
+/// The Service as the driver sees it for a cleanup. A Service carrying our finalizer was
+/// provisioned by us, whatever class it names now: the class is immutable on a LoadBalancer,
+/// so a Service moves to another class through ClusterIP, and a controller that missed that
+/// intermediate state (killed, or between leaders) must clean up as it would have then, not
+/// hand the load balancer it made to the other class's controller (drivers answer
+/// `implemented-elsewhere` for another class, which would leak it; found by `wasm-ccm soak`).
+fn cleanup_view(svc: &Service) -> wasm_ccm_runtime::types::Service {
+    let mut wit = service_to_wit(svc);
+    if has_finalizer(svc) {
+        wit.load_balancer_class = None;
+    }
+    wit
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -305,7 +319,7 @@ impl ServiceController {
             .ctx
             .cloud
             .driver()
-            .load_balancer_delete(&service_to_wit(svc), &self.ctx.cloud.scope(key))
+            .load_balancer_delete(&cleanup_view(svc), &self.ctx.cloud.scope(key))
             .await;
         match self
             .ctx
@@ -360,7 +374,7 @@ impl ServiceController {
 
     async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), SyncError> {
         let regarding = reference(svc);
-        let wit = service_to_wit(svc);
+        let wit = cleanup_view(svc);
         let scope = self.ctx.cloud.scope(key);
         let exists = self
             .ctx

@@ -36,10 +36,14 @@ pub fn has_finalizer(svc: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == LB_FINALIZER))
 }
 
-/// Finalizer present and the Service is being deleted or no longer of type LoadBalancer.
+/// Finalizer present and the Service is being deleted or no longer wants a load balancer from
+/// us: not of type LoadBalancer, or (a deviation from upstream, which checks the type only) of
+/// another `loadBalancerClass`. The class is immutable on a LoadBalancer, so it changes through
+/// ClusterIP; a controller that misses that intermediate state (killed, or between leaders)
+/// and lists the Service afterwards would otherwise never enqueue it, and its load balancer and
+/// finalizer would stay forever (found by `wasm-ccm soak`, seed 42).
 pub fn needs_cleanup(svc: &Service) -> bool {
-    has_finalizer(svc)
-        && (svc.metadata.deletion_timestamp.is_some() || service_type(svc) != "LoadBalancer")
+    has_finalizer(svc) && (svc.metadata.deletion_timestamp.is_some() || !wants_load_balancer(svc))
 }
 
 /// Whether an update from `old` to `new` must re-ensure the load balancer (upstream's

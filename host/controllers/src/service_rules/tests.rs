@@ -70,6 +70,15 @@ fn needs_cleanup_table() {
             true,
         ),
         (json!({"spec": {"type": "ClusterIP"}}), false),
+        // Moved to another class (through ClusterIP) while no controller was watching.
+        (
+            json!({"metadata": {"finalizers": fin}, "spec": {"loadBalancerClass": "example.com/other"}}),
+            true,
+        ),
+        (
+            json!({"spec": {"loadBalancerClass": "example.com/other"}}),
+            false,
+        ),
     ] {
         assert_eq!(needs_cleanup(&svc(patch.clone())), want, "{patch}");
     }

@@ -1,0 +1,677 @@
+//! The cloud side of a soak, one implementation per driver: instances for the workload's nodes,
+//! the cloud objects a Service maps to (for the invariants), the cloud's fault injection and its
+//! request log. Everything goes through the simulator's own Rust API.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::Value;
+use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Match, SeedServer};
+use wasm_ccm_sim::cloudstack::{CloudstackOptions, CloudstackSim, SeedNetwork, SeedVm};
+use wasm_ccm_sim::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, SeedPublicNetwork};
+
+use super::faults::FaultKind;
+use super::rng::SplitMix64;
+
+/// The private subnet of every simulated cloudscale server.
+const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
+/// The prefix of the load balancer name the cloudscale driver gives a Service (plugins/cloudscale/README.md).
+const CLOUDSCALE_LB_PREFIX: &str = "k8s-service-";
+/// The annotations the workload changes on cloudscale Services (patched in place by the driver).
+const CLOUDSCALE_ANNOTATIONS: &[(&str, &[&str])] = &[
+    (
+        "k8s.cloudscale.ch/loadbalancer-timeout-member-data-ms",
+        &["20000", "40000", "60000"],
+    ),
+    (
+        "k8s.cloudscale.ch/loadbalancer-timeout-client-data-ms",
+        &["30000", "50000"],
+    ),
+];
+
+/// How to run the driver against this cloud.
+pub struct DriverSetup {
+    /// `--cloud-provider`.
+    pub provider: &'static str,
+    /// The driver `.wasm`.
+    pub plugin: std::path::PathBuf,
+    /// The driver's environment.
+    pub env: Vec<(String, String)>,
+    /// The `--cloud-config` file's text, if the driver reads one.
+    pub config: Option<String>,
+    /// More `run` flags this driver needs.
+    pub extra_args: Vec<String>,
+    /// `--allow-egress`.
+    pub egress: Vec<String>,
+}
+
+/// One cloud object that stands for a Service's load balancer.
+#[derive(Debug, Clone)]
+pub struct CloudLb {
+    /// Its ID in the cloud.
+    pub id: String,
+    /// The key of the Service it is named or tagged for ([`SoakCloud::owner`]), when it is
+    /// named or tagged for one.
+    pub owner: Option<String>,
+    /// Its addresses, sorted (what the Service's ingress must show).
+    pub addresses: Vec<String>,
+}
+
+/// Requests the cloud saw since the last drain.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    /// Requests that change nothing.
+    pub reads: u64,
+    /// Mutating requests.
+    pub writes: u64,
+    /// `METHOD path status` of each mutating request.
+    pub write_lines: Vec<String>,
+}
+
+/// A simulated cloud as the soak drives it.
+pub trait SoakCloud {
+    /// What the driver needs.
+    fn driver(&self) -> DriverSetup;
+    /// Adds the instance behind node `name` (`index` makes its addresses unique); its ID.
+    fn add_instance(&self, index: usize, name: &str) -> Result<String, String>;
+    /// Deletes an instance; whether it existed.
+    fn remove_instance(&self, id: &str) -> bool;
+    /// Powers an instance on or off; whether it exists.
+    fn set_running(&self, id: &str, running: bool) -> bool;
+    /// The load balancers (or their equivalent: an IP block, a public IP with its rules) of
+    /// this cluster.
+    fn load_balancers(&self) -> Vec<CloudLb>;
+    /// The key a Service's cloud objects are named or tagged with ([`CloudLb::owner`]).
+    fn owner(&self, namespace: &str, name: &str, uid: &str) -> String;
+    /// An annotation change the driver applies in place: (key, value).
+    fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)>;
+    /// Injects a cloud fault of `kind`; what was done, or None if this cloud cannot.
+    fn inject(&self, kind: FaultKind, rng: &mut SplitMix64) -> Option<String>;
+    /// Ends a timed fault (latency, slow provisioning) injected earlier.
+    fn end_timed(&self, kind: FaultKind);
+    /// Arms a kill point: every cloud request after the next load balancer write fails, as if
+    /// the controller had died right after that write.
+    fn arm_kill_point(&self);
+    /// Whether the armed kill point was reached.
+    fn kill_point_reached(&self) -> bool;
+    /// Removes every fault and makes pending provisioning finish.
+    fn clear_faults(&self);
+    /// The requests since the last call (the log is then emptied, which also keeps it below
+    /// its capacity over a long soak; requests between reading and emptying are not counted).
+    fn drain_requests(&self) -> Tally;
+}
+
+/// The cloudscale API simulator.
+pub struct Cloudscale {
+    sim: CloudscaleSim,
+}
+
+impl Cloudscale {
+    /// Starts the simulator on `addr`.
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        let sim = CloudscaleSim::start(addr, CloudscaleOptions::default())
+            .await
+            .context("starting the cloudscale simulator")?;
+        Ok(Cloudscale { sim })
+    }
+}
+
+impl SoakCloud for Cloudscale {
+    fn driver(&self) -> DriverSetup {
+        DriverSetup {
+            provider: "cloudscale",
+            plugin: wasm_ccm_plugins::CLOUDSCALE_DRIVER.into(),
+            env: vec![
+                ("CLOUDSCALE_ACCESS_TOKEN".into(), self.sim.token()),
+                ("CLOUDSCALE_API_URL".into(), format!("{}/", self.sim.url())),
+                // A request that hangs behind injected latency must not hold a call for 20 s.
+                ("CLOUDSCALE_API_TIMEOUT".into(), "5".into()),
+            ],
+            config: None,
+            extra_args: Vec::new(),
+            egress: vec![self.sim.url()],
+        }
+    }
+
+    fn add_instance(&self, index: usize, name: &str) -> Result<String, String> {
+        let internal = format!("10.0.{}.{}", index / 250, index % 250 + 1);
+        let public = format!("5.102.{}.{}", 148 + index / 250, index % 250 + 1);
+        self.sim
+            .try_add_server(SeedServer::new(name).public(&[public.as_str()]).private(
+                CLOUDSCALE_SUBNET,
+                "10.0.0.0/16",
+                &[internal.as_str()],
+            ))
+    }
+
+    fn remove_instance(&self, id: &str) -> bool {
+        self.sim.remove_server(id)
+    }
+
+    fn set_running(&self, id: &str, running: bool) -> bool {
+        self.sim
+            .set_server_status(id, if running { "running" } else { "stopped" })
+    }
+
+    fn load_balancers(&self) -> Vec<CloudLb> {
+        self.sim
+            .load_balancers()
+            .iter()
+            .map(|lb| {
+                let name = lb["name"].as_str().unwrap_or_default();
+                let mut addresses: Vec<String> = lb["vip_addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v["address"].as_str().map(str::to_string))
+                    .collect();
+                addresses.sort();
+                CloudLb {
+                    id: lb["uuid"].as_str().unwrap_or_default().to_string(),
+                    owner: name.strip_prefix(CLOUDSCALE_LB_PREFIX).map(str::to_string),
+                    addresses,
+                }
+            })
+            .collect()
+    }
+
+    fn owner(&self, _namespace: &str, _name: &str, uid: &str) -> String {
+        uid.to_string()
+    }
+
+    fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)> {
+        let (key, values) = rng.pick(CLOUDSCALE_ANNOTATIONS)?;
+        let value = rng.pick(values)?;
+        Some((key.to_string(), value.to_string()))
+    }
+
+    fn inject(&self, kind: FaultKind, rng: &mut SplitMix64) -> Option<String> {
+        let faults = self.sim.faults();
+        match kind {
+            FaultKind::Cloud5xx => {
+                let status = *rng.pick(&[500u16, 502, 503])?;
+                let count = rng.between(1, 4) as usize;
+                let (matcher, what) = if rng.chance(50) {
+                    (Match::method("GET"), "GETs")
+                } else {
+                    (Match::any(), "requests")
+                };
+                faults.fail_next(matcher, status, count);
+                Some(format!("next {count} cloud {what} answer {status}"))
+            }
+            FaultKind::Cloud429 => {
+                let count = rng.between(1, 3) as usize;
+                faults.throttle_next(Match::any(), 1, count);
+                Some(format!(
+                    "next {count} cloud requests answer 429 Retry-After: 1"
+                ))
+            }
+            FaultKind::CloudLatency => {
+                let ms = rng.between(50, 400);
+                faults.set_latency(Duration::from_millis(ms));
+                Some(format!("cloud latency {ms} ms"))
+            }
+            FaultKind::CloudBusy => {
+                let count = rng.between(1, 3) as usize;
+                faults.refuse_next_as_busy(count);
+                Some(format!(
+                    "next {count} load balancer writes refused as `changing`"
+                ))
+            }
+            FaultKind::CloudSlowJobs => {
+                let ms = rng.between(500, 3000);
+                self.sim.set_lb_ready_after(Duration::from_millis(ms));
+                faults.refuse_while_changing(true);
+                Some(format!(
+                    "new load balancers provision for {ms} ms; writes to a changing one are refused"
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    fn end_timed(&self, kind: FaultKind) {
+        match kind {
+            FaultKind::CloudLatency => self.sim.faults().set_latency(Duration::ZERO),
+            FaultKind::CloudSlowJobs => {
+                self.sim.set_lb_ready_after(Duration::ZERO);
+                self.sim.faults().refuse_while_changing(false);
+                self.sim.settle();
+            }
+            _ => {}
+        }
+    }
+
+    fn arm_kill_point(&self) {
+        self.sim.faults().kill_after(
+            Match::path("/v1/load-balancers").with_method("POST"),
+            1,
+            503,
+        );
+    }
+
+    fn kill_point_reached(&self) -> bool {
+        self.sim.faults().killed()
+    }
+
+    fn clear_faults(&self) {
+        self.sim.faults().clear();
+        self.sim.set_lb_ready_after(Duration::ZERO);
+        self.sim.settle();
+    }
+
+    fn drain_requests(&self) -> Tally {
+        let log = self.sim.requests();
+        self.sim.clear_requests();
+        let mut tally = Tally::default();
+        for r in log {
+            if r.method == "GET" {
+                tally.reads += 1;
+            } else {
+                tally.writes += 1;
+                tally.write_lines.push(r.line());
+            }
+        }
+        tally
+    }
+}
+
+/// Common cloud faults on a simulator with the shared fault rules (CloudStack, PhoenixNAP).
+fn inject_common(
+    faults: &wasm_ccm_sim::cloudstack::Faults,
+    kind: FaultKind,
+    rng: &mut SplitMix64,
+) -> Option<String> {
+    match kind {
+        FaultKind::Cloud5xx => {
+            let status = *rng.pick(&[500u16, 502, 503])?;
+            let count = rng.between(1, 4) as usize;
+            faults.fail_next(Match::any(), status, count);
+            Some(format!("next {count} cloud requests answer {status}"))
+        }
+        FaultKind::Cloud429 => {
+            let count = rng.between(1, 3) as usize;
+            faults.throttle_next(Match::any(), 1, count);
+            Some(format!(
+                "next {count} cloud requests answer 429 Retry-After: 1"
+            ))
+        }
+        FaultKind::CloudLatency => {
+            let ms = rng.between(50, 400);
+            faults.set_latency(Duration::from_millis(ms));
+            Some(format!("cloud latency {ms} ms"))
+        }
+        _ => None,
+    }
+}
+
+/// The CloudStack zone, isolated network and public IP pool of the soak.
+const CLOUDSTACK_ZONE: &str = "zone1";
+const CLOUDSTACK_NETWORK: &str = "k8s-net";
+/// The tag the CloudStack driver puts on every public IP it associates (plugins/cloudstack/README.md).
+const CLOUDSTACK_OWNER_TAG: &str = "wasm-ccm/load-balancer";
+
+/// The annotations the workload changes on CloudStack Services.
+const CLOUDSTACK_ANNOTATIONS: &[(&str, &[&str])] = &[
+    (
+        "service.beta.kubernetes.io/cloudstack-load-balancer-proxy-protocol",
+        &["true", "false"],
+    ),
+    (
+        "service.beta.kubernetes.io/cloudstack-load-balancer-source-cidrs",
+        &["10.0.0.0/8", "0.0.0.0/0", "192.0.2.0/24,198.51.100.0/24"],
+    ),
+];
+
+/// The CloudStack API simulator.
+pub struct Cloudstack {
+    sim: CloudstackSim,
+}
+
+impl Cloudstack {
+    /// Starts the simulator on `addr` with one zone, an isolated network and a public IP pool.
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        let sim = CloudstackSim::start_on(addr, CloudstackOptions::default())
+            .await
+            .context("starting the CloudStack simulator")?;
+        let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
+        sim.try_add_zone(CLOUDSTACK_ZONE)
+            .map_err(|e| seeding("the zone", e))?;
+        sim.try_add_network(SeedNetwork::isolated(CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE))
+            .map_err(|e| seeding("the network", e))?;
+        sim.try_add_public_ips(CLOUDSTACK_ZONE, &["198.18.0.1-198.18.15.254"])
+            .map_err(|e| seeding("the public IP pool", e))?;
+        Ok(Cloudstack { sim })
+    }
+}
+
+/// `a` + the UID without dashes, cut to 32 characters: the CloudStack driver's load balancer
+/// name, the prefix of its rules' names and the value of its ownership tag.
+fn cloudstack_lb_name(uid: &str) -> String {
+    let mut name: String = std::iter::once('a')
+        .chain(uid.chars().filter(|c| *c != '-'))
+        .collect();
+    name.truncate(32);
+    name
+}
+
+impl SoakCloud for Cloudstack {
+    fn driver(&self) -> DriverSetup {
+        DriverSetup {
+            provider: "external-cloudstack",
+            plugin: wasm_ccm_plugins::CLOUDSTACK_DRIVER.into(),
+            env: vec![("CLOUDSTACK_JOB_BUDGET".into(), "3s".into())],
+            config: Some(format!(
+                "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+                self.sim.url(),
+                self.sim.api_key(),
+                self.sim.secret_key()
+            )),
+            extra_args: Vec::new(),
+            egress: vec![self.sim.base_url()],
+        }
+    }
+
+    fn add_instance(&self, index: usize, name: &str) -> Result<String, String> {
+        let internal = format!("10.0.{}.{}", index / 250, index % 250 + 1);
+        self.sim
+            .try_add_vm(SeedVm::new(name, CLOUDSTACK_ZONE).nic(CLOUDSTACK_NETWORK, &internal))
+    }
+
+    fn remove_instance(&self, id: &str) -> bool {
+        self.sim.remove_vm(id)
+    }
+
+    fn set_running(&self, id: &str, running: bool) -> bool {
+        self.sim
+            .set_vm_state(id, if running { "Running" } else { "Stopped" })
+    }
+
+    fn load_balancers(&self) -> Vec<CloudLb> {
+        let rules = self.sim.load_balancer_rules();
+        self.sim
+            .public_ips()
+            .iter()
+            .filter(|ip| ip["issourcenat"] != true)
+            .filter(|ip| matches!(ip["state"].as_str(), Some("Allocated" | "Allocating")))
+            .map(|ip| {
+                let id = ip["id"].as_str().unwrap_or_default().to_string();
+                let tagged = ip["tags"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|t| t["key"] == CLOUDSTACK_OWNER_TAG)
+                    .and_then(|t| t["value"].as_str())
+                    .map(str::to_string);
+                // Rules are named `<lbname>-<protocol>-<port>`.
+                let by_rule = rules
+                    .iter()
+                    .filter(|r| r["publicipid"].as_str() == Some(id.as_str()))
+                    .filter_map(|r| r["name"].as_str())
+                    .filter_map(|n| n.rsplitn(3, '-').nth(2))
+                    .map(str::to_string)
+                    .next();
+                CloudLb {
+                    owner: tagged.or(by_rule),
+                    addresses: ip["ipaddress"]
+                        .as_str()
+                        .map(|a| vec![a.to_string()])
+                        .unwrap_or_default(),
+                    id,
+                }
+            })
+            .collect()
+    }
+
+    fn owner(&self, _namespace: &str, _name: &str, uid: &str) -> String {
+        cloudstack_lb_name(uid)
+    }
+
+    fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)> {
+        let (key, values) = rng.pick(CLOUDSTACK_ANNOTATIONS)?;
+        let value = rng.pick(values)?;
+        Some((key.to_string(), value.to_string()))
+    }
+
+    fn inject(&self, kind: FaultKind, rng: &mut SplitMix64) -> Option<String> {
+        match kind {
+            FaultKind::CloudBusy => {
+                let command = *rng.pick(&[
+                    "createLoadBalancerRule",
+                    "associateIpAddress",
+                    "assignToLoadBalancerRule",
+                    "createFirewallRule",
+                ])?;
+                // One at a time: the simulator has no call to take a pending job failure back,
+                // so what is left at quiescence is used up by the retries.
+                self.sim.fail_next_jobs(command, 1);
+                Some(format!("the next {command} job fails (rolled back)"))
+            }
+            FaultKind::CloudSlowJobs => {
+                let ms = rng.between(500, 4000);
+                self.sim.set_job_duration(Some(Duration::from_millis(ms)));
+                Some(format!("asynchronous jobs take {ms} ms"))
+            }
+            other => inject_common(&self.sim.faults(), other, rng),
+        }
+    }
+
+    fn end_timed(&self, kind: FaultKind) {
+        match kind {
+            FaultKind::CloudLatency => self.sim.faults().set_latency(Duration::ZERO),
+            FaultKind::CloudSlowJobs => self.sim.set_job_duration(None),
+            _ => {}
+        }
+    }
+
+    fn arm_kill_point(&self) {
+        self.sim
+            .faults()
+            .kill_after(Match::command("createLoadBalancerRule"), 1, 503);
+    }
+
+    fn kill_point_reached(&self) -> bool {
+        self.sim.faults().killed()
+    }
+
+    fn clear_faults(&self) {
+        self.sim.faults().clear();
+        self.sim.set_job_duration(None);
+        self.sim.settle();
+    }
+
+    fn drain_requests(&self) -> Tally {
+        let log = self.sim.requests();
+        self.sim.clear_requests();
+        let mut tally = Tally::default();
+        for r in log {
+            if r.is_mutation() {
+                tally.writes += 1;
+                tally.write_lines.push(r.line());
+            } else {
+                tally.reads += 1;
+            }
+        }
+        tally
+    }
+}
+
+/// The public network the PhoenixNAP driver assigns IP blocks to.
+const PHOENIXNAP_NETWORK: &str = "60473c2509268bc77fd06d29";
+
+/// The PhoenixNAP API simulator.
+pub struct Phoenixnap {
+    sim: PhoenixnapSim,
+}
+
+impl Phoenixnap {
+    /// Starts the simulator on `addr` with the public network for IP blocks.
+    pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
+        let sim = PhoenixnapSim::start(addr, PhoenixnapOptions::default())
+            .await
+            .context("starting the PhoenixNAP simulator")?;
+        sim.try_add_public_network(SeedPublicNetwork::new("k8s-vips").with_id(PHOENIXNAP_NETWORK))
+            .map_err(|e| anyhow::anyhow!("seeding the public network: {e}"))?;
+        Ok(Phoenixnap { sim })
+    }
+}
+
+/// A tag's value on a PhoenixNAP resource.
+fn pnap_tag<'a>(block: &'a Value, name: &str) -> Option<&'a str> {
+    block["tags"]
+        .as_array()?
+        .iter()
+        .find(|t| t["name"] == name)
+        .and_then(|t| t["value"].as_str())
+}
+
+/// The address kube-vip announces for a block: its network address + 2.
+fn pnap_vip(cidr: &str) -> Option<String> {
+    let (net, _) = cidr.split_once('/')?;
+    let addr: std::net::Ipv4Addr = net.parse().ok()?;
+    Some(std::net::Ipv4Addr::from(u32::from(addr).checked_add(2)?).to_string())
+}
+
+impl SoakCloud for Phoenixnap {
+    fn driver(&self) -> DriverSetup {
+        DriverSetup {
+            provider: "phoenixnap",
+            plugin: wasm_ccm_plugins::PHOENIXNAP_DRIVER.into(),
+            env: vec![
+                ("PNAP_CLIENT_ID".into(), self.sim.client_id()),
+                ("PNAP_CLIENT_SECRET".into(), self.sim.client_secret()),
+                ("PNAP_BASE_URL".into(), self.sim.url()),
+                ("PNAP_AUTH_URL".into(), self.sim.url()),
+                ("PNAP_LOCATION".into(), "PHX".into()),
+                (
+                    "PNAP_LOAD_BALANCER".into(),
+                    format!("kube-vip://{PHOENIXNAP_NETWORK}"),
+                ),
+            ],
+            config: None,
+            // Marked blocks are released by housekeeping: soon, so quiescence sees them gone.
+            extra_args: vec!["--housekeeping-period".into(), "1s".into()],
+            egress: vec![self.sim.url()],
+        }
+    }
+
+    fn add_instance(&self, index: usize, name: &str) -> Result<String, String> {
+        let internal = format!("10.0.{}.{}", index / 250, index % 250 + 1);
+        let public = format!("5.102.{}.{}", 148 + index / 250, index % 250 + 1);
+        self.sim.try_add_server(
+            wasm_ccm_sim::phoenixnap::SeedServer::new(name)
+                .public(&[public.as_str()])
+                .private(&[internal.as_str()]),
+        )
+    }
+
+    fn remove_instance(&self, id: &str) -> bool {
+        self.sim.remove_server(id)
+    }
+
+    fn set_running(&self, id: &str, running: bool) -> bool {
+        self.sim
+            .set_server_status(id, if running { "powered-on" } else { "powered-off" })
+    }
+
+    fn load_balancers(&self) -> Vec<CloudLb> {
+        self.sim
+            .ip_blocks()
+            .iter()
+            .map(|b| {
+                let owner = pnap_tag(b, "serviceNamespace")
+                    .zip(pnap_tag(b, "serviceName"))
+                    .map(|(ns, name)| format!("{ns}/{name}"));
+                CloudLb {
+                    id: b["id"].as_str().unwrap_or_default().to_string(),
+                    owner,
+                    addresses: b["cidr"].as_str().and_then(pnap_vip).into_iter().collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn owner(&self, namespace: &str, name: &str, _uid: &str) -> String {
+        format!("{namespace}/{name}")
+    }
+
+    fn annotation(&self, _rng: &mut SplitMix64) -> Option<(String, String)> {
+        // The location annotation is ignored with PNAP_LOCATION set, and no other annotation
+        // changes what the driver does.
+        None
+    }
+
+    fn inject(&self, kind: FaultKind, rng: &mut SplitMix64) -> Option<String> {
+        match kind {
+            FaultKind::CloudSlowJobs => {
+                let ms = rng.between(500, 3000);
+                self.sim.set_assign_after(Duration::from_millis(ms));
+                Some(format!("IP block assignment takes {ms} ms"))
+            }
+            other => inject_common(&self.sim.faults(), other, rng),
+        }
+    }
+
+    fn end_timed(&self, kind: FaultKind) {
+        match kind {
+            FaultKind::CloudLatency => self.sim.faults().set_latency(Duration::ZERO),
+            FaultKind::CloudSlowJobs => {
+                self.sim.set_assign_after(Duration::ZERO);
+                self.sim.settle();
+            }
+            _ => {}
+        }
+    }
+
+    fn arm_kill_point(&self) {
+        self.sim
+            .faults()
+            .kill_after(Match::path("/ips/v1/ip-blocks").with_method("POST"), 1, 503);
+    }
+
+    fn kill_point_reached(&self) -> bool {
+        self.sim.faults().killed()
+    }
+
+    fn clear_faults(&self) {
+        self.sim.faults().clear();
+        self.sim.set_assign_after(Duration::ZERO);
+        self.sim.settle();
+    }
+
+    fn drain_requests(&self) -> Tally {
+        let log = self.sim.requests();
+        self.sim.clear_requests();
+        let mut tally = Tally::default();
+        for r in log {
+            // Token requests change nothing in the cloud: reads.
+            if r.method != "GET" && !r.path.ends_with("/openid-connect/token") {
+                tally.writes += 1;
+                tally
+                    .write_lines
+                    .push(format!("{} {} {}", r.method, r.path, r.status));
+            } else {
+                tally.reads += 1;
+            }
+        }
+        tally
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_keys_follow_the_drivers_names() {
+        // `a` + the UID without dashes, cut to 32 characters (plugins/cloudstack/README.md).
+        assert_eq!(
+            cloudstack_lb_name("844e6108-d5f1-46ee-b61c-4fe80a2bef86"),
+            "a844e6108d5f146eeb61c4fe80a2bef8"
+        );
+        // kube-vip announces the block's network address + 2.
+        assert_eq!(pnap_vip("198.18.4.8/29").as_deref(), Some("198.18.4.10"));
+        assert_eq!(pnap_vip("not a cidr"), None);
+    }
+}

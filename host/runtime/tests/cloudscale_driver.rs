@@ -312,6 +312,101 @@ async fn exists_and_shutdown_follow_upstream() {
     ));
 }
 
+/// A node without a provider ID (not initialised yet), as upstream (`instances.go`
+/// `InstanceExists`/`InstanceShutdown` since commit 253641c, `server_mapper.go` `findByNode` and
+/// `mapNodes`): existence and shutdown are never decided by name, whether a server of that name
+/// exists, is gone or is ambiguous; metadata and load balancer members are looked up by exact
+/// name, and a name matching no server or several fails the whole reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_provider_id_is_decided_as_upstream() {
+    let c = cloud().await;
+    let undecided = |o: &Outcome<bool>| matches!(provider_error(o), ProviderError::Permanent(m) if m.contains("no provider ID"));
+
+    // Its server exists: metadata by name, a member by name, but existence is not decided.
+    let bare = node("worker-2");
+    assert!(undecided(&c.driver.instance_exists(&bare, &scope()).await));
+    assert!(undecided(
+        &c.driver.instance_shutdown(&bare, &scope()).await
+    ));
+    let m = c
+        .driver
+        .instance_metadata(&bare, &scope())
+        .await
+        .result
+        .expect("metadata by name");
+    assert_eq!(m.provider_id, format!("cloudscale://{}", c.workers[1]));
+    let (svc, _) = c.converge(service(&[])).await;
+    let members = c.member_names();
+    assert!(
+        members.contains(&"10.1.1.12:30080".to_string()),
+        "{members:?}"
+    );
+
+    // Its server is gone: still an error (never "does not exist", so the Node stays), and every
+    // reconcile of a load balancer that it is a backend of fails without a change.
+    let late = c.sim.add_server(SeedServer::new("worker-3").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.13"],
+    ));
+    c.sim.remove_server(&late);
+    let gone = node("worker-3");
+    assert!(undecided(&c.driver.instance_exists(&gone, &scope()).await));
+    assert!(matches!(
+        provider_error(&c.driver.instance_metadata(&gone, &scope()).await),
+        ProviderError::NotFound(_)
+    ));
+    let mut with_gone = nodes();
+    with_gone.push(gone.clone());
+    c.sim.clear_requests();
+    let o = c
+        .driver
+        .load_balancer_update(&svc, &with_gone, &scope())
+        .await;
+    assert!(matches!(provider_error(&o),
+        ProviderError::Permanent(m) if m.contains("worker-3") && m.contains("delete the Node")));
+    let o = c.ensure(&svc, &with_gone).await;
+    assert!(matches!(provider_error(&o), ProviderError::Permanent(m) if m.contains("worker-3")));
+    assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
+    // Once the operator deletes the Node, the load balancer reconciles again.
+    let o = c
+        .driver
+        .load_balancer_update(&svc, &nodes(), &scope())
+        .await;
+    o.result.as_ref().expect("update without the stale node");
+
+    // Its name matches two servers: an error everywhere, never "gone".
+    c.sim.add_server(SeedServer::new("worker-2").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.22"],
+    ));
+    assert!(undecided(&c.driver.instance_exists(&bare, &scope()).await));
+    assert!(matches!(
+        provider_error(&c.driver.instance_metadata(&bare, &scope()).await),
+        ProviderError::Permanent(m) if m.contains("found 2 cloudscale servers")
+    ));
+    c.sim.clear_requests();
+    let o = c
+        .driver
+        .load_balancer_update(&svc, &nodes(), &scope())
+        .await;
+    assert!(matches!(provider_error(&o),
+        ProviderError::Permanent(m) if m.contains("worker-2") && m.contains("2 cloudscale servers")));
+    assert!(c.sim.mutations().is_empty());
+    // With its provider ID the node is decided again.
+    let mut initialised = node("worker-2");
+    initialised.provider_id = format!("cloudscale://{}", c.workers[1]);
+    assert_eq!(
+        c.driver
+            .instance_exists(&initialised, &scope())
+            .await
+            .result
+            .ok(),
+        Some(true)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_is_unauthorized_and_429_is_rate_limited() {
     let c = cloud().await;

@@ -420,6 +420,83 @@ async fn instances_follow_upstream_with_private_only_servers_fixed() {
     ));
 }
 
+/// A node without a provider ID (not initialised yet), as upstream (`instances.go`:
+/// `InstanceExists` and `InstanceShutdown` go through `serverFromProviderID`, which refuses an
+/// empty provider ID; `InstanceMetadata` falls back to `serverByName`, the first server with that
+/// hostname; `loadbalancers.go` `UpdateLoadBalancer` refuses a selected node without one): its
+/// existence is never decided, whether a server of that hostname exists, is gone or is
+/// ambiguous, so a Node whose server was deleted before it was initialised is left for the
+/// operator; meanwhile every backend update fails, and ensure does not look at the nodes.
+#[tokio::test]
+async fn a_node_without_provider_id_is_left_undecided_as_upstream() {
+    let c = cloud().await;
+    let undecided = |r: Result<bool, CallError>| matches!(r, Err(CallError::Provider(ProviderError::Permanent(m))) if m.contains("no provider ID"));
+
+    // Its server exists.
+    let bare = common::node("worker-1");
+    assert!(undecided(exists(&c.driver, &bare).await));
+    assert!(undecided(
+        c.driver
+            .instance_shutdown(&bare, &scope())
+            .await
+            .into_result()
+    ));
+    let m = c
+        .driver
+        .instance_metadata(&bare, &scope())
+        .await
+        .into_result()
+        .expect("metadata by hostname");
+    assert_eq!(m.provider_id, format!("phoenixnap://{}", c.workers[0]));
+
+    // Its server is gone: still undecided, never "does not exist".
+    let late = c
+        .sim
+        .add_server(SeedServer::new("worker-3").private(&["10.0.0.13"]));
+    assert!(c.sim.remove_server(&late));
+    let gone = common::node("worker-3");
+    assert!(undecided(exists(&c.driver, &gone).await));
+    assert!(matches!(
+        c.driver
+            .instance_metadata(&gone, &scope())
+            .await
+            .into_result(),
+        Err(CallError::Provider(ProviderError::NotFound(_)))
+    ));
+
+    // Its hostname matches two servers: undecided; metadata takes the first, as upstream.
+    c.sim
+        .add_server(SeedServer::new("worker-1").private(&["10.0.0.21"]));
+    assert!(undecided(exists(&c.driver, &bare).await));
+    let m = c
+        .driver
+        .instance_metadata(&bare, &scope())
+        .await
+        .into_result()
+        .expect("first by hostname");
+    assert_eq!(m.provider_id, format!("phoenixnap://{}", c.workers[0]));
+
+    // While such a Node exists, every backend update fails (transient) and changes nothing;
+    // ensure does not look at the nodes.
+    let svc = service("web");
+    ensure(&c, &svc).await.expect("ensure");
+    let before = cloud_changes(&c.sim).len();
+    let backends = vec![node("worker-1", &c.workers[0]), gone.clone()];
+    let o = c
+        .driver
+        .load_balancer_update(&svc, &backends, &scope())
+        .await
+        .into_result();
+    assert!(matches!(o,
+        Err(CallError::Provider(ProviderError::Transient(m))) if m.contains("worker-3")));
+    assert_eq!(cloud_changes(&c.sim).len(), before);
+    c.driver
+        .load_balancer_update(&svc, &backends[..1], &scope())
+        .await
+        .into_result()
+        .expect("update once the Node is deleted");
+}
+
 #[tokio::test]
 async fn a_block_assigned_elsewhere_is_refused_with_its_owner() {
     let c = cloud().await;

@@ -65,6 +65,18 @@ pub fn map_nodes<'a>(
             };
             match found[..] {
                 [one] => Ok(one),
+                // Upstream (`mapNodes`, `findByName`) fails here too, also for an
+                // uninitialised node whose server is gone: `instance-exists` cannot delete such
+                // a Node (no provider ID), so the operator must.
+                [] if node.provider_id.is_empty() => Err(ProviderError::permanent(format!(
+                    "node {} has no provider ID and no cloudscale server is named so; every \
+                     node behind a load balancer must be a cloudscale server. If its server was \
+                     deleted before the node was initialised, delete the Node (without a \
+                     provider ID no controller decides that its server is gone); otherwise \
+                     exclude it with k8s.cloudscale.ch/loadbalancer-node-selector or the label \
+                     node.kubernetes.io/exclude-from-external-load-balancers",
+                    node.name
+                ))),
                 [] => Err(ProviderError::permanent(format!(
                     "node {} maps to no cloudscale server (provider ID {:?}); every node behind a \
                      load balancer must be a cloudscale server — exclude it with \

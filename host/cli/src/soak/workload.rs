@@ -515,11 +515,12 @@ impl Model {
     }
 
     /// What an operator does about a known dead end (see `--strict`): a Node whose instance was
-    /// deleted before the controllers initialised it has no provider ID, so the cloudscale
-    /// driver cannot decide that its instance is gone (it looks instances up by provider ID
-    /// only) and the Node is never deleted; the driver then also refuses every load balancer
-    /// (each node must map to a server). The operator deletes such a Node by hand. Returns one
-    /// line per Node deleted.
+    /// deleted before the controllers initialised it has no provider ID, so the cloudscale and
+    /// PhoenixNAP drivers, as their upstream CCMs, do not decide that its instance is gone (they
+    /// decide existence by provider ID only) and the Node is never deleted; cloudscale then also
+    /// refuses every load balancer (each node must map to a server) and PhoenixNAP every backend
+    /// update (each node must have a provider ID), both as upstream. The operator deletes such a
+    /// Node by hand. Returns one line per Node deleted.
     pub fn remove_orphaned_nodes(&mut self, kube: &KubeSim) -> Vec<String> {
         let mut lines = Vec::new();
         for (name, node) in &mut self.nodes {

@@ -3,7 +3,8 @@
 //!
 //! Fault rules are consumed in the order they were added: the first rule that matches a request
 //! and has a count left answers it. Each simulator applies faults before authentication and
-//! handling, so they change no state, and renders them with its own error body.
+//! handling, so they change no state, and renders them with its own error body; a cut is the
+//! exception: the request is handled, then its connection breaks.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -83,6 +84,23 @@ pub(crate) enum Injected {
     Fail(u16),
     /// 429 with `Retry-After` in seconds.
     Throttle(u32),
+    /// Served, then cut: the request is carried out and the response's headers are sent, then
+    /// the connection breaks ([`cut_body`]), so the client cannot tell whether it worked.
+    Cut,
+}
+
+/// `response` with its status and headers but a body that fails at once: the client sees the
+/// connection break after the headers (hyper aborts a connection whose body errors).
+pub(crate) fn cut_body(response: axum::response::Response) -> axum::response::Response {
+    let (mut parts, _) = response.into_parts();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let broken = futures::stream::once(async {
+        Err::<axum::body::Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection cut by the simulator's fault injection",
+        ))
+    });
+    axum::response::Response::from_parts(parts, axum::body::Body::from_stream(broken))
 }
 
 #[derive(Debug)]
@@ -139,6 +157,12 @@ impl Faults {
     /// The next `count` matching requests answer 429 with `Retry-After: <seconds>`.
     pub fn throttle_next(&self, matcher: Match, retry_after_secs: u32, count: usize) {
         self.push(matcher, Injected::Throttle(retry_after_secs), count);
+    }
+
+    /// The next `count` matching requests are carried out, then their connection breaks after
+    /// the response's headers: an ambiguous answer (did the write happen?).
+    pub fn cut_next(&self, matcher: Match, count: usize) {
+        self.push(matcher, Injected::Cut, count);
     }
 
     /// A kill point: the next `count` requests matching `matcher` (and every request before
@@ -242,6 +266,17 @@ pub(crate) enum FaultCommand {
         #[serde(default)]
         command: Option<String>,
     },
+    /// See [`Faults::cut_next`].
+    Cut {
+        #[serde(default = "one")]
+        count: usize,
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        path_prefix: Option<String>,
+        #[serde(default)]
+        command: Option<String>,
+    },
     Latency {
         ms: u64,
     },
@@ -302,6 +337,19 @@ impl FaultCommand {
                     command,
                 },
                 retry_after,
+                count,
+            ),
+            FaultCommand::Cut {
+                count,
+                method,
+                path_prefix,
+                command,
+            } => faults.cut_next(
+                Match {
+                    method,
+                    path_prefix,
+                    command,
+                },
                 count,
             ),
             FaultCommand::Latency { ms } => faults.set_latency(Duration::from_millis(ms)),

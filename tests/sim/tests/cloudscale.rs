@@ -1342,3 +1342,31 @@ async fn control_api_over_http() {
     );
     assert_eq!(log[0]["status"], 502);
 }
+
+/// A cut request is carried out, but its answer never arrives: the client sees the connection
+/// break after the headers, and the load balancer exists (an ambiguous answer for the driver).
+#[tokio::test]
+async fn a_cut_request_is_carried_out_and_its_answer_lost() {
+    let cs = start().await;
+    cs.sim
+        .faults()
+        .cut_next(Match::path("/v1/load-balancers").with_method("POST"), 1);
+    let url = format!("{}/v1/load-balancers", cs.sim.url());
+    let sent = cs
+        .client
+        .post(url)
+        .header("authorization", format!("Bearer {}", cs.sim.token()))
+        .json(&json!({"name": "cut", "flavor": "lb-standard", "vip_addresses": []}))
+        .send()
+        .await;
+    let answer = match sent {
+        Ok(resp) => resp.text().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(answer.is_err(), "the answer must be lost: {answer:?}");
+    let lbs = cs.sim.load_balancers();
+    assert_eq!(lbs.len(), 1, "the request was carried out: {lbs:?}");
+    assert_eq!(lbs[0]["name"], "cut");
+    // The rule is used up: the next request is answered.
+    assert_eq!(cs.get("/v1/load-balancers").await.status, 200);
+}

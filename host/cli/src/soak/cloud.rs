@@ -212,6 +212,7 @@ impl SoakCloud for Cloudscale {
                 faults.set_latency(Duration::from_millis(ms));
                 Some(format!("cloud latency {ms} ms"))
             }
+            FaultKind::CloudReset => Some(cut_next(&faults, rng)),
             FaultKind::CloudBusy => {
                 let count = rng.between(1, 3) as usize;
                 faults.refuse_next_as_busy(count);
@@ -302,8 +303,17 @@ fn inject_common(
             faults.set_latency(Duration::from_millis(ms));
             Some(format!("cloud latency {ms} ms"))
         }
+        FaultKind::CloudReset => Some(cut_next(faults, rng)),
         _ => None,
     }
+}
+
+/// The next one or two cloud requests are carried out and their answers lost: the driver
+/// cannot tell whether its write happened (it must neither create a second copy nor delete).
+fn cut_next(faults: &wasm_ccm_sim::cloudstack::Faults, rng: &mut SplitMix64) -> String {
+    let count = rng.between(1, 2) as usize;
+    faults.cut_next(Match::any(), count);
+    format!("next {count} cloud requests carried out, their connections cut after the headers")
 }
 
 /// The CloudStack zone, isolated network and public IP pool of the soak.

@@ -17,6 +17,9 @@ pub enum FaultKind {
     Cloud429,
     /// Cloud API latency (for a few steps).
     CloudLatency,
+    /// Cloud requests carried out whose answer is lost (the connection breaks after the
+    /// headers): did the write happen?
+    CloudReset,
     /// Load balancer writes refused because it is busy.
     CloudBusy,
     /// Slow asynchronous provisioning (for a few steps).
@@ -45,10 +48,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the summary.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::Cloud5xx,
         FaultKind::Cloud429,
         FaultKind::CloudLatency,
+        FaultKind::CloudReset,
         FaultKind::CloudBusy,
         FaultKind::CloudSlowJobs,
         FaultKind::Kube409,
@@ -69,6 +73,7 @@ impl FaultKind {
             FaultKind::Cloud5xx => "cloud_5xx",
             FaultKind::Cloud429 => "cloud_429",
             FaultKind::CloudLatency => "cloud_latency",
+            FaultKind::CloudReset => "cloud_reset",
             FaultKind::CloudBusy => "cloud_busy",
             FaultKind::CloudSlowJobs => "cloud_slow_jobs",
             FaultKind::Kube409 => "kube_409",
@@ -114,6 +119,7 @@ impl FaultKind {
             FaultKind::Cloud5xx
                 | FaultKind::Cloud429
                 | FaultKind::CloudLatency
+                | FaultKind::CloudReset
                 | FaultKind::CloudBusy
                 | FaultKind::CloudSlowJobs
         )

@@ -147,6 +147,9 @@ async fn handle(
         tokio::time::sleep(latency).await;
     }
     let response = match sim.faults.take(method.as_str(), &path) {
+        Some(Injected::Cut) => {
+            crate::fixture::cut_body(serve(&sim, &method, &path, &headers, &body))
+        }
         Some(fault) => fault_response(fault).into_response(),
         None if sim.faults.take_busy(method.as_str(), &path) => {
             ApiError::detail(400, BUSY).into_response()
@@ -170,6 +173,8 @@ async fn handle(
 /// The response of an injected fault, worded like the API's own.
 fn fault_response(fault: Injected) -> ApiError {
     match fault {
+        // Handled by the caller (served, then cut); a plain failure if it ever gets here.
+        Injected::Cut => ApiError::detail(500, "Simulated failure."),
         Injected::Fail(status) => ApiError::detail(status, "Simulated failure."),
         Injected::Throttle(seconds) => {
             let unit = if seconds == 1 { "second" } else { "seconds" };

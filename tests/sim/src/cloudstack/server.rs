@@ -70,6 +70,7 @@ async fn handle(
     let response = match fault {
         Some(Injected::Fail(status)) => CsError::injected(status).into_response_for(command),
         Some(Injected::Throttle(seconds)) => CsError::throttled(seconds).into_response_for(command),
+        Some(Injected::Cut) => crate::fixture::cut_body(serve(&sim, &method, &path, &params)),
         None => serve(&sim, &method, &path, &params),
     };
     let status = response.status().as_u16();

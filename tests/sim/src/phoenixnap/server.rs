@@ -104,6 +104,9 @@ async fn handle(
     }
     let query = uri.query().unwrap_or("").to_string();
     let response = match sim.faults.take(method.as_str(), &path) {
+        Some(Injected::Cut) => crate::fixture::cut_body(serve(
+            &sim, &method, &path, &query, &headers, &body,
+        )),
         Some(fault) => fault_response(fault, &path).into_response(),
         None => serve(&sim, &method, &path, &query, &headers, &body),
     };
@@ -123,6 +126,8 @@ async fn handle(
 fn fault_response(fault: Injected, path: &str) -> ApiError {
     let token = Route::parse(path) == Some(Route::Token);
     match fault {
+        // Handled by the caller (served, then cut); a plain failure if it ever gets here.
+        Injected::Cut => ApiError::new(500, "Simulated failure."),
         Injected::Fail(status) if token => {
             ApiError::oauth(status, "server_error", "Simulated failure.")
         }

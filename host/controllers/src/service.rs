@@ -25,7 +25,8 @@ use crate::informer::key_of;
 use crate::node::SyncError;
 use crate::queue::{Backoff, WorkQueue};
 use crate::service_rules::{
-    BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, needs_cleanup, needs_update,
+    BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, may_update_backends,
+    needs_cleanup, needs_update,
     should_sync_updated_node, wants_load_balancer,
 };
 
@@ -81,6 +82,11 @@ pub struct ServiceController {
     cache: Mutex<HashMap<String, Arc<Service>>>,
     /// The backend set each load balancer was last given.
     last_nodes: Mutex<HashMap<String, BackendKey>>,
+    /// One lock per Service key, held by its sync and by a node-sync `update` of it: an update
+    /// computed from a stale view must never run beside (or after) the cleanup that deleted
+    /// the load balancer, or a driver whose `update` reconciles would create it again (found
+    /// by `wasm-ccm soak`: cloudscale, seed 2026).
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Annotations this controller wrote (from the driver's result), so the resulting update
     /// does not trigger another ensure.
     own_annotations: Mutex<HashMap<String, BTreeMap<String, String>>>,
@@ -102,6 +108,7 @@ impl ServiceController {
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
             cache: Mutex::default(),
             last_nodes: Mutex::default(),
+            key_locks: Mutex::default(),
             own_annotations: Mutex::default(),
             seen: Mutex::default(),
             node_sync: Notify::new(),
@@ -277,6 +284,17 @@ impl ServiceController {
 
     /// One Service key (upstream `syncService`).
     pub async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let key_lock = self.key_lock(key);
+        let _held = key_lock.lock().await;
+        self.sync_locked(key).await
+    }
+
+    /// The lock of `key` (see `key_locks`).
+    fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(lock(&self.key_locks).entry(key.to_string()).or_default())
+    }
+
+    async fn sync_locked(&self, key: &str) -> Result<(), SyncError> {
         let Some(svc) = self.ctx.services.get(key) else {
             let cached = lock(&self.cache).get(key).cloned();
             if let Some(old) = cached {
@@ -358,6 +376,8 @@ impl ServiceController {
     fn forget(&self, key: &str) {
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
+        // Whoever holds it keeps its copy; a later node sync finds `last_nodes` empty.
+        lock(&self.key_locks).remove(key);
         self.ctx.cloud.cluster().record(key, None);
     }
 
@@ -699,15 +719,22 @@ impl ServiceController {
                 let backend_set = &backend_set;
                 let wit_nodes = &wit_nodes;
                 async move {
+                    let key_lock = self.key_lock(&key);
+                    let _held = key_lock.lock().await;
+                    // Read under the lock: the Service's own sync may just have cleaned up.
                     let Some(svc) = self.ctx.services.get(&key) else {
                         return;
                     };
-                    if !wants_load_balancer(&svc) {
+                    if !may_update_backends(&svc) {
                         return;
                     }
                     {
                         let mut last = lock(&self.last_nodes);
-                        if last.get(&key) == Some(backend_set) {
+                        // Forgotten (cleaned up) since this pass started.
+                        let Some(previous) = last.get(&key) else {
+                            return;
+                        };
+                        if previous == backend_set {
                             return;
                         }
                         last.insert(key.clone(), backend_set.clone());

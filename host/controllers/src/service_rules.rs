@@ -36,6 +36,15 @@ pub fn has_finalizer(svc: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|x| x == LB_FINALIZER))
 }
 
+/// Whether a node-sync `update` may touch this Service's load balancer: it wants one, is not
+/// being deleted, and carries our finalizer (we provisioned it; without the finalizer a cleanup
+/// finished or never started, and an `update` must not create anything). Upstream's node sync
+/// reads its own cache of synced Services; a cleanup racing it could leave a load balancer
+/// that a reconciling `update` recreated (found by `wasm-ccm soak`).
+pub fn may_update_backends(svc: &Service) -> bool {
+    wants_load_balancer(svc) && svc.metadata.deletion_timestamp.is_none() && has_finalizer(svc)
+}
+
 /// Finalizer present and the Service is being deleted or no longer wants a load balancer from
 /// us: not of type LoadBalancer, or (a deviation from upstream, which checks the type only) of
 /// another `loadBalancerClass`. The class is immutable on a LoadBalancer, so it changes through

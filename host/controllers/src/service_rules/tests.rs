@@ -85,6 +85,35 @@ fn needs_cleanup_table() {
 }
 
 #[test]
+fn node_sync_updates_only_load_balancers_we_provisioned_and_keep() {
+    let fin = json!([LB_FINALIZER]);
+    for (patch, want) in [
+        (json!({"metadata": {"finalizers": fin}}), true),
+        // Cleaned up (finalizer gone) or never provisioned: an update could create one.
+        (json!({}), false),
+        // Being deleted: the cleanup owns it now.
+        (
+            json!({"metadata": {"finalizers": fin, "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+            false,
+        ),
+        (
+            json!({"metadata": {"finalizers": fin}, "spec": {"type": "ClusterIP"}}),
+            false,
+        ),
+        (
+            json!({"metadata": {"finalizers": fin}, "spec": {"loadBalancerClass": "example.com/other"}}),
+            false,
+        ),
+    ] {
+        assert_eq!(
+            may_update_backends(&svc(patch.clone())),
+            want,
+            "{patch}"
+        );
+    }
+}
+
+#[test]
 fn needs_update_table() {
     let cases = [
         ("no change", json!({}), json!({}), false),

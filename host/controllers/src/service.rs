@@ -26,8 +26,7 @@ use crate::node::SyncError;
 use crate::queue::{Backoff, WorkQueue};
 use crate::service_rules::{
     BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, may_update_backends,
-    needs_cleanup, needs_update,
-    should_sync_updated_node, wants_load_balancer,
+    needs_cleanup, needs_update, should_sync_updated_node, wants_load_balancer,
 };
 
 /// Node changes closer together than this are handled by one backend sync pass.

@@ -105,11 +105,7 @@ fn node_sync_updates_only_load_balancers_we_provisioned_and_keep() {
             false,
         ),
     ] {
-        assert_eq!(
-            may_update_backends(&svc(patch.clone())),
-            want,
-            "{patch}"
-        );
+        assert_eq!(may_update_backends(&svc(patch.clone())), want, "{patch}");
     }
 }
 

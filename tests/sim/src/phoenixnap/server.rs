@@ -104,9 +104,9 @@ async fn handle(
     }
     let query = uri.query().unwrap_or("").to_string();
     let response = match sim.faults.take(method.as_str(), &path) {
-        Some(Injected::Cut) => crate::fixture::cut_body(serve(
-            &sim, &method, &path, &query, &headers, &body,
-        )),
+        Some(Injected::Cut) => {
+            crate::fixture::cut_body(serve(&sim, &method, &path, &query, &headers, &body))
+        }
         Some(fault) => fault_response(fault, &path).into_response(),
         None => serve(&sim, &method, &path, &query, &headers, &body),
     };

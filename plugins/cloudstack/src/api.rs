@@ -278,12 +278,14 @@ impl Api {
     }
 
     /// The job's result once it succeeded, its error once it failed, `None` while it runs.
-    fn poll(&self, job: &Job) -> Result<Option<Value>, ProviderError> {
-        let body = self.call(
-            "queryAsyncJobResult",
-            Params::new().set("jobid", &job.jobid),
-            false,
-        )?;
+    fn poll(&self, job: &Job) -> Result<Option<Value>, Polled> {
+        let body = self
+            .call(
+                "queryAsyncJobResult",
+                Params::new().set("jobid", &job.jobid),
+                false,
+            )
+            .map_err(Polled::Unknown)?;
         let status = body.get("jobstatus").and_then(Value::as_i64).unwrap_or(0);
         let result = body.get("jobresult").cloned().unwrap_or(Value::Null);
         match status {
@@ -298,13 +300,13 @@ impl Api {
                     .get("errortext")
                     .and_then(Value::as_str)
                     .unwrap_or("no error text");
-                Err(code_error(
+                Err(Polled::Failed(code_error(
                     code as u16,
                     &format!(
                         "CloudStack job {} ({}) failed: {text}",
                         job.jobid, job.command
                     ),
-                ))
+                )))
             }
         }
     }
@@ -313,16 +315,29 @@ impl Api {
     /// remembered for the budget's owner and reported as `retry-after`.
     pub fn wait(&self, job: &Job, budget: &Budget) -> Result<Value, ProviderError> {
         let mut pause = FIRST_POLL_INTERVAL;
+        let remember = || {
+            self.pending.borrow_mut().push(PendingJob {
+                owner: budget.owner.clone(),
+                job: job.clone(),
+            })
+        };
         loop {
-            if let Some(result) = self.poll(job)? {
-                return Ok(result);
+            match self.poll(job) {
+                Ok(Some(result)) => return Ok(result),
+                Ok(None) => {}
+                // The job failed: it is over.
+                Err(Polled::Failed(e)) => return Err(e),
+                // The poll itself failed (a 5xx, a timeout): the job may still run or have
+                // succeeded. Remembered like a job outliving the budget, never taken for a
+                // failure (that would undo work CloudStack still does).
+                Err(Polled::Unknown(e)) => {
+                    remember();
+                    return Err(e);
+                }
             }
             let left = budget.left();
             if left.is_zero() {
-                self.pending.borrow_mut().push(PendingJob {
-                    owner: budget.owner.clone(),
-                    job: job.clone(),
-                });
+                remember();
                 return Err(still_running(job));
             }
             // A pause between polls, never past the budget: the guest has no other work.
@@ -332,8 +347,10 @@ impl Api {
     }
 
     /// Waits for the jobs an earlier call of the same owner left running. A failed one is
-    /// logged and forgotten (the caller looks at CloudStack's state anyway).
-    pub fn finish_pending(&self, budget: &Budget) -> Result<(), ProviderError> {
+    /// logged, forgotten (the caller looks at CloudStack's state anyway) and returned, for the
+    /// caller to undo what it did around it.
+    pub fn finish_pending(&self, budget: &Budget) -> Result<Vec<Job>, ProviderError> {
+        let mut failed = Vec::new();
         let mine: Vec<PendingJob> = {
             let mut pending = self.pending.borrow_mut();
             let (mine, others) = pending.drain(..).partition(|p| p.owner == budget.owner);
@@ -343,30 +360,51 @@ impl Api {
         for (i, p) in mine.iter().enumerate() {
             match self.wait(&p.job, budget) {
                 Ok(_) => {}
-                Err(ProviderError::RetryAfter(r)) => {
-                    // `wait` re-remembered this job; keep the ones not yet looked at too.
+                Err(e) if self.is_pending(&p.job) => {
+                    // Still running, or its state unknown (the poll failed): `wait`
+                    // re-remembered this job; keep the ones not yet looked at too.
                     self.pending
                         .borrow_mut()
                         .extend(mine[i + 1..].iter().cloned());
-                    return Err(ProviderError::RetryAfter(r));
+                    return Err(e);
                 }
-                Err(e) => log::warn(
-                    "an earlier CloudStack job failed",
-                    &[
-                        ("job", &p.job.jobid),
-                        ("command", p.job.command),
-                        ("error", &e.to_string()),
-                    ],
-                ),
+                Err(e) => {
+                    log::warn(
+                        "an earlier CloudStack job failed",
+                        &[
+                            ("job", &p.job.jobid),
+                            ("command", p.job.command),
+                            ("error", &e.to_string()),
+                        ],
+                    );
+                    failed.push(p.job.clone());
+                }
             }
         }
-        Ok(())
+        Ok(failed)
+    }
+
+    /// Whether `job` is remembered as pending: it outlived its call, or its outcome could not
+    /// be read. Not pending after an error means the job itself failed.
+    pub fn is_pending(&self, job: &Job) -> bool {
+        self.pending
+            .borrow()
+            .iter()
+            .any(|p| p.job.jobid == job.jobid)
     }
 
     /// Forgets the owner's pending jobs (its object is gone).
     pub fn forget(&self, owner: &str) {
         self.pending.borrow_mut().retain(|p| p.owner != owner);
     }
+}
+
+/// Why a poll gave no result.
+enum Polled {
+    /// The job failed (`jobstatus` 2).
+    Failed(ProviderError),
+    /// `queryAsyncJobResult` itself failed: the job's outcome is unknown.
+    Unknown(ProviderError),
 }
 
 /// The `retry-after` for a job still running.

@@ -181,6 +181,25 @@ impl Lb<'_> {
             .collect())
     }
 
+    /// Waits for the jobs an earlier call for the Service left running. An association that
+    /// turned out to have failed gave its address back: its claim goes, and so do our tags
+    /// (CloudStack does not drop them when an association fails; left on a free address they
+    /// would make its next owner look like this Service's, and make that owner's `createTags`
+    /// fail).
+    fn finish_pending(&self, service: &Service, budget: &Budget) -> Result<(), ProviderError> {
+        for job in self.api.finish_pending(budget)? {
+            if let ("associateIpAddress", Some(ip_id)) = (job.command, &job.entity) {
+                let mut claims = self.state.claims.borrow_mut();
+                if claims.get(&service.uid).is_some_and(|c| &c.ip_id == ip_id) {
+                    claims.remove(&service.uid);
+                }
+                drop(claims);
+                self.untag_quietly(service, ip_id, budget);
+            }
+        }
+        Ok(())
+    }
+
     /// Rules being deleted by a job this instance does not know of: wait for them.
     fn refuse_while_revoking(found: &[Found]) -> Result<(), ProviderError> {
         match found
@@ -274,20 +293,81 @@ impl Lb<'_> {
         Ok(anywhere)
     }
 
-    /// The current ingress, or `None` when the Service has no rules.
+    /// The current ingress, or `None` when nothing of the Service's load balancer exists. Its
+    /// rules, and also a public IP we associated for it without rules yet (claimed by this
+    /// instance, or carrying its ownership tag, in any state): the host asks `get` before it
+    /// deletes, so an IP only `get` cannot see would never be released. A user's own
+    /// `spec.loadBalancerIP` is never tagged or claimed while it has no rules, so it does not
+    /// count (delete keeps it anyway). An untagged IP still being associated that may be this
+    /// Service's (its tag not visible yet) is waited for (`retry-after`).
     pub fn get(&self, service: &Service) -> Result<Option<Vec<Ingress>>, ProviderError> {
         let wanted_hostname = spec::wanted(service).ok().and_then(|w| w.hostname);
-        let found = self.discover(&spec::lb_name(service))?;
-        Ok(found
-            .first()
-            .map(|f| ingress(wanted_hostname.as_deref(), &f.rule.publicip)))
+        let lbname = spec::lb_name(service);
+        let found = self.discover(&lbname)?;
+        if let Some(f) = found.first() {
+            return Ok(Some(ingress(wanted_hostname.as_deref(), &f.rule.publicip)));
+        }
+        let claimed = self.state.claims.borrow().get(&service.uid).cloned();
+        if let Some(claim) = claimed
+            && let Some(ip) = self.ip_by_id(&claim.ip_id)?.filter(|ip| !ip.is("Free"))
+        {
+            return Ok(Some(ingress(wanted_hostname.as_deref(), &ip.ipaddress)));
+        }
+        // Several tagged IPs exist too: delete then refuses them as ambiguous.
+        if let Some(ip) = self.tagged_ips(&lbname)?.first() {
+            return Ok(Some(ingress(wanted_hostname.as_deref(), &ip.ipaddress)));
+        }
+        self.refuse_while_unattributed(service, Params::new())?;
+        Ok(None)
+    }
+
+    /// An IP still `Allocating` without any ownership tag (and not claimed by this instance
+    /// for another Service) may be one a replaced instance associated for this Service and
+    /// tagged with a `createTags` job that has not run yet: which Service it is for cannot be
+    /// told until then, so the call waits (`retry-after`) instead of associating a second IP or
+    /// taking the load balancer for gone. `place` narrows the look-up (the network or VPC).
+    fn refuse_while_unattributed(
+        &self,
+        service: &Service,
+        place: Params,
+    ) -> Result<(), ProviderError> {
+        let ips: Vec<PublicIp> = self.api.list(
+            "listPublicIpAddresses",
+            self.api.scoped(place.set("listall", "true"))?,
+            "publicipaddress",
+        )?;
+        let claims = self.state.claims.borrow();
+        let unattributed = ips.iter().find(|ip| {
+            ip.is("Allocating")
+                && !ip.issourcenat
+                && !ip
+                    .tags
+                    .iter()
+                    .any(|t| t.key == ownership::TAG_LOAD_BALANCER)
+                && !claims
+                    .iter()
+                    .any(|(uid, c)| *uid != service.uid && c.ip_id == ip.id)
+        });
+        match unattributed {
+            Some(ip) => Err(ProviderError::retry_after(
+                JOB_RETRY_SECS,
+                format!(
+                    "CloudStack is still associating public IP {} (id {}), which has no {} tag yet: it may be Service {}'s, so nothing is associated or given up until its tag shows",
+                    ip.ipaddress,
+                    ip.id,
+                    ownership::TAG_LOAD_BALANCER,
+                    service.key()
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Creates or updates the load balancer (upstream `EnsureLoadBalancer`).
     pub fn ensure(&self, service: &Service, nodes: &[Node]) -> Result<EnsureResult, ProviderError> {
         let mut wanted = spec::wanted(service)?;
         let budget = self.budget(service);
-        self.api.finish_pending(&budget)?;
+        self.finish_pending(service, &budget)?;
         // Everything checkable is checked before anything is associated (and billed).
         wanted.rule_cidrs = self.rule_cidrs(service, &wanted)?;
         let hosts = hosts::find(self.api, nodes)?;
@@ -361,14 +441,37 @@ impl Lb<'_> {
         }
         let claimed = self.state.claims.borrow().get(&service.uid).cloned();
         if let Some(claim) = claimed {
+            // Still ours while it is not free, even while its association runs (an IP
+            // `Allocating` may show no `allocated` time yet): dropping the claim then would
+            // associate a second IP.
             if let Some(ip) = self
                 .ip_by_id(&claim.ip_id)?
-                .filter(|ip| !ip.allocated.is_empty())
+                .filter(|ip| !ip.is("Free") && (!ip.state.is_empty() || !ip.allocated.is_empty()))
             {
+                if ip.is("Releasing") {
+                    return Err(ProviderError::retry_after(
+                        JOB_RETRY_SECS,
+                        format!(
+                            "CloudStack is still releasing public IP {} of Service {}",
+                            ip.ipaddress,
+                            service.key()
+                        ),
+                    ));
+                }
                 // Tagging failed after the association in an earlier call: tag it now, or a
                 // replaced instance could not find it.
                 if !ip.has_tag(ownership::TAG_LOAD_BALANCER, &wanted.name) {
                     self.tag(service, &wanted.name, &ip.id, budget)?;
+                }
+                if ip.is("Allocating") {
+                    return Err(ProviderError::retry_after(
+                        JOB_RETRY_SECS,
+                        format!(
+                            "CloudStack is still associating public IP {} of Service {}",
+                            ip.ipaddress,
+                            service.key()
+                        ),
+                    ));
                 }
                 return Ok((ip, false));
             }
@@ -390,6 +493,14 @@ impl Lb<'_> {
             );
             return Ok((ip, false));
         }
+        // Nothing found: before a new association, an IP still being associated on the
+        // network whose tag is not visible yet may be this Service's.
+        let place = if network.vpcid.is_empty() {
+            Params::new().set("associatednetworkid", &network.id)
+        } else {
+            Params::new().set("vpcid", &network.vpcid)
+        };
+        self.refuse_while_unattributed(service, place)?;
         match wanted.requested_ip.as_deref() {
             Some(address) => {
                 let ips = self.ip_by_address(address)?;
@@ -445,17 +556,17 @@ impl Lb<'_> {
             // it as short as two requests.
             self.tag(service, &lbname, ip_id, budget)
         });
-        // Waited for even when tagging failed: the claim then holds an allocated IP, which the
-        // next call tags (a claim on an IP still allocating would be dropped, and the IP lost).
+        // Waited for even when tagging failed: the claim then holds the IP, which the next call
+        // tags.
         let result = match self.api.wait(&job, budget) {
             Ok(result) => result,
             Err(e) => {
-                if let (Some(ip_id), false) =
-                    (&job.entity, matches!(e, ProviderError::RetryAfter(_)))
-                {
+                // Only a job that failed gave the address back; one still running or whose
+                // poll failed (remembered as pending) keeps its claim.
+                if let (Some(ip_id), false) = (&job.entity, self.api.is_pending(&job)) {
                     // The association failed: CloudStack gives the address back.
                     if matches!(tagging, Some(Ok(()))) {
-                        self.untag_quietly(ip_id, budget);
+                        self.untag_quietly(service, ip_id, budget);
                     }
                     self.state.claims.borrow_mut().remove(&service.uid);
                 }
@@ -684,7 +795,7 @@ impl Lb<'_> {
     /// nodes' VMs.
     pub fn update(&self, service: &Service, nodes: &[Node]) -> Result<(), ProviderError> {
         let budget = self.budget(service);
-        self.api.finish_pending(&budget)?;
+        self.finish_pending(service, &budget)?;
         let found = self.discover(&spec::lb_name(service))?;
         if found.is_empty() {
             return Ok(());
@@ -708,11 +819,15 @@ impl Lb<'_> {
     /// the IP is found from the Service's status.
     pub fn delete(&self, service: &Service) -> Result<(), ProviderError> {
         let budget = self.budget(service);
-        self.api.finish_pending(&budget)?;
+        self.finish_pending(service, &budget)?;
         let lbname = spec::lb_name(service);
         let found = self.discover(&lbname)?;
         Self::refuse_while_revoking(&found)?;
         let ip = self.ip_to_release(service, &found)?;
+        if found.is_empty() && ip.is_none() {
+            // Nothing of it found: unless an IP whose tag is not visible yet may be its own.
+            self.refuse_while_unattributed(service, Params::new())?;
+        }
         if let Some(first) = found.first() {
             let network = self.network(&first.rule.networkid)?;
             let leaving: Vec<&Found> = found.iter().collect();
@@ -791,6 +906,23 @@ impl Lb<'_> {
         ip: &PublicIp,
         budget: &Budget,
     ) -> Result<(), ProviderError> {
+        // An association or a release still running: releasing nothing and succeeding would
+        // leave the IP allocated once the association ends (and the host forgets the Service).
+        if ip.is("Allocating") || ip.is("Releasing") {
+            return Err(ProviderError::retry_after(
+                JOB_RETRY_SECS,
+                format!(
+                    "CloudStack is still {} public IP {} of Service {}",
+                    if ip.is("Allocating") {
+                        "associating"
+                    } else {
+                        "releasing"
+                    },
+                    ip.ipaddress,
+                    service.key()
+                ),
+            ));
+        }
         if ip.allocated.is_empty() || ip.issourcenat || ip.isstaticnat {
             return Ok(());
         }

@@ -81,8 +81,16 @@ impl Lb<'_> {
         Ok(Some(ip.clone()))
     }
 
-    /// Tags a public IP we associate for the Service, and waits for the job (a tag is visible
-    /// only once its job ran).
+    /// Tags a public IP we associate (or associated) for the Service, and waits for the job (a
+    /// tag is visible only once its job ran). `createTags` is sent first, without a look at the
+    /// IP, so that the crash window after `associateIpAddress` stays two requests.
+    ///
+    /// The address was free when we associated it, so a tag of ours already on it with another
+    /// value is stale: left by an association that failed (a rollback keeps tags) while no
+    /// instance was there to remove them. `createTags` fails the whole job for a key already on
+    /// the resource ("tag … already on …"); then the stale tags are removed and the pairs not
+    /// yet in place are sent again, once. A job whose outcome is unknown (still running, or its
+    /// poll failed) is never repeated.
     pub(super) fn tag(
         &self,
         service: &Service,
@@ -99,31 +107,75 @@ impl Lb<'_> {
         if !self.cluster_name.is_empty() {
             pairs.push((TAG_CLUSTER, self.cluster_name));
         }
+        let job = self.api.submit("createTags", create_tags(ip_id, &pairs))?;
+        let failure = match self.api.wait(&job, budget) {
+            Ok(_) => return Ok(()),
+            Err(e) if self.api.is_pending(&job) => return Err(e),
+            Err(e) => e,
+        };
+        let current = self.ip_by_id(ip_id)?.map(|ip| ip.tags).unwrap_or_default();
+        let stale: Vec<_> = current
+            .iter()
+            .filter(|t| [TAG_LOAD_BALANCER, TAG_SERVICE, TAG_CLUSTER].contains(&t.key.as_str()))
+            .filter(|t| !pairs.iter().any(|(k, v)| t.key == *k && t.value == *v))
+            .collect();
+        pairs.retain(|(k, v)| !current.iter().any(|t| t.key == *k && t.value == *v));
+        if stale.is_empty() {
+            // Nothing stale: the failure stands, unless every pair is in place after all.
+            return if pairs.is_empty() {
+                Ok(())
+            } else {
+                Err(failure)
+            };
+        }
+        log::warn(
+            "removing stale ownership tags from a public IP we associated",
+            &[
+                ("ip-id", ip_id),
+                ("service", &service_key),
+                (
+                    "tags",
+                    &stale
+                        .iter()
+                        .map(|t| format!("{}={}", t.key, t.value))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                ),
+            ],
+        );
         let mut params = Params::new()
             .set("resourcetype", RESOURCE_TYPE)
             .set("resourceids", ip_id);
-        for (i, (key, value)) in pairs.iter().enumerate() {
+        for (i, t) in stale.iter().enumerate() {
             params = params
-                .set(&format!("tags[{i}].key"), *key)
-                .set(&format!("tags[{i}].value"), *value);
+                .set(&format!("tags[{i}].key"), &t.key)
+                .set(&format!("tags[{i}].value"), &t.value);
         }
-        self.api.run("createTags", params, budget)?;
+        self.api.run("deleteTags", params, budget)?;
+        if !pairs.is_empty() {
+            self.api
+                .run("createTags", create_tags(ip_id, &pairs), budget)?;
+        }
         Ok(())
     }
 
-    /// Best-effort removal of our tags from an IP whose association failed: CloudStack gives
-    /// the address back to the pool but nothing says it drops the tags, and a tag left on a free
-    /// address would make whoever gets it next look like this Service's.
-    pub(super) fn untag_quietly(&self, ip_id: &str, budget: &Budget) {
-        let mut params = Params::new()
-            .set("resourcetype", RESOURCE_TYPE)
-            .set("resourceids", ip_id);
-        for (i, key) in [TAG_LOAD_BALANCER, TAG_SERVICE, TAG_CLUSTER]
-            .iter()
-            .enumerate()
-        {
-            params = params.set(&format!("tags[{i}].key"), *key);
+    /// Best-effort removal of the Service's tags from an IP whose association failed:
+    /// CloudStack gives the address back to the pool but nothing says it drops the tags, and a
+    /// tag left on a free address would make whoever gets it next look like this Service's.
+    /// Only the pairs with this Service's values go (`deleteTags` matches key and value): by
+    /// the time a later call learns of the failure, another Service may own the address and
+    /// its tags.
+    pub(super) fn untag_quietly(&self, service: &Service, ip_id: &str, budget: &Budget) {
+        let service_key = service.key();
+        let lbname = super::spec::lb_name(service);
+        let mut pairs = vec![
+            (TAG_LOAD_BALANCER, lbname.as_str()),
+            (TAG_SERVICE, service_key.as_str()),
+        ];
+        if !self.cluster_name.is_empty() {
+            pairs.push((TAG_CLUSTER, self.cluster_name));
         }
+        let params = create_tags(ip_id, &pairs);
         if let Err(e) = self.api.run("deleteTags", params, budget) {
             log::warn(
                 "could not remove the ownership tags of a public IP whose association failed",
@@ -131,6 +183,19 @@ impl Lb<'_> {
             );
         }
     }
+}
+
+/// `createTags` (or `deleteTags`) parameters for `pairs` on the public IP `ip_id`.
+fn create_tags(ip_id: &str, pairs: &[(&str, &str)]) -> Params {
+    let mut params = Params::new()
+        .set("resourcetype", RESOURCE_TYPE)
+        .set("resourceids", ip_id);
+    for (i, (key, value)) in pairs.iter().enumerate() {
+        params = params
+            .set(&format!("tags[{i}].key"), *key)
+            .set(&format!("tags[{i}].value"), *value);
+    }
+    params
 }
 
 /// Two or more IPs tagged for one Service: which one is the load balancer's cannot be told.

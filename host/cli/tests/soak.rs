@@ -59,7 +59,7 @@ fn assert_clean(s: &Value) {
     // them all; kinds the cloud cannot inject are listed apart.
     let faults = s["faults"].as_object().expect("faults by kind");
     let unsupported = s["faults_unsupported"].as_array().map_or(0, Vec::len);
-    assert_eq!(faults.len() + unsupported, 15, "{s:#}");
+    assert_eq!(faults.len() + unsupported, 16, "{s:#}");
     for (kind, count) in faults {
         assert!(count.as_u64() > Some(0), "no {kind} fault: {s:#}");
     }
@@ -83,13 +83,12 @@ fn a_short_phoenixnap_soak_keeps_every_invariant() {
     assert_clean(&s);
 }
 
-/// Ignored: the CloudStack driver's `get` finds a load balancer by its rules only, so a public
-/// IP it associated and tagged (the ensure killed before the first rule) is never released when
-/// the Service stops wanting a load balancer: the host asks `get` first and skips the delete
-/// (see the soak's report in BENCHMARKS.md, RELIABILITY). Run with `--ignored` to reproduce.
+/// An IP associated right before a kill (or whose answer was lost) stays untagged: the
+/// documented window `associateIpAddress` cannot close. It is counted, not a violation (the
+/// soak's `--strict` makes it one); the long runs in BENCHMARKS.md report how often.
 #[test]
-#[ignore = "known leak: a tagged CloudStack IP without rules is not found by get (BENCHMARKS.md, RELIABILITY)"]
 fn a_short_cloudstack_soak_keeps_every_invariant() {
     let s = soak("cloudstack", 42, 100);
     assert_clean(&s);
+    assert!(s["unowned_cloud_objects_left"].as_u64() <= Some(1), "{s:#}");
 }

@@ -190,8 +190,15 @@ impl Continuous {
     }
 }
 
-/// What is not yet as it must be at quiescence; empty once converged.
-pub fn unconverged(model: &Model, kube: &KubeSim, cloud: &dyn SoakCloud) -> Vec<String> {
+/// What is not yet as it must be at quiescence; empty once converged. With
+/// `tolerate_known_window`, objects named or tagged for no Service are left out where the cloud
+/// says that is its driver's documented window ([`SoakCloud::unowned_is_known_window`]).
+pub fn unconverged(
+    model: &Model,
+    kube: &KubeSim,
+    cloud: &dyn SoakCloud,
+    tolerate_known_window: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     let lbs = cloud.load_balancers();
     let by_service = lbs_by_owner(&lbs);
@@ -284,6 +291,7 @@ pub fn unconverged(model: &Model, kube: &KubeSim, cloud: &dyn SoakCloud) -> Vec<
                     lb.id
                 ));
             }
+            None if tolerate_known_window && cloud.unowned_is_known_window() => {}
             None => out.push(format!(
                 "cloud object {} of this cluster is named or tagged for no Service: a leak",
                 lb.id

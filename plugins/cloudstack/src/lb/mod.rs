@@ -908,20 +908,8 @@ impl Lb<'_> {
     ) -> Result<(), ProviderError> {
         // An association or a release still running: releasing nothing and succeeding would
         // leave the IP allocated once the association ends (and the host forgets the Service).
-        if ip.is("Allocating") || ip.is("Releasing") {
-            return Err(ProviderError::retry_after(
-                JOB_RETRY_SECS,
-                format!(
-                    "CloudStack is still {} public IP {} of Service {}",
-                    if ip.is("Allocating") {
-                        "associating"
-                    } else {
-                        "releasing"
-                    },
-                    ip.ipaddress,
-                    service.key()
-                ),
-            ));
+        if let Some(wait) = ownership::still_changing(ip, service) {
+            return Err(wait);
         }
         if ip.allocated.is_empty() || ip.issourcenat || ip.isstaticnat {
             return Ok(());

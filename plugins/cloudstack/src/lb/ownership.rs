@@ -63,20 +63,8 @@ impl Lb<'_> {
             [ip] => ip,
             many => return Err(ambiguous(service, many)),
         };
-        if ip.is("Allocating") || ip.is("Releasing") {
-            return Err(ProviderError::retry_after(
-                JOB_RETRY_SECS,
-                format!(
-                    "CloudStack is still {} public IP {} of Service {}",
-                    if ip.is("Allocating") {
-                        "associating"
-                    } else {
-                        "releasing"
-                    },
-                    ip.ipaddress,
-                    service.key()
-                ),
-            ));
+        if let Some(wait) = still_changing(ip, service) {
+            return Err(wait);
         }
         Ok(Some(ip.clone()))
     }
@@ -199,6 +187,26 @@ fn create_tags(ip_id: &str, pairs: &[(&str, &str)]) -> Params {
 }
 
 /// Two or more IPs tagged for one Service: which one is the load balancer's cannot be told.
+/// A `retry-after` while CloudStack is still associating or releasing `ip` (its job runs):
+/// acting on it now would release nothing, or leave it allocated once the job ends.
+pub(super) fn still_changing(ip: &PublicIp, service: &Service) -> Option<ProviderError> {
+    let doing = if ip.is("Allocating") {
+        "associating"
+    } else if ip.is("Releasing") {
+        "releasing"
+    } else {
+        return None;
+    };
+    Some(ProviderError::retry_after(
+        JOB_RETRY_SECS,
+        format!(
+            "CloudStack is still {doing} public IP {} of Service {}",
+            ip.ipaddress,
+            service.key()
+        ),
+    ))
+}
+
 fn ambiguous(service: &Service, ips: &[PublicIp]) -> ProviderError {
     let list: Vec<String> = ips
         .iter()

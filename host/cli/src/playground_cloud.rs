@@ -19,9 +19,26 @@ const PHOENIXNAP_NETWORK: &str = "60473c2509268bc77fd06d29";
 /// The private subnet of every simulated cloudscale server (the nodes' InternalIPs).
 const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
 
-/// The CloudStack zone and the isolated network every simulated VM is on.
-const CLOUDSTACK_ZONE: &str = "zone1";
-const CLOUDSTACK_NETWORK: &str = "k8s-net";
+/// The CloudStack zone and the isolated network every simulated VM is on (the playground's
+/// and the soak's).
+pub(crate) const CLOUDSTACK_ZONE: &str = "zone1";
+pub(crate) const CLOUDSTACK_NETWORK: &str = "k8s-net";
+
+/// Starts the CloudStack simulator on `addr` with [`CLOUDSTACK_ZONE`], the isolated network
+/// [`CLOUDSTACK_NETWORK`] and a pool of public IPs (no VMs).
+pub(crate) async fn start_cloudstack_zone(addr: SocketAddr) -> anyhow::Result<CloudstackSim> {
+    let sim = CloudstackSim::start_on(addr, CloudstackOptions::default())
+        .await
+        .context("starting the CloudStack simulator")?;
+    let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
+    sim.try_add_zone(CLOUDSTACK_ZONE)
+        .map_err(|e| seeding("the zone", e))?;
+    sim.try_add_network(SeedNetwork::isolated(CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE))
+        .map_err(|e| seeding("the network", e))?;
+    sim.try_add_public_ips(CLOUDSTACK_ZONE, &["198.18.0.1-198.18.15.254"])
+        .map_err(|e| seeding("the public IP pool", e))?;
+    Ok(sim)
+}
 
 /// A running simulated cloud and how to point a driver at it.
 pub enum PlaygroundCloud {
@@ -120,16 +137,7 @@ impl PlaygroundCloud {
         addr: SocketAddr,
         nodes: &[(String, String)],
     ) -> anyhow::Result<Self> {
-        let sim = CloudstackSim::start_on(addr, CloudstackOptions::default())
-            .await
-            .context("starting the CloudStack simulator")?;
-        let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
-        sim.try_add_zone(CLOUDSTACK_ZONE)
-            .map_err(|e| seeding("the zone", e))?;
-        sim.try_add_network(SeedNetwork::isolated(CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE))
-            .map_err(|e| seeding("the network", e))?;
-        sim.try_add_public_ips(CLOUDSTACK_ZONE, &["198.18.0.1-198.18.15.254"])
-            .map_err(|e| seeding("the public IP pool", e))?;
+        let sim = start_cloudstack_zone(addr).await?;
         let mut vms = HashMap::new();
         for (i, (name, internal)) in nodes.iter().enumerate() {
             let mut vm =
@@ -142,7 +150,7 @@ impl PlaygroundCloud {
             .into();
             let id = sim
                 .try_add_vm(vm)
-                .map_err(|e| seeding(&format!("VM {name}"), e))?;
+                .map_err(|e| anyhow::anyhow!("seeding VM {name}: {e}"))?;
             vms.insert(name.clone(), id);
         }
         Ok(Self::Cloudstack { sim, vms })

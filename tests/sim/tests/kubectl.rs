@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 struct Kubectl {
@@ -16,6 +16,16 @@ struct Kubectl {
 }
 
 impl Kubectl {
+    /// kubectl at `program` with `kubeconfig` written to `dir/name`.
+    fn with_kubeconfig(program: PathBuf, dir: &Path, name: &str, kubeconfig: String) -> Kubectl {
+        let path = dir.join(name);
+        std::fs::write(&path, kubeconfig).expect("write kubeconfig");
+        Kubectl {
+            program,
+            kubeconfig: path,
+        }
+    }
+
     /// Runs kubectl; returns (success, stdout, stderr).
     async fn run(&self, args: &[&str]) -> (bool, String, String) {
         let (code, stdout, stderr) = self.run_code(args).await;
@@ -45,6 +55,13 @@ impl Kubectl {
     }
 }
 
+/// A directory of this test process for `label` (removed by the test at its end).
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasm-ccm-sim-{label}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_smoke() {
     let program = tokio::task::spawn_blocking(|| {
@@ -69,20 +86,14 @@ async fn kubectl_smoke() {
     };
     let modern = minor >= 24;
     let s = common::start().await;
-    let dir = std::env::temp_dir().join(format!("wasm-ccm-sim-kubectl-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, s.sim.kubeconfig()).expect("write kubeconfig");
+    let dir = temp_dir("kubectl");
     let manifest = dir.join("objects.yaml");
     std::fs::write(
         &manifest,
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n  labels: {zone: a}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  type: LoadBalancer\n  ports: [{port: 80}]\n",
     )
     .expect("write manifest");
-    let k = Kubectl {
-        program,
-        kubeconfig,
-    };
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
     let manifest = manifest.to_string_lossy().into_owned();
 
     let out = k.ok(&["create", "--validate=false", "-f", &manifest]).await;
@@ -353,17 +364,8 @@ async fn kubectl_openapi_explain_and_validated_apply() {
         return;
     };
     let s = common::start().await;
-    let dir = std::env::temp_dir().join(format!(
-        "wasm-ccm-sim-kubectl-openapi-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, s.sim.kubeconfig()).expect("write kubeconfig");
-    let k = Kubectl {
-        program,
-        kubeconfig,
-    };
+    let dir = temp_dir("kubectl-openapi");
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
 
     let out = k.ok(&["explain", "service.spec.loadBalancerClass"]).await;
     assert!(out.contains("KIND:       Service"), "{out}");
@@ -451,17 +453,8 @@ async fn kubectl_generator_commands_send_protobuf() {
     let minor = client_minor(&program);
     let modern = minor >= 24;
     let s = common::start().await;
-    let dir = std::env::temp_dir().join(format!(
-        "wasm-ccm-sim-kubectl-protobuf-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, s.sim.kubeconfig()).expect("write kubeconfig");
-    let k = Kubectl {
-        program,
-        kubeconfig,
-    };
+    let dir = temp_dir("kubectl-protobuf");
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
 
     let out = k
         .ok(&["create", "service", "loadbalancer", "web", "--tcp=80:8080"])
@@ -685,22 +678,11 @@ async fn kubectl_auth_can_i_over_tls() {
     ])
     .expect("seed");
 
-    let dir = std::env::temp_dir().join(format!("wasm-ccm-sim-kubectl-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("alice");
+    let dir = temp_dir("kubectl-tls");
     let text = sim.kubeconfig_for_token("alice-token");
     assert!(text.contains("certificate-authority-data: "), "{text}");
-    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
-    let alice = Kubectl {
-        program: program.clone(),
-        kubeconfig,
-    };
-    let kubeconfig = dir.join("admin");
-    std::fs::write(&kubeconfig, sim.kubeconfig()).expect("write kubeconfig");
-    let admin = Kubectl {
-        program,
-        kubeconfig,
-    };
+    let alice = Kubectl::with_kubeconfig(program.clone(), &dir, "alice", text);
+    let admin = Kubectl::with_kubeconfig(program, &dir, "admin", sim.kubeconfig());
 
     // The CA verifies, and the token arrives (the admin token bypasses RBAC).
     let nodes = admin.ok(&["get", "nodes", "-o", "name"]).await;

@@ -8,11 +8,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::Value;
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Match, SeedServer};
-use wasm_ccm_sim::cloudstack::{CloudstackOptions, CloudstackSim, SeedNetwork, SeedVm};
+use wasm_ccm_sim::cloudstack::{CloudstackSim, SeedVm};
 use wasm_ccm_sim::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, SeedPublicNetwork};
 
 use super::faults::FaultKind;
 use super::rng::SplitMix64;
+use crate::playground_cloud::{CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE, start_cloudstack_zone};
 
 /// The private subnet of every simulated cloudscale server.
 const CLOUDSCALE_SUBNET: &str = "0c5e2f4a-6b7d-4e8f-9a0b-1c2d3e4f5a6b";
@@ -67,6 +68,23 @@ pub struct Tally {
     pub writes: u64,
     /// `METHOD path status` of each mutating request.
     pub write_lines: Vec<String>,
+}
+
+impl Tally {
+    /// Counts `log`: `write_line` gives the line of a mutating request, None for a read.
+    fn of<R>(log: Vec<R>, write_line: impl Fn(&R) -> Option<String>) -> Tally {
+        let mut tally = Tally::default();
+        for r in &log {
+            match write_line(r) {
+                Some(line) => {
+                    tally.writes += 1;
+                    tally.write_lines.push(line);
+                }
+                None => tally.reads += 1,
+            }
+        }
+        tally
+    }
 }
 
 /// A simulated cloud as the soak drives it.
@@ -271,16 +289,7 @@ impl SoakCloud for Cloudscale {
     fn drain_requests(&self) -> Tally {
         let log = self.sim.requests();
         self.sim.clear_requests();
-        let mut tally = Tally::default();
-        for r in log {
-            if r.method == "GET" {
-                tally.reads += 1;
-            } else {
-                tally.writes += 1;
-                tally.write_lines.push(r.line());
-            }
-        }
-        tally
+        Tally::of(log, |r| (r.method != "GET").then(|| r.line()))
     }
 }
 
@@ -322,9 +331,6 @@ fn cut_next(faults: &wasm_ccm_sim::cloudstack::Faults, rng: &mut SplitMix64) -> 
     format!("next {count} cloud requests carried out, their connections cut after the headers")
 }
 
-/// The CloudStack zone, isolated network and public IP pool of the soak.
-const CLOUDSTACK_ZONE: &str = "zone1";
-const CLOUDSTACK_NETWORK: &str = "k8s-net";
 /// The tag the CloudStack driver puts on every public IP it associates (plugins/cloudstack/README.md).
 const CLOUDSTACK_OWNER_TAG: &str = "wasm-ccm/load-balancer";
 
@@ -346,19 +352,12 @@ pub struct Cloudstack {
 }
 
 impl Cloudstack {
-    /// Starts the simulator on `addr` with one zone, an isolated network and a public IP pool.
+    /// Starts the simulator on `addr` with the playground's zone, isolated network and public
+    /// IP pool.
     pub async fn start(addr: SocketAddr) -> anyhow::Result<Self> {
-        let sim = CloudstackSim::start_on(addr, CloudstackOptions::default())
-            .await
-            .context("starting the CloudStack simulator")?;
-        let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
-        sim.try_add_zone(CLOUDSTACK_ZONE)
-            .map_err(|e| seeding("the zone", e))?;
-        sim.try_add_network(SeedNetwork::isolated(CLOUDSTACK_NETWORK, CLOUDSTACK_ZONE))
-            .map_err(|e| seeding("the network", e))?;
-        sim.try_add_public_ips(CLOUDSTACK_ZONE, &["198.18.0.1-198.18.15.254"])
-            .map_err(|e| seeding("the public IP pool", e))?;
-        Ok(Cloudstack { sim })
+        Ok(Cloudstack {
+            sim: start_cloudstack_zone(addr).await?,
+        })
     }
 }
 
@@ -508,16 +507,7 @@ impl SoakCloud for Cloudstack {
     fn drain_requests(&self) -> Tally {
         let log = self.sim.requests();
         self.sim.clear_requests();
-        let mut tally = Tally::default();
-        for r in log {
-            if r.is_mutation() {
-                tally.writes += 1;
-                tally.write_lines.push(r.line());
-            } else {
-                tally.reads += 1;
-            }
-        }
-        tally
+        Tally::of(log, |r| r.is_mutation().then(|| r.line()))
     }
 }
 
@@ -667,19 +657,11 @@ impl SoakCloud for Phoenixnap {
     fn drain_requests(&self) -> Tally {
         let log = self.sim.requests();
         self.sim.clear_requests();
-        let mut tally = Tally::default();
-        for r in log {
-            // Token requests change nothing in the cloud: reads.
-            if r.method != "GET" && !r.path.ends_with("/openid-connect/token") {
-                tally.writes += 1;
-                tally
-                    .write_lines
-                    .push(format!("{} {} {}", r.method, r.path, r.status));
-            } else {
-                tally.reads += 1;
-            }
-        }
-        tally
+        // Token requests change nothing in the cloud: reads.
+        Tally::of(log, |r| {
+            (r.method != "GET" && !r.path.ends_with("/openid-connect/token"))
+                .then(|| format!("{} {} {}", r.method, r.path, r.status))
+        })
     }
 }
 

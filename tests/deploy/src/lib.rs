@@ -40,6 +40,7 @@ pub fn overlay_names() -> Result<Vec<String>, String> {
 pub struct Kubectl {
     /// How test output names it.
     pub label: &'static str,
+    /// The kubectl program.
     pub path: PathBuf,
 }
 
@@ -94,10 +95,15 @@ pub fn parse_documents(yaml: &str) -> Result<Vec<Value>, String> {
 /// A rendered Kubernetes object: its identity and its JSON.
 #[derive(Debug, Clone)]
 pub struct Object {
+    /// `apiVersion`.
     pub api_version: String,
+    /// `kind`.
     pub kind: String,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`, when namespaced.
     pub namespace: Option<String>,
+    /// The whole object.
     pub json: Value,
 }
 

@@ -152,9 +152,9 @@ const UPSTREAM_FLAGS: &[&str] = &[
     "authorization-always-allow-paths",
 ];
 const OUR_FLAGS: &[&str] = &[
-    "plugin",
-    "plugin-sha256",
-    "plugin-watch-interval",
+    "driver",
+    "driver-sha256",
+    "driver-watch-interval",
     "registry-config",
     "insecure-registry",
     "allow-egress",
@@ -1006,7 +1006,7 @@ fn the_driver_and_leader_election_flags_match_the_overlay() {
         );
         // The content pin is the operator's choice (deploy/README.md); a placeholder pin
         // would stop every pod.
-        assert_eq!(flag(&flags, "plugin-sha256"), None, "{}", context(r));
+        assert_eq!(flag(&flags, "driver-sha256"), None, "{}", context(r));
     }
 }
 
@@ -1044,8 +1044,8 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
     for (r, overlay) in checked_renders() {
         let (pod, c) = the_container(r);
         let flags = flags(r, &c);
-        let plugin =
-            flag(&flags, "plugin").unwrap_or_else(|| panic!("{}: no --plugin", context(r)));
+        let driver =
+            flag(&flags, "driver").unwrap_or_else(|| panic!("{}: no --driver", context(r)));
         let config_maps: Vec<MountedFile> = mounted_files(r, &pod, &c)
             .into_iter()
             .filter(|f| f.source == "ConfigMap")
@@ -1063,9 +1063,9 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
                 assert_eq!(f.key, DRIVER_KEY, "{}", context(r));
                 assert!(!f.optional, "{}: the driver is not optional", context(r));
                 assert_eq!(
-                    plugin,
+                    driver,
                     f.path,
-                    "{}: --plugin must be the mounted driver file",
+                    "{}: --driver must be the mounted driver file",
                     context(r)
                 );
                 assert_eq!(flag(&flags, "registry-config"), None, "{}", context(r));
@@ -1074,9 +1074,9 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
                 assert!(config_maps.is_empty(), "{}: {config_maps:?}", context(r));
                 let repository = format!("oci://ghcr.io/wasm-ccm/drivers/{}", overlay.driver.name);
                 assert!(
-                    plugin.starts_with(&format!("{repository}:"))
-                        || plugin.starts_with(&format!("{repository}@sha256:")),
-                    "{}: --plugin={plugin} is not an OCI reference to the {} driver",
+                    driver.starts_with(&format!("{repository}:"))
+                        || driver.starts_with(&format!("{repository}@sha256:")),
+                    "{}: --driver={driver} is not an OCI reference to the {} driver",
                     context(r),
                     overlay.driver.name
                 );

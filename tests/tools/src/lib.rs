@@ -8,6 +8,7 @@
 
 pub mod configmap;
 pub mod polyglot;
+pub mod product;
 pub mod pypi;
 pub mod registry;
 

@@ -124,10 +124,10 @@ fn componentize_py() -> Result<PathBuf, String> {
     Ok(venv.join("bin/componentize-py"))
 }
 
-/// The Python example driver (`plugins/examples/python-static`), built with componentize-py.
+/// The Python example driver (`drivers/examples/python-static`), built with componentize-py.
 pub fn python_static() -> Result<PathBuf, String> {
     let _lock = lock()?;
-    let example = repo().join("plugins/examples/python-static");
+    let example = repo().join("drivers/examples/python-static");
     let sdk = repo().join("sdk/python/wasm_ccm_sdk");
     let requirements = example.join("requirements.txt");
     let mut inputs = vec![example.join("app.py"), requirements.clone()];
@@ -219,11 +219,11 @@ fn jco() -> Result<PathBuf, String> {
     Ok(dir.join("node_modules/.bin/jco"))
 }
 
-/// The JavaScript example driver (`plugins/examples/js-static`), built with `jco componentize`
+/// The JavaScript example driver (`drivers/examples/js-static`), built with `jco componentize`
 /// (componentize-js, StarlingMonkey).
 pub fn js_static() -> Result<PathBuf, String> {
     let _lock = lock()?;
-    let example = repo().join("plugins/examples/js-static");
+    let example = repo().join("drivers/examples/js-static");
     let sdk = repo().join("sdk/js");
     let example_files = vec![
         example.join("driver.js"),
@@ -246,7 +246,7 @@ pub fn js_static() -> Result<PathBuf, String> {
         // The example depends on the SDK by a relative path: stage both where it expects them.
         let stage_dir = output_dir().join("stage-js-static");
         let _ = std::fs::remove_dir_all(&stage_dir);
-        let staged_example = stage_dir.join("plugins/examples/js-static");
+        let staged_example = stage_dir.join("drivers/examples/js-static");
         stage(&staged_example, &example_files)?;
         stage(&stage_dir.join("sdk/js"), &sdk_files)?;
         run(Command::new("npm").current_dir(&staged_example).args([

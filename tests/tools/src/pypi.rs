@@ -9,7 +9,7 @@ use crate::polyglot::{key, lock, repo, run};
 use crate::tools_dir;
 
 /// A venv named `name` holding exactly what `requirements` (a path relative to the repository,
-/// e.g. `tests/sim/clients/cloudstack.txt`, pins with `==`) lists; returns the venv directory.
+/// e.g. `crates/sim/clients/cloudstack.txt`, pins with `==`) lists; returns the venv directory.
 /// Its programs are in `bin/` (`venv.join("bin/python")`, `venv.join("bin/cs")`).
 pub fn venv(name: &str, requirements: &str) -> Result<PathBuf, String> {
     let _lock = lock()?;

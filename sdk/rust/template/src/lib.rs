@@ -1,7 +1,7 @@
 //! A wasm-ccm driver template: node initialisation and lifecycle over an inventory API.
 //!
 //! The "cloud" here is the inventory service of `wasm-ccm-sim` (`GET /instances`, bearer token),
-//! so the template runs and passes `wasm-ccm conformance` as it is. To write a driver for your
+//! so the template runs and passes `wasm-ccm-dev conformance` as it is. To write a driver for your
 //! cloud, replace [`Template::list`] and the [`Instance`] shape with your API; keep the rest:
 //! the configuration checks in `init`, the lookup rules and the error mapping are what the
 //! conformance checks expect.

@@ -1,0 +1,175 @@
+//! `wasm-ccm-dev call`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+use wasm_ccm_runtime::json::{provider_error_json, service_from_json};
+use wasm_ccm_runtime::types::Context;
+use wasm_ccm_runtime::{
+    CallError, CallScope, Described, DriverOptions, InstanceMode, StaticCluster,
+};
+
+use crate::GlobalArgs;
+use crate::cassette::Recorder;
+use crate::units::{parse_duration, parse_size};
+
+/// Arguments of `wasm-ccm-dev call`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct CallArgs {
+    /// The driver's `.wasm` file.
+    driver: PathBuf,
+    /// The function, as `interface.function`: e.g. `instances.instance-metadata`,
+    /// `load-balancer.ensure`, `routes.list`, `provider.housekeeping`.
+    function: String,
+    /// The arguments as JSON, `@FILE` to read them from a file, or `-` for stdin. A function with
+    /// one parameter takes its value; with several, an object keyed by parameter name.
+    #[arg(long, default_value = "null")]
+    input: String,
+    /// The cloud-config file handed to the driver's init as-is.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// An environment variable for the driver (repeatable); only names with one of the driver's
+    /// declared prefixes reach it. The process environment is offered the same way.
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Grant egress to `scheme://host[:port]` (repeatable); replaces the driver's defaults.
+    #[arg(long = "allow-egress", value_name = "PATTERN")]
+    allow_egress: Vec<String>,
+    /// Deadline of the call, e.g. 10s or 500ms.
+    #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// Deadline of the driver's `init` (and of instantiation), e.g. 60s.
+    #[arg(long = "init-timeout", default_value = "60s", value_parser = parse_duration)]
+    init_timeout: std::time::Duration,
+    /// Linear memory the driver may use, e.g. 64Mi.
+    #[arg(long, default_value = "64Mi", value_parser = parse_size)]
+    memory_limit: usize,
+    /// LoadBalancer Services the driver's `cluster` import returns: a JSON array (or @FILE) in the
+    /// same form as call arguments, e.g. `[{"namespace": "default", "name": "web", "uid": "u1"}]`.
+    #[arg(long)]
+    cluster_services: Option<String>,
+    /// The cluster name passed to init.
+    #[arg(long, default_value = "kubernetes")]
+    cluster_name: String,
+    /// Record every request the driver sends, and the answer, to this cassette (secrets
+    /// redacted); replay it with `wasm-ccm-dev conformance --cloud cassette:FILE`.
+    #[arg(long, value_name = "FILE")]
+    record_http: Option<PathBuf>,
+}
+
+fn read_json_arg(text: &str, what: &str) -> anyhow::Result<Value> {
+    let raw = if text == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else if let Some(path) = text.strip_prefix('@') {
+        std::fs::read_to_string(path).with_context(|| format!("reading {what} from {path}"))?
+    } else {
+        text.to_string()
+    };
+    serde_json::from_str(&raw).with_context(|| format!("{what} is not valid JSON"))
+}
+
+pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<ExitCode> {
+    let input = read_json_arg(&args.input, "--input")?;
+    let config = match &args.config {
+        Some(p) => {
+            std::fs::read(p).with_context(|| format!("cannot read --config {}", p.display()))?
+        }
+        None => Vec::new(),
+    };
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--env {kv:?} is not K=V"))?;
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    let cluster = match &args.cluster_services {
+        None => Vec::new(),
+        Some(text) => {
+            let v = read_json_arg(text, "--cluster-services")?;
+            let items = v
+                .as_array()
+                .context("--cluster-services must be a JSON array of services")?;
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    service_from_json(s)
+                        .map_err(|e| anyhow::anyhow!("--cluster-services[{i}]: {e}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?
+        }
+    };
+    let runtime = global.runtime()?;
+    let compiled = runtime.compile_file(&args.driver).await?;
+    let recorder = args
+        .record_http
+        .as_ref()
+        .map(|_| Arc::new(Recorder::default()));
+    let opts = DriverOptions {
+        context: Context {
+            cluster_name: args.cluster_name.clone(),
+            cluster_id: String::new(),
+            kubernetes_version: String::new(),
+        },
+        config,
+        env,
+        egress: if args.allow_egress.is_empty() {
+            None
+        } else {
+            Some(args.allow_egress.clone())
+        },
+        call_timeout: args.timeout,
+        init_timeout: args.init_timeout,
+        memory_limit: args.memory_limit,
+        mode: InstanceMode::Warm,
+        http_interceptor: recorder
+            .clone()
+            .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),
+        ..Default::default()
+    };
+    let driver = runtime.load(&compiled, opts).await?;
+    let scope = CallScope {
+        object: String::new(),
+        cluster: Arc::new(StaticCluster(cluster)),
+    };
+    let outcome = driver.call_json(&args.function, input, &scope).await;
+    if let (Some(recorder), Some(path)) = (&recorder, &args.record_http) {
+        let n = recorder.save(path, None)?;
+        eprintln!("wasm-ccm: recorded {n} requests to {}", path.display());
+    }
+    for e in &outcome.events {
+        eprintln!("event {:?} {}: {}", e.kind, e.reason, e.message);
+    }
+    for h in &outcome.http {
+        let result = h
+            .status
+            .map(|s| s.to_string())
+            .or(h.error.clone())
+            .unwrap_or_default();
+        eprintln!("http {} {} -> {result}", h.method, h.url);
+    }
+    match outcome.result {
+        Ok(v) => {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(CallError::Provider(p)) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({ "error": provider_error_json(&p) }))?
+            );
+            eprintln!(
+                "wasm-ccm: {} returned an error: {}",
+                args.function,
+                Described(&p)
+            );
+            Ok(ExitCode::from(1))
+        }
+        Err(CallError::Host(h)) => Err(h.into()),
+    }
+}

@@ -1,0 +1,408 @@
+//! `wasm-ccm-dev conformance`: checks that a driver keeps the contract of `wit/README.md` before an
+//! operator trusts it with a cluster.
+//!
+//! It uses the same host runtime as the controllers. Static checks look at the component
+//! without running it; behavioural checks call it against a cloud (a simulator, a real endpoint
+//! or a cassette) with the nodes and services of a scenario file; robustness checks answer its
+//! requests with faults in the host's HTTP layer. Every check has a stable id versioned with the
+//! WIT, e.g. `provider/0.1/load-balancer/ensure-idempotent`; the exit status is 1 when any check
+//! failed.
+
+mod cloud;
+mod faults;
+mod harness;
+mod instances;
+mod load_balancer;
+mod report;
+mod robustness;
+mod routes;
+mod scenario;
+mod static_checks;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use wasm_ccm_runtime::http::HttpInterceptor;
+use wasm_ccm_runtime::types::Context;
+use wasm_ccm_runtime::{CallError, DriverOptions};
+
+use crate::GlobalArgs;
+use crate::cassette::Recorder;
+use crate::units::parse_duration;
+use cloud::{CloudChoice, CloudUnderTest};
+use harness::Harness;
+use report::{Checks, Report, Summary};
+use robustness::Target;
+use scenario::{Scenario, substitute};
+
+/// How much of the contract is checked.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// `provider` and `instances`: node initialisation and lifecycle.
+    Core,
+    /// Everything the driver exports; `load-balancer` is required.
+    Full,
+}
+
+impl Level {
+    /// The interfaces the level requires.
+    pub(crate) fn required(self) -> &'static [&'static str] {
+        match self {
+            Level::Core => &["provider", "instances"],
+            Level::Full => &["provider", "instances", "load-balancer"],
+        }
+    }
+
+    /// `core` or `full`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Level::Core => "core",
+            Level::Full => "full",
+        }
+    }
+}
+
+/// Report formats.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    Text,
+    Json,
+    Junit,
+}
+
+/// Arguments of `wasm-ccm-dev conformance`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ConformanceArgs {
+    /// The driver's `.wasm` file.
+    driver: PathBuf,
+    /// The scenario: the cloud's inventory, the driver's configuration, the nodes and services
+    /// to exercise (see sdk/README.md, "Conformance scenarios").
+    #[arg(long)]
+    scenario: PathBuf,
+    /// The cloud: `sim:<name>` (a simulator started here, seeded from the scenario), an
+    /// `http(s)://` URL (a real endpoint; `${CLOUD_TOKEN}` comes from WASM_CCM_CLOUD_TOKEN), or
+    /// `cassette:FILE` (a recording replayed without the network). Default: the scenario's
+    /// simulator.
+    #[arg(long)]
+    cloud: Option<String>,
+    /// `core` (provider, instances) or `full` (and load-balancer). Default: the scenario's
+    /// level, else full.
+    #[arg(long, value_enum)]
+    level: Option<Level>,
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    report: Format,
+    /// Write the report here instead of stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Record every request that reached the cloud, and its answer, to this cassette.
+    #[arg(long, value_name = "FILE")]
+    record_http: Option<PathBuf>,
+    /// Deadline of each call.
+    #[arg(long = "call-timeout", default_value = "30s", value_parser = parse_duration)]
+    call_timeout: std::time::Duration,
+    /// The longest a cold compile of the driver may take: wall time on this machine, since the
+    /// host compiles at start and on every reload.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    max_compile_time: std::time::Duration,
+}
+
+/// Fresh-instance answers compared with warm ones, per function.
+#[derive(Default)]
+pub(crate) struct Differences {
+    by_function: BTreeMap<String, (usize, Vec<String>)>,
+}
+
+impl Differences {
+    /// Compares the warm and fresh results of one call.
+    pub(crate) fn compare<T: PartialEq + std::fmt::Debug>(
+        &mut self,
+        function: &str,
+        subject: &str,
+        warm: &Result<T, CallError>,
+        fresh: &Result<T, CallError>,
+    ) {
+        let entry = self.by_function.entry(function.to_string()).or_default();
+        entry.0 += 1;
+        if warm != fresh {
+            entry.1.push(format!(
+                "{subject}: warm {} but fresh {}",
+                show(warm),
+                show(fresh)
+            ));
+        }
+    }
+
+    fn report(&self, checks: &mut Checks) {
+        for (function, (compared, differing)) in &self.by_function {
+            checks.check(
+                "determinism/fresh-equals-warm",
+                Some(function),
+                if differing.is_empty() {
+                    Ok(format!("{compared} calls answered alike"))
+                } else {
+                    Err(format!(
+                        "a fresh instance answers differently, so the driver keeps state between calls: {}",
+                        differing.join("; ")
+                    ))
+                },
+            );
+        }
+    }
+}
+
+/// A call result in one line, for messages.
+pub(crate) fn show<T: std::fmt::Debug>(r: &Result<T, CallError>) -> String {
+    let text = match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("error: {e}"),
+    };
+    if text.chars().count() > 300 {
+        format!("{}…", text.chars().take(300).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// Runs `wasm-ccm-dev conformance`.
+pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    let scenario = Scenario::load(&args.scenario)?;
+    let level = match (args.level, scenario.level.as_deref()) {
+        (Some(l), _) => l,
+        (None, Some("core")) => Level::Core,
+        _ => Level::Full,
+    };
+    let choice =
+        match &args.cloud {
+            Some(c) => CloudChoice::parse(c)?,
+            None => CloudChoice::Sim(scenario.cloud.sim.clone().context(
+                "the scenario names no simulator (cloud.sim); choose a cloud with --cloud",
+            )?),
+        };
+    let bytes = std::fs::read(&args.driver)
+        .with_context(|| format!("cannot read the driver {}", args.driver.display()))?;
+    let origin = args.driver.display().to_string();
+    let sha256 = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+    let size = bytes.len();
+
+    // One runtime for everything (a component only runs on the engine that compiled it),
+    // without the cache so the compile time is the real one.
+    let runtime = GlobalArgs {
+        no_cache: true,
+        ..global.clone()
+    }
+    .runtime()?;
+    let mut checks = Checks::new("0.1");
+    let compiled = static_checks::run(
+        &runtime,
+        &origin,
+        bytes,
+        level,
+        args.max_compile_time,
+        &mut checks,
+    )
+    .await;
+    let wit_version = compiled
+        .as_ref()
+        .map(|c| c.surface.wit_version.clone())
+        .unwrap_or_default();
+    if let Some(compiled) = &compiled {
+        checks = rebase(checks, &compiled.surface.wit_version);
+    }
+    let mut measurements = Vec::new();
+    let mut cloud_label = String::new();
+    if let Some(compiled) = compiled {
+        let cloud = CloudUnderTest::start(&choice, &scenario).await?;
+        cloud_label = cloud.label.clone();
+        let recorder = args
+            .record_http
+            .as_ref()
+            .map(|_| Arc::new(Recorder::default()));
+        let transport: Option<Arc<dyn HttpInterceptor>> = match (&recorder, &cloud.replayer) {
+            (Some(r), _) => Some(r.clone()),
+            (None, Some(r)) => Some(r.clone()),
+            (None, None) => None,
+        };
+        let opts = driver_options(&scenario, &cloud, args.call_timeout);
+        match Harness::load(&runtime, &compiled, opts, transport, cloud.real).await {
+            Err(e) => checks.check("provider/init", None, Err(e.to_string())),
+            Ok(mut h) => {
+                checks.check(
+                    "provider/init",
+                    None,
+                    Ok("init accepts the scenario's configuration".into()),
+                );
+                behave(&mut h, &scenario, level, &mut checks).await;
+                measurements = h.meter.measurements();
+            }
+        }
+        if let Some(replayer) = &cloud.replayer {
+            let misses = replayer.misses();
+            checks.check(
+                "replay/cassette-complete",
+                None,
+                if misses.is_empty() {
+                    Ok("every request was in the cassette".into())
+                } else {
+                    Err(format!(
+                        "requests the cassette does not hold (record it again): {}",
+                        misses
+                            .iter()
+                            .map(|(r, n)| format!("{r} ×{n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                },
+            );
+        }
+        if let (Some(recorder), Some(path)) = (&recorder, &args.record_http) {
+            let n = recorder.save(path, Some(cloud.url.clone()))?;
+            eprintln!("wasm-ccm: recorded {n} requests to {}", path.display());
+        }
+        cloud.stop().await;
+    }
+    let failed = checks.failed();
+    let report = Report {
+        driver: origin,
+        sha256,
+        size_bytes: size,
+        wit_version,
+        level: level.name().into(),
+        cloud: cloud_label,
+        results: checks.results,
+        measurements,
+        summary: Summary::default(),
+    }
+    .summarise();
+    let rendered = match args.report {
+        Format::Text => report.text(),
+        Format::Json => report.json(),
+        Format::Junit => report.junit(),
+    };
+    match &args.out {
+        Some(path) => std::fs::write(path, rendered)
+            .with_context(|| format!("cannot write the report to {}", path.display()))?,
+        None => print!("{rendered}"),
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Results so far, with ids under the driver's WIT version instead of the default.
+fn rebase(old: Checks, wit_version: &str) -> Checks {
+    let mut checks = Checks::new(wit_version);
+    for r in old.results {
+        let id = r.id.splitn(3, '/').nth(2).unwrap_or(&r.id).to_string();
+        checks.record(&id, r.subject.as_deref(), r.status, r.message);
+    }
+    checks
+}
+
+/// The driver's configuration with the cloud's address and credential filled in.
+fn driver_options(
+    scenario: &Scenario,
+    cloud: &CloudUnderTest,
+    call_timeout: std::time::Duration,
+) -> DriverOptions {
+    let d = &scenario.driver;
+    let token = cloud.token.as_deref();
+    let fill = |s: &str| substitute(s, &cloud.url, token);
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    for (k, v) in &d.env {
+        if let Some(v) = fill(v) {
+            env.retain(|(name, _)| name != k);
+            env.push((k.clone(), v));
+        }
+    }
+    DriverOptions {
+        context: Context {
+            cluster_name: d
+                .cluster_name
+                .clone()
+                .unwrap_or_else(|| "conformance".into()),
+            cluster_id: "00000000-0000-4000-8000-00000000c0f0".into(),
+            kubernetes_version: d
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| "v1.33.0".into()),
+        },
+        config: fill(&d.config).unwrap_or_default().into_bytes(),
+        env,
+        egress: d
+            .egress
+            .as_ref()
+            .map(|list| list.iter().filter_map(|p| fill(p)).collect()),
+        call_timeout,
+        ..Default::default()
+    }
+}
+
+/// The behavioural and robustness checks, in the order the controllers would call.
+async fn behave(h: &mut Harness, scenario: &Scenario, level: Level, checks: &mut Checks) {
+    let info = h.warm.info().clone();
+    instances::check_info(&info, checks);
+    instances::check_housekeeping(h, checks).await;
+    let exports = h.warm.compiled().surface.exports;
+    let mut diffs = Differences::default();
+    if exports.instances {
+        instances::check_nodes(h, scenario, &info, checks, &mut diffs).await;
+    }
+    let mut created = Vec::new();
+    if level == Level::Full && exports.load_balancer {
+        for s in &scenario.services {
+            if let Some(case) = &s.expect_error {
+                load_balancer::check_refused(h, s, case, scenario, checks).await;
+            } else if let Some(c) =
+                load_balancer::check_service(h, s, scenario, checks, &mut diffs).await
+            {
+                created.push(c);
+            }
+        }
+    }
+    let check_routes = level == Level::Full && exports.routes;
+    if check_routes {
+        routes::check(h, scenario, checks, &mut diffs).await;
+    }
+    // Robustness runs while the load balancers exist, so ensure takes its steady-state path.
+    if let Some(known) = scenario.nodes.iter().find(|n| n.expect.exists)
+        && exports.instances
+    {
+        robustness::check(h, &Target::Metadata(known.node.clone()), checks).await;
+        robustness::check(h, &Target::Exists(known.node.clone()), checks).await;
+    }
+    if let Some(c) = created.first() {
+        robustness::check(
+            h,
+            &Target::Ensure(c.service.clone(), c.nodes.clone()),
+            checks,
+        )
+        .await;
+        robustness::check(h, &Target::Delete(c.service.clone()), checks).await;
+    }
+    if check_routes {
+        robustness::check(h, &Target::RoutesList, checks).await;
+    }
+    for c in &created {
+        load_balancer::check_delete(h, c, checks).await;
+    }
+    diffs.report(checks);
+    checks.check(
+        "egress/declared",
+        None,
+        if h.denied.is_empty() {
+            Ok("every request stayed within the granted egress".into())
+        } else {
+            Err(format!(
+                "requests outside the granted egress (the host refused them): {}",
+                h.denied.iter().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        },
+    );
+}

@@ -1,0 +1,609 @@
+//! `wasm-ccm-dev playground`: a simulated cluster and cloud in one process, the real controllers and
+//! a real driver `.wasm`, and a running commentary of what happens.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use wasm_ccm_controllers::metrics::Metrics;
+use wasm_ccm_controllers::{ControllerConfig, DriverSlot, start_controllers};
+use wasm_ccm_sim::kit::{self, SimNode, StartOptions};
+use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
+
+use crate::GlobalArgs;
+use crate::run::{DriverSpec, cluster_facts, load_driver_bytes};
+use crate::units::parse_duration;
+
+#[derive(Args, Debug)]
+pub(crate) struct PlaygroundArgs {
+    /// Which driver to run, with its cloud's simulator (the kit's list of clouds): `static`,
+    /// `cloudscale`, `phoenixnap` or `cloudstack`.
+    #[arg(long, default_value = "static", value_parser = crate::clouds::parse_cloud_name)]
+    driver: String,
+    /// Nodes to register (as kubelets with --cloud-provider=external would).
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// LoadBalancer Services to create.
+    #[arg(long, default_value_t = 3)]
+    services: usize,
+    /// Print one JSON summary instead of the commentary.
+    #[arg(long)]
+    json: bool,
+    /// How long each step may take to converge.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Quiet time after convergence in which nothing should change (steady-state check).
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    steady: Duration,
+    /// Nodes initialised concurrently.
+    #[arg(long, default_value_t = 8)]
+    concurrent_node_syncs: usize,
+    /// Services synced concurrently (1, upstream's default: the static driver allocates
+    /// addresses from what the other Services hold, which needs one ensure at a time).
+    #[arg(long, default_value_t = 1)]
+    concurrent_service_syncs: usize,
+    /// Client-side Kubernetes API rate (the simulator is local; upstream's default is 20).
+    #[arg(long, default_value_t = 2000.0)]
+    kube_api_qps: f32,
+    #[arg(long, default_value_t = 4000)]
+    kube_api_burst: u32,
+}
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+/// Per-object commentary stops beyond this many objects (a summary line per second instead).
+const CHATTY_LIMIT: usize = 20;
+
+/// A Node as a kubelet started with `--cloud-provider=external` registers it.
+fn node_name(i: usize) -> String {
+    SimNode::numbered(i).name
+}
+
+fn internal_ip(i: usize) -> String {
+    SimNode::numbered(i).internal_ip
+}
+
+/// A Node as a kubelet started with `--cloud-provider=external` registers it.
+fn kubelet_node(i: usize) -> Value {
+    let third = i % 256;
+    let second = 240 + i / 256;
+    let cidr = format!("10.{second}.{third}.0/24");
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node_name(i),
+            "labels": {"kubernetes.io/hostname": node_name(i), "kubernetes.io/os": "linux"},
+            "annotations": {"alpha.kubernetes.io/provided-node-ip": internal_ip(i)},
+        },
+        "spec": {
+            "podCIDR": cidr,
+            "podCIDRs": [cidr],
+            "taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": internal_ip(i)},
+                {"type": "Hostname", "address": node_name(i)},
+            ],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+        },
+    })
+}
+
+fn lb_service(j: usize) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": format!("svc-{j:04}"), "namespace": "default"},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": format!("app-{j}")},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+        },
+    })
+}
+
+fn has_taint(node: &Value, key: &str) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["key"] == key))
+}
+
+fn is_initialized(node: &Value) -> bool {
+    !has_taint(node, UNINITIALIZED) && node["spec"]["providerID"].is_string()
+}
+
+fn ingress_of(svc: &Value) -> Option<String> {
+    let g = svc["status"]["loadBalancer"]["ingress"]
+        .as_array()?
+        .first()?;
+    g["ip"]
+        .as_str()
+        .or(g["hostname"].as_str())
+        .map(str::to_string)
+}
+
+fn has_finalizer(svc: &Value) -> bool {
+    svc["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+/// The peak resident set of this process (Linux), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+struct Show {
+    quiet: bool,
+    chatty: bool,
+    started: Instant,
+}
+
+impl Show {
+    fn line(&self, text: &str) {
+        if !self.quiet {
+            println!("[{:>7.2}s] {text}", self.started.elapsed().as_secs_f64());
+        }
+    }
+
+    fn step(&self, text: &str) {
+        if !self.quiet {
+            println!("== {text}");
+        }
+    }
+}
+
+/// Polls the simulator until `done` holds, printing what changed; `Err` after the timeout.
+struct Watcher<'a> {
+    sim: &'a KubeSim,
+    show: &'a Show,
+    seen_nodes: HashSet<String>,
+    seen_services: HashSet<String>,
+    seen_events: HashSet<String>,
+}
+
+impl Watcher<'_> {
+    fn report(&mut self) {
+        // Per-object commentary only: at scale the summary lines in `until` say enough, and
+        // listing every object each poll would compete with the controllers being measured.
+        if self.show.quiet || !self.show.chatty {
+            return;
+        }
+        for node in self.sim.list("nodes") {
+            let name = node["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if is_initialized(&node) && self.seen_nodes.insert(name.clone()) {
+                let labels = &node["metadata"]["labels"];
+                let addresses: Vec<String> = node["status"]["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        format!(
+                            "{} {}",
+                            a["type"].as_str().unwrap_or(""),
+                            a["address"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                self.show.line(&format!(
+                    "node {name} initialised: {} type={} zone={} region={}, addresses [{}]",
+                    node["spec"]["providerID"].as_str().unwrap_or(""),
+                    labels["node.kubernetes.io/instance-type"]
+                        .as_str()
+                        .unwrap_or("-"),
+                    labels["topology.kubernetes.io/zone"]
+                        .as_str()
+                        .unwrap_or("-"),
+                    labels["topology.kubernetes.io/region"]
+                        .as_str()
+                        .unwrap_or("-"),
+                    addresses.join(", ")
+                ));
+            }
+        }
+        for svc in self.sim.list("services") {
+            let name = format!(
+                "{}/{}",
+                svc["metadata"]["namespace"].as_str().unwrap_or(""),
+                svc["metadata"]["name"].as_str().unwrap_or("")
+            );
+            if let Some(ip) = ingress_of(&svc)
+                && self.seen_services.insert(name.clone())
+            {
+                self.show
+                    .line(&format!("service {name}: load balancer ready at {ip}"));
+            }
+        }
+        for ev in self.sim.list("events.events.k8s.io") {
+            let id = ev["metadata"]["name"].as_str().unwrap_or("").to_string();
+            if self.seen_events.insert(id) {
+                self.show.line(&format!(
+                    "event {} {} on {} {}: {}",
+                    ev["type"].as_str().unwrap_or(""),
+                    ev["reason"].as_str().unwrap_or(""),
+                    ev["regarding"]["kind"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_lowercase(),
+                    ev["regarding"]["name"].as_str().unwrap_or(""),
+                    ev["note"].as_str().unwrap_or("")
+                ));
+            }
+        }
+    }
+
+    async fn until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&KubeSim) -> bool,
+    ) -> Result<Duration, String> {
+        let started = Instant::now();
+        let mut last_progress = Instant::now();
+        loop {
+            self.report();
+            if done(self.sim) {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() > timeout {
+                return Err(format!("{what}: not converged after {timeout:?}"));
+            }
+            if !self.show.chatty && last_progress.elapsed() > Duration::from_secs(1) {
+                last_progress = Instant::now();
+                let nodes = self.sim.list("nodes");
+                let init = nodes.iter().filter(|n| is_initialized(n)).count();
+                let lbs = self
+                    .sim
+                    .list("services")
+                    .iter()
+                    .filter(|s| ingress_of(s).is_some())
+                    .count();
+                self.show.line(&format!(
+                    "{what}: {init}/{} nodes initialised, {lbs} load balancers",
+                    nodes.len()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Runs the playground.
+pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Result<ExitCode> {
+    let show = Show {
+        quiet: args.json,
+        chatty: args.nodes + args.services <= CHATTY_LIMIT,
+        started: Instant::now(),
+    };
+    let localhost = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    // A short watch history: the simulator shares this process, and its memory is not the CCM's.
+    let sim = KubeSim::start_with(
+        localhost,
+        KubeSimOptions {
+            history_limit: 1000,
+            request_log: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("starting the Kubernetes API simulator")?;
+    let nodes: Vec<SimNode> = (0..args.nodes).map(SimNode::numbered).collect();
+    let (cloud, instance_ids) = kit::start_with_nodes(
+        &args.driver,
+        StartOptions {
+            addr: localhost,
+            ..Default::default()
+        },
+        &nodes,
+    )
+    .await?;
+    let instance_of = |i: usize| instance_ids.get(i).cloned().unwrap_or_default();
+    let setup = cloud.driver_setup();
+    let driver_bytes = crate::clouds::driver_bytes(setup.driver)?;
+    let client = kube::Client::try_from(kube::Config::new(
+        sim.url().parse().context("simulator URL")?,
+    ))
+    .context("Kubernetes client for the simulator")?;
+    let facts = cluster_facts(&client).await;
+    let config = ControllerConfig {
+        cluster_name: "playground".into(),
+        concurrent_node_syncs: args.concurrent_node_syncs.max(1),
+        concurrent_service_syncs: args.concurrent_service_syncs.max(1),
+        node_monitor_period: Duration::from_secs(1),
+        node_status_update_frequency: Duration::from_secs(10),
+        route_reconciliation_period: Duration::from_secs(2),
+        cluster_cidr: "10.240.0.0/12".into(),
+        kube_api_qps: args.kube_api_qps,
+        kube_api_burst: args.kube_api_burst,
+        ..Default::default()
+    };
+    let driver = load_driver_bytes(
+        global,
+        &format!("the embedded {} driver", setup.driver),
+        driver_bytes.to_vec(),
+        DriverSpec {
+            config: setup.config.unwrap_or_default().into_bytes(),
+            egress: setup.egress,
+            call_timeout: Duration::from_secs(10),
+            init_timeout: Duration::from_secs(60),
+            memory_limit: 64 << 20,
+            cluster_name: &config.cluster_name,
+            max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
+            facts,
+            extra_env: setup.env,
+        },
+    )
+    .await?;
+    show.step(&format!(
+        "playground: {} driver {} ({} KiB), {} nodes, {} LoadBalancer services",
+        driver.name(),
+        driver.info().version,
+        driver.compiled().size / 1024,
+        args.nodes,
+        args.services
+    ));
+    show.step(&format!(
+        "Kubernetes API simulator at {} (kubectl -s {} works while this runs)",
+        sim.url(),
+        sim.url()
+    ));
+    show.step(&cloud.describe());
+
+    for i in 0..args.nodes {
+        sim.create(kubelet_node(i))
+            .map_err(|e| anyhow::anyhow!("registering node {i}: {e:?}"))?;
+    }
+    for j in 0..args.services {
+        sim.create(lb_service(j))
+            .map_err(|e| anyhow::anyhow!("creating service {j}: {e:?}"))?;
+    }
+    show.step(&format!(
+        "registered {} tainted nodes and {} services; starting the controllers",
+        args.nodes, args.services
+    ));
+
+    let metrics = Arc::new(Metrics::default());
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let running = start_controllers(
+        client,
+        Arc::new(DriverSlot::new(Arc::clone(&driver))),
+        config,
+        Arc::clone(&metrics),
+        "playground",
+        cancel.clone(),
+    );
+    let mut watcher = Watcher {
+        sim: &sim,
+        show: &show,
+        seen_nodes: HashSet::new(),
+        seen_services: HashSet::new(),
+        seen_events: HashSet::new(),
+    };
+    let (n, m) = (args.nodes, args.services);
+    let mut failures = Vec::new();
+    let converge = watcher
+        .until("converging", args.timeout, |sim| {
+            sim.list("nodes")
+                .iter()
+                .filter(|x| is_initialized(x))
+                .count()
+                == n
+                && sim
+                    .list("services")
+                    .iter()
+                    .filter(|s| ingress_of(s).is_some() && has_finalizer(s))
+                    .count()
+                    == m
+        })
+        .await;
+    // Wait for the queues to drain too, so the steady-state window starts quiet.
+    // (Idle over several polls: the watch delivers the last writes a moment later.)
+    let idle_polls = std::cell::Cell::new(0);
+    let _ = watcher
+        .until("settling", args.timeout, |_| {
+            idle_polls.set(if running.pending() == 0 {
+                idle_polls.get() + 1
+            } else {
+                0
+            });
+            idle_polls.get() >= 5
+        })
+        .await;
+    let converge_time = started.elapsed();
+    let converge_requests = sim.request_counts();
+    let converge_calls = metrics.total("wasm_ccm_driver_calls_total");
+    let converge_rss = peak_rss();
+    match &converge {
+        Ok(_) => show.step(&format!(
+            "converged in {:.2}s: {n} nodes initialised, {m} load balancers, {} routes; {} API requests ({} mutating), {:.0} driver calls",
+            converge_time.as_secs_f64(),
+            cloud.routes(),
+            converge_requests.total(),
+            converge_requests.mutations(),
+            converge_calls
+        )),
+        Err(e) => failures.push(e.clone()),
+    }
+
+    // Steady state: nothing changes, so nothing should be written.
+    sim.reset_counts();
+    sim.set_request_log(true);
+    sim.clear_requests();
+    let calls_before = metrics.total("wasm_ccm_driver_calls_total");
+    tokio::time::sleep(args.steady).await;
+    let steady_requests = sim.request_counts();
+    let steady_calls = metrics.total("wasm_ccm_driver_calls_total") - calls_before;
+    let steady_writes: Vec<String> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| !matches!(r.method.as_str(), "GET" | "HEAD"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    sim.set_request_log(false);
+    show.step(&format!(
+        "steady state for {:.0?}: {} mutating API requests, {} reads, {:.0} driver calls",
+        args.steady,
+        steady_requests.mutations(),
+        steady_requests.reads(),
+        steady_calls
+    ));
+
+    let mut scenario = Vec::new();
+    if n >= 3 {
+        let set_ready = |name: &str, ready: bool| {
+            sim.modify("nodes", None, name, |node| {
+                if let Some(conds) = node["status"]["conditions"].as_array_mut() {
+                    for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
+                        c["status"] = json!(if ready { "True" } else { "Unknown" });
+                        c["reason"] = json!(if ready {
+                            "KubeletReady"
+                        } else {
+                            "NodeStatusUnknown"
+                        });
+                    }
+                }
+            })
+        };
+        let gone = node_name(1);
+        cloud.remove_instance(&instance_of(1));
+        let _ = set_ready(&gone, false);
+        show.step(&format!(
+            "deleted the instance of {gone} in the cloud; its kubelet stopped reporting"
+        ));
+        match watcher
+            .until("node deletion", args.timeout, |sim| {
+                sim.get("nodes", None, &gone).is_none()
+            })
+            .await
+        {
+            Ok(t) => {
+                show.step(&format!(
+                    "node {gone} removed after {:.2}s",
+                    t.as_secs_f64()
+                ));
+                scenario.push(
+                    json!({"step": "instance deleted", "node": gone, "seconds": t.as_secs_f64()}),
+                );
+            }
+            Err(e) => failures.push(e),
+        }
+        let off = node_name(2);
+        cloud.set_running(&instance_of(2), false);
+        let _ = set_ready(&off, false);
+        show.step(&format!(
+            "shut down the instance of {off}; its kubelet stopped reporting"
+        ));
+        match watcher
+            .until("shutdown taint", args.timeout, |sim| {
+                sim.get("nodes", None, &off)
+                    .is_some_and(|n| has_taint(&n, SHUTDOWN))
+            })
+            .await
+        {
+            Ok(t) => {
+                show.step(&format!(
+                    "node {off} tainted {SHUTDOWN} after {:.2}s",
+                    t.as_secs_f64()
+                ));
+                scenario.push(
+                    json!({"step": "instance shut down", "node": off, "seconds": t.as_secs_f64()}),
+                );
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    if m >= 1 {
+        let svc = "svc-0000";
+        let _ = sim.remove("services", Some("default"), svc);
+        show.step(&format!("deleted service default/{svc}"));
+        match watcher
+            .until("service deletion", args.timeout, |sim| {
+                sim.get("services", Some("default"), svc).is_none()
+            })
+            .await
+        {
+            Ok(t) => {
+                show.step(&format!(
+                    "load balancer released and finalizer removed; default/{svc} gone after {:.2}s",
+                    t.as_secs_f64()
+                ));
+                scenario.push(
+                    json!({"step": "service deleted", "service": svc, "seconds": t.as_secs_f64()}),
+                );
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    watcher.report();
+    cancel.cancel();
+    running.join().await;
+
+    let stats = driver.stats();
+    let (cloud_reads, cloud_writes) = cloud.request_counts();
+    let summary = json!({
+        "driver": driver.name(),
+        "nodes": n,
+        "services": m,
+        "converged": converge.is_ok(),
+        "converge_seconds": converge_time.as_secs_f64(),
+        "converge_api_requests": converge_requests,
+        "converge_driver_calls": converge_calls,
+        "peak_rss_bytes": converge_rss,
+        "steady_seconds": args.steady.as_secs_f64(),
+        "steady_api_requests": steady_requests,
+        "steady_driver_calls": steady_calls,
+        "steady_writes": steady_writes,
+        "scenario": scenario,
+        "driver_instances": stats.instances_created.load(std::sync::atomic::Ordering::Relaxed),
+        "cloud_requests": {"reads": cloud_reads, "writes": cloud_writes},
+        "cloud_load_balancers": cloud.load_balancers(),
+        "failures": failures,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        show.step("summary");
+        println!(
+            "   converged: {} in {:.2}s · API requests {} ({} mutating) · driver calls {:.0} · peak RSS {} MiB",
+            converge.is_ok(),
+            converge_time.as_secs_f64(),
+            converge_requests.total(),
+            converge_requests.mutations(),
+            converge_calls,
+            converge_rss.map_or("?".into(), |b| (b >> 20).to_string())
+        );
+        println!(
+            "   steady state: {} mutating requests, {:.0} driver calls in {:.0?}",
+            steady_requests.mutations(),
+            steady_calls,
+            args.steady
+        );
+        for w in &steady_writes {
+            println!("   steady-state write: {w}");
+        }
+        for f in &failures {
+            println!("   NOT CONVERGED: {f}");
+        }
+    }
+    sim.shutdown().await;
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

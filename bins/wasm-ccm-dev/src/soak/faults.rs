@@ -1,0 +1,193 @@
+//! The faults a soak injects, from every layer: the cloud API, the Kubernetes API and the
+//! processes themselves. The cloud's are applied by [`super::cloud::SoakCloud::inject`], the
+//! apiserver's here, the processes' by the runner.
+
+use std::time::Duration;
+
+use wasm_ccm_sim::kube::{KubeSim, RequestMatcher};
+
+use super::rng::SplitMix64;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum FaultKind {
+    /// Cloud API 500/502/503.
+    Cloud5xx,
+    /// Cloud API 429 with Retry-After.
+    Cloud429,
+    /// Cloud API latency (for a few steps).
+    CloudLatency,
+    /// Cloud requests carried out whose answer is lost (the connection breaks after the
+    /// headers): did the write happen?
+    CloudReset,
+    /// Load balancer writes refused because it is busy.
+    CloudBusy,
+    /// Slow asynchronous provisioning (for a few steps).
+    CloudSlowJobs,
+    /// apiserver 409 Conflict on writes.
+    Kube409,
+    /// apiserver 500/503.
+    Kube5xx,
+    /// apiserver 429 with Retry-After.
+    Kube429,
+    /// apiserver connections reset after the response headers.
+    KubeReset,
+    /// Every open watch dropped.
+    KubeWatchDrop,
+    /// Watches expired: 410 Gone when they resume.
+    KubeWatchExpire,
+    /// apiserver latency (for a few steps).
+    KubeLatency,
+    /// SIGKILL of the leader.
+    LeaderKill,
+    /// SIGKILL of the leader right after a cloud write, before it could write the status.
+    LeaderKillAfterCloudWrite,
+    /// A new version of the driver file, which every process reloads.
+    DriverReload,
+}
+
+impl FaultKind {
+    /// Every kind, in the order of the summary.
+    pub(crate) const ALL: [FaultKind; 16] = [
+        FaultKind::Cloud5xx,
+        FaultKind::Cloud429,
+        FaultKind::CloudLatency,
+        FaultKind::CloudReset,
+        FaultKind::CloudBusy,
+        FaultKind::CloudSlowJobs,
+        FaultKind::Kube409,
+        FaultKind::Kube5xx,
+        FaultKind::Kube429,
+        FaultKind::KubeReset,
+        FaultKind::KubeWatchDrop,
+        FaultKind::KubeWatchExpire,
+        FaultKind::KubeLatency,
+        FaultKind::LeaderKill,
+        FaultKind::LeaderKillAfterCloudWrite,
+        FaultKind::DriverReload,
+    ];
+
+    /// The name in the summary.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FaultKind::Cloud5xx => "cloud_5xx",
+            FaultKind::Cloud429 => "cloud_429",
+            FaultKind::CloudLatency => "cloud_latency",
+            FaultKind::CloudReset => "cloud_reset",
+            FaultKind::CloudBusy => "cloud_busy",
+            FaultKind::CloudSlowJobs => "cloud_slow_jobs",
+            FaultKind::Kube409 => "kube_409",
+            FaultKind::Kube5xx => "kube_5xx",
+            FaultKind::Kube429 => "kube_429",
+            FaultKind::KubeReset => "kube_reset",
+            FaultKind::KubeWatchDrop => "kube_watch_drop",
+            FaultKind::KubeWatchExpire => "kube_watch_expire",
+            FaultKind::KubeLatency => "kube_latency",
+            FaultKind::LeaderKill => "leader_kill",
+            FaultKind::LeaderKillAfterCloudWrite => "leader_kill_after_cloud_write",
+            FaultKind::DriverReload => "driver_reload",
+        }
+    }
+
+    /// Whether the fault lasts until it is ended (latency, slow provisioning) rather than being
+    /// used up by the requests it hits.
+    pub(crate) fn is_timed(self) -> bool {
+        matches!(
+            self,
+            FaultKind::CloudLatency | FaultKind::CloudSlowJobs | FaultKind::KubeLatency
+        )
+    }
+
+    /// Whether the apiserver simulator applies it.
+    pub(crate) fn is_kube(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Kube409
+                | FaultKind::Kube5xx
+                | FaultKind::Kube429
+                | FaultKind::KubeReset
+                | FaultKind::KubeWatchDrop
+                | FaultKind::KubeWatchExpire
+                | FaultKind::KubeLatency
+        )
+    }
+
+    /// Whether the cloud simulator applies it.
+    pub(crate) fn is_cloud(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Cloud5xx
+                | FaultKind::Cloud429
+                | FaultKind::CloudLatency
+                | FaultKind::CloudReset
+                | FaultKind::CloudBusy
+                | FaultKind::CloudSlowJobs
+        )
+    }
+}
+
+/// The resources the controllers write, for apiserver faults aimed at them.
+const WRITTEN: &[&str] = &["services", "nodes", "leases", "events"];
+
+/// Injects an apiserver fault of `kind`; what was done, or None for another layer's kind.
+pub(super) fn inject_kube(kind: FaultKind, rng: &mut SplitMix64, kube: &KubeSim) -> Option<String> {
+    let faults = kube.faults();
+    match kind {
+        FaultKind::Kube409 => {
+            let resource = *rng.pick(&["services", "nodes"])?;
+            let count = rng.between(1, 3);
+            faults.conflict_next_writes(resource, count);
+            Some(format!("next {count} {resource} writes answer 409"))
+        }
+        FaultKind::Kube5xx | FaultKind::Kube429 => {
+            let status = if kind == FaultKind::Kube429 {
+                429
+            } else {
+                *rng.pick(&[500u16, 503])?
+            };
+            let resource = *rng.pick(WRITTEN)?;
+            let count = rng.between(1, 3);
+            faults.fail_next(count, status, RequestMatcher::resource(resource));
+            Some(format!("next {count} {resource} requests answer {status}"))
+        }
+        FaultKind::KubeReset => {
+            let resource = *rng.pick(WRITTEN)?;
+            let count = rng.between(1, 2);
+            faults.disconnect_next(count, RequestMatcher::resource(resource));
+            Some(format!(
+                "next {count} {resource} requests lose their connection after the headers"
+            ))
+        }
+        FaultKind::KubeWatchDrop => {
+            kube.drop_watches();
+            Some("every open watch dropped".into())
+        }
+        FaultKind::KubeWatchExpire => {
+            if rng.chance(50) {
+                let count = rng.between(1, 4);
+                faults.expire_next_watches(count);
+                kube.drop_watches();
+                Some(format!(
+                    "watches dropped; the next {count} watch requests get 410 Expired"
+                ))
+            } else {
+                kube.compact();
+                kube.drop_watches();
+                Some("watch history compacted and watches dropped (410 on resume)".into())
+            }
+        }
+        FaultKind::KubeLatency => {
+            let ms = rng.between(20, 250);
+            faults.set_latency(Duration::from_millis(ms));
+            Some(format!("apiserver latency {ms} ms"))
+        }
+        _ => None,
+    }
+}
+
+/// Ends a timed apiserver fault.
+pub(super) fn end_kube(kind: FaultKind, kube: &KubeSim) {
+    if kind == FaultKind::KubeLatency {
+        kube.faults().set_latency(Duration::ZERO);
+    }
+}

@@ -1,0 +1,856 @@
+//! `wasm-ccm-dev soak`: a chaos soak with invariants. The simulators run in this process; two
+//! `wasm-ccm run` processes (this executable) elect a leader on a short lease and run the real
+//! controllers with the real driver against them. A seeded generator picks every step: a
+//! workload operation (nodes joining and leaving, instances deleted, shut down and started,
+//! Services created, changed and deleted) or a fault from any layer (cloud 5xx, 429, latency,
+//! busy refusals, slow provisioning; apiserver 409, 5xx, 429, connection resets, dropped and
+//! expired watches, latency; SIGKILL of the leader, also right after a cloud write; driver
+//! reloads). Invariants are checked at every step and at quiescence (see [`invariants`]).
+//!
+//! The schedule is a function of the seed; the timing is not. A violation prints the seed, the
+//! step and the history that led to it (every step with its number), which is what makes it
+//! explainable; the full history and the processes' logs stay in the work directory.
+//!
+//! A developer tool: it needs the simulators and the bundled drivers, and is self-contained so
+//! it can move to a dev binary.
+
+mod cloud;
+mod faults;
+mod history;
+pub(crate) mod invariants;
+mod procs;
+mod rng;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
+
+use crate::GlobalArgs;
+use crate::units::parse_duration;
+use cloud::{SoakCloud, Tally};
+use faults::FaultKind;
+use history::History;
+use invariants::{Continuous, Violation};
+use procs::Processes;
+use rng::{Deck, SplitMix64};
+use workload::{Model, Op};
+
+/// The Lease the processes elect a leader with (`run`'s defaults).
+const LEASE_NAMESPACE: &str = "kube-system";
+const LEASE_NAME: &str = "cloud-controller-manager";
+/// How long a kill point may wait for the leader's next load balancer write.
+const KILL_POINT_WAIT: Duration = Duration::from_secs(3);
+/// History lines printed with a violation (the file has all of them).
+const HISTORY_TAIL: usize = 80;
+
+/// Which driver (and cloud simulator) to soak.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum SoakDriver {
+    /// The cloudscale.ch driver against the cloudscale API simulator.
+    Cloudscale,
+    /// The Apache CloudStack driver against the CloudStack API simulator.
+    Cloudstack,
+    /// The PhoenixNAP driver against the PhoenixNAP API simulator.
+    Phoenixnap,
+}
+
+impl SoakDriver {
+    /// The cloud's name in the kit's list.
+    fn cloud_name(self) -> &'static str {
+        match self {
+            SoakDriver::Cloudscale => "cloudscale",
+            SoakDriver::Cloudstack => "cloudstack",
+            SoakDriver::Phoenixnap => "phoenixnap",
+        }
+    }
+}
+
+/// How the summary is printed.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SoakOutput {
+    /// Lines for a person.
+    Text,
+    /// One JSON object on stdout.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct SoakArgs {
+    /// Which driver to soak.
+    #[arg(long, value_enum, default_value_t = SoakDriver::Cloudscale)]
+    driver: SoakDriver,
+    /// How long the workload and faults run (before quiescence).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    duration: Duration,
+    /// The seed of the schedule; the same seed gives the same sequence of steps.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many steps, even if --duration has not passed (a bounded run).
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Pause between steps.
+    #[arg(long, default_value = "150ms", value_parser = parse_duration)]
+    step_interval: Duration,
+    /// Percentage of steps that inject a fault (the others are workload operations).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(0..=100))]
+    fault_percent: u64,
+    /// Nodes the cluster starts with.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// How long two cloud load balancers for one Service are tolerated during the soak.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    duplicate_window: Duration,
+    /// How long the cluster may take to converge once the faults and the workload stop (and
+    /// to start).
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    converge_timeout: Duration,
+    /// The quiet window after convergence: no mutating request to either simulator.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    quiet: Duration,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = SoakOutput::Text)]
+    output: SoakOutput,
+    /// Echo every history line to stderr as it happens.
+    #[arg(long)]
+    verbose: bool,
+    /// Keep the work directory (history, process logs) even without a violation.
+    #[arg(long)]
+    keep: bool,
+    /// Report the known dead ends as violations: a Node whose instance was deleted before it
+    /// was initialised and is never deleted (else deleted by hand, as an operator would: drivers
+    /// that look instances up by provider ID only, as upstream), and a cloud object tagged for
+    /// no Service where that is the driver's documented crash window (CloudStack: an IP
+    /// associated right before a kill). Both are counted in the summary either way.
+    #[arg(long)]
+    strict: bool,
+    /// The log filter of the `run` processes (their logs are in the work directory).
+    #[arg(long, default_value = "warn,wasm_ccm=info,wasm_ccm_controllers=info")]
+    ccm_log: String,
+    /// The product binary to run as the two `wasm-ccm run` processes (default: `wasm-ccm`
+    /// beside this executable, else on PATH).
+    #[arg(long, env = "WASM_CCM_BIN", value_name = "PATH")]
+    ccm_binary: Option<PathBuf>,
+}
+
+/// Appends a custom section to a component: other bytes, the same driver, so the processes
+/// reload it as a new version.
+fn with_custom_section(wasm: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut out = wasm.to_vec();
+    out.push(0);
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Replaces `path` atomically, as a ConfigMap volume update does.
+fn replace_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("wasm.new");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))
+}
+
+fn lease_holder(kube: &KubeSim) -> Option<String> {
+    let lease = kube.get("leases", Some(LEASE_NAMESPACE), LEASE_NAME)?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+}
+
+/// Mutating apiserver requests after `seq` that are not the lease's renewals:
+/// (last seq, `METHOD path status` lines).
+fn kube_writes_after(kube: &KubeSim, seq: u64) -> (u64, Vec<String>) {
+    let records = kube.requests();
+    let last = records.last().map_or(seq, |r| r.seq);
+    let lines = records
+        .iter()
+        .filter(|r| r.seq > seq)
+        .filter(|r| !matches!(r.method.as_str(), "GET" | "HEAD"))
+        .filter(|r| {
+            r.resource
+                .as_deref()
+                .is_none_or(|res| !res.starts_with("leases"))
+        })
+        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .collect();
+    (last, lines)
+}
+
+/// Counts by name, every known name present (zero included) so a summary shows what did not
+/// happen too.
+fn counts<'a>(names: impl Iterator<Item = &'a str>, seen: &BTreeMap<&str, u64>) -> Value {
+    let mut map = serde_json::Map::new();
+    for name in names {
+        map.insert(name.into(), json!(seen.get(name).copied().unwrap_or(0)));
+    }
+    Value::Object(map)
+}
+
+/// What happened in a soak.
+struct Tallies {
+    ops: BTreeMap<&'static str, u64>,
+    faults: BTreeMap<&'static str, u64>,
+    leader_kills: u64,
+    kill_points_reached: u64,
+    kill_points_missed: u64,
+    reloads: u64,
+    orphans_removed: u64,
+    unsupported: std::collections::BTreeSet<&'static str>,
+    cloud: Tally,
+}
+
+impl Tallies {
+    fn add_cloud(&mut self, t: Tally) {
+        self.cloud.reads += t.reads;
+        self.cloud.writes += t.writes;
+    }
+}
+
+/// The soak's running state.
+struct Soak<'a> {
+    args: &'a SoakArgs,
+    kube: KubeSim,
+    cloud: Box<dyn SoakCloud>,
+    procs: Processes,
+    history: History,
+    rng: SplitMix64,
+    model: Model,
+    tallies: Tallies,
+    driver: PathBuf,
+    original: Vec<u8>,
+}
+
+impl Soak<'_> {
+    /// Restarts processes that exited, and (unless `--strict`) removes orphaned Nodes.
+    fn reap(&mut self, step: u64) -> anyhow::Result<()> {
+        for line in self.procs.reap()? {
+            self.history.push(step, line);
+        }
+        if !self.args.strict {
+            for line in self.model.remove_orphaned_nodes(&self.kube) {
+                self.tallies.orphans_removed += 1;
+                self.history.push(step, line);
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs the current leader; whether there was a live one to kill.
+    fn kill_leader(&mut self, step: u64) -> anyhow::Result<bool> {
+        let Some(holder) = lease_holder(&self.kube) else {
+            self.history.push(step, "no lease holder to kill");
+            return Ok(false);
+        };
+        match self.procs.kill_holder(&holder)? {
+            Some(line) => {
+                self.history.push(step, line);
+                self.tallies.leader_kills += 1;
+                Ok(true)
+            }
+            None => {
+                self.history.push(
+                    step,
+                    format!("lease holder {holder} is not a live process (lease not yet expired)"),
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    async fn fault(
+        &mut self,
+        step: u64,
+        kind: FaultKind,
+        timed: &mut Vec<(u64, FaultKind)>,
+    ) -> anyhow::Result<()> {
+        let text = if kind.is_cloud() {
+            self.cloud.inject(kind, &mut self.rng)
+        } else {
+            faults::inject_kube(kind, &mut self.rng, &self.kube)
+        };
+        // Counted only when carried out: a cloud without busy refusals skips that kind.
+        if text.is_some() || !(kind.is_cloud() || kind.is_kube()) {
+            *self.tallies.faults.entry(kind.name()).or_default() += 1;
+        }
+        if let Some(text) = text {
+            self.history
+                .push(step, format!("fault {}: {text}", kind.name()));
+            if kind.is_timed() {
+                let end = step + self.rng.between(5, 20);
+                timed.push((end, kind));
+            }
+            return Ok(());
+        }
+        match kind {
+            FaultKind::LeaderKill => {
+                self.history.push(step, "fault leader_kill");
+                self.kill_leader(step)?;
+            }
+            FaultKind::LeaderKillAfterCloudWrite => {
+                // A Service to provision makes a load balancer write likely soon.
+                self.cloud.arm_kill_point();
+                let (op, text) =
+                    self.model
+                        .apply(Op::ServiceCreate, &mut self.rng, &self.kube, &*self.cloud);
+                *self.tallies.ops.entry(op.name()).or_default() += 1;
+                self.history.push(
+                    step,
+                    format!(
+                        "fault leader_kill_after_cloud_write: kill point armed (cloud fails after the next load balancer POST); {text}"
+                    ),
+                );
+                let started = Instant::now();
+                while !self.cloud.kill_point_reached() && started.elapsed() < KILL_POINT_WAIT {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if self.cloud.kill_point_reached() {
+                    self.tallies.kill_points_reached += 1;
+                    self.history
+                        .push(step, "kill point reached: the cloud write was carried out");
+                    self.kill_leader(step)?;
+                } else {
+                    self.tallies.kill_points_missed += 1;
+                    self.history.push(
+                        step,
+                        format!("kill point not reached within {KILL_POINT_WAIT:?}"),
+                    );
+                }
+                // Also ends the cloud faults still queued: the kill point must not outlive
+                // its process.
+                self.cloud.clear_faults();
+            }
+            FaultKind::DriverReload => {
+                self.tallies.reloads += 1;
+                let bytes = with_custom_section(
+                    &self.original,
+                    "wasm-ccm-soak-version",
+                    self.tallies.reloads.to_string().as_bytes(),
+                );
+                replace_file(&self.driver, &bytes)?;
+                self.history.push(
+                    step,
+                    format!(
+                        "fault driver_reload: driver file replaced (version {})",
+                        self.tallies.reloads
+                    ),
+                );
+            }
+            other => {
+                self.tallies.unsupported.insert(other.name());
+                self.history.push(
+                    step,
+                    format!("fault {}: not supported by this cloud", other.name()),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn end_timed(&mut self, step: u64, kind: FaultKind) {
+        if kind.is_cloud() {
+            self.cloud.end_timed(kind);
+        } else {
+            faults::end_kube(kind, &self.kube);
+        }
+        self.history
+            .push(step, format!("fault {} ended", kind.name()));
+    }
+}
+
+/// Runs a soak.
+pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<ExitCode> {
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-soak-{}-{}",
+        std::process::id(),
+        args.seed
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let localhost = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let kube = KubeSim::start_with(localhost, KubeSimOptions::default())
+        .await
+        .context("starting the Kubernetes API simulator")?;
+    let cloud = cloud::start(args.driver.cloud_name(), localhost).await?;
+    let setup = cloud.driver();
+    let original = crate::clouds::driver_bytes(setup.driver)?.to_vec();
+    // The processes load a copy, which driver reloads replace.
+    let driver = dir.join("driver.wasm");
+    replace_file(&driver, &original)?;
+
+    let mut history = History::new(&dir.join("history.log"), args.verbose);
+    history.push(
+        0,
+        format!(
+            "soak: driver {}, seed {}, duration {:?}, steps {:?}; work directory {}",
+            setup.provider,
+            args.seed,
+            args.duration,
+            args.steps,
+            dir.display()
+        ),
+    );
+    let mut model = Model::default();
+    for line in model
+        .seed_nodes(args.nodes, &kube, &*cloud)
+        .map_err(|e| anyhow::anyhow!("seeding the cluster: {e}"))?
+    {
+        history.push(0, line);
+    }
+
+    let mut ccm_args: Vec<String> = match global.cache_root() {
+        Some(cache) => vec!["--cache-dir".into(), cache.display().to_string()],
+        None => vec!["--no-cache".into()],
+    };
+    ccm_args.extend(
+        [
+            "run",
+            "--cloud-provider",
+            setup.provider,
+            "--driver",
+            &driver.display().to_string(),
+            "--driver-watch-interval",
+            "500ms",
+            "--master",
+            &kube.url(),
+            "--secure-port",
+            "0",
+            "--leader-elect=true",
+            "--leader-elect-lease-duration",
+            "2s",
+            "--leader-elect-renew-deadline",
+            "1500ms",
+            "--leader-elect-retry-period",
+            "500ms",
+            "--node-monitor-period",
+            "500ms",
+            "--configure-cloud-routes=false",
+            "--concurrent-service-syncs",
+            "2",
+            "--kube-api-qps",
+            "200",
+            "--kube-api-burst",
+            "400",
+        ]
+        .map(str::to_string),
+    );
+    for egress in &setup.egress {
+        ccm_args.extend(["--allow-egress".to_string(), egress.clone()]);
+    }
+    if let Some(config) = &setup.config {
+        let path = dir.join("cloud.conf");
+        std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
+        ccm_args.extend(["--cloud-config".to_string(), path.display().to_string()]);
+    }
+    ccm_args.extend(setup.extra_args.iter().cloned());
+    let mut env = setup.env.clone();
+    env.push(("WASM_CCM_LOG".into(), args.ccm_log.clone()));
+    let exe = procs::product_binary(args.ccm_binary.as_deref())?;
+    let procs = Processes::start(exe, ccm_args, env, &dir, 2)?;
+    history.push(
+        0,
+        "started two `wasm-ccm run` processes with --leader-elect",
+    );
+
+    let mut soak = Soak {
+        args: &args,
+        kube,
+        cloud,
+        procs,
+        history,
+        rng: SplitMix64::new(args.seed),
+        model,
+        tallies: Tallies {
+            ops: BTreeMap::new(),
+            faults: BTreeMap::new(),
+            leader_kills: 0,
+            kill_points_reached: 0,
+            kill_points_missed: 0,
+            reloads: 0,
+            orphans_removed: 0,
+            unsupported: std::collections::BTreeSet::new(),
+            cloud: Tally::default(),
+        },
+        driver,
+        original,
+    };
+    let result = soak_loop(&mut soak).await;
+    soak.procs.stop();
+    soak.history.flush();
+    let (summary, violations) = result?;
+    let failed = !violations.is_empty();
+    let driver_arg = args
+        .driver
+        .to_possible_value()
+        .map_or_else(|| setup.provider.to_string(), |v| v.get_name().to_string());
+    match args.output {
+        SoakOutput::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        SoakOutput::Text => print_summary(&summary),
+    }
+    if failed {
+        eprintln!(
+            "wasm-ccm-dev soak: {} invariant violation(s) with seed {} (rerun: wasm-ccm-dev soak --driver {} --seed {})",
+            violations.len(),
+            args.seed,
+            driver_arg,
+            args.seed
+        );
+        for v in &violations {
+            eprintln!("  step {}: {}: {}", v.step, v.invariant, v.detail);
+        }
+        eprintln!(
+            "history (last {HISTORY_TAIL} lines; the soak stops at the first violation during the steps):"
+        );
+        for e in soak.history.tail(HISTORY_TAIL) {
+            eprintln!("  {}", e.line());
+        }
+        eprintln!(
+            "full history: {}; process logs: {:?}",
+            soak.history.path().display(),
+            soak.procs.logs()
+        );
+    } else if !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    soak.kube.shutdown().await;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The soak proper: start-up, the steps, quiescence. Returns the summary and the violations.
+async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>)> {
+    let args = soak.args;
+    // Start-up: a leader and every node initialised, before any fault.
+    let started = Instant::now();
+    loop {
+        soak.reap(0)?;
+        if lease_holder(&soak.kube).is_some()
+            && invariants::unconverged(&soak.model, &soak.kube, &*soak.cloud, !args.strict)
+                .is_empty()
+        {
+            break;
+        }
+        // A process that cannot start (bad flags, a driver that fails to load) exits at once,
+        // again and again: stop early and show why.
+        let crashing = soak.procs.exits >= 6;
+        if crashing || started.elapsed() > args.converge_timeout {
+            for e in soak.history.tail(6) {
+                eprintln!("{}", e.line());
+            }
+            let logs: Vec<String> = soak
+                .procs
+                .logs()
+                .iter()
+                .map(|p| {
+                    let text = std::fs::read_to_string(p).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(20).collect();
+                    format!(
+                        "--- {}\n{}",
+                        p.display(),
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    )
+                })
+                .collect();
+            anyhow::bail!(
+                "the controllers did not start within {:?} (no leader, or nodes not initialised):\n{}",
+                args.converge_timeout,
+                logs.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let startup = started.elapsed();
+    soak.history.push(
+        0,
+        format!(
+            "leader elected and nodes initialised after {:.2}s; workload starts",
+            startup.as_secs_f64()
+        ),
+    );
+    let t = soak.cloud.drain_requests();
+    soak.tallies.add_cloud(t);
+
+    let mut checker = Continuous::new(args.duplicate_window);
+    let mut violations = Vec::new();
+    let mut ops = Deck::new(&Op::ALL);
+    let mut fault_deck = Deck::new(&FaultKind::ALL);
+    let mut timed: Vec<(u64, FaultKind)> = Vec::new();
+    let soak_started = Instant::now();
+    let mut step = 0u64;
+    while soak_started.elapsed() < args.duration && args.steps.is_none_or(|max| step < max) {
+        step += 1;
+        violations.extend(checker.check(step, &soak.model, &soak.kube, &*soak.cloud));
+        if !violations.is_empty() {
+            break;
+        }
+        let (due, later): (Vec<_>, Vec<_>) = timed.iter().partition(|(end, _)| *end <= step);
+        timed = later;
+        for (_, kind) in due {
+            soak.end_timed(step, kind);
+        }
+        if soak.rng.chance(args.fault_percent) {
+            if let Some(kind) = fault_deck.draw(&mut soak.rng) {
+                soak.fault(step, kind, &mut timed).await?;
+            }
+        } else if let Some(op) = ops.draw(&mut soak.rng) {
+            let (op, text) = soak
+                .model
+                .apply(op, &mut soak.rng, &soak.kube, &*soak.cloud);
+            *soak.tallies.ops.entry(op.name()).or_default() += 1;
+            soak.history.push(step, format!("{}: {text}", op.name()));
+        }
+        soak.reap(step)?;
+        let t = soak.cloud.drain_requests();
+        soak.tallies.add_cloud(t);
+        tokio::time::sleep(args.step_interval).await;
+    }
+    let soak_time = soak_started.elapsed();
+
+    // Quiescence: faults off, workload stopped; bounded polling until converged.
+    let mut converged = false;
+    let mut converge_time = Duration::ZERO;
+    let mut unowned_left = 0usize;
+    let mut settle_writes = 0usize;
+    let mut quiet_reached = false;
+    if violations.is_empty() {
+        soak.kube.faults().clear();
+        soak.cloud.clear_faults();
+        soak.history
+            .push(step, "quiescence: every fault ended, workload stopped");
+        let started = Instant::now();
+        let mut pending;
+        loop {
+            soak.reap(step)?;
+            let t = soak.cloud.drain_requests();
+            soak.tallies.add_cloud(t);
+            pending = invariants::unconverged(&soak.model, &soak.kube, &*soak.cloud, !args.strict);
+            if pending.is_empty() {
+                converged = true;
+                break;
+            }
+            if started.elapsed() > args.converge_timeout {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        converge_time = started.elapsed();
+        for lb in soak.cloud.load_balancers() {
+            if lb.owner.is_none() {
+                soak.history.push(
+                    step,
+                    format!(
+                        "known window: cloud object {} {:?} is named or tagged for no Service (the driver's documented crash window; --strict makes it a violation)",
+                        lb.id, lb.addresses
+                    ),
+                );
+                unowned_left += 1;
+            }
+        }
+        violations.extend(checker.check(step, &soak.model, &soak.kube, &*soak.cloud));
+        if converged {
+            soak.history.push(
+                step,
+                format!("converged after {:.2}s", converge_time.as_secs_f64()),
+            );
+        } else {
+            for p in pending {
+                violations.push(Violation {
+                    step,
+                    invariant: "converges once the faults stop",
+                    detail: format!("after {:?}: {p}", args.converge_timeout),
+                });
+            }
+        }
+    }
+    if converged {
+        // The steady state writes nothing: wait (bounded) for a quiet window with no mutating
+        // request to either simulator. Writes just after convergence (a last status, an event)
+        // restart the window and are counted.
+        let limit = (args.quiet * 5).max(Duration::from_secs(20));
+        let started = Instant::now();
+        let mut seq = soak.kube.requests().last().map_or(0, |r| r.seq);
+        let t = soak.cloud.drain_requests();
+        soak.tallies.add_cloud(t);
+        let mut window_start = Instant::now();
+        let mut last_writes: Vec<String> = Vec::new();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            soak.reap(step)?;
+            let (next, kube_writes) = kube_writes_after(&soak.kube, seq);
+            seq = next;
+            let t = soak.cloud.drain_requests();
+            let mut writes = kube_writes;
+            writes.extend(t.write_lines.iter().map(|l| format!("cloud: {l}")));
+            soak.tallies.add_cloud(t);
+            if !writes.is_empty() {
+                settle_writes += writes.len();
+                last_writes = writes;
+                window_start = Instant::now();
+            }
+            if window_start.elapsed() >= args.quiet {
+                quiet_reached = true;
+                break;
+            }
+            if started.elapsed() > limit {
+                break;
+            }
+        }
+        if quiet_reached {
+            soak.history.push(
+                step,
+                format!(
+                    "steady state: {:?} without a mutating request ({settle_writes} writes before it)",
+                    args.quiet
+                ),
+            );
+        } else {
+            violations.push(Violation {
+                step,
+                invariant: "the steady state after faults stop has zero mutating requests",
+                detail: format!(
+                    "no {:?} without writes within {limit:?}; the last: {last_writes:?}",
+                    args.quiet
+                ),
+            });
+        }
+    }
+    if !violations.is_empty() {
+        // What the cloud held when the violation was seen, for the analysis.
+        for lb in soak.cloud.load_balancers() {
+            soak.history.push(
+                step,
+                format!(
+                    "cloud object {} for {} at {:?}",
+                    lb.id,
+                    lb.owner.as_deref().unwrap_or("no Service"),
+                    lb.addresses
+                ),
+            );
+        }
+    }
+    for v in &violations {
+        soak.history
+            .push(v.step, format!("VIOLATION {}: {}", v.invariant, v.detail));
+    }
+
+    let t = &soak.tallies;
+    let operations: u64 = t.ops.values().sum();
+    let faults_total: u64 = t.faults.values().sum();
+    let cloud_total = t.cloud.reads + t.cloud.writes;
+    let kube_counts = soak.kube.request_counts();
+    let summary = json!({
+        "driver": soak.cloud.driver().provider,
+        "seed": args.seed,
+        "steps": step,
+        "startup_seconds": startup.as_secs_f64(),
+        "soak_seconds": soak_time.as_secs_f64(),
+        "operations_total": operations,
+        "operations": counts(Op::ALL.iter().map(|o| o.name()), &t.ops),
+        "faults_total": faults_total,
+        "faults": counts(
+            FaultKind::ALL
+                .iter()
+                .map(|f| f.name())
+                .filter(|name| !t.unsupported.contains(name)),
+            &t.faults
+        ),
+        "faults_unsupported": t.unsupported,
+        "leader_kills": t.leader_kills,
+        "kill_points": {"reached": t.kill_points_reached, "missed": t.kill_points_missed},
+        "process_exits": soak.procs.exits,
+        "driver_reloads": t.reloads,
+        "orphaned_nodes_deleted_by_operator": t.orphans_removed,
+        "unowned_cloud_objects_left": unowned_left,
+        "cloud_requests": {"reads": t.cloud.reads, "writes": t.cloud.writes},
+        "cloud_requests_per_operation": if operations == 0 { 0.0 } else { cloud_total as f64 / operations as f64 },
+        "kube_requests": kube_counts,
+        "converged": converged,
+        "converge_seconds": converge_time.as_secs_f64(),
+        "settle_writes": settle_writes,
+        "quiet_window_seconds": if quiet_reached { args.quiet.as_secs_f64() } else { 0.0 },
+        "violations": violations,
+        "history": soak.history.path().display().to_string(),
+    });
+    Ok((summary, violations))
+}
+
+fn print_summary(s: &Value) {
+    println!(
+        "soak: driver {} seed {}: {} steps in {:.1}s (start-up {:.1}s)",
+        s["driver"].as_str().unwrap_or("?"),
+        s["seed"],
+        s["steps"],
+        s["soak_seconds"].as_f64().unwrap_or(0.0),
+        s["startup_seconds"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  operations: {} {}",
+        s["operations_total"], s["operations"]
+    );
+    println!("  faults: {} {}", s["faults_total"], s["faults"]);
+    println!(
+        "  leader kills: {} (kill points reached {}, missed {}); process exits {}; driver reloads {}",
+        s["leader_kills"],
+        s["kill_points"]["reached"],
+        s["kill_points"]["missed"],
+        s["process_exits"],
+        s["driver_reloads"]
+    );
+    println!(
+        "  known issue: orphaned uninitialised Nodes deleted by hand: {}",
+        s["orphaned_nodes_deleted_by_operator"]
+    );
+    println!(
+        "  cloud requests: {} reads, {} writes; {:.1} per operation",
+        s["cloud_requests"]["reads"],
+        s["cloud_requests"]["writes"],
+        s["cloud_requests_per_operation"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "  quiescence: converged {} in {:.1}s; {} writes before a {}s quiet window",
+        s["converged"],
+        s["converge_seconds"].as_f64().unwrap_or(0.0),
+        s["settle_writes"],
+        s["quiet_window_seconds"]
+    );
+    let violations = s["violations"].as_array().map_or(0, Vec::len);
+    println!("  violations: {violations}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_custom_section_is_appended_with_leb128_sizes() {
+        let out = with_custom_section(b"\0asm", "v", b"1");
+        assert_eq!(out, b"\0asm\x00\x03\x01v1");
+        let long = with_custom_section(b"", "n", &[7u8; 200]);
+        // 1 (name length) + 1 (name) + 200 = 202 = 0xCA 0x01 in LEB128.
+        assert_eq!(&long[..3], &[0x00, 0xCA, 0x01]);
+        assert_eq!(long.len(), 3 + 202);
+    }
+}

@@ -1,0 +1,325 @@
+//! Helpers shared by the end-to-end tests: the real product binary `wasm-ccm` as a child process,
+//! bounded polling and readers for the objects in the Kubernetes API simulator.
+#![allow(dead_code)]
+
+pub(crate) mod rbac;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wasm_ccm_sim::kit::DriverSetup;
+use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_sim::static_cloud::StaticCloud;
+
+pub(crate) const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+pub(crate) const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+pub(crate) const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
+
+pub(crate) fn localhost() -> std::net::SocketAddr {
+    ([127, 0, 0, 1], 0).into()
+}
+
+/// A running `wasm-ccm run`; killed on drop. Its stderr goes to a file shown on failure.
+pub(crate) struct Ccm {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Ccm {
+    pub(crate) fn start(
+        sim: &KubeSim,
+        wasm: &str,
+        provider: &str,
+        cloud_config: &Value,
+        extra: &[&str],
+    ) -> Ccm {
+        Self::start_with_env(sim, wasm, provider, cloud_config, extra, &[])
+    }
+
+    /// Runs the driver a simulated cloud describes (the kit's [`DriverSetup`]: provider, driver,
+    /// cloud-config, environment, egress, flags), so how a driver is wired to its simulator is
+    /// written once, beside the simulator.
+    pub(crate) fn start_setup(sim: &KubeSim, setup: &DriverSetup, extra: &[&str]) -> Ccm {
+        let driver = wasm_ccm_drivers::all()
+            .iter()
+            .find(|(name, _)| *name == setup.driver)
+            .map(|(_, path)| *path)
+            .unwrap_or_else(|| panic!("no built driver named {}", setup.driver));
+        let config = setup.config.clone().map_or(Value::Null, Value::String);
+        let mut args: Vec<&str> = Vec::new();
+        for egress in &setup.egress {
+            args.extend(["--allow-egress", egress]);
+        }
+        args.extend(setup.extra_args.iter().map(String::as_str));
+        args.extend(extra);
+        let env: Vec<(&str, &str)> = setup
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Self::start_with_env(sim, driver, setup.provider, &config, &args, &env)
+    }
+
+    /// Like [`Ccm::start`] (a `null` `cloud_config` passes no `--cloud-config`), with extra environment variables for the process (a driver's
+    /// configuration, e.g. `CLOUDSCALE_ACCESS_TOKEN`).
+    pub(crate) fn start_with_env(
+        sim: &KubeSim,
+        wasm: &str,
+        provider: &str,
+        cloud_config: &Value,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Ccm {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("cloud.json");
+        // A JSON string is the file's text as is (e.g. CloudStack's INI); anything else is JSON.
+        let text = match cloud_config {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        std::fs::write(&config, text).expect("config");
+        let log = dir.path().join("ccm.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        let mut args: Vec<String> = Vec::new();
+        if !extra.contains(&"--cache-dir") {
+            args.extend([
+                "--cache-dir".to_string(),
+                dir.path().join("cache").display().to_string(),
+            ]);
+        }
+        args.extend(
+            [
+                "run",
+                "--cloud-provider",
+                provider,
+                "--driver",
+                wasm,
+                "--master",
+                &sim.url(),
+                "--node-monitor-period",
+                "200ms",
+                "--route-reconciliation-period",
+                "300ms",
+                "--kube-api-qps",
+                "500",
+                "--kube-api-burst",
+                "1000",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        // `null`: no --cloud-config at all (drivers configured by environment variables).
+        if !cloud_config.is_null() {
+            args.extend(["--cloud-config".to_string(), config.display().to_string()]);
+        }
+        if !extra.contains(&"--secure-port") {
+            args.extend(["--secure-port".to_string(), "0".to_string()]);
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(wasm_ccm_test_tools::product::product_binary())
+            .args(&args)
+            .env("WASM_CCM_LOG", "info")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start wasm-ccm");
+        Ccm {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub(crate) fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Waits for the process to exit and returns its code.
+    pub(crate) fn wait_exit(&mut self) -> Option<i32> {
+        let started = Instant::now();
+        while started.elapsed() < WAIT {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Ccm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("---- wasm-ccm log ----\n{}", self.log());
+        }
+    }
+}
+
+/// A port free a moment ago, for `--secure-port`.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A client for the CCM's serving port: HTTPS with the self-signed certificate it generates in
+/// memory when a test passes no --cert-dir or --tls-cert-file (nothing to verify it against).
+pub(crate) fn https_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .expect("HTTPS client")
+}
+
+/// The text of `/metrics` on `127.0.0.1:port` over HTTPS, or empty while it does not answer
+/// (or answers an error). The test CCMs talk to a simulator without RBAC, whose
+/// SubjectAccessReviews allow everyone, so the anonymous scrape is authorised.
+pub(crate) async fn scrape(port: u16) -> String {
+    match https_client()
+        .get(format!("https://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => r.text().await.unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// The value of the series that starts with `series` (name and labels as rendered), if any.
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Polls `/metrics` until `series` reaches `value`.
+pub(crate) async fn metric_becomes(port: u16, series: &str, value: f64) {
+    let started = Instant::now();
+    loop {
+        let text = scrape(port).await;
+        if metric(&text, series) == Some(value) {
+            return;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out waiting for {series} = {value}; /metrics:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `cond` until it holds; panics with `what` after the bound.
+pub(crate) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) fn node(name: &str, provided_ip: Option<&str>, ready: bool) -> Value {
+    let mut n = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": [{"key": UNINITIALIZED, "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "addresses": [{"type": "Hostname", "address": format!("{name}.kubelet")}],
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        },
+    });
+    if let Some(ip) = provided_ip {
+        n["metadata"]["annotations"] = json!({"alpha.kubernetes.io/provided-node-ip": ip});
+    }
+    n
+}
+
+/// Whether the node exists and no longer carries the uninitialized taint.
+pub(crate) fn initialised(sim: &KubeSim, name: &str) -> bool {
+    sim.get("nodes", None, name)
+        .is_some_and(|n| !has_taint(&n, UNINITIALIZED))
+}
+
+/// Waits until the node's `status.addresses` are `expected`: the controller writes them with a
+/// status update of their own, which may land after the taint is gone.
+pub(crate) async fn addresses_become(sim: &KubeSim, name: &str, expected: &Value) {
+    eventually(&format!("addresses of {name}"), || {
+        sim.get("nodes", None, name)
+            .is_some_and(|n| &n["status"]["addresses"] == expected)
+    })
+    .await;
+}
+
+pub(crate) fn has_taint(n: &Value, key: &str) -> bool {
+    n["spec"]["taints"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["key"] == key))
+}
+
+pub(crate) fn events(sim: &KubeSim, object: &str, reason: &str) -> Vec<Value> {
+    sim.list("events.events.k8s.io")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == object && e["reason"] == reason)
+        .collect()
+}
+
+pub(crate) fn set_ready(sim: &KubeSim, name: &str, ready: bool) {
+    sim.modify("nodes", None, name, |n| {
+        n["status"]["conditions"] =
+            json!([{"type": "Ready", "status": if ready { "True" } else { "Unknown" }}]);
+    })
+    .expect("set readiness");
+}
+
+pub(crate) fn service(sim: &KubeSim, name: &str) -> Option<Value> {
+    sim.get("services", Some("default"), name)
+}
+
+pub(crate) fn ingress_ip(svc: &Value) -> Option<String> {
+    svc["status"]["loadBalancer"]["ingress"][0]["ip"]
+        .as_str()
+        .map(str::to_string)
+}
+
+pub(crate) fn has_finalizer(svc: &Value) -> bool {
+    svc["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+/// An instance of the static driver's inventory.
+pub(crate) fn instance(name: &str, ip: &str) -> Value {
+    json!({
+        "name": name, "id": format!("id-{name}"), "type": "s1.small", "zone": "z1", "region": "r1",
+        "addresses": [{"type": "InternalIP", "address": ip}, {"type": "ExternalIP", "address": "203.0.113.1"}],
+        "labels": {"example.com/rack": "r7", "node.kubernetes.io/sneaky": "no"},
+    })
+}
+
+/// The static driver's inventory service with `instances`, and a cloud config pointing at it.
+pub(crate) async fn static_cloud(instances: Vec<Value>) -> (StaticCloud, Value) {
+    let cloud = StaticCloud::start(localhost(), instances, Some("t0ken".into()))
+        .await
+        .expect("static cloud");
+    let config = json!({
+        "region": "r0", "zone": "z0",
+        "loadBalancer": {"addresses": ["192.0.2.16/29"]},
+        "inventoryUrl": cloud.url(),
+        "inventoryToken": "t0ken",
+    });
+    (cloud, config)
+}

@@ -1,0 +1,603 @@
+//! End to end: the real `wasm-ccm run` binary against the Kubernetes API simulator, with the
+//! real static driver and its inventory service as the cloud (and the hostile test driver for
+//! failures). Every wait polls with a bound.
+
+use std::time::Duration;
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use wasm_ccm_sim::kube::KubeSim;
+
+fn lb_service(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_are_initialised_and_follow_their_instances() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(vec![
+        instance("good", "10.0.0.1"),
+        instance("wrong-ip", "10.0.0.2"),
+        instance("doomed", "10.0.0.3"),
+        instance("sleepy", "10.0.0.4"),
+    ])
+    .await;
+    for n in [
+        node("good", Some("10.0.0.1"), true),
+        node("wrong-ip", Some("10.9.9.9"), true),
+        node("ghost", None, true),
+        node("doomed", None, true),
+        node("sleepy", None, true),
+    ] {
+        sim.create(n).expect("node");
+    }
+    let port = free_port();
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+            "--secure-port",
+            &port.to_string(),
+            "--bind-address",
+            "127.0.0.1",
+        ],
+    );
+    eventually("good initialised", || initialised(&sim, "good")).await;
+    let good = sim.get("nodes", None, "good").expect("good");
+    assert_eq!(good["spec"]["providerID"], "static://id-good");
+    let labels = &good["metadata"]["labels"];
+    for (k, v) in [
+        ("node.kubernetes.io/instance-type", "s1.small"),
+        ("beta.kubernetes.io/instance-type", "s1.small"),
+        ("topology.kubernetes.io/zone", "z1"),
+        ("failure-domain.beta.kubernetes.io/zone", "z1"),
+        ("topology.kubernetes.io/region", "r1"),
+        ("failure-domain.beta.kubernetes.io/region", "r1"),
+        ("example.com/rack", "r7"),
+    ] {
+        assert_eq!(labels[k], v, "label {k}");
+    }
+    assert!(
+        labels.get("node.kubernetes.io/sneaky").is_none(),
+        "reserved additional label filtered"
+    );
+    // The immediate address patch: provided IP first, the kubelet's hostname carried over.
+    eventually("addresses", || {
+        sim.get("nodes", None, "good").is_some_and(|n| {
+            n["status"]["addresses"]
+                == json!([
+                    {"type": "InternalIP", "address": "10.0.0.1"},
+                    {"type": "ExternalIP", "address": "203.0.113.1"},
+                    {"type": "Hostname", "address": "good.kubelet"},
+                ])
+        })
+    })
+    .await;
+    eventually("Synced event", || {
+        !events(&sim, "good", "Synced").is_empty()
+    })
+    .await;
+
+    // Stuck nodes say why, in a Warning event, and keep the taint.
+    eventually("wrong-ip warning", || {
+        events(&sim, "wrong-ip", "FailedToInitializeNode")
+            .iter()
+            .any(|e| {
+                e["type"] == "Warning"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("10.9.9.9") && m.contains("--node-ip"))
+            })
+    })
+    .await;
+    eventually("ghost warning", || {
+        events(&sim, "ghost", "FailedToInitializeNode")
+            .iter()
+            .any(|e| {
+                e["note"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("found no instance"))
+            })
+    })
+    .await;
+    for stuck in ["wrong-ip", "ghost"] {
+        assert!(
+            has_taint(&sim.get("nodes", None, stuck).expect("node"), UNINITIALIZED),
+            "{stuck} keeps its taint"
+        );
+    }
+
+    // Beta → GA label reconciliation on an initialised node.
+    sim.modify("nodes", None, "good", |n| {
+        n["metadata"]["labels"]["failure-domain.beta.kubernetes.io/zone"] = json!("z9");
+    })
+    .expect("relabel");
+    eventually("GA zone follows beta", || {
+        sim.get("nodes", None, "good")
+            .is_some_and(|n| n["metadata"]["labels"]["topology.kubernetes.io/zone"] == "z9")
+    })
+    .await;
+
+    // Lifecycle: a Ready node is never asked about; a NotReady node whose instance is gone is
+    // deleted; a shut-down one is tainted, and untainted once Ready again.
+    eventually("doomed and sleepy initialised", || {
+        ["doomed", "sleepy"].iter().all(|n| initialised(&sim, n))
+    })
+    .await;
+    cloud.remove_instance("doomed");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        sim.get("nodes", None, "doomed").is_some(),
+        "a Ready node is not deleted"
+    );
+    set_ready(&sim, "doomed", false);
+    eventually("doomed deleted", || {
+        sim.get("nodes", None, "doomed").is_none()
+    })
+    .await;
+    assert!(!events(&sim, "doomed", "DeletingNode").is_empty());
+
+    cloud.set_shutdown("sleepy", true);
+    set_ready(&sim, "sleepy", false);
+    eventually("shutdown taint", || {
+        sim.get("nodes", None, "sleepy")
+            .is_some_and(|n| has_taint(&n, SHUTDOWN))
+    })
+    .await;
+    cloud.set_shutdown("sleepy", false);
+    set_ready(&sim, "sleepy", true);
+    eventually("shutdown taint removed", || {
+        sim.get("nodes", None, "sleepy")
+            .is_some_and(|n| !has_taint(&n, SHUTDOWN))
+    })
+    .await;
+
+    // The endpoints.
+    let base = format!("https://127.0.0.1:{port}");
+    let http = https_client();
+    let ready = http
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), 200);
+    assert_eq!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .expect("healthz")
+            .status(),
+        200
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for name in [
+        "wasm_ccm_driver_calls_total{driver=\"static\",function=\"instances.instance-metadata\",result=\"ok\"}",
+        "wasm_ccm_driver_calls_total{driver=\"static\",function=\"instances.instance-metadata\",result=\"not-found\"}",
+        "wasm_ccm_driver_call_duration_seconds_bucket",
+        "node_controller_cloud_provider_taint_removal_delay_seconds_count",
+        "wasm_ccm_driver_http_requests_total{driver=\"static\",host=\"127.0.0.1\"",
+        "wasm_ccm_kube_requests_total{verb=\"patch\"",
+        "wasm_ccm_nodes_pending_initialization",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_follow_their_services() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) =
+        static_cloud(vec![instance("n1", "10.0.0.1"), instance("n2", "10.0.0.2")]).await;
+    for n in ["n1", "n2"] {
+        sim.create(node(n, None, true)).expect("node");
+    }
+    sim.create(lb_service("web")).expect("svc");
+    let mut classed = lb_service("classed");
+    classed["spec"]["loadBalancerClass"] = json!("example.com/other");
+    sim.create(classed).expect("svc");
+    let mut bad = lb_service("bad");
+    bad["spec"]["loadBalancerIP"] = json!("198.51.100.7");
+    sim.create(bad).expect("svc");
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+        ],
+    );
+    eventually("web has an address", || {
+        service(&sim, "web").is_some_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    let web = service(&sim, "web").expect("web");
+    assert!(
+        has_finalizer(&web),
+        "finalizer before the load balancer exists"
+    );
+    let ip = ingress_ip(&web).expect("ip");
+    assert!(ip.starts_with("192.0.2."), "{ip}");
+    assert_eq!(web["status"]["loadBalancer"]["ingress"][0]["ipMode"], "VIP");
+    // The annotation the driver asked for is written by the host.
+    eventually("annotation", || {
+        service(&sim, "web").is_some_and(|s| {
+            s["metadata"]["annotations"]["static.wasm-ccm.io/load-balancer-ip"] == ip.as_str()
+        })
+    })
+    .await;
+    for reason in ["EnsuringLoadBalancer", "EnsuredLoadBalancer"] {
+        assert!(!events(&sim, "web", reason).is_empty(), "{reason}");
+    }
+
+    // An invalid request is a Warning with the driver's message, and no address.
+    eventually("bad is refused", || {
+        events(&sim, "bad", "SyncLoadBalancerFailed")
+            .iter()
+            .any(|e| {
+                e["type"] == "Warning"
+                    && e["note"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("198.51.100.7"))
+            })
+    })
+    .await;
+    assert!(ingress_ip(&service(&sim, "bad").expect("bad")).is_none());
+
+    // A class opts out entirely: no finalizer, no status, no events.
+    let classed = service(&sim, "classed").expect("classed");
+    assert!(!has_finalizer(&classed) && ingress_ip(&classed).is_none());
+    assert!(
+        sim.list("events.events.k8s.io")
+            .iter()
+            .all(|e| e["regarding"]["name"] != "classed")
+    );
+
+    // A backend change (exclusion label) is an update, not a re-ensure.
+    let ensured_before = events(&sim, "web", "EnsuredLoadBalancer").len();
+    sim.modify("nodes", None, "n2", |n| {
+        n["metadata"]["labels"]["node.kubernetes.io/exclude-from-external-load-balancers"] =
+            json!("true");
+    })
+    .expect("label");
+    eventually("UpdatedLoadBalancer", || {
+        !events(&sim, "web", "UpdatedLoadBalancer").is_empty()
+    })
+    .await;
+    assert_eq!(
+        events(&sim, "web", "EnsuredLoadBalancer").len(),
+        ensured_before
+    );
+
+    // A port change re-ensures and keeps the address.
+    sim.modify("services", Some("default"), "web", |s| {
+        s["spec"]["ports"][0]["port"] = json!(8080);
+    })
+    .expect("port");
+    eventually("re-ensured", || {
+        events(&sim, "web", "EnsuredLoadBalancer")
+            .iter()
+            .map(|e| e["series"]["count"].as_u64().unwrap_or(1))
+            .sum::<u64>()
+            > 1
+    })
+    .await;
+    assert_eq!(
+        ingress_ip(&service(&sim, "web").expect("web")).as_deref(),
+        Some(ip.as_str())
+    );
+
+    // Type change: load balancer released, finalizer and status removed.
+    sim.modify("services", Some("default"), "web", |s| {
+        s["spec"]["type"] = json!("ClusterIP");
+    })
+    .expect("type");
+    eventually("cleaned up", || {
+        service(&sim, "web").is_some_and(|s| !has_finalizer(&s) && ingress_ip(&s).is_none())
+    })
+    .await;
+    assert!(!events(&sim, "web", "DeletedLoadBalancer").is_empty());
+
+    // Back to LoadBalancer, then deleted: the finalizer holds it until the cleanup ran.
+    sim.modify("services", Some("default"), "web", |s| {
+        s["spec"]["type"] = json!("LoadBalancer");
+    })
+    .expect("type");
+    eventually("finalizer back", || {
+        service(&sim, "web").is_some_and(|s| has_finalizer(&s) && ingress_ip(&s).is_some())
+    })
+    .await;
+    sim.remove("services", Some("default"), "web")
+        .expect("delete");
+    eventually("deleted", || service(&sim, "web").is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_follow_pod_cidrs() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) =
+        static_cloud(vec![instance("n1", "10.0.0.1"), instance("n2", "10.0.0.2")]).await;
+    for (n, cidr) in [("n1", "10.244.1.0/24"), ("n2", "10.244.2.0/24")] {
+        let mut v = node(n, None, true);
+        v["spec"]["podCIDR"] = json!(cidr);
+        v["spec"]["podCIDRs"] = json!([cidr]);
+        sim.create(v).expect("node");
+    }
+    // A stale route of a node that no longer exists, inside the cluster CIDR.
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("{}/routes/stale", cloud.url()))
+        .bearer_auth("t0ken")
+        .body(
+            json!({"name": "stale", "targetNode": "gone", "destinationCidr": "10.244.9.0/24"})
+                .to_string(),
+        )
+        .send()
+        .await
+        .expect("put");
+    assert!(put.status().is_success());
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--allow-egress",
+            &cloud.url(),
+            "--cluster-cidr",
+            "10.244.0.0/16",
+            "--leader-elect=false",
+        ],
+    );
+    eventually("routes", || {
+        let mut dests: Vec<String> = cloud
+            .routes()
+            .iter()
+            .map(|r| r["destinationCidr"].as_str().unwrap_or("").to_string())
+            .collect();
+        dests.sort();
+        dests == ["10.244.1.0/24", "10.244.2.0/24"]
+    })
+    .await;
+    let n1 = sim.get("nodes", None, "n1").expect("n1");
+    let uid = n1["metadata"]["uid"].as_str().expect("uid");
+    assert!(
+        cloud.routes().iter().any(|r| r["name"] == uid),
+        "name hint is the node UID"
+    );
+    eventually("NetworkUnavailable=False", || {
+        sim.get("nodes", None, "n2").is_some_and(|n| {
+            n["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "NetworkUnavailable"
+                        && c["status"] == "False"
+                        && c["reason"] == "RouteCreated"
+                })
+            })
+        })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_without_cluster_cidr_disable_only_the_route_controller() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(vec![instance("n1", "10.0.0.1")]).await;
+    sim.create(node("n1", None, true)).expect("node");
+    let ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &["--allow-egress", &cloud.url(), "--leader-elect=false"],
+    );
+    eventually("n1 initialised", || initialised(&sim, "n1")).await;
+    eventually("clear error", || {
+        ccm.log()
+            .contains("route controller is disabled: --cluster-cidr is empty")
+    })
+    .await;
+}
+
+fn lease(sim: &KubeSim) -> Option<Value> {
+    sim.get("leases", Some("kube-system"), "cloud-controller-manager")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_is_handed_over_and_loss_exits_non_zero() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(vec![
+        instance("a", "10.0.0.1"),
+        instance("b", "10.0.0.2"),
+        instance("c", "10.0.0.3"),
+    ])
+    .await;
+    let lease_flags = [
+        "--allow-egress",
+        &cloud.url(),
+        "--configure-cloud-routes=false",
+        "--leader-elect-lease-duration",
+        "2s",
+        "--leader-elect-renew-deadline",
+        "1500ms",
+        "--leader-elect-retry-period",
+        "200ms",
+    ];
+    let mut first = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &lease_flags,
+    );
+    eventually("first leads", || {
+        lease(&sim).is_some_and(|l| l["spec"]["holderIdentity"].is_string())
+    })
+    .await;
+    let first_id = lease(&sim).expect("lease")["spec"]["holderIdentity"]
+        .as_str()
+        .expect("holder")
+        .to_string();
+    let (_, uuid) = first_id.rsplit_once('_').expect("hostname_uuid");
+    assert_eq!(uuid.len(), 36, "{first_id}");
+    sim.create(node("a", None, true)).expect("node");
+    eventually("a initialised by the leader", || initialised(&sim, "a")).await;
+
+    let mut second = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &lease_flags,
+    );
+    // The standby does nothing while the lease is held.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        lease(&sim).expect("lease")["spec"]["holderIdentity"],
+        first_id.as_str()
+    );
+
+    // A clean stop releases the lease; the standby takes over at once and works.
+    first.signal("-TERM");
+    assert_eq!(first.wait_exit(), Some(0), "clean stop exits 0");
+    eventually("second leads", || {
+        lease(&sim).is_some_and(|l| {
+            l["spec"]["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty() && h != first_id)
+        })
+    })
+    .await;
+    let l = lease(&sim).expect("lease");
+    assert_eq!(l["spec"]["leaseTransitions"], 1, "{l}");
+    assert_eq!(l["spec"]["leaseDurationSeconds"], 2);
+    assert!(l["spec"]["acquireTime"].is_string() && l["spec"]["renewTime"].is_string());
+    sim.create(node("b", None, true)).expect("node");
+    eventually("b initialised by the new leader", || initialised(&sim, "b")).await;
+
+    // Someone else takes the lease (as a Go CCM would after an expiry): the leader exits 1.
+    sim.modify(
+        "leases",
+        Some("kube-system"),
+        "cloud-controller-manager",
+        |l| {
+            l["spec"]["holderIdentity"] = json!("go-ccm_0000");
+            l["spec"]["leaseDurationSeconds"] = json!(3600);
+        },
+    )
+    .expect("steal");
+    assert_eq!(
+        second.wait_exit(),
+        Some(1),
+        "losing the lease exits non-zero"
+    );
+    assert!(second.log().contains("lost the leader lease"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
+    use wasm_ccm_sim::kube::{RequestMatcher, Verb};
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    let (cloud, config) = static_cloud(
+        (0..4)
+            .map(|i| instance(&format!("n{i}"), &format!("10.0.0.{}", i + 1)))
+            .collect(),
+    )
+    .await;
+    sim.create(node("n0", None, true)).expect("node");
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+        ],
+    );
+    eventually("n0", || initialised(&sim, "n0")).await;
+
+    // The watch is dropped and its resourceVersion expires: the informer re-lists.
+    sim.compact();
+    sim.drop_watches();
+    sim.create(node("n1", None, true)).expect("node");
+    eventually("n1 after a 410", || initialised(&sim, "n1")).await;
+
+    // Conflicts on the initialising write are retried.
+    sim.faults().conflict_next_writes("nodes", 3);
+    sim.create(node("n2", None, true)).expect("node");
+    eventually("n2 after 409s", || initialised(&sim, "n2")).await;
+
+    // Server errors back off and retry.
+    sim.faults().fail_next(
+        2,
+        500,
+        RequestMatcher::resource("nodes").with_verb(Verb::Patch),
+    );
+    sim.create(node("n3", None, true)).expect("node");
+    eventually("n3 after 500s", || initialised(&sim, "n3")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_traps_and_deadlines_are_events_and_do_not_block_other_nodes() {
+    let sim = KubeSim::start(localhost()).await.expect("sim");
+    for n in ["trap", "loop", "fine"] {
+        sim.create(node(n, None, true)).expect("node");
+    }
+    let _ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::HOSTILE_DRIVER,
+        "hostile",
+        &json!({}),
+        &[
+            "--call-timeout",
+            "300ms",
+            "--leader-elect=false",
+            "--concurrent-node-syncs",
+            "2",
+        ],
+    );
+    eventually("fine initialised", || initialised(&sim, "fine")).await;
+    eventually("trap event", || {
+        events(&sim, "trap", "FailedToInitializeNode")
+            .iter()
+            .any(|e| e["note"].as_str().is_some_and(|m| m.contains("trap")))
+    })
+    .await;
+    eventually("deadline event", || {
+        events(&sim, "loop", "FailedToInitializeNode")
+            .iter()
+            .any(|e| e["note"].as_str().is_some_and(|m| m.contains("deadline")))
+    })
+    .await;
+    for n in ["trap", "loop"] {
+        assert!(has_taint(
+            &sim.get("nodes", None, n).expect("node"),
+            UNINITIALIZED
+        ));
+    }
+}

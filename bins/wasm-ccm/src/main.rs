@@ -1,0 +1,45 @@
+//! `wasm-ccm`: the cloud-controller-manager whose cloud drivers are sandboxed WebAssembly
+//! components. This binary is what runs in a cluster and in an operator's CI: `run`, `push`,
+//! `pull` and `inspect`. The developer tools (playground, conformance, call, simulators, soak)
+//! are in `wasm-ccm-dev`.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, source};
+
+/// A Kubernetes cloud-controller-manager whose cloud drivers are sandboxed WebAssembly components.
+#[derive(Parser, Debug)]
+#[command(name = "wasm-ccm", version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the cloud-controller-manager (upstream's flags; see --help).
+    Run(Box<run::RunArgs>),
+    /// Push a driver to a registry in the CNCF Wasm OCI layout; prints the digest-pinned
+    /// reference to deploy.
+    Push(source::PushArgs),
+    /// Pull a driver from a registry (any common Wasm layout), verify it and write it to a file.
+    Pull(source::PullArgs),
+    /// Show what a driver is: WIT version, exports, imports, info(), sha256, size, compile time.
+    Inspect(inspect::InspectArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.global);
+    block_on_command("wasm-ccm", async {
+        match cli.command {
+            Command::Run(args) => run::run(&cli.global, *args).await,
+            Command::Push(args) => source::push(&cli.global, args).await,
+            Command::Pull(args) => source::pull(&cli.global, args).await,
+            Command::Inspect(args) => inspect::run(&cli.global, args).await,
+        }
+    })
+}

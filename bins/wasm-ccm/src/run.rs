@@ -1,0 +1,786 @@
+//! `wasm-ccm run`: the cloud-controller-manager, with upstream's flag names and defaults.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{ArgAction, Args};
+use k8s_openapi::api::core::v1::ObjectReference;
+use tokio_util::sync::CancellationToken;
+use wasm_ccm_controllers::server::delegated_auth::AlwaysAllowPaths;
+use wasm_ccm_controllers::server::tls::server_config;
+use wasm_ccm_controllers::server::{
+    ConnectionLimits, DelegatedAuthOptions, MinTlsVersion, Serving, TlsOptions,
+};
+use wasm_ccm_controllers::{
+    ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
+    RunOptions, default_identity,
+};
+use wasm_ccm_runtime::types::Context;
+use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
+
+use crate::GlobalArgs;
+use crate::source::{DriverSource, RegistryArgs, fetch};
+use crate::units::{parse_duration, parse_size};
+
+/// Booleans take Go's forms: `--flag`, `--flag=true`, `--flag=false` (`ArgAction::Set` with an
+/// optional value).
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The cloud provider's name; must be the driver's name (`wasm-ccm inspect` shows it).
+    #[arg(long)]
+    cloud_provider: Option<String>,
+    /// The driver's configuration file, handed to its `init`.
+    #[arg(long)]
+    cloud_config: Option<PathBuf>,
+    /// The driver: a `.wasm` path (a mounted ConfigMap; watched and hot-reloaded) or
+    /// `oci://REGISTRY/REPO@sha256:DIGEST` (a tag is resolved to a digest and logged).
+    /// (`--plugin` is the same flag, kept for manifests written for earlier releases.)
+    #[arg(long, alias = "plugin", value_name = "PATH|oci://…")]
+    driver: String,
+    /// Only a driver with this sha256 may run, at startup or on reload.
+    #[arg(long, alias = "plugin-sha256", value_name = "HEX", value_parser = crate::source::parse_sha256)]
+    driver_sha256: Option<String>,
+    /// How often a file `--driver` is checked for a new version (0: never).
+    #[arg(long, alias = "plugin-watch-interval", default_value = "2s", value_parser = parse_duration)]
+    driver_watch_interval: Duration,
+    #[command(flatten)]
+    registry: RegistryArgs,
+    /// Path to a kubeconfig (default: in-cluster, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's address; overrides the kubeconfig's.
+    #[arg(long)]
+    master: Option<String>,
+    /// Controllers to run: `*` (all), `name` to enable, `-name` to disable; comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Nodes initialised concurrently.
+    #[arg(long, default_value_t = 1)]
+    concurrent_node_syncs: usize,
+    /// Workers of the periodic address update (0: as many as --concurrent-node-syncs).
+    #[arg(long, default_value_t = 0)]
+    concurrent_node_status_updates: usize,
+    /// Services synced concurrently.
+    #[arg(long, default_value_t = 1)]
+    concurrent_service_syncs: usize,
+    /// Period of the node lifecycle check.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    node_monitor_period: Duration,
+    /// Period of the node address update.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    node_status_update_frequency: Duration,
+    /// Period of the route reconciliation.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    route_reconciliation_period: Duration,
+    /// Whether routes are configured (needs a driver exporting `routes` and --cluster-cidr).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    configure_cloud_routes: bool,
+    /// Accepted for compatibility; not used by a cloud-controller-manager.
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    allocate_node_cidrs: bool,
+    /// The cluster's pod CIDR(s), for the route controller.
+    #[arg(long, default_value = "")]
+    cluster_cidr: String,
+    /// Accepted for compatibility; not used.
+    #[arg(long, default_value = "RangeAllocator")]
+    cidr_allocator_type: String,
+    /// The cluster's name, handed to the driver.
+    #[arg(long, default_value = "kubernetes")]
+    cluster_name: String,
+    /// Run only while holding the lease.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: bool,
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// Only `leases` is supported, as upstream today.
+    #[arg(long, default_value = "leases")]
+    leader_elect_resource_lock: String,
+    #[arg(long, default_value = "cloud-controller-manager")]
+    leader_elect_resource_name: String,
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    /// Address of /healthz, /livez, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// HTTPS port of /healthz, /livez, /readyz and /metrics (0 disables serving).
+    #[arg(long, default_value_t = 10258)]
+    secure_port: u16,
+    /// Directory of the serving certificate: `cloud-controller-manager.crt` and `.key` there are
+    /// served, or generated (self-signed) and written there when absent. Ignored with
+    /// --tls-cert-file and --tls-private-key-file. Default: a self-signed pair in memory.
+    #[arg(long, value_name = "DIR")]
+    cert_dir: Option<PathBuf>,
+    /// PEM certificate(s) served on --secure-port (the serving certificate first, then any
+    /// intermediates); with --tls-private-key-file.
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Kubeconfig allowed to create tokenreviews.authentication.k8s.io, which check the bearer
+    /// tokens sent to --secure-port (default: the controllers' own connection).
+    #[arg(long, value_name = "FILE")]
+    authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig allowed to create subjectaccessreviews.authorization.k8s.io, which decide who
+    /// may read /metrics (default: the controllers' own connection).
+    #[arg(long, value_name = "FILE")]
+    authorization_kubeconfig: Option<PathBuf>,
+    /// Paths served without authorization (exact, or a prefix ending in `*`); comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        value_name = "PATHS"
+    )]
+    authorization_always_allow_paths: Vec<String>,
+    /// Oldest TLS version served on --secure-port: VersionTLS12 (default) or VersionTLS13
+    /// (VersionTLS10 and VersionTLS11 are refused: not implemented by rustls).
+    #[arg(long, value_name = "VERSION")]
+    tls_min_version: Option<String>,
+    /// How long a TokenReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authentication_token_webhook_cache_ttl: Duration,
+    /// How long an allowing SubjectAccessReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long a denying SubjectAccessReview's answer is cached (0: not cached).
+    #[arg(long, default_value = "10s", value_parser = parse_cache_ttl)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Upstream's serving flags for client certificates, request-header authentication, the
+    /// cipher suites and the lookup of `extension-apiserver-authentication`: accepted so an
+    /// upstream manifest starts, without effect (a warning says so).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    tls_cipher_suites: Option<Vec<String>>,
+    #[arg(long, hide = true)]
+    client_ca_file: Option<String>,
+    #[arg(long, hide = true)]
+    requestheader_client_ca_file: Option<String>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_allowed_names: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_extra_headers_prefix: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_group_headers: Option<Vec<String>>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    requestheader_username_headers: Option<Vec<String>>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    authentication_skip_lookup: Option<String>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    authentication_tolerate_lookup_failure: Option<String>,
+    /// Kubernetes API requests per second.
+    #[arg(long, default_value_t = 20.0)]
+    kube_api_qps: f32,
+    /// Kubernetes API request burst.
+    #[arg(long, default_value_t = 30)]
+    kube_api_burst: u32,
+    /// Accepted for compatibility (JSON is always used).
+    #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
+    kube_api_content_type: String,
+    /// Accepted for compatibility (the watch is never resynced from a stale cache).
+    #[arg(long, default_value = "12h", value_parser = parse_duration)]
+    min_resync_period: Duration,
+    /// Accepted for compatibility; not supported (one identity for every controller).
+    #[arg(long, default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    use_service_account_credentials: bool,
+    /// Accepted for compatibility.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    profiling: bool,
+    /// Deprecated upstream; accepted and ignored.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    allow_untagged_cloud: Option<String>,
+    /// Deprecated upstream; accepted and ignored.
+    #[arg(long, hide = true)]
+    node_sync_period: Option<String>,
+    /// Deprecated upstream; accepted and ignored.
+    #[arg(long, hide = true)]
+    external_cloud_volume_plugin: Option<String>,
+    /// Accepted for compatibility with upstream manifests, without effect (a warning says so):
+    /// klog verbosity (use --log), feature gates, the start interval and the leader-migration
+    /// lock.
+    #[arg(long = "v", hide = true)]
+    verbosity: Option<String>,
+    #[arg(long, hide = true)]
+    feature_gates: Option<String>,
+    #[arg(long, hide = true)]
+    controller_start_interval: Option<String>,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]
+    enable_leader_migration: Option<String>,
+    #[arg(long, hide = true)]
+    leader_migration_config: Option<String>,
+    /// Grant the driver egress to PATTERN (`https://api.example.com`, `*.example.com`, a CIDR);
+    /// repeatable. Default: what the driver declares.
+    #[arg(long = "allow-egress", value_name = "PATTERN")]
+    allow_egress: Vec<String>,
+    /// Deadline of one driver call.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    call_timeout: Duration,
+    /// Deadline of the driver's `init` (and of instantiation), which may do first-call work.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    init_timeout: Duration,
+    /// Memory limit of one driver instance.
+    #[arg(long, default_value = "64Mi", value_parser = parse_size)]
+    memory_limit: usize,
+    /// How often the driver's `housekeeping` runs.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    housekeeping_period: Duration,
+}
+
+/// A cache TTL flag: a duration, or zero (upstream's way to turn the cache off), which
+/// [`parse_duration`] refuses elsewhere.
+fn parse_cache_ttl(text: &str) -> Result<Duration, String> {
+    if matches!(text.trim(), "0" | "0s" | "0ms" | "0m" | "0h") {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
+/// The settings a driver for the controllers is loaded with (whatever its source).
+pub struct DriverSpec<'a> {
+    /// The configuration handed to `init` (`--cloud-config`'s bytes).
+    pub config: Vec<u8>,
+    /// The URL prefixes the driver may reach (`--allow-egress`); empty means its declared ones.
+    pub egress: Vec<String>,
+    /// Deadline of each call.
+    pub call_timeout: Duration,
+    /// Deadline of `init`.
+    pub init_timeout: Duration,
+    /// The most linear memory one instance may use, in bytes.
+    pub memory_limit: usize,
+    /// `--cluster-name`, in `init`'s context.
+    pub cluster_name: &'a str,
+    /// Calls in flight at once (the controllers' workers).
+    pub max_concurrency: usize,
+    /// What `init` learns about the cluster (see [`cluster_facts`]).
+    pub facts: ClusterFacts,
+    /// Variables added to the process environment for the driver (later ones win).
+    pub extra_env: Vec<(String, String)>,
+}
+
+/// Facts about the cluster a driver's `init` receives in its context.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterFacts {
+    /// The API server's `gitVersion`, e.g. `v1.31.2`.
+    pub kubernetes_version: String,
+    /// The UID of the `kube-system` namespace.
+    pub cluster_id: String,
+}
+
+/// Reads the API server's version and the `kube-system` UID. Drivers use the version for
+/// features such as `ipMode` (Kubernetes ≥ 1.30); a failure is logged and leaves the fact empty,
+/// because the controllers report an unreachable API server more usefully than `init` would.
+pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
+    let kubernetes_version = match client.apiserver_version().await {
+        Ok(info) => info.git_version,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the API server version; the driver gets none");
+            String::new()
+        }
+    };
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    let cluster_id = match namespaces.get_opt("kube-system").await {
+        Ok(ns) => ns.and_then(|ns| ns.metadata.uid).unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the kube-system namespace; the driver gets no cluster ID");
+            String::new()
+        }
+    };
+    ClusterFacts {
+        kubernetes_version,
+        cluster_id,
+    }
+}
+
+/// Compiles (or loads from the cache) and initialises the driver at `path`.
+pub async fn load_driver(
+    global: &GlobalArgs,
+    path: &std::path::Path,
+    spec: DriverSpec<'_>,
+) -> anyhow::Result<Arc<Driver>> {
+    let runtime = global.runtime()?;
+    let compiled = runtime.compile_file(path).await?;
+    Ok(Arc::new(
+        runtime.load(&compiled, driver_options(spec)).await?,
+    ))
+}
+
+/// Compiles (or loads from the cache) and initialises a driver given as bytes (`origin` names
+/// it in errors): what `wasm-ccm-dev` does with the drivers it embeds.
+pub async fn load_driver_bytes(
+    global: &GlobalArgs,
+    origin: &str,
+    bytes: Vec<u8>,
+    spec: DriverSpec<'_>,
+) -> anyhow::Result<Arc<Driver>> {
+    let runtime = global.runtime()?;
+    let compiled = runtime.compile(origin, bytes).await?;
+    Ok(Arc::new(
+        runtime.load(&compiled, driver_options(spec)).await?,
+    ))
+}
+
+/// The options a driver is loaded with.
+pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
+    DriverOptions {
+        context: Context {
+            cluster_name: spec.cluster_name.to_string(),
+            cluster_id: spec.facts.cluster_id,
+            kubernetes_version: spec.facts.kubernetes_version,
+        },
+        config: spec.config,
+        env: std::env::vars().chain(spec.extra_env).collect(),
+        egress: (!spec.egress.is_empty()).then_some(spec.egress),
+        call_timeout: spec.call_timeout,
+        init_timeout: spec.init_timeout,
+        memory_limit: spec.memory_limit,
+        mode: InstanceMode::Warm,
+        max_concurrency: spec.max_concurrency,
+        ..Default::default()
+    }
+}
+
+/// Compiles and initialises new bytes of a watched driver; a failure is a refusal with a
+/// reason for the metric.
+fn reload_loader(runtime: Runtime, opts: DriverOptions) -> Loader {
+    Arc::new(move |origin: String, bytes: Vec<u8>| {
+        let (runtime, opts) = (runtime.clone(), opts.clone());
+        Box::pin(async move {
+            let compiled = runtime.compile(&origin, bytes).await.map_err(refusal)?;
+            let driver = runtime.load(&compiled, opts).await.map_err(refusal)?;
+            Ok(Arc::new(driver))
+        })
+    })
+}
+
+fn refusal(e: HostError) -> Refusal {
+    let reason = match &e {
+        HostError::NotAComponent { .. } | HostError::TooLarge { .. } => "not-a-component",
+        HostError::UnsupportedWitVersion { .. } => "wit-version",
+        HostError::NotADriver { .. } | HostError::UnsupportedImport { .. } => "incompatible",
+        HostError::InitFailed { .. } => "init-failed",
+        _ => "load-failed",
+    };
+    Refusal {
+        reason,
+        message: e.to_string(),
+    }
+}
+
+/// The pod this process runs in (from the downward API's `POD_NAME`/`POD_NAMESPACE`), which
+/// reload events are about.
+fn own_pod() -> Option<ObjectReference> {
+    let name = std::env::var("POD_NAME").ok().filter(|s| !s.is_empty())?;
+    let namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(name),
+        namespace: Some(namespace),
+        uid: std::env::var("POD_UID").ok().filter(|s| !s.is_empty()),
+        ..Default::default()
+    })
+}
+
+/// A Kubernetes client from `--kubeconfig`/`--master`, in-cluster config, or the default
+/// kubeconfig, in that order.
+pub async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    master: Option<&str>,
+) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read --kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("--kubeconfig {} is not usable", path.display()))?
+        }
+        None => match master {
+            Some(m) => kube::Config::new(m.parse().with_context(|| format!("--master {m:?} is not a URL"))?),
+            None => kube::Config::infer().await.context(
+                "no Kubernetes configuration: not in a cluster and no kubeconfig; pass --kubeconfig or --master",
+            )?,
+        },
+    };
+    if let Some(m) = master {
+        config.cluster_url = m
+            .parse()
+            .with_context(|| format!("--master {m:?} is not a URL"))?;
+    }
+    kube::Client::try_from(config)
+        .map(|c| {
+            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            with_user_agent(c, std::sync::Arc::new(|| user_agent(None)))
+        })
+        .context("cannot build the Kubernetes client")
+}
+
+/// A client for the reviews of the serving port, from the kubeconfig of `flag`.
+async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("cannot read {flag} {}", path.display()))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("{flag} {} is not usable", path.display()))?;
+    kube::Client::try_from(config)
+        .map(|c| {
+            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            with_user_agent(c, Arc::new(|| user_agent(None)))
+        })
+        .with_context(|| format!("cannot build the Kubernetes client of {flag}"))
+}
+
+impl RunArgs {
+    fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
+        if self.concurrent_node_syncs == 0 {
+            bail!("--concurrent-node-syncs must be greater than 0");
+        }
+        let controllers =
+            EnabledControllers::parse(&self.controllers).map_err(anyhow::Error::msg)?;
+        Ok(ControllerConfig {
+            cluster_name: self.cluster_name.clone(),
+            controllers,
+            concurrent_node_syncs: self.concurrent_node_syncs,
+            concurrent_node_status_updates: self.concurrent_node_status_updates,
+            concurrent_service_syncs: self.concurrent_service_syncs.max(1),
+            node_monitor_period: self.node_monitor_period,
+            node_status_update_frequency: self.node_status_update_frequency,
+            route_reconciliation_period: self.route_reconciliation_period,
+            housekeeping_period: self.housekeeping_period,
+            configure_cloud_routes: self.configure_cloud_routes,
+            cluster_cidr: self.cluster_cidr.clone(),
+            kube_api_qps: self.kube_api_qps,
+            kube_api_burst: self.kube_api_burst,
+        })
+    }
+
+    /// The TLS configuration of --secure-port (`None` when serving is off), from the given
+    /// files, --cert-dir or a generated in-memory pair.
+    fn serving_tls(&self) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+        if self.secure_port == 0 {
+            return Ok(None);
+        }
+        let opts = TlsOptions {
+            cert_file: self.tls_cert_file.clone(),
+            key_file: self.tls_private_key_file.clone(),
+            cert_dir: self.cert_dir.clone(),
+            bind_address: Some(self.bind_address),
+        };
+        let cert = opts
+            .serving_cert()
+            .context("cannot set up the serving certificate of --secure-port")?;
+        match (&cert.files, cert.generated) {
+            (Some((crt, key)), true) => tracing::info!(
+                cert = %crt.display(), key = %key.display(),
+                "generated a self-signed serving certificate"
+            ),
+            (Some((crt, key)), false) => tracing::info!(
+                cert = %crt.display(), key = %key.display(),
+                "serving certificate loaded"
+            ),
+            (None, _) => tracing::info!(
+                "generated a self-signed serving certificate in memory (pass --cert-dir to keep it, or --tls-cert-file and --tls-private-key-file)"
+            ),
+        }
+        let min_version = MinTlsVersion::parse(self.tls_min_version.as_deref().unwrap_or(""))
+            .map_err(anyhow::Error::msg)?;
+        let config = server_config(cert, min_version)
+            .context("cannot set up the serving certificate of --secure-port")?;
+        Ok(Some(config))
+    }
+
+    /// Serving on --secure-port with delegated authentication and authorization through
+    /// --authentication-kubeconfig/--authorization-kubeconfig, else the controllers' client.
+    async fn serving(&self, tls: Arc<rustls::ServerConfig>) -> anyhow::Result<Serving> {
+        let paths: Vec<String> = self
+            .authorization_always_allow_paths
+            .iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let always_allow_paths = AlwaysAllowPaths::new(&paths).map_err(anyhow::Error::msg)?;
+        // Without a kubeconfig of their own the reviews use the controllers' client.
+        let authentication = match &self.authentication_kubeconfig {
+            Some(path) => Some(review_client(path, "--authentication-kubeconfig").await?),
+            None => None,
+        };
+        let authorization = match &self.authorization_kubeconfig {
+            Some(path) => Some(review_client(path, "--authorization-kubeconfig").await?),
+            None => None,
+        };
+        Ok(Serving {
+            addr: SocketAddr::new(self.bind_address, self.secure_port),
+            tls,
+            auth: Some(DelegatedAuthOptions {
+                authentication,
+                authorization,
+                always_allow_paths,
+                token_cache_ttl: self.authentication_token_webhook_cache_ttl,
+                allow_cache_ttl: self.authorization_webhook_cache_authorized_ttl,
+                deny_cache_ttl: self.authorization_webhook_cache_unauthorized_ttl,
+            }),
+            limits: ConnectionLimits::default(),
+        })
+    }
+
+    fn warn_about_ignored_flags(&self) {
+        for (given, flag) in [
+            (
+                self.allow_untagged_cloud.is_some(),
+                "--allow-untagged-cloud",
+            ),
+            (self.node_sync_period.is_some(), "--node-sync-period"),
+            (
+                self.external_cloud_volume_plugin.is_some(),
+                "--external-cloud-volume-plugin",
+            ),
+        ] {
+            if given {
+                tracing::warn!("{flag} is deprecated upstream and has no effect");
+            }
+        }
+        for (given, flag) in [
+            (self.verbosity.is_some(), "--v (use --log)"),
+            (self.feature_gates.is_some(), "--feature-gates"),
+            (
+                self.controller_start_interval.is_some(),
+                "--controller-start-interval",
+            ),
+            (
+                self.enable_leader_migration.is_some(),
+                "--enable-leader-migration",
+            ),
+            (
+                self.leader_migration_config.is_some(),
+                "--leader-migration-config",
+            ),
+            (
+                self.tls_cipher_suites.is_some(),
+                "--tls-cipher-suites (rustls's safe defaults are used)",
+            ),
+            (
+                self.client_ca_file.is_some(),
+                "--client-ca-file (client certificates are not authenticated)",
+            ),
+            (
+                self.requestheader_client_ca_file.is_some(),
+                "--requestheader-client-ca-file (request-header authentication is not supported)",
+            ),
+            (
+                self.requestheader_allowed_names.is_some(),
+                "--requestheader-allowed-names",
+            ),
+            (
+                self.requestheader_extra_headers_prefix.is_some(),
+                "--requestheader-extra-headers-prefix",
+            ),
+            (
+                self.requestheader_group_headers.is_some(),
+                "--requestheader-group-headers",
+            ),
+            (
+                self.requestheader_username_headers.is_some(),
+                "--requestheader-username-headers",
+            ),
+            (
+                self.authentication_skip_lookup.is_some(),
+                "--authentication-skip-lookup (extension-apiserver-authentication is never read)",
+            ),
+            (
+                self.authentication_tolerate_lookup_failure.is_some(),
+                "--authentication-tolerate-lookup-failure",
+            ),
+        ] {
+            if given {
+                tracing::warn!(
+                    "{flag} is accepted for compatibility but has no effect in wasm-ccm yet"
+                );
+            }
+        }
+        if self.use_service_account_credentials {
+            tracing::warn!(
+                "--use-service-account-credentials is not supported: every controller uses this process's credentials"
+            );
+        }
+        if self.allocate_node_cidrs {
+            tracing::warn!(
+                "--allocate-node-cidrs has no effect in a cloud-controller-manager (node IPAM is the kube-controller-manager's)"
+            );
+        }
+    }
+}
+
+/// Runs the controller manager.
+pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let Some(provider) = args.cloud_provider.clone().filter(|p| !p.is_empty()) else {
+        bail!(
+            "--cloud-provider is required: the name of the cloud provider, which must match the driver's name"
+        );
+    };
+    if args.leader_elect_resource_lock != "leases" {
+        bail!(
+            "--leader-elect-resource-lock={:?} is not supported: only `leases` is",
+            args.leader_elect_resource_lock
+        );
+    }
+    let config = args.controller_config()?;
+    args.warn_about_ignored_flags();
+    // The serving certificate first: a bad file is a startup error before anything else runs.
+    let tls = args.serving_tls()?;
+    let cloud_config = match &args.cloud_config {
+        Some(p) => std::fs::read(p)
+            .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
+        None => Vec::new(),
+    };
+    let source = DriverSource::parse(&args.driver)?;
+    let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let serving = match tls {
+        Some(tls) => Some(args.serving(tls).await?),
+        None => None,
+    };
+    let facts = cluster_facts(&client).await;
+    let loading = std::time::Instant::now();
+    let fetched = fetch(
+        global,
+        &source,
+        &args.registry,
+        args.driver_sha256.as_deref(),
+    )
+    .await?;
+    let runtime = global.runtime()?;
+    let opts = driver_options(DriverSpec {
+        config: cloud_config,
+        egress: args.allow_egress.clone(),
+        call_timeout: args.call_timeout,
+        init_timeout: args.init_timeout,
+        memory_limit: args.memory_limit,
+        cluster_name: &args.cluster_name,
+        max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
+        facts,
+        extra_env: Vec::new(),
+    });
+    let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
+    let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
+    let driver_load_time = loading.elapsed();
+    if driver.name() != provider {
+        bail!(
+            "--cloud-provider={provider:?} but the driver {} is {:?}; pass --cloud-provider={:?} or the right --driver",
+            fetched.origin,
+            driver.name(),
+            driver.name()
+        );
+    }
+    tracing::info!(
+        driver = %driver.name(),
+        version = %driver.info().version,
+        sha256 = %driver.compiled().sha256,
+        origin = %fetched.origin,
+        egress = %driver.egress().join(", "),
+        env_prefixes = %driver.info().env_prefixes.join(", "),
+        annotation_prefixes = %driver.info().annotation_prefixes.join(", "),
+        "driver loaded"
+    );
+    // The effective grants, said once where an operator reads them: a broad one is a choice.
+    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
+        tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
+    }
+    let reload = match &source {
+        DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
+            let regarding = own_pod();
+            if regarding.is_none() {
+                tracing::warn!(
+                    "POD_NAME and POD_NAMESPACE are not set (the downward API): driver reloads are logged and counted but record no events"
+                );
+            }
+            Some(ReloadOptions {
+                path: path.clone(),
+                interval: args.driver_watch_interval,
+                pinned_sha256: args.driver_sha256.clone(),
+                load: reload_loader(runtime.clone(), opts),
+                regarding,
+            })
+        }
+        _ => None,
+    };
+    let identity = default_identity();
+    let leader = args.leader_elect.then(|| LeaderConfig {
+        namespace: args.leader_elect_resource_namespace.clone(),
+        name: args.leader_elect_resource_name.clone(),
+        identity: identity.clone(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+    });
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    let exit = wasm_ccm_controllers::run(
+        client,
+        driver,
+        RunOptions {
+            config,
+            leader,
+            serving,
+            identity,
+            reload,
+            driver_load_time,
+        },
+        cancel,
+    )
+    .await
+    .with_context(|| format!("cannot serve on {}:{}", args.bind_address, args.secure_port))?;
+    match exit {
+        Exit::Stopped => Ok(ExitCode::SUCCESS),
+        Exit::LostLeadership => {
+            eprintln!(
+                "wasm-ccm: lost the leader lease; exiting so the process restarts as a candidate"
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_ttls_may_be_zero() {
+        assert_eq!(parse_cache_ttl("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_cache_ttl("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_cache_ttl("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_cache_ttl("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_cache_ttl("-1s").is_err());
+        assert!(parse_cache_ttl("soon").is_err());
+    }
+}

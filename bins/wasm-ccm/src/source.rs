@@ -1,0 +1,244 @@
+//! Where a driver comes from: a file (a mounted ConfigMap) or an OCI artifact; and the `push`
+//! and `pull` commands that move drivers in and out of registries.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use sha2::{Digest, Sha256};
+use wasm_ccm_oci::{BlobCache, Client, ClientOptions, ComponentInfo, DockerConfig, Reference};
+
+use crate::GlobalArgs;
+
+/// `--driver`: a path, or `oci://REGISTRY/REPO@sha256:…` (a tag is resolved and logged).
+#[derive(Debug, Clone)]
+pub enum DriverSource {
+    /// A `.wasm` file (a mounted ConfigMap), watched for new versions.
+    File(PathBuf),
+    /// An OCI artifact, pulled once at start.
+    Oci(Reference),
+}
+
+impl DriverSource {
+    /// Parses `--driver`.
+    pub fn parse(value: &str) -> anyhow::Result<DriverSource> {
+        if value.starts_with(wasm_ccm_oci::reference::SCHEME) {
+            Ok(DriverSource::Oci(
+                Reference::parse(value).map_err(anyhow::Error::msg)?,
+            ))
+        } else if value.is_empty() {
+            bail!("--driver is empty: give the driver's .wasm path or an oci:// reference")
+        } else {
+            Ok(DriverSource::File(PathBuf::from(value)))
+        }
+    }
+}
+
+/// How registries are reached.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RegistryArgs {
+    /// Registry credentials: a dockerconfigjson file, such as an `imagePullSecrets` Secret
+    /// mounted into the pod. A missing file means anonymous access.
+    #[arg(long, value_name = "PATH")]
+    registry_config: Option<PathBuf>,
+    /// A registry (`host` or `host:port`) spoken to over plain HTTP. Loopback registries always
+    /// are; any other needs this flag. Repeatable.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    insecure_registry: Vec<String>,
+}
+
+impl RegistryArgs {
+    /// The registry client these options describe.
+    pub fn client(&self) -> anyhow::Result<Client> {
+        let credentials = match &self.registry_config {
+            Some(path) if path.exists() => DockerConfig::read(path).map_err(anyhow::Error::msg)?,
+            Some(path) => {
+                // The Deployment mounts an optional Secret: no Secret, no file, anonymous pulls.
+                tracing::info!(path = %path.display(), "no registry credentials file; pulling anonymously");
+                DockerConfig::default()
+            }
+            None => DockerConfig::default(),
+        };
+        for registry in &self.insecure_registry {
+            tracing::warn!(%registry, "plain HTTP allowed to this registry (--insecure-registry)");
+        }
+        Client::new(ClientOptions {
+            credentials,
+            insecure_registries: self.insecure_registry.clone(),
+            ..Default::default()
+        })
+    }
+}
+
+/// A driver's bytes and where they came from.
+pub struct Fetched {
+    /// A path or a digest-pinned `oci://` reference, for messages.
+    pub origin: String,
+    /// The component's bytes, checked against `--driver-sha256`.
+    pub bytes: Vec<u8>,
+}
+
+/// Reads or pulls the driver and checks it against `--driver-sha256`.
+pub async fn fetch(
+    global: &GlobalArgs,
+    source: &DriverSource,
+    registry: &RegistryArgs,
+    pinned_sha256: Option<&str>,
+) -> anyhow::Result<Fetched> {
+    let fetched = match source {
+        DriverSource::File(path) => Fetched {
+            origin: path.display().to_string(),
+            bytes: std::fs::read(path)
+                .with_context(|| format!("cannot read --driver {}", path.display()))?,
+        },
+        DriverSource::Oci(reference) => {
+            let client = registry.client()?;
+            let cache = global
+                .cache_root()
+                .map(|dir| BlobCache::new(dir.join("oci")));
+            let pulled = client.pull(reference, cache.as_ref()).await?;
+            if reference.digest.is_none() {
+                tracing::warn!(
+                    reference = %reference,
+                    resolved = %pulled.pinned,
+                    "the driver's tag resolved to a digest; pin it with @sha256: so a moved tag cannot change what runs"
+                );
+            }
+            tracing::info!(
+                reference = %pulled.pinned,
+                layer = %pulled.layer_media_type,
+                from_cache = pulled.from_cache,
+                "driver pulled"
+            );
+            Fetched {
+                origin: pulled.pinned.to_string(),
+                bytes: pulled.wasm,
+            }
+        }
+    };
+    if let Some(pinned) = pinned_sha256 {
+        let actual = hex::encode(Sha256::digest(&fetched.bytes));
+        if actual != pinned {
+            bail!(
+                "the driver {} has sha256 {actual}, but --driver-sha256 pins {pinned}: refusing to run it (update --driver-sha256 if this version is intended)",
+                fetched.origin
+            );
+        }
+    }
+    Ok(fetched)
+}
+
+/// Checks `--driver-sha256`'s form.
+pub fn parse_sha256(value: &str) -> Result<String, String> {
+    let hex = value.strip_prefix("sha256:").unwrap_or(value);
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hex.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "{value:?} is not a sha256: give 64 hex digits (what `sha256sum driver.wasm` prints)"
+        ))
+    }
+}
+
+/// `wasm-ccm push`.
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The driver component (`.wasm`).
+    driver: PathBuf,
+    /// Where to push: `oci://REGISTRY/REPO:TAG`.
+    reference: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Checks that the file is a driver (compiles it, runs `info`), then pushes it in the CNCF Wasm
+/// layout and prints the digest-pinned reference to deploy.
+pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCode> {
+    let reference = Reference::parse(&args.reference).map_err(anyhow::Error::msg)?;
+    let bytes = std::fs::read(&args.driver)
+        .with_context(|| format!("cannot read {}", args.driver.display()))?;
+    let runtime = global.runtime()?;
+    let compiled = runtime
+        .compile(&args.driver.display().to_string(), bytes.clone())
+        .await?;
+    let info = runtime.info(&compiled).await?;
+    let surface = &compiled.surface;
+    let component = ComponentInfo {
+        exports: surface
+            .exports
+            .names()
+            .iter()
+            .map(|name| {
+                format!(
+                    "{}/{name}@{}",
+                    wasm_ccm_runtime::surface::PACKAGE,
+                    surface.wit_version
+                )
+            })
+            .collect(),
+        imports: surface.imports.clone(),
+    };
+    let annotations = [
+        ("org.opencontainers.image.title", info.name.clone()),
+        ("org.opencontainers.image.version", info.version.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let pushed = args
+        .registry
+        .client()?
+        .push(&reference, &bytes, component, annotations)
+        .await?;
+    eprintln!(
+        "pushed driver {} {} ({} bytes, sha256 {}) as {}",
+        info.name,
+        info.version,
+        bytes.len(),
+        compiled.sha256,
+        pushed.manifest_digest
+    );
+    println!("{}", pushed.pinned);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasm-ccm pull`.
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// What to pull: `oci://REGISTRY/REPO@sha256:…` or `…:TAG`.
+    reference: String,
+    /// Where to write the component.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Pulls a driver (through the cache), checks it is a component, writes it, and prints the
+/// digest-pinned reference.
+pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCode> {
+    let source = DriverSource::parse(&args.reference)?;
+    if !matches!(source, DriverSource::Oci(_)) {
+        bail!(
+            "{:?} is not an oci:// reference (expected oci://REGISTRY/REPO:TAG or @sha256:DIGEST)",
+            args.reference
+        );
+    }
+    let fetched = fetch(global, &source, &args.registry, None).await?;
+    wasm_ccm_runtime::surface::check_bytes(&fetched.origin, &fetched.bytes)?;
+    // Write then rename, so a failed pull never leaves half a driver where one is expected.
+    let tmp = args.output.with_extension("wasm.partial");
+    std::fs::write(&tmp, &fetched.bytes)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &args.output)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    eprintln!(
+        "wrote {} ({} bytes, sha256 {})",
+        args.output.display(),
+        fetched.bytes.len(),
+        hex::encode(Sha256::digest(&fetched.bytes))
+    );
+    println!("{}", fetched.origin);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,637 @@
+//! What every controller shares: the Kubernetes client (rate limited, counted), the driver
+//! (counted), the caches, the event recorders, the metrics and the configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+use wasm_ccm_runtime::{
+    CallError, CallScope, ClusterView, Driver, DriverEvent, EventKind, Outcome,
+};
+
+use crate::answer_rules::{
+    EVENT_ACTION_LIMIT, EVENT_NOTE_LIMIT, EVENT_REASON_LIMIT, EVENT_REPORTING_INSTANCE_LIMIT,
+    REPLACEMENT_EVENT_REASON, Violation, check_event_reason, cut_to_bytes, shown,
+};
+use crate::config::ControllerConfig;
+use crate::convert::service_to_wit;
+use crate::informer::Store;
+use crate::metrics::Metrics;
+use crate::queue::TokenBucket;
+use crate::reload::DriverSlot;
+use crate::service_rules::wants_load_balancer;
+
+/// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted.
+pub(crate) struct Kube {
+    client: Client,
+    limiter: TokenBucket,
+    metrics: Arc<Metrics>,
+}
+
+impl Kube {
+    /// Wraps `client`.
+    pub(crate) fn new(client: Client, qps: f32, burst: u32, metrics: Arc<Metrics>) -> Self {
+        Kube {
+            client,
+            limiter: TokenBucket::new(f64::from(qps), burst),
+            metrics,
+        }
+    }
+
+    /// Nodes.
+    pub(crate) fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Services of one namespace.
+    pub(crate) fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Runs one request after the rate limit and counts it by verb and code.
+    pub(crate) async fn request<T>(
+        &self,
+        verb: &'static str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        self.limiter.acquire().await;
+        let result = fut.await;
+        let code = match &result {
+            Ok(_) => "2xx".to_string(),
+            Err(kube::Error::Api(s)) => s.code.to_string(),
+            Err(_) => "error".to_string(),
+        };
+        self.metrics.inc(
+            "wasm_ccm_kube_requests_total",
+            &[("verb", verb), ("code", &code)],
+        );
+        result
+    }
+}
+
+/// Whether a Kubernetes error is HTTP `code`.
+pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// What this controller last decided for a Service, not yet visible in the cache.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PendingWrite {
+    pub(crate) set_annotations: Vec<(String, String)>,
+    pub(crate) remove_annotations: Vec<String>,
+    pub(crate) ingress: Vec<wasm_ccm_runtime::types::Ingress>,
+}
+
+/// The cluster view drivers get: the LoadBalancer Services in the cache, with this controller's
+/// own latest results laid over them. Without the overlay, a driver that allocates from a pool by
+/// looking at the other Services (like the static driver) could hand out an address twice while
+/// the watch has not yet delivered the previous write.
+pub(crate) struct StoreCluster {
+    store: Store<Service>,
+    pending: std::sync::Mutex<std::collections::HashMap<String, PendingWrite>>,
+}
+
+impl StoreCluster {
+    /// A view of `store`.
+    pub(crate) fn new(store: Store<Service>) -> Self {
+        StoreCluster {
+            store,
+            pending: Default::default(),
+        }
+    }
+
+    /// Records the result of an ensure for `key` (or forgets it with `None`, after a delete).
+    pub(crate) fn record(&self, key: &str, write: Option<PendingWrite>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        match write {
+            Some(w) => pending.insert(key.to_string(), w),
+            None => pending.remove(key),
+        };
+    }
+}
+
+impl ClusterView for StoreCluster {
+    fn load_balancer_services(&self) -> Vec<wasm_ccm_runtime::types::Service> {
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        self.store
+            .list()
+            .iter()
+            .filter(|s| wants_load_balancer(s))
+            .map(|s| {
+                let mut wit = service_to_wit(s);
+                if let Some(w) = pending.get(&crate::informer::key_of(s.as_ref())) {
+                    wit.annotations.retain(|(k, _)| {
+                        !w.remove_annotations.contains(k)
+                            && !w.set_annotations.iter().any(|(s, _)| s == k)
+                    });
+                    wit.annotations.extend(w.set_annotations.iter().cloned());
+                    wit.ingress = w.ingress.clone();
+                }
+                wit
+            })
+            .collect()
+    }
+}
+
+/// The driver with metrics around every call.
+pub(crate) struct Cloud {
+    driver: Arc<DriverSlot>,
+    metrics: Arc<Metrics>,
+    cluster: Arc<StoreCluster>,
+}
+
+impl Cloud {
+    /// Wraps the slot of the driver in service.
+    pub(crate) fn new(
+        driver: Arc<DriverSlot>,
+        metrics: Arc<Metrics>,
+        cluster: Arc<StoreCluster>,
+    ) -> Self {
+        Cloud {
+            driver,
+            metrics,
+            cluster,
+        }
+    }
+
+    /// The driver in service now (a reload may swap it between calls, never during one).
+    pub(crate) fn driver(&self) -> Arc<Driver> {
+        self.driver.get()
+    }
+
+    /// The cluster view the driver sees.
+    pub(crate) fn cluster(&self) -> &StoreCluster {
+        &self.cluster
+    }
+
+    /// The call scope for `object`.
+    pub(crate) fn scope(&self, object: &str) -> CallScope {
+        CallScope {
+            object: object.to_string(),
+            cluster: Arc::clone(&self.cluster) as Arc<dyn ClusterView>,
+        }
+    }
+
+    /// Counts and times a finished call; returns its result and the events the driver recorded.
+    pub(crate) fn observe<T>(
+        &self,
+        function: &str,
+        outcome: Outcome<T>,
+    ) -> (Result<T, CallError>, Vec<DriverEvent>) {
+        let result = match &outcome.result {
+            Ok(_) => "ok",
+            Err(CallError::Provider(p)) => p.case(),
+            Err(CallError::Host(_)) => "host-error",
+        };
+        let driver = self.driver();
+        let driver = driver.name();
+        self.metrics.inc(
+            "wasm_ccm_driver_calls_total",
+            &[
+                ("driver", driver),
+                ("function", function),
+                ("result", result),
+            ],
+        );
+        self.metrics.observe(
+            "wasm_ccm_driver_call_duration_seconds",
+            &[("driver", driver), ("function", function)],
+            outcome.elapsed.as_secs_f64(),
+        );
+        (outcome.result, outcome.events)
+    }
+
+    /// Copies the driver's own counters into the registry (at scrape time).
+    pub(crate) fn export_counters(&self) {
+        let current = self.driver();
+        let driver = current.name();
+        self.metrics.clear("wasm_ccm_driver_http_requests_total");
+        for ((host, status), n) in current.http_counters() {
+            self.metrics.set(
+                "wasm_ccm_driver_http_requests_total",
+                &[("driver", driver), ("host", &host), ("status", &status)],
+                n as f64,
+            );
+        }
+        self.metrics.set(
+            "wasm_ccm_driver_dropped_log_lines_total",
+            &[("driver", driver)],
+            current.dropped_log_lines() as f64,
+        );
+        let stats = current.stats();
+        self.metrics.set(
+            "wasm_ccm_driver_instances_total",
+            &[("driver", driver)],
+            stats
+                .instances_created
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+        self.metrics.set(
+            "wasm_ccm_driver_instances_recycled_total",
+            &[("driver", driver)],
+            stats
+                .instances_recycled
+                .load(std::sync::atomic::Ordering::Relaxed) as f64,
+        );
+    }
+}
+
+/// Event recorders, one per upstream reporter name.
+pub(crate) struct Events {
+    client: Client,
+    instance: String,
+    /// One recorder per (controller, note). kube-rs' `Recorder` deduplicates events by a key
+    /// without the note (client-go's includes it), so a second event with the same reason but a
+    /// different message would only bump the first one's series count and the new message would
+    /// be lost. A recorder per note restores client-go's behaviour.
+    recorders: std::sync::Mutex<std::collections::HashMap<(&'static str, String), Recorder>>,
+}
+
+/// Recorders kept before the map is cleared (each is a client handle and a tiny cache; clearing
+/// only means the next repeat of an event starts a new series).
+const MAX_RECORDERS: usize = 1024;
+
+impl Events {
+    /// Recorders for `instance` (the leader-election identity), cut to the apiserver's 128 bytes
+    /// for `reportingInstance`.
+    pub(crate) fn new(client: Client, instance: String) -> Self {
+        Events {
+            client,
+            instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
+            recorders: Default::default(),
+        }
+    }
+
+    fn recorder(&self, controller: &'static str, note: &str) -> Recorder {
+        let mut map = self.recorders.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_RECORDERS {
+            map.clear();
+        }
+        map.entry((controller, note.to_string()))
+            .or_insert_with(|| {
+                Recorder::new(
+                    self.client.clone(),
+                    Reporter {
+                        controller: controller.to_string(),
+                        instance: Some(self.instance.clone()),
+                    },
+                )
+            })
+            .clone()
+    }
+
+    /// Publishes an event; failures are logged, never fatal (events are best effort). Reason and
+    /// action are cut to 128 bytes and the note to 1024 bytes, on a character boundary: the
+    /// apiserver counts bytes (`legacyValidateEvent`) and refuses a longer event with a 422.
+    pub(crate) async fn publish(
+        &self,
+        controller: &'static str,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) {
+        let reason = match cut_to_bytes(reason, EVENT_REASON_LIMIT) {
+            "" => REPLACEMENT_EVENT_REASON,
+            r => r,
+        };
+        let action = match cut_to_bytes(action, EVENT_ACTION_LIMIT) {
+            "" => "Unknown",
+            a => a,
+        };
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(cut_to_bytes(note, EVENT_NOTE_LIMIT).to_string()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        let recorder = self.recorder(controller, event.note.as_deref().unwrap_or_default());
+        if let Err(e) = recorder.publish(&event, regarding).await {
+            tracing::warn!(reason, error = %e, "could not record event");
+        }
+    }
+
+    /// Publishes the events a driver recorded during a call on `regarding`. A reason that is not
+    /// UpperCamelCase of at most 128 bytes is replaced by [`REPLACEMENT_EVENT_REASON`] (the note
+    /// says so); the refusals are returned for counting.
+    pub(crate) async fn publish_driver_events(
+        &self,
+        controller: &'static str,
+        regarding: &ObjectReference,
+        events: &[DriverEvent],
+    ) -> Vec<Violation> {
+        let mut refused = Vec::new();
+        for e in events {
+            let (reason, note) = match check_event_reason(&e.reason) {
+                Ok(()) => (e.reason.as_str(), e.message.clone()),
+                Err(v) => {
+                    let note = format!(
+                        "(the driver's reason {} was refused: not UpperCamelCase of at most {EVENT_REASON_LIMIT} bytes) {}",
+                        shown(&e.reason),
+                        e.message
+                    );
+                    refused.push(v);
+                    (REPLACEMENT_EVENT_REASON, note)
+                }
+            };
+            self.publish(
+                controller,
+                regarding,
+                e.kind == EventKind::Warning,
+                reason,
+                &note,
+                "Driver",
+            )
+            .await;
+        }
+        refused
+    }
+}
+
+/// Reason of the Warning event recording that part of a driver's answer was refused.
+pub(crate) const ANSWER_REFUSED_REASON: &str = "DriverAnswerRefused";
+/// Reason of the Warning event on a node whose provider ID belongs to another provider.
+pub(crate) const FOREIGN_NODE_REASON: &str = "ForeignProviderID";
+
+/// Entries kept per memory below before it is cleared (clearing only means an event repeats).
+const MAX_REMEMBERED: usize = 10_000;
+
+/// What the refusal reports already said, so a resync repeating the same answer does not
+/// repeat the same event.
+#[derive(Default)]
+pub(crate) struct Refusals {
+    /// Object UID (or key) → a digest of the last refusal note published for it.
+    last_note: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// Foreign nodes already reported (UID and provider ID).
+    foreign: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+fn object_key(regarding: &ObjectReference) -> String {
+    regarding.uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}/{}",
+            regarding.kind.as_deref().unwrap_or_default(),
+            regarding.namespace.as_deref().unwrap_or_default(),
+            regarding.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+/// The object reference events point at.
+pub(crate) fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
+    obj.object_ref(&())
+}
+
+/// Shared state of every controller.
+pub(crate) struct Ctx {
+    pub(crate) kube: Kube,
+    pub(crate) cloud: Cloud,
+    pub(crate) events: Events,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) config: ControllerConfig,
+    pub(crate) nodes: Store<Node>,
+    pub(crate) services: Store<Service>,
+    pub(crate) refusals: Refusals,
+}
+
+impl Ctx {
+    /// Counts and times a finished driver call and records the events the driver asked for on
+    /// `regarding`; returns the call's result.
+    pub(crate) async fn finish_call<T>(
+        &self,
+        function: &str,
+        outcome: Outcome<T>,
+        reporter: &'static str,
+        regarding: &ObjectReference,
+    ) -> Result<T, CallError> {
+        let (result, events) = self.cloud.observe(function, outcome);
+        let refused = self
+            .events
+            .publish_driver_events(reporter, regarding, &events)
+            .await;
+        for v in &refused {
+            self.count_refusal(function, regarding, v);
+        }
+        result
+    }
+
+    fn count_refusal(&self, function: &str, regarding: &ObjectReference, v: &Violation) {
+        self.metrics.inc(
+            "wasm_ccm_driver_answers_refused_total",
+            &[("rule", v.rule.name())],
+        );
+        let driver = self.cloud.driver();
+        tracing::warn!(
+            driver = %driver.name(),
+            function,
+            object = %regarding.name.as_deref().unwrap_or_default(),
+            rule = v.rule.name(),
+            detail = %v.detail,
+            "driver answer refused"
+        );
+    }
+
+    /// Reports the parts of a driver's `function` answer about `regarding` that were refused:
+    /// a counter per rule and a log line each, and one Warning event naming the driver and the
+    /// rules, published again only when the refusals change (a resync with the same answer is
+    /// quiet on the object).
+    pub(crate) async fn report_refusals(
+        &self,
+        reporter: &'static str,
+        regarding: &ObjectReference,
+        function: &str,
+        action: &str,
+        violations: &[Violation],
+    ) {
+        if violations.is_empty() {
+            // A clean answer: the next refusal is news again.
+            self.clear_refusals(regarding);
+            return;
+        }
+        for v in violations {
+            self.count_refusal(function, regarding, v);
+        }
+        let driver = self.cloud.driver();
+        // The rules first: the details may be cut at the apiserver's 1024 bytes.
+        let mut rules: Vec<&str> = Vec::new();
+        for v in violations {
+            if !rules.contains(&v.rule.name()) {
+                rules.push(v.rule.name());
+            }
+        }
+        let note = format!(
+            "driver {} answered {function} with parts that were not written (rules: {}): {}",
+            shown(driver.name()),
+            rules.join(", "),
+            violations
+                .iter()
+                .map(Violation::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        {
+            let mut last = self
+                .refusals
+                .last_note
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if last.len() >= MAX_REMEMBERED {
+                last.clear();
+            }
+            let key = object_key(regarding);
+            // A digest, not the note: notes can be long and up to MAX_REMEMBERED are kept.
+            let digest = note_digest(&note);
+            if last.get(&key) == Some(&digest) {
+                return;
+            }
+            last.insert(key, digest);
+        }
+        self.events
+            .publish(
+                reporter,
+                regarding,
+                true,
+                ANSWER_REFUSED_REASON,
+                &note,
+                action,
+            )
+            .await;
+    }
+
+    /// Forgets what was reported about `regarding`, after an answer with nothing refused (a
+    /// later refusal is news again).
+    pub(crate) fn clear_refusals(&self, regarding: &ObjectReference) {
+        self.refusals
+            .last_note
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&object_key(regarding));
+    }
+
+    /// Whether `node` carries a provider ID of another provider than the driver's; the first
+    /// time per node (UID and ID) this logs and records a Warning event, later passes only log
+    /// at debug level. Such a node is never initialised, deleted or tainted on the driver's word.
+    pub(crate) async fn skip_foreign_node(
+        &self,
+        reporter: &'static str,
+        node: &Node,
+        action: &str,
+    ) -> bool {
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let driver = self.cloud.driver();
+        let scheme = driver.info().provider_id_scheme.as_str();
+        if !crate::answer_rules::is_foreign_provider_id(existing, scheme) {
+            return false;
+        }
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let first = {
+            let mut seen = self
+                .refusals
+                .foreign
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if seen.len() >= MAX_REMEMBERED {
+                seen.clear();
+            }
+            seen.insert(format!(
+                "{}\n{existing}",
+                node.metadata.uid.as_deref().unwrap_or(name)
+            ))
+        };
+        if !first {
+            tracing::debug!(node = %name, provider_id = %existing, "skipping a node of another provider");
+            return true;
+        }
+        let message = format!(
+            "node {name} has provider ID {}, which is not of the driver's scheme {}; the driver {} is not asked about it and the node is never initialised, deleted or tainted by this controller manager",
+            shown(existing),
+            shown(&format!("{scheme}://")),
+            shown(driver.name())
+        );
+        tracing::info!(node = %name, provider_id = %existing, driver = %driver.name(), "skipping a node of another provider: {message}");
+        self.events
+            .publish(
+                reporter,
+                &reference(node),
+                true,
+                FOREIGN_NODE_REASON,
+                &message,
+                action,
+            )
+            .await;
+        true
+    }
+}
+
+/// Whether the driver said the work is under way (`retry-after`): progress, not a failure worth
+/// a Warning event.
+pub(crate) fn in_progress(e: &CallError) -> bool {
+    matches!(
+        e,
+        CallError::Provider(wasm_ccm_runtime::types::ProviderError::RetryAfter(_))
+    )
+}
+
+/// The delay a driver error asks for (`retry-after`, `rate-limited(seconds)`), if any.
+pub(crate) fn requested_delay(e: &CallError) -> Option<Duration> {
+    use wasm_ccm_runtime::types::ProviderError;
+    match e {
+        CallError::Provider(ProviderError::RetryAfter(r)) => {
+            Some(Duration::from_secs(r.seconds.into()))
+        }
+        CallError::Provider(ProviderError::RateLimited(Some(s))) => {
+            Some(Duration::from_secs((*s).into()))
+        }
+        _ => None,
+    }
+}
+
+/// A 64-bit digest of an event note, to tell a repeated refusal from a new one.
+fn note_digest(note: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    note.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_runtime::types::{ProviderError, Retry};
+
+    #[test]
+    fn driver_requested_delays_are_exact_and_everything_else_backs_off() {
+        let p = |e| CallError::Provider(e);
+        assert_eq!(
+            requested_delay(&p(ProviderError::RetryAfter(Retry {
+                seconds: 42,
+                reason: "busy".into()
+            }))),
+            Some(Duration::from_secs(42))
+        );
+        assert_eq!(
+            requested_delay(&p(ProviderError::RateLimited(Some(7)))),
+            Some(Duration::from_secs(7))
+        );
+        for other in [
+            ProviderError::RateLimited(None),
+            ProviderError::Transient("x".into()),
+            ProviderError::InvalidConfig("x".into()),
+            ProviderError::NotFound("x".into()),
+        ] {
+            assert_eq!(requested_delay(&p(other)), None);
+        }
+    }
+}

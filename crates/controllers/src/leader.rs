@@ -1,0 +1,261 @@
+//! Leader election on a coordination.k8s.io Lease with client-go's algorithm and field
+//! semantics, so that wasm-ccm and a Go cloud-controller-manager can hand the lease to each other
+//! during a migration.
+//!
+//! Expiry is judged by the time *this* process last saw the lease record change, never by the
+//! timestamps in it, which makes the algorithm tolerant of clock skew between holders.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Lease settings (`--leader-elect-*`); upstream's defaults are noted per field.
+#[derive(Debug, Clone)]
+pub struct LeaderConfig {
+    /// Namespace of the Lease (`kube-system`).
+    pub namespace: String,
+    /// Name of the Lease (`cloud-controller-manager`).
+    pub name: String,
+    /// This candidate's holder identity, unique per process (see [`default_identity`]).
+    pub identity: String,
+    /// How long a lease is valid after its last renewal, as seen by the others (15 s).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives leadership up (10 s).
+    pub renew_deadline: Duration,
+    /// Pause between attempts to acquire or renew (2 s).
+    pub retry_period: Duration,
+}
+
+/// `hostname_<random UUID>`, as client-go-based controller managers name themselves.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "wasm-ccm".into());
+    let b: [u8; 16] = rand::random();
+    format!(
+        "{host}_{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_be_bytes([b[4], b[5]]),
+        u16::from_be_bytes([b[6], b[7]]) & 0x0fff,
+        (u16::from_be_bytes([b[8], b[9]]) & 0x3fff) | 0x8000,
+        u64::from_be_bytes([0, 0, b[10], b[11], b[12], b[13], b[14], b[15]]),
+    )
+}
+
+/// The part of the lease that client-go compares to notice a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: String,
+    duration: i32,
+    acquire: Option<String>,
+    renew: Option<String>,
+    transitions: i32,
+}
+
+impl Record {
+    fn of(spec: &LeaseSpec) -> Record {
+        Record {
+            holder: spec.holder_identity.clone().unwrap_or_default(),
+            duration: spec.lease_duration_seconds.unwrap_or(0),
+            acquire: spec.acquire_time.as_ref().map(|t| t.0.to_string()),
+            renew: spec.renew_time.as_ref().map(|t| t.0.to_string()),
+            transitions: spec.lease_transitions.unwrap_or(0),
+        }
+    }
+}
+
+/// One participant in the election.
+pub(crate) struct LeaderElector {
+    api: Api<Lease>,
+    config: LeaderConfig,
+    observed: Mutex<Option<(Record, Instant)>>,
+}
+
+impl LeaderElector {
+    /// An elector for `config` over `client`.
+    pub(crate) fn new(client: Client, config: LeaderConfig) -> Self {
+        LeaderElector {
+            api: Api::namespaced(client, &config.namespace),
+            config,
+            observed: Mutex::new(None),
+        }
+    }
+
+    /// The identity this process holds the lease under.
+    pub(crate) fn identity(&self) -> &str {
+        &self.config.identity
+    }
+
+    fn secs(d: Duration) -> i32 {
+        i32::try_from(d.as_secs()).unwrap_or(i32::MAX).max(1)
+    }
+
+    /// One attempt to take or renew the lease; `Ok(true)` when this process holds it now.
+    pub(crate) async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let now = MicroTime(jiff::Timestamp::now());
+        let mine = LeaseSpec {
+            holder_identity: Some(self.config.identity.clone()),
+            lease_duration_seconds: Some(Self::secs(self.config.lease_duration)),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now.clone()),
+            lease_transitions: Some(0),
+            ..Default::default()
+        };
+        let existing = match self.api.get_opt(&self.config.name).await? {
+            Some(lease) => lease,
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.config.name.clone()),
+                        namespace: Some(self.config.namespace.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(mine.clone()),
+                };
+                return match self.api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => {
+                        *self.observed.lock().await = Some((Record::of(&mine), Instant::now()));
+                        Ok(true)
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        let spec = existing.spec.clone().unwrap_or_default();
+        let record = Record::of(&spec);
+        let observed_at = {
+            let mut observed = self.observed.lock().await;
+            match observed.as_ref() {
+                Some((r, at)) if *r == record => *at,
+                _ => {
+                    let at = Instant::now();
+                    *observed = Some((record.clone(), at));
+                    at
+                }
+            }
+        };
+        let held_by_me = record.holder == self.config.identity;
+        let expires =
+            observed_at + Duration::from_secs(u64::try_from(record.duration.max(0)).unwrap_or(0));
+        if !record.holder.is_empty() && !held_by_me && expires > Instant::now() {
+            return Ok(false);
+        }
+        let mut next = mine;
+        if held_by_me {
+            next.acquire_time = spec.acquire_time.clone();
+            next.lease_transitions = Some(record.transitions);
+        } else {
+            next.lease_transitions = Some(record.transitions + 1);
+        }
+        let mut lease = existing;
+        lease.spec = Some(next.clone());
+        match self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => {
+                *self.observed.lock().await = Some((Record::of(&next), Instant::now()));
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Waits until this process holds the lease (or `cancel`; then `false`).
+    pub(crate) async fn acquire(&self, cancel: &CancellationToken) -> bool {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return true,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "leader election: could not read or write the lease")
+                }
+            }
+            // client-go's jitter factor 1.2.
+            let jitter = self
+                .config
+                .retry_period
+                .mul_f64(rand::random_range(1.0..1.2));
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tokio::time::sleep(jitter) => {}
+            }
+        }
+    }
+
+    /// Renews every retry period; returns when a renewal has not succeeded for the renew
+    /// deadline (leadership lost) or on `cancel` (then `false`).
+    pub(crate) async fn hold(&self, cancel: &CancellationToken) -> bool {
+        let mut last_renewal = Instant::now();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                _ = tokio::time::sleep(self.config.retry_period) => {}
+            }
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renewal = Instant::now(),
+                Ok(false) => {
+                    tracing::error!(identity = %self.config.identity, "leader election: another holder took the lease");
+                    return true;
+                }
+                Err(e) => tracing::warn!(error = %e, "leader election: renewal failed"),
+            }
+            if last_renewal.elapsed() > self.config.renew_deadline {
+                tracing::error!(deadline = ?self.config.renew_deadline, "leader election: could not renew the lease in time");
+                return true;
+            }
+        }
+    }
+
+    /// Gives the lease up on a clean shutdown, so a standby takes over without waiting for it
+    /// to expire (client-go's ReleaseOnCancel).
+    pub(crate) async fn release(&self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return;
+        }
+        let now = MicroTime(jiff::Timestamp::now());
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.acquire_time = Some(now.clone());
+        spec.renew_time = Some(now);
+        if let Err(e) = self
+            .api
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            tracing::warn!(error = %e, "leader election: could not release the lease");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_is_hostname_underscore_uuid() {
+        let id = default_identity();
+        let (_, uuid) = id.rsplit_once('_').expect("underscore");
+        let parts: Vec<usize> = uuid.split('-').map(str::len).collect();
+        assert_eq!(parts, vec![8, 4, 4, 4, 12], "{id}");
+        assert_ne!(default_identity(), id);
+    }
+}

@@ -1,0 +1,45 @@
+//! The cloud-controller loops of wasm-ccm on kube-rs, with upstream's semantics
+//! (`k8s.io/cloud-provider`), delegating every cloud decision to a WebAssembly driver.
+//!
+//! - `node`: initialises nodes registered with the uninitialized taint, refreshes addresses.
+//! - `lifecycle`: deletes nodes whose instance is gone, taints shut-down ones.
+//! - `service`: load balancers for Services of type LoadBalancer, with the cleanup finalizer.
+//! - `route`: cloud routes for node pod CIDRs and the `NetworkUnavailable` condition.
+//! - `leader`: client-go-compatible leader election; [`server`]: health and metrics over HTTPS
+//!   with delegated authentication and authorization, as upstream serves them.
+//! - `reload`: hot reload of a file-mounted driver, swapped only after it loaded and passed
+//!   `info`/`init`.
+//!
+//! The pure rules each controller follows live in `*_rules` modules and are tested with
+//! upstream's test tables; `answer_rules` holds what a driver's answer may put into Kubernetes
+//! (every answer is checked there before anything is written).
+//!
+//! The public surface is what `wasm-ccm run` and the developer tools need: [`run`] (the whole
+//! controller manager) or [`start_controllers`] (the loops alone, for the playground), their
+//! settings, [`metrics::Metrics`], the serving options in [`server`] and the Kubernetes client's
+//! [`user_agent`]. Everything else is internal.
+
+mod answer_rules;
+mod config;
+mod context;
+mod convert;
+mod informer;
+mod leader;
+mod lifecycle;
+pub mod metrics;
+mod node;
+mod node_rules;
+mod queue;
+mod reload;
+mod route;
+mod route_rules;
+mod run;
+pub mod server;
+mod service;
+mod service_rules;
+pub mod user_agent;
+
+pub use config::{ControllerConfig, EnabledControllers};
+pub use leader::{LeaderConfig, default_identity};
+pub use reload::{DriverSlot, Loader, Refusal, ReloadOptions};
+pub use run::{Exit, RunOptions, Running, run, start_controllers};

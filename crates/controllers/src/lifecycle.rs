@@ -1,0 +1,358 @@
+//! The cloud-node-lifecycle controller (upstream:
+//! `k8s.io/cloud-provider/controllers/nodelifecycle/node_lifecycle_controller.go`): deletes nodes
+//! whose instance is gone and taints nodes whose instance is shut down.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use wasm_ccm_runtime::CallError;
+use wasm_ccm_runtime::types::ProviderError;
+
+use crate::answer_rules::is_foreign_provider_id;
+use crate::context::{Ctx, is_status, reference};
+use crate::convert::{node_is_ready, node_to_wit};
+use crate::node_rules::SHUTDOWN_TAINT;
+
+/// Reporter name of the lifecycle controller's events.
+pub(crate) const REPORTER: &str = "cloud-node-lifecycle-controller";
+
+/// What one node needs this pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    Nothing,
+    RemoveShutdownTaint,
+    AddShutdownTaint,
+    Delete,
+}
+
+fn has_shutdown_taint(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == SHUTDOWN_TAINT))
+}
+
+/// Upstream's decision table (`MonitorNodes`). `exists` and `shutdown` are the driver's answers
+/// (asked only for nodes that are not Ready); a `not-found` from instance-exists means "does not
+/// exist".
+pub(crate) fn decide(
+    ready: bool,
+    shutdown_tainted: bool,
+    exists: Option<&Result<bool, CallError>>,
+    shutdown: Option<&Result<bool, CallError>>,
+) -> Decision {
+    if ready {
+        return if shutdown_tainted {
+            Decision::RemoveShutdownTaint
+        } else {
+            Decision::Nothing
+        };
+    }
+    match exists {
+        Some(Ok(false)) | Some(Err(CallError::Provider(ProviderError::NotFound(_)))) => {
+            Decision::Delete
+        }
+        Some(Ok(true)) => match shutdown {
+            Some(Ok(true)) if !shutdown_tainted => Decision::AddShutdownTaint,
+            _ => Decision::Nothing,
+        },
+        _ => Decision::Nothing,
+    }
+}
+
+/// The lifecycle controller.
+pub(crate) struct LifecycleController {
+    ctx: Arc<Ctx>,
+}
+
+impl LifecycleController {
+    /// A controller over `ctx`.
+    pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
+        Arc::new(LifecycleController { ctx })
+    }
+
+    /// Runs a pass at once and then every `--node-monitor-period` after the previous one ended.
+    pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        // Unlike upstream, wait for the cache: a first pass over an empty cache does nothing.
+        self.ctx.nodes.wait_synced().await;
+        loop {
+            self.monitor_nodes().await;
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.ctx.config.node_monitor_period) => {}
+            }
+        }
+    }
+
+    /// One pass over every node; an error on one node never stops the others.
+    pub(crate) async fn monitor_nodes(&self) {
+        for node in self.ctx.nodes.list() {
+            self.monitor(&node).await;
+        }
+    }
+
+    async fn ask(&self, function: &str, node: &Node, shutdown: bool) -> Result<bool, CallError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let wit = node_to_wit(node);
+        let scope = self.ctx.cloud.scope(&name);
+        let driver = self.ctx.cloud.driver();
+        let outcome = if shutdown {
+            driver.instance_shutdown(&wit, &scope).await
+        } else {
+            driver.instance_exists(&wit, &scope).await
+        };
+        self.ctx
+            .finish_call(function, outcome, REPORTER, &reference(node))
+            .await
+    }
+
+    async fn monitor(&self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let ready = node_is_ready(node);
+        let tainted = has_shutdown_taint(node);
+        // A node of another provider is never deleted or tainted on this driver's word, and the
+        // driver is not asked about it. A Ready, untainted one needs nothing anyway: skipped
+        // without a word, so a mixed cluster is not flooded with events.
+        let existing = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
+        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        if is_foreign_provider_id(existing, &scheme) {
+            if !ready || tainted {
+                self.ctx
+                    .skip_foreign_node(REPORTER, node, "MonitorNode")
+                    .await;
+            }
+            return;
+        }
+        let (exists, shutdown) = if ready {
+            (None, None)
+        } else {
+            let exists = self.ask("instances.instance-exists", node, false).await;
+            let shutdown = if matches!(exists, Ok(true)) {
+                Some(self.ask("instances.instance-shutdown", node, true).await)
+            } else {
+                None
+            };
+            (Some(exists), shutdown)
+        };
+        if let Some(Err(e)) = &exists
+            && !matches!(e, CallError::Provider(ProviderError::NotFound(_)))
+        {
+            tracing::warn!(node = %name, error = %e, "could not check whether the instance exists; skipping the node this pass");
+        }
+        match decide(ready, tainted, exists.as_ref(), shutdown.as_ref()) {
+            Decision::Nothing => {}
+            Decision::RemoveShutdownTaint => self.set_shutdown_taint(node, false).await,
+            Decision::AddShutdownTaint => self.set_shutdown_taint(node, true).await,
+            Decision::Delete => self.delete(node).await,
+        }
+    }
+
+    async fn delete(&self, node: &Node) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let regarding = reference(node);
+        self.ctx
+            .events
+            .publish(
+                REPORTER,
+                &regarding,
+                false,
+                "DeletingNode",
+                &format!("Deleting node {name} because it does not exist in the cloud provider"),
+                "DeleteNode",
+            )
+            .await;
+        // The UID precondition protects a node re-registered under the same name meanwhile.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: node.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let result = self
+            .ctx
+            .kube
+            .request("delete", self.ctx.kube.nodes().delete(&name, &params))
+            .await;
+        match result {
+            Ok(_) => tracing::info!(node = %name, "deleted node: its instance no longer exists"),
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "could not delete node");
+                self.ctx
+                    .events
+                    .publish(
+                        REPORTER,
+                        &regarding,
+                        true,
+                        "DeletingNodeFailed",
+                        &format!("Error deleting node {name}: {e}"),
+                        "DeleteNode",
+                    )
+                    .await;
+            }
+        }
+    }
+
+    /// Adds or removes the shutdown taint with an optimistic lock (taints have no merge key),
+    /// retrying conflicts up to five times from a fresh read.
+    async fn set_shutdown_taint(&self, node: &Node, present: bool) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut current = node.clone();
+        for _ in 0..5 {
+            let mut taints: Vec<Taint> = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.key != SHUTDOWN_TAINT)
+                .collect();
+            if present {
+                taints.push(Taint {
+                    key: SHUTDOWN_TAINT.into(),
+                    effect: "NoSchedule".into(),
+                    value: None,
+                    time_added: None,
+                });
+            }
+            let patch = json!({
+                "metadata": { "resourceVersion": current.metadata.resource_version },
+                "spec": { "taints": taints },
+            });
+            let nodes = self.ctx.kube.nodes();
+            let result = self
+                .ctx
+                .kube
+                .request(
+                    "patch",
+                    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+                )
+                .await;
+            match result {
+                Ok(_) => {
+                    tracing::info!(node = %name, shutdown = present, "shutdown taint updated");
+                    return;
+                }
+                Err(e) if is_status(&e, 409) => {
+                    match self.ctx.kube.request("get", nodes.get(&name)).await {
+                        Ok(fresh) => current = fresh,
+                        Err(e) => {
+                            tracing::warn!(node = %name, error = %e, "could not re-read node");
+                            return;
+                        }
+                    }
+                    if has_shutdown_taint(&current) == present {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node = %name, error = %e, "could not update the shutdown taint");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_ccm_runtime::HostError;
+
+    fn host_err() -> Result<bool, CallError> {
+        Err(CallError::Host(HostError::Deadline {
+            driver: "d".into(),
+            function: "f".into(),
+            deadline: std::time::Duration::from_secs(1),
+        }))
+    }
+
+    #[test]
+    fn decision_table() {
+        use Decision::*;
+        let not_found = Err(CallError::Provider(ProviderError::NotFound("x".into())));
+        type Answer = Option<Result<bool, CallError>>;
+        let cases: Vec<(&str, bool, bool, Answer, Answer, Decision)> = vec![
+            ("ready, untainted", true, false, None, None, Nothing),
+            (
+                "ready, tainted: taint removed",
+                true,
+                true,
+                None,
+                None,
+                RemoveShutdownTaint,
+            ),
+            (
+                "not ready, gone",
+                false,
+                false,
+                Some(Ok(false)),
+                None,
+                Delete,
+            ),
+            (
+                "not ready, not-found means gone",
+                false,
+                false,
+                Some(not_found),
+                None,
+                Delete,
+            ),
+            (
+                "not ready, exists errors: skip",
+                false,
+                false,
+                Some(host_err()),
+                None,
+                Nothing,
+            ),
+            (
+                "not ready, shut down",
+                false,
+                false,
+                Some(Ok(true)),
+                Some(Ok(true)),
+                AddShutdownTaint,
+            ),
+            (
+                "not ready, shut down, already tainted",
+                false,
+                true,
+                Some(Ok(true)),
+                Some(Ok(true)),
+                Nothing,
+            ),
+            (
+                "not ready, running: taint stays",
+                false,
+                true,
+                Some(Ok(true)),
+                Some(Ok(false)),
+                Nothing,
+            ),
+            (
+                "not ready, shutdown errors",
+                false,
+                false,
+                Some(Ok(true)),
+                Some(host_err()),
+                Nothing,
+            ),
+        ];
+        for (name, ready, tainted, exists, shutdown, want) in cases {
+            assert_eq!(
+                decide(ready, tainted, exists.as_ref(), shutdown.as_ref()),
+                want,
+                "{name}"
+            );
+        }
+    }
+}

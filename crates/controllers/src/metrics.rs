@@ -1,0 +1,376 @@
+//! Prometheus metrics in the text exposition format: upstream's controller metric names plus
+//! wasm-ccm's per-driver figures.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram(&'static [f64]),
+}
+
+const CALL_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+const DELAY_BUCKETS: &[f64] = &[
+    0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+
+/// Every metric: name, kind, help.
+const FAMILIES: &[(&str, Kind, &str)] = &[
+    (
+        "apiserver_delegated_authn_request_total",
+        Kind::Counter,
+        "TokenReviews made for requests to the serving port, by HTTP status code.",
+    ),
+    (
+        "apiserver_delegated_authz_request_total",
+        Kind::Counter,
+        "SubjectAccessReviews made for requests to the serving port, by HTTP status code.",
+    ),
+    (
+        "wasm_ccm_serving_requests_total",
+        Kind::Counter,
+        "Requests answered on the serving port (/healthz, /livez, /readyz, /metrics, other), by status code.",
+    ),
+    (
+        "node_controller_cloud_provider_taint_removal_delay_seconds",
+        Kind::Histogram(DELAY_BUCKETS),
+        "Seconds from node creation to the removal of the uninitialized taint.",
+    ),
+    (
+        "node_controller_initial_node_sync_delay_seconds",
+        Kind::Histogram(DELAY_BUCKETS),
+        "Seconds from node creation to its first successful sync.",
+    ),
+    (
+        "wasm_ccm_nodes_pending_initialization",
+        Kind::Gauge,
+        "Nodes still carrying the uninitialized taint (their events say why).",
+    ),
+    (
+        "service_controller_loadbalancer_sync_total",
+        Kind::Counter,
+        "Load-balancer syncs (ensure or delete) started.",
+    ),
+    (
+        "service_controller_nodesync_error_total",
+        Kind::Counter,
+        "Load-balancer backend updates that failed.",
+    ),
+    (
+        "service_controller_nodesync_latency_seconds",
+        Kind::Histogram(CALL_BUCKETS),
+        "Seconds one node-sync pass over all load balancers took.",
+    ),
+    (
+        "service_controller_update_loadbalancer_host_latency_seconds",
+        Kind::Histogram(CALL_BUCKETS),
+        "Seconds one load balancer's backend update took.",
+    ),
+    (
+        "route_controller_route_sync_total",
+        Kind::Counter,
+        "Route reconciliations.",
+    ),
+    (
+        "leader_election_master_status",
+        Kind::Gauge,
+        "1 while this instance holds the lease.",
+    ),
+    (
+        "workqueue_adds_total",
+        Kind::Counter,
+        "Keys added to a work queue.",
+    ),
+    (
+        "workqueue_retries_total",
+        Kind::Counter,
+        "Keys re-added after a failure.",
+    ),
+    (
+        "workqueue_depth",
+        Kind::Gauge,
+        "Keys waiting in a work queue.",
+    ),
+    (
+        "wasm_ccm_driver_calls_total",
+        Kind::Counter,
+        "Driver calls by function and result (ok, or the error case).",
+    ),
+    (
+        "wasm_ccm_driver_call_duration_seconds",
+        Kind::Histogram(CALL_BUCKETS),
+        "Driver call latency, instantiation included.",
+    ),
+    (
+        "wasm_ccm_driver_http_requests_total",
+        Kind::Counter,
+        "Cloud HTTP requests made by the driver, by destination host and status (or error kind).",
+    ),
+    (
+        "wasm_ccm_driver_dropped_log_lines_total",
+        Kind::Counter,
+        "Driver log lines dropped by the rate limit.",
+    ),
+    (
+        "wasm_ccm_driver_instances_total",
+        Kind::Counter,
+        "Driver instances created.",
+    ),
+    (
+        "wasm_ccm_driver_instances_recycled_total",
+        Kind::Counter,
+        "Healthy driver instances retired by age, calls or memory.",
+    ),
+    (
+        "wasm_ccm_driver_info",
+        Kind::Gauge,
+        "1 for the running driver's name, version and sha256.",
+    ),
+    (
+        "wasm_ccm_driver_loads_total",
+        Kind::Counter,
+        "Driver versions put in service, by trigger (startup, reload).",
+    ),
+    (
+        "wasm_ccm_driver_reload_refusals_total",
+        Kind::Counter,
+        "New driver versions refused while the running one kept serving, by reason.",
+    ),
+    (
+        "wasm_ccm_driver_load_duration_seconds",
+        Kind::Gauge,
+        "Seconds the last accepted driver load took (read, compile, info, init).",
+    ),
+    (
+        "wasm_ccm_driver_answers_refused_total",
+        Kind::Counter,
+        "Parts of driver answers refused before anything was written to Kubernetes, by rule.",
+    ),
+    (
+        "wasm_ccm_kube_requests_total",
+        Kind::Counter,
+        "Requests to the Kubernetes API by verb and result code.",
+    ),
+];
+
+#[cfg(test)]
+fn kind_of(name: &str) -> Option<Kind> {
+    FAMILIES.iter().find(|f| f.0 == name).map(|f| f.1)
+}
+
+#[derive(Debug, Clone, Default)]
+struct Series {
+    value: f64,
+    buckets: Vec<u64>,
+    count: u64,
+}
+
+/// The metric registry. Unknown names are ignored (and caught by a test).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    series: Mutex<BTreeMap<(&'static str, String), Series>>,
+}
+
+fn label_string(labels: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let v = v
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let _ = write!(out, "{k}=\"{v}\"");
+    }
+    out
+}
+
+impl Metrics {
+    fn with(&self, name: &str, labels: &[(&str, &str)], f: impl FnOnce(&mut Series, Kind)) {
+        let Some((static_name, kind, _)) = FAMILIES.iter().find(|f| f.0 == name) else {
+            debug_assert!(false, "unknown metric {name}");
+            return;
+        };
+        let mut map = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let series = map.entry((static_name, label_string(labels))).or_default();
+        f(series, *kind);
+    }
+
+    /// Adds one to a counter.
+    pub(crate) fn inc(&self, name: &str, labels: &[(&str, &str)]) {
+        self.add(name, labels, 1.0);
+    }
+
+    /// Adds `v` to a counter or gauge.
+    pub(crate) fn add(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+        self.with(name, labels, |s, _| s.value += v);
+    }
+
+    /// Sets a gauge (or a counter mirrored from elsewhere).
+    pub(crate) fn set(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+        self.with(name, labels, |s, _| s.value = v);
+    }
+
+    /// Drops every series of `name` (before re-setting a gauge family from scratch).
+    pub(crate) fn clear(&self, name: &str) {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(n, _), _| *n != name);
+    }
+
+    /// Records one observation in a histogram.
+    pub(crate) fn observe(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+        self.with(name, labels, |s, kind| {
+            if let Kind::Histogram(bounds) = kind {
+                if s.buckets.len() != bounds.len() {
+                    s.buckets = vec![0; bounds.len()];
+                }
+                for (b, bound) in s.buckets.iter_mut().zip(bounds.iter()) {
+                    if v <= *bound {
+                        *b += 1;
+                    }
+                }
+                s.count += 1;
+                s.value += v;
+            }
+        });
+    }
+
+    /// The current value of a counter or gauge series (tests).
+    #[cfg(test)]
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(name, label_string(labels)))
+            .map_or(0.0, |s| s.value)
+    }
+
+    /// The sum of every series of a counter, e.g. all driver calls.
+    pub fn total(&self, name: &str) -> f64 {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|((n, _), _)| *n == name)
+            .map(|(_, s)| if s.count > 0 { s.count as f64 } else { s.value })
+            .sum()
+    }
+
+    /// The registry in Prometheus text format.
+    pub(crate) fn render(&self) -> String {
+        let map = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::new();
+        for (name, kind, help) in FAMILIES {
+            let series: Vec<_> = map.iter().filter(|((n, _), _)| n == name).collect();
+            if series.is_empty() {
+                continue;
+            }
+            let type_name = match kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram(_) => "histogram",
+            };
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {type_name}");
+            for ((_, labels), s) in series {
+                let braces = |extra: &str| {
+                    let all = [labels.as_str(), extra]
+                        .iter()
+                        .filter(|p| !p.is_empty())
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    if all.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{{{all}}}")
+                    }
+                };
+                match kind {
+                    Kind::Histogram(bounds) => {
+                        for (bound, n) in bounds.iter().zip(&s.buckets) {
+                            let _ = writeln!(
+                                out,
+                                "{name}_bucket{} {n}",
+                                braces(&format!("le=\"{bound}\""))
+                            );
+                        }
+                        let _ = writeln!(out, "{name}_bucket{} {}", braces("le=\"+Inf\""), s.count);
+                        let _ = writeln!(out, "{name}_sum{} {}", braces(""), s.value);
+                        let _ = writeln!(out, "{name}_count{} {}", braces(""), s.count);
+                    }
+                    _ => {
+                        let _ = writeln!(out, "{name}{} {}", braces(""), s.value);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether `name` is a registered metric (for tests of callers).
+#[cfg(test)]
+pub(crate) fn is_known(name: &str) -> bool {
+    kind_of(name).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_gauges_and_histograms() {
+        let m = Metrics::default();
+        m.inc("route_controller_route_sync_total", &[]);
+        m.inc(
+            "wasm_ccm_driver_calls_total",
+            &[("driver", "static"), ("function", "a\"b"), ("result", "ok")],
+        );
+        m.set(
+            "leader_election_master_status",
+            &[("name", "cloud-controller-manager")],
+            1.0,
+        );
+        m.observe(
+            "wasm_ccm_driver_call_duration_seconds",
+            &[("function", "f")],
+            0.003,
+        );
+        let text = m.render();
+        assert!(text.contains("# TYPE route_controller_route_sync_total counter\nroute_controller_route_sync_total 1\n"), "{text}");
+        assert!(text.contains(r#"function="a\"b""#), "{text}");
+        assert!(
+            text.contains(
+                r#"wasm_ccm_driver_call_duration_seconds_bucket{function="f",le="0.0025"} 0"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"wasm_ccm_driver_call_duration_seconds_bucket{function="f",le="0.005"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wasm_ccm_driver_call_duration_seconds_count{function="f"} 1"#),
+            "{text}"
+        );
+        assert_eq!(
+            m.value(
+                "leader_election_master_status",
+                &[("name", "cloud-controller-manager")]
+            ),
+            1.0
+        );
+        assert_eq!(m.total("wasm_ccm_driver_calls_total"), 1.0);
+        assert!(is_known("workqueue_depth") && !is_known("nope"));
+    }
+}

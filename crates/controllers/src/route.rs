@@ -1,0 +1,201 @@
+//! The node-route controller (upstream:
+//! `k8s.io/cloud-provider/controllers/route/route_controller.go`): keeps one cloud route per node
+//! pod CIDR and the nodes' `NetworkUnavailable` condition.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{Ctx, reference};
+use crate::convert::node_to_wit;
+use crate::route_rules::{Cidr, RouteNode, network_condition, plan_routes};
+
+/// Reporter name of the route controller's events.
+pub(crate) const REPORTER: &str = "route_controller";
+
+/// At most this many route operations in flight (upstream's cap).
+const MAX_IN_FLIGHT: usize = 200;
+
+/// The route controller.
+pub(crate) struct RouteController {
+    ctx: Arc<Ctx>,
+    cluster_cidrs: Vec<Cidr>,
+}
+
+impl RouteController {
+    /// A controller for `cluster_cidrs` (validated by the caller).
+    pub(crate) fn new(ctx: Arc<Ctx>, cluster_cidrs: Vec<Cidr>) -> Arc<Self> {
+        Arc::new(RouteController { ctx, cluster_cidrs })
+    }
+
+    /// Reconciles at once and then every `--route-reconciliation-period` (fixed rate).
+    pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        self.ctx.nodes.wait_synced().await;
+        let mut ticker = tokio::time::interval(self.ctx.config.route_reconciliation_period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = ticker.tick() => {}
+            }
+            if let Err(e) = self.reconcile().await {
+                tracing::warn!(error = %e, "route reconciliation failed; retrying next period");
+            }
+        }
+    }
+
+    /// One reconcile pass.
+    pub(crate) async fn reconcile(&self) -> Result<(), String> {
+        self.ctx
+            .metrics
+            .inc("route_controller_route_sync_total", &[]);
+        let driver = self.ctx.cloud.driver();
+        let scope = self.ctx.cloud.scope("");
+        let (routes, _) = self
+            .ctx
+            .cloud
+            .observe("routes.list", driver.routes_list(&scope).await);
+        let routes = routes.map_err(|e| format!("could not list routes: {e}"))?;
+        let nodes: Vec<Arc<Node>> = self.ctx.nodes.list();
+        let route_nodes: Vec<RouteNode> = nodes
+            .iter()
+            .map(|n| {
+                let wit = node_to_wit(n);
+                RouteNode {
+                    name: wit.name,
+                    uid: wit.uid,
+                    pod_cidrs: n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| {
+                            s.pod_cidrs
+                                .clone()
+                                .or_else(|| s.pod_cidr.clone().map(|c| vec![c]))
+                        })
+                        .unwrap_or_default(),
+                    addresses: wit.addresses,
+                }
+            })
+            .collect();
+        let mut plan = plan_routes(&routes, &route_nodes, &self.cluster_cidrs);
+        let deletes = futures::stream::iter(plan.deletes.clone())
+            .for_each_concurrent(MAX_IN_FLIGHT, |route| async move {
+                let scope = self.ctx.cloud.scope(&route.target_node);
+                let (result, _) = self
+                    .ctx
+                    .cloud
+                    .observe("routes.delete", self.ctx.cloud.driver().routes_delete(&route, &scope).await);
+                match result {
+                    Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
+                    Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
+                }
+            });
+        // Deletions finish before creations: required when the provider tracks addresses (an
+        // update is delete + create), harmless otherwise.
+        deletes.await;
+        let results: Vec<(String, String, Result<(), String>)> =
+            futures::stream::iter(plan.creates.clone())
+                .map(|create| async move {
+                    let scope = self.ctx.cloud.scope(&create.node);
+                    let (result, _) = self.ctx.cloud.observe(
+                        "routes.create",
+                        self.ctx
+                            .cloud
+                            .driver()
+                            .routes_create(&create.name_hint, &create.route, &scope)
+                            .await,
+                    );
+                    (
+                        create.node,
+                        create.route.destination_cidr,
+                        result.map_err(|e| e.to_string()),
+                    )
+                })
+                .buffer_unordered(MAX_IN_FLIGHT)
+                .collect()
+                .await;
+        for (node, cidr, result) in results {
+            match result {
+                Ok(()) => {
+                    if let Some(entry) = plan.status.get_mut(&node) {
+                        entry.insert(cidr, true);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(node = %node, cidr = %cidr, error = %e, "could not create route");
+                    if let Some(n) = self.ctx.nodes.get(&node) {
+                        self.ctx
+                            .events
+                            .publish(
+                                REPORTER,
+                                &reference(n.as_ref()),
+                                true,
+                                "FailedToCreateRoute",
+                                &format!("Could not create route {cidr} for node {node}: {e}"),
+                                "CreateRoute",
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+        for (node, cidrs) in &plan.status {
+            let (status, reason, message) = network_condition(cidrs);
+            if let Some(n) = self.ctx.nodes.get(node)
+                && let Err(e) = self.set_condition(&n, status, reason, message).await
+            {
+                tracing::warn!(node = %node, error = %e, "could not update NetworkUnavailable");
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `NetworkUnavailable` unless it already has this status and reason (a different
+    /// reason, e.g. from a CNI, is overwritten).
+    async fn set_condition(
+        &self,
+        node: &Node,
+        status: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let current = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "NetworkUnavailable"));
+        if current.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
+            return Ok(());
+        }
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let patch = json!({
+            "status": { "conditions": [{
+                "type": "NetworkUnavailable",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": now,
+                "lastHeartbeatTime": now,
+            }]}
+        });
+        let name = node.metadata.name.clone().unwrap_or_default();
+        self.ctx
+            .kube
+            .request(
+                "patch",
+                self.ctx.kube.nodes().patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(patch),
+                ),
+            )
+            .await?;
+        Ok(())
+    }
+}

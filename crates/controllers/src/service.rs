@@ -1,0 +1,840 @@
+//! The service-lb controller (upstream: `k8s.io/cloud-provider/controllers/service/controller.go`):
+//! ensures, updates and deletes the load balancers of Services of type LoadBalancer through the
+//! driver, with the cleanup finalizer.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, ObjectReference, Service};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use wasm_ccm_runtime::CallError;
+use wasm_ccm_runtime::types::ProviderError;
+
+use crate::answer_rules::{
+    AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
+};
+use crate::context::{Ctx, PendingWrite, in_progress, is_status, reference, requested_delay};
+use crate::convert::{ingress_to_kube, ingress_to_wit, node_to_wit, service_to_wit};
+use crate::informer::key_of;
+use crate::node::SyncError;
+use crate::queue::{Backoff, WorkQueue};
+use crate::service_rules::{
+    BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, may_update_backends,
+    needs_cleanup, needs_update, should_sync_updated_node, wants_load_balancer,
+};
+
+/// Node changes closer together than this are handled by one backend sync pass.
+const NODE_SYNC_QUIET: Duration = Duration::from_millis(250);
+/// A continuous stream of node changes still gets a pass this often.
+const NODE_SYNC_MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// Reporter name of the service controller's events.
+pub(crate) const REPORTER: &str = "service-controller";
+
+fn ingress_of(svc: &Service) -> Vec<LoadBalancerIngress> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|l| l.ingress.clone())
+        .unwrap_or_default()
+}
+
+/// The Service as the driver sees it for a cleanup. A Service carrying our finalizer was
+/// provisioned by us, whatever class it names now: the class is immutable on a LoadBalancer,
+/// so a Service moves to another class through ClusterIP, and a controller that missed that
+/// intermediate state (killed, or between leaders) must clean up as it would have then, not
+/// hand the load balancer it made to the other class's controller (drivers answer
+/// `implemented-elsewhere` for another class, which would leak it; found by `wasm-ccm-dev soak`).
+fn cleanup_view(svc: &Service) -> wasm_ccm_runtime::types::Service {
+    let mut wit = service_to_wit(svc);
+    if has_finalizer(svc) {
+        wit.load_balancer_class = None;
+    }
+    wit
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn fail(message: String, e: &CallError) -> SyncError {
+    SyncError {
+        message,
+        retry_after: requested_delay(e),
+        in_progress: in_progress(e),
+    }
+}
+
+/// The service controller.
+pub(crate) struct ServiceController {
+    ctx: Arc<Ctx>,
+    queue: Arc<WorkQueue<String>>,
+    backoff: Backoff<String>,
+    /// The last copy synced per key: finds the old load balancer after a delete+recreate and
+    /// deletes the load balancers of Services deleted without the finalizer.
+    cache: Mutex<HashMap<String, Arc<Service>>>,
+    /// The backend set each load balancer was last given.
+    last_nodes: Mutex<HashMap<String, BackendKey>>,
+    /// One lock per Service key, held by its sync and by a node-sync `update` of it: an update
+    /// computed from a stale view must never run beside (or after) the cleanup that deleted
+    /// the load balancer, or a driver whose `update` reconciles would create it again (found
+    /// by `wasm-ccm-dev soak`: cloudscale, seed 2026).
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Annotations this controller wrote (from the driver's result), so the resulting update
+    /// does not trigger another ensure.
+    own_annotations: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    /// Keys synced since start: the first sync of a converged Service is quiet (no event spam
+    /// on restart).
+    seen: Mutex<HashSet<String>>,
+    node_sync: Notify,
+    /// A node-sync pass is requested or running (for [`ServiceController::pending`]).
+    node_sync_busy: std::sync::atomic::AtomicBool,
+}
+
+impl ServiceController {
+    /// A controller over `ctx`; wire [`ServiceController::handle_service`] and
+    /// [`ServiceController::handle_node`] to the informers.
+    pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
+        Arc::new(ServiceController {
+            ctx,
+            queue: WorkQueue::new(),
+            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
+            cache: Mutex::default(),
+            last_nodes: Mutex::default(),
+            key_locks: Mutex::default(),
+            own_annotations: Mutex::default(),
+            seen: Mutex::default(),
+            node_sync: Notify::new(),
+            node_sync_busy: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn enqueue(&self, key: String) {
+        if self.queue.add(key) {
+            self.ctx
+                .metrics
+                .inc("workqueue_adds_total", &[("name", "service")]);
+        }
+    }
+
+    /// Whether the only relevant change is the annotations this controller just wrote.
+    fn is_own_annotation_write(&self, key: &str, old: &Service, new: &Service) -> bool {
+        let mut own = lock(&self.own_annotations);
+        let Some(expected) = own.get(key) else {
+            return false;
+        };
+        let current = new.metadata.annotations.clone().unwrap_or_default();
+        if *expected != current {
+            return false;
+        }
+        let mut old_with_new_annotations = old.clone();
+        old_with_new_annotations.metadata.annotations = new.metadata.annotations.clone();
+        let only_annotations = !needs_update(&old_with_new_annotations, new);
+        if only_annotations {
+            own.remove(key);
+        }
+        only_annotations
+    }
+
+    async fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) {
+        self.ctx
+            .events
+            .publish(REPORTER, regarding, warning, reason, note, action)
+            .await;
+    }
+
+    /// The Service's API and name.
+    fn api_of(&self, svc: &Service) -> (Api<Service>, String) {
+        let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
+        (
+            self.ctx.kube.services(ns),
+            svc.metadata.name.clone().unwrap_or_default(),
+        )
+    }
+
+    /// Service informer callback (upstream: the Service handlers `New` registers).
+    pub(crate) fn handle_service(&self, old: Option<&Service>, new: Option<&Service>) {
+        match (old, new) {
+            (None, Some(new)) => {
+                if wants_load_balancer(new) || needs_cleanup(new) {
+                    self.enqueue(key_of(new));
+                }
+            }
+            (Some(old), Some(new)) => {
+                let key = key_of(new);
+                let relevant =
+                    needs_update(old, new) && !self.is_own_annotation_write(&key, old, new);
+                if relevant || needs_cleanup(new) {
+                    self.enqueue(key);
+                }
+            }
+            (Some(old), None) => {
+                // Deleted without the finalizer: the orphan path, if we ever synced it.
+                let key = key_of(old);
+                if lock(&self.cache).contains_key(&key) {
+                    self.enqueue(key);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// Node informer callback (upstream: the node handlers `New` registers, `syncNodes`): node
+    /// additions, deletions and relevant updates trigger one coalesced backend sync of every load
+    /// balancer.
+    pub(crate) fn handle_node(&self, old: Option<&Node>, new: Option<&Node>) {
+        let relevant = match (old, new) {
+            (Some(old), Some(new)) => should_sync_updated_node(old, new),
+            _ => true,
+        };
+        if relevant {
+            self.node_sync_busy
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.node_sync.notify_one();
+        }
+    }
+
+    /// Keys waiting, in flight or delayed.
+    pub(crate) fn pending(&self) -> usize {
+        self.queue.pending()
+            + usize::from(
+                self.node_sync_busy
+                    .load(std::sync::atomic::Ordering::SeqCst),
+            )
+    }
+
+    /// Runs the service workers and the node-sync loop until `cancel`.
+    pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        self.ctx.nodes.wait_synced().await;
+        self.ctx.services.wait_synced().await;
+        let mut tasks = Vec::new();
+        for _ in 0..self.ctx.config.concurrent_service_syncs.max(1) {
+            let me = Arc::clone(&self);
+            tasks.push(tokio::spawn(async move { me.worker().await }));
+        }
+        let me = Arc::clone(&self);
+        let loop_cancel = cancel.clone();
+        tasks.push(tokio::spawn(
+            async move { me.node_sync_loop(loop_cancel).await },
+        ));
+        cancel.cancelled().await;
+        self.queue.close();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    async fn worker(&self) {
+        while let Some(key) = self.queue.get().await {
+            self.ctx
+                .metrics
+                .inc("service_controller_loadbalancer_sync_total", &[]);
+            match self.sync(&key).await {
+                Ok(()) => self.backoff.forget(&key),
+                Err(e) => {
+                    // A load balancer still being built is progress, not a failure: upstream
+                    // CCMs wait inside the call and record nothing meanwhile.
+                    if let Some(svc) = self.ctx.services.get(&key).filter(|_| !e.in_progress) {
+                        self.event(
+                            &reference(svc.as_ref()),
+                            true,
+                            "SyncLoadBalancerFailed",
+                            &format!("Error syncing load balancer: {}", e.message),
+                            "SyncLoadBalancer",
+                        )
+                        .await;
+                    }
+                    // A driver's retry-after is honoured exactly; everything else backs off.
+                    let delay = e
+                        .retry_after
+                        .unwrap_or_else(|| self.backoff.next_delay(&key));
+                    if e.in_progress {
+                        tracing::info!(service = %key, reason = %e.message, retry_in = ?delay, "load balancer in progress");
+                    } else {
+                        tracing::warn!(service = %key, error = %e.message, retry_in = ?delay, "failed to sync load balancer");
+                    }
+                    self.ctx
+                        .metrics
+                        .inc("workqueue_retries_total", &[("name", "service")]);
+                    self.queue.add_after(key.clone(), delay);
+                }
+            }
+            self.queue.done(&key);
+            self.ctx.metrics.set(
+                "workqueue_depth",
+                &[("name", "service")],
+                self.queue.len() as f64,
+            );
+        }
+    }
+
+    /// One Service key (upstream `syncService`).
+    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let key_lock = self.key_lock(key);
+        let _held = key_lock.lock().await;
+        self.sync_locked(key).await
+    }
+
+    /// The lock of `key` (see `key_locks`).
+    fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(lock(&self.key_locks).entry(key.to_string()).or_default())
+    }
+
+    async fn sync_locked(&self, key: &str) -> Result<(), SyncError> {
+        let Some(svc) = self.ctx.services.get(key) else {
+            let cached = lock(&self.cache).get(key).cloned();
+            if let Some(old) = cached {
+                self.delete_orphan(key, &old).await?;
+            }
+            return Ok(());
+        };
+        let cached = lock(&self.cache).get(key).cloned();
+        if let Some(old) = cached
+            && old.metadata.uid != svc.metadata.uid
+        {
+            // Deleted and re-created without the finalizer: the old load balancer goes first.
+            self.delete_orphan(key, &old).await?;
+        }
+        lock(&self.cache).insert(key.to_string(), Arc::clone(&svc));
+        let first_sync = lock(&self.seen).insert(key.to_string());
+        if !wants_load_balancer(&svc) || needs_cleanup(&svc) {
+            self.delete_branch(key, &svc).await
+        } else {
+            self.ensure_branch(key, &svc, first_sync).await
+        }
+    }
+
+    /// `DeletingLoadBalancer`, then the driver's delete (`implemented-elsewhere` counts as done).
+    async fn release(
+        &self,
+        key: &str,
+        svc: &Service,
+        regarding: &ObjectReference,
+    ) -> Result<(), CallError> {
+        self.event(
+            regarding,
+            false,
+            "DeletingLoadBalancer",
+            "Deleting load balancer",
+            "DeleteLoadBalancer",
+        )
+        .await;
+        let outcome = self
+            .ctx
+            .cloud
+            .driver()
+            .load_balancer_delete(&cleanup_view(svc), &self.ctx.cloud.scope(key))
+            .await;
+        match self
+            .ctx
+            .finish_call("load-balancer.delete", outcome, REPORTER, regarding)
+            .await
+        {
+            Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), SyncError> {
+        if wants_load_balancer(old) {
+            let regarding = reference(old);
+            let result = self.release(key, old, &regarding).await;
+            if let Err(e) = result {
+                let message = format!("Error deleting load balancer: {e}");
+                self.event(
+                    &regarding,
+                    true,
+                    "DeleteLoadBalancerFailed",
+                    &message,
+                    "DeleteLoadBalancer",
+                )
+                .await;
+                return Err(fail(message, &e));
+            }
+            self.deleted_event(&regarding).await;
+        }
+        self.forget(key);
+        Ok(())
+    }
+
+    /// Drops what the controller remembers about a Service that is gone or no longer has a load
+    /// balancer.
+    fn forget(&self, key: &str) {
+        lock(&self.cache).remove(key);
+        lock(&self.last_nodes).remove(key);
+        // Whoever holds it keeps its copy; a later node sync finds `last_nodes` empty.
+        lock(&self.key_locks).remove(key);
+        self.ctx.cloud.cluster().record(key, None);
+    }
+
+    async fn deleted_event(&self, regarding: &ObjectReference) {
+        self.event(
+            regarding,
+            false,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+            "DeleteLoadBalancer",
+        )
+        .await;
+    }
+
+    async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), SyncError> {
+        let regarding = reference(svc);
+        let wit = cleanup_view(svc);
+        let scope = self.ctx.cloud.scope(key);
+        let exists = self
+            .ctx
+            .finish_call(
+                "load-balancer.get",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_get(&wit, &scope)
+                    .await,
+                REPORTER,
+                &regarding,
+            )
+            .await;
+        let exists = exists.map_err(|e| {
+            fail(
+                format!("failed to check if load balancer exists before cleanup: {e}"),
+                &e,
+            )
+        })?;
+        if exists.is_some()
+            && let Err(e) = self.release(key, svc, &regarding).await
+        {
+            return Err(fail(format!("failed to delete load balancer: {e}"), &e));
+        }
+        if has_finalizer(svc) {
+            self.set_finalizer(svc, false).await?;
+        }
+        self.deleted_event(&regarding).await;
+        if !ingress_of(svc).is_empty() {
+            self.patch_ingress(svc, &[]).await?;
+        }
+        self.forget(key);
+        Ok(())
+    }
+
+    async fn ensure_branch(
+        &self,
+        key: &str,
+        svc: &Service,
+        first_sync: bool,
+    ) -> Result<(), SyncError> {
+        if svc.metadata.deletion_timestamp.is_some() && !has_finalizer(svc) {
+            // Terminating without our finalizer: adding one is rejected, and there is nothing
+            // of ours to clean up.
+            return Ok(());
+        }
+        let regarding = reference(svc);
+        let previous = ingress_of(svc);
+        // A converged Service seen for the first time after a restart is re-ensured quietly.
+        let quiet = first_sync && has_finalizer(svc) && !previous.is_empty();
+        if !quiet {
+            self.event(
+                &regarding,
+                false,
+                "EnsuringLoadBalancer",
+                "Ensuring load balancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
+        }
+        if !has_finalizer(svc) {
+            self.set_finalizer(svc, true).await?;
+        }
+        let nodes: Vec<Arc<Node>> = self
+            .ctx
+            .nodes
+            .list()
+            .into_iter()
+            .filter(|n| is_backend(n))
+            .collect();
+        if nodes.is_empty() {
+            self.event(
+                &regarding,
+                true,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
+        }
+        lock(&self.last_nodes).insert(
+            key.to_string(),
+            backend_key(nodes.iter().map(|n| n.as_ref())),
+        );
+        let wit_nodes: Vec<_> = nodes.iter().map(|n| node_to_wit(n)).collect();
+        let result = self
+            .ctx
+            .finish_call(
+                "load-balancer.ensure",
+                self.ctx
+                    .cloud
+                    .driver()
+                    .load_balancer_ensure(
+                        &service_to_wit(svc),
+                        &wit_nodes,
+                        &self.ctx.cloud.scope(key),
+                    )
+                    .await,
+                REPORTER,
+                &regarding,
+            )
+            .await;
+        let result = match result {
+            Ok(r) => r,
+            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => return Ok(()),
+            Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
+        };
+        // Everything the driver asked for is checked before it is written (`answer_rules`).
+        let policy = AnnotationPolicy::new(&self.ctx.cloud.driver().info().annotation_prefixes);
+        let current_annotations = svc.metadata.annotations.clone().unwrap_or_default();
+        let (annotations, mut violations) = sanitize_annotations(
+            &result.set_annotations,
+            &result.remove_annotations,
+            &policy,
+            &current_annotations,
+        );
+        let (ingress, ingress_violations) = sanitize_ingress(&result.ingress);
+        violations.extend(ingress_violations);
+        // Every entry refused: the status stays as it is (a bad answer does not take a working
+        // address away).
+        let keep_status = ingress.is_empty() && !result.ingress.is_empty();
+        let ingress = if keep_status {
+            previous.iter().map(ingress_to_wit).collect()
+        } else {
+            ingress
+        };
+        self.ctx
+            .report_refusals(
+                REPORTER,
+                &regarding,
+                "load-balancer.ensure",
+                "EnsureLoadBalancer",
+                &violations,
+            )
+            .await;
+        self.ctx.cloud.cluster().record(
+            key,
+            Some(PendingWrite {
+                set_annotations: annotations.set.clone(),
+                remove_annotations: annotations.remove.clone(),
+                ingress: ingress.clone(),
+            }),
+        );
+        // Only what changes anything is written: a converged Service gets no write.
+        let effective = annotations.effective(&current_annotations);
+        if !effective.is_empty() {
+            self.apply_annotations(key, svc, &effective.set, &effective.remove)
+                .await?;
+        }
+        // Compared as the apiserver stores it (ipMode defaulted to VIP for an ip), and written
+        // that way, so a restart or a re-ensure of a converged Service writes nothing.
+        let ingress = normalize_ingress(&ingress_to_kube(&ingress));
+        let changed = !keep_status && !same_ingress(&previous, &ingress);
+        if !quiet || changed {
+            self.event(
+                &regarding,
+                false,
+                "EnsuredLoadBalancer",
+                "Ensured load balancer",
+                "EnsureLoadBalancer",
+            )
+            .await;
+        }
+        if changed {
+            self.patch_ingress(svc, &ingress).await?;
+        }
+        Ok(())
+    }
+
+    /// Adds or removes the finalizer through the status subresource (upstream's RBAC grants
+    /// the service controller `services/status` only), locked on the resourceVersion.
+    async fn set_finalizer(&self, svc: &Service, present: bool) -> Result<(), SyncError> {
+        let mut finalizers: Vec<String> = svc
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != LB_FINALIZER)
+            .collect();
+        if present {
+            finalizers.push(LB_FINALIZER.to_string());
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": svc.metadata.resource_version,
+                "finalizers": finalizers,
+            }
+        });
+        let (api, name) = self.api_of(svc);
+        let result = self
+            .ctx
+            .kube
+            .request(
+                "patch",
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Gone once the last finalizer went: nothing left to do.
+            Err(e) if !present && is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SyncError {
+                message: format!(
+                    "failed to {} finalizer {LB_FINALIZER}: {e}",
+                    if present { "add" } else { "remove" }
+                ),
+                retry_after: None,
+                in_progress: false,
+            }),
+        }
+    }
+
+    async fn apply_annotations(
+        &self,
+        key: &str,
+        svc: &Service,
+        set: &[(String, String)],
+        remove: &[String],
+    ) -> Result<(), SyncError> {
+        let mut changes = serde_json::Map::new();
+        let mut expected = svc.metadata.annotations.clone().unwrap_or_default();
+        for (k, v) in set {
+            changes.insert(k.clone(), Value::String(v.clone()));
+            expected.insert(k.clone(), v.clone());
+        }
+        for k in remove {
+            changes.insert(k.clone(), Value::Null);
+            expected.remove(k);
+        }
+        lock(&self.own_annotations).insert(key.to_string(), expected);
+        let patch = json!({ "metadata": { "annotations": changes } });
+        let (api, name) = self.api_of(svc);
+        self.ctx
+            .kube
+            .request(
+                "patch",
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await
+            .map_err(|e| SyncError {
+                message: format!("failed to write the annotations the driver asked for: {e}"),
+                retry_after: None,
+                in_progress: false,
+            })?;
+        Ok(())
+    }
+
+    /// Writes `status.loadBalancer.ingress` (a merge patch replaces the list). A Service that
+    /// vanished meanwhile is fine.
+    async fn patch_ingress(
+        &self,
+        svc: &Service,
+        ingress: &[LoadBalancerIngress],
+    ) -> Result<(), SyncError> {
+        let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+        let (api, name) = self.api_of(svc);
+        match self
+            .ctx
+            .kube
+            .request(
+                "patch",
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SyncError {
+                message: format!("failed to update load balancer status: {e}"),
+                retry_after: None,
+                in_progress: false,
+            }),
+        }
+    }
+
+    async fn node_sync_loop(&self, cancel: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = self.node_sync.notified() => {}
+            }
+            // Bursts of node changes (a scale-up, a rolling restart, initialisation of many
+            // nodes) coalesce into one pass: wait for a quiet moment, at most NODE_SYNC_MAX_WAIT.
+            let burst_end = tokio::time::Instant::now() + NODE_SYNC_MAX_WAIT;
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(NODE_SYNC_QUIET) => break,
+                    _ = self.node_sync.notified() => {
+                        if tokio::time::Instant::now() >= burst_end {
+                            break;
+                        }
+                    }
+                }
+            }
+            // Changes arriving during a pass coalesce into one more pass.
+            self.node_sync_busy
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.sync_backends().await;
+            self.node_sync_busy
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// One node-sync pass: `update` for every load balancer whose backend set changed.
+    pub(crate) async fn sync_backends(&self) {
+        let started = Instant::now();
+        let keys: Vec<String> = lock(&self.last_nodes).keys().cloned().collect();
+        let backends: Vec<Arc<Node>> = self
+            .ctx
+            .nodes
+            .list()
+            .into_iter()
+            .filter(|n| is_backend(n))
+            .collect();
+        let backend_set = backend_key(backends.iter().map(|n| n.as_ref()));
+        let wit_nodes: Vec<_> = backends.iter().map(|n| node_to_wit(n)).collect();
+        futures::stream::iter(keys)
+            .for_each_concurrent(self.ctx.config.concurrent_service_syncs.max(1), |key| {
+                let backend_set = &backend_set;
+                let wit_nodes = &wit_nodes;
+                async move {
+                    let key_lock = self.key_lock(&key);
+                    let _held = key_lock.lock().await;
+                    // Read under the lock: the Service's own sync may just have cleaned up.
+                    let Some(svc) = self.ctx.services.get(&key) else {
+                        return;
+                    };
+                    if !may_update_backends(&svc) {
+                        return;
+                    }
+                    {
+                        let mut last = lock(&self.last_nodes);
+                        // Forgotten (cleaned up) since this pass started.
+                        let Some(previous) = last.get(&key) else {
+                            return;
+                        };
+                        if previous == backend_set {
+                            return;
+                        }
+                        last.insert(key.clone(), backend_set.clone());
+                    }
+                    self.update_backends(&key, &svc, wit_nodes).await;
+                }
+            })
+            .await;
+        self.ctx.metrics.observe(
+            "service_controller_nodesync_latency_seconds",
+            &[],
+            started.elapsed().as_secs_f64(),
+        );
+    }
+
+    async fn update_backends(
+        &self,
+        key: &str,
+        svc: &Service,
+        nodes: &[wasm_ccm_runtime::types::Node],
+    ) {
+        let regarding = reference(svc);
+        let wit = service_to_wit(svc);
+        let scope = self.ctx.cloud.scope(key);
+        let started = Instant::now();
+        let outcome = self
+            .ctx
+            .cloud
+            .driver()
+            .load_balancer_update(&wit, nodes, &scope)
+            .await;
+        self.ctx.metrics.observe(
+            "service_controller_update_loadbalancer_host_latency_seconds",
+            &[],
+            started.elapsed().as_secs_f64(),
+        );
+        let result = self
+            .ctx
+            .finish_call("load-balancer.update", outcome, REPORTER, &regarding)
+            .await;
+        match result {
+            Ok(()) if nodes.is_empty() => {
+                self.event(
+                    &regarding,
+                    true,
+                    "UnAvailableLoadBalancer",
+                    "There are no available nodes for LoadBalancer",
+                    "UpdateLoadBalancer",
+                )
+                .await;
+            }
+            Ok(()) => {
+                self.event(
+                    &regarding,
+                    false,
+                    "UpdatedLoadBalancer",
+                    "Updated load balancer with new hosts",
+                    "UpdateLoadBalancer",
+                )
+                .await;
+            }
+            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
+            Err(e) => {
+                let (exists, _) = self.ctx.cloud.observe(
+                    "load-balancer.get",
+                    self.ctx
+                        .cloud
+                        .driver()
+                        .load_balancer_get(&wit, &scope)
+                        .await,
+                );
+                if matches!(exists, Ok(None)) {
+                    return;
+                }
+                self.ctx
+                    .metrics
+                    .inc("service_controller_nodesync_error_total", &[]);
+                let names: Vec<&str> = nodes.iter().take(20).map(|n| n.name.as_str()).collect();
+                let message = format!(
+                    "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {e}",
+                    names,
+                    nodes.len()
+                );
+                // Work under way (retry-after) is not a failure worth a Warning.
+                if !in_progress(&e) {
+                    self.event(
+                        &regarding,
+                        true,
+                        "UpdateLoadBalancerFailed",
+                        &message,
+                        "UpdateLoadBalancer",
+                    )
+                    .await;
+                }
+                // A full ensure follows: now, or when the driver asked.
+                lock(&self.last_nodes).remove(key);
+                self.queue.add_after(
+                    key.to_string(),
+                    requested_delay(&e).unwrap_or(Duration::ZERO),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,688 @@
+//! The `http` capability: the driver's one way out of the sandbox.
+//!
+//! Every request is checked against the egress policy before it leaves, every resolved address
+//! again at connect time (in the DNS resolver, so no connection is ever opened to a refused
+//! address), and every redirect hop again. The resolver only learns a host name, yet resolved
+//! addresses are judged by the grant that matched the URL (its scheme and port too): the request
+//! future carries its URL in a task-local that the resolver reads and the redirect policy updates
+//! for each hop; a resolution that cannot be tied to a request admits globally reachable addresses
+//! only.
+//!
+//! A request's time is the driver's timeout, cut to end a margin before the call's deadline, so a
+//! slow cloud ends as an HTTP `timeout` the driver can answer rather than a host deadline that
+//! throws the instance away. Response bodies and headers are capped.
+//!
+//! An [`HttpInterceptor`] may stand between the checks and the network: the conformance runner
+//! injects faults and records or replays cassettes there, so what a driver sees is exactly what
+//! the host would hand it, egress policy included.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::Url;
+
+use crate::bindings::http::{HttpError, Method, Request, Response};
+use crate::egress::{Denied, EgressPolicy, SpecialAddress};
+
+/// Limits on a driver's HTTP traffic.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Longest a single request may take when the driver asks for no timeout (the call's
+    /// deadline, less a margin, caps it anyway).
+    pub request_timeout: Duration,
+    /// Largest response body accepted.
+    pub max_response_body: usize,
+    /// Largest total size of response headers accepted.
+    pub max_response_headers: usize,
+    /// Largest request body a driver may send.
+    pub max_request_body: usize,
+    /// Redirects followed per request (each re-checked against the policy).
+    pub max_redirects: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_response_body: 16 * 1024 * 1024,
+            max_response_headers: 128 * 1024,
+            max_request_body: 16 * 1024 * 1024,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// One request a driver made during a call, for conformance checks and debugging.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HttpExchange {
+    /// The HTTP method.
+    pub method: String,
+    /// The URL with its query removed (queries may carry signatures or keys).
+    pub url: String,
+    /// The status, when a response came back.
+    pub status: Option<u16>,
+    /// The error case (`denied`, `timeout`, …) when none did.
+    pub error: Option<String>,
+    /// Whether the method changes state in the cloud (anything but GET, HEAD, OPTIONS).
+    pub mutating: bool,
+}
+
+/// Counters of requests by destination host and outcome (status code or error case).
+///
+/// The host label is the driver's choice, so it is bounded: requests the egress policy refused
+/// count under [`UNGRANTED_HOST`] (a driver could otherwise mint one series per made-up name
+/// without sending anything), and past [`MAX_COUNTED_HOSTS`] distinct series new ones count
+/// under [`OTHER_HOSTS`]. Both keep `/metrics` and host memory bounded.
+#[derive(Debug, Default)]
+pub struct HttpCounters {
+    by_host_outcome: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+/// Distinct (host, outcome) series kept per driver.
+pub const MAX_COUNTED_HOSTS: usize = 256;
+/// The host label of requests the egress policy refused or that had no valid URL.
+pub const UNGRANTED_HOST: &str = "(not granted)";
+/// The host label once [`MAX_COUNTED_HOSTS`] series exist.
+pub const OTHER_HOSTS: &str = "(other)";
+/// Longest URL a driver may ask for; longer is `invalid` (no cloud API needs more).
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+/// Longest URL kept in a call's record of exchanges.
+const MAX_RECORDED_URL_BYTES: usize = 2 * 1024;
+
+impl HttpCounters {
+    fn count(&self, host: &str, outcome: &str) {
+        if let Ok(mut m) = self.by_host_outcome.lock() {
+            let key = (host.to_string(), outcome.to_string());
+            let key = if m.contains_key(&key) || m.len() < MAX_COUNTED_HOSTS {
+                key
+            } else {
+                (OTHER_HOSTS.to_string(), outcome.to_string())
+            };
+            *m.entry(key).or_default() += 1;
+        }
+    }
+
+    /// `(host, outcome) → requests`.
+    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+        self.by_host_outcome
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// What an [`HttpInterceptor`] returns: the response the driver will see.
+pub type Intercepted<'a> = Pin<Box<dyn Future<Output = Result<Response, HttpError>> + Send + 'a>>;
+
+/// Sees every request that passed the egress policy and the size limits, and decides what the
+/// driver gets back: the network's answer ([`Forward::send`]) or one of its own.
+pub trait HttpInterceptor: Send + Sync {
+    /// Answers one request.
+    fn intercept<'a>(&'a self, forward: Forward<'a>) -> Intercepted<'a>;
+}
+
+/// A checked request on its way to the network.
+pub struct Forward<'a> {
+    capability: &'a HttpCapability,
+    request: Request,
+    url: Url,
+    budget: Duration,
+    asked: Duration,
+}
+
+impl Forward<'_> {
+    /// The request as the driver made it (headers included: do not log them).
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The time this request may take: the driver's timeout, capped to end a margin before the
+    /// call's deadline (see [`request_budget`]).
+    pub fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// Sends the request to the network, as the host does without an interceptor.
+    pub async fn send(self) -> Result<Response, HttpError> {
+        let Forward {
+            capability,
+            request,
+            url,
+            budget,
+            asked,
+        } = self;
+        capability.forward(request, url, budget, asked).await
+    }
+}
+
+/// A driver's HTTP client with its egress policy.
+pub struct HttpCapability {
+    policy: Arc<EgressPolicy>,
+    /// Built on the first request: building it loads the system's root certificates, which
+    /// drivers that never send (and `info`) should not pay for.
+    client: OnceLock<Result<reqwest::Client, String>>,
+    limits: HttpLimits,
+    counters: Arc<HttpCounters>,
+    interceptor: Option<Arc<dyn HttpInterceptor>>,
+}
+
+impl HttpCapability {
+    /// A client that enforces `policy` and `limits`.
+    pub fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<Self, String> {
+        Ok(HttpCapability {
+            policy: Arc::new(policy),
+            client: OnceLock::new(),
+            limits,
+            counters: Arc::new(HttpCounters::default()),
+            interceptor: None,
+        })
+    }
+
+    /// Routes every checked request through `interceptor`.
+    pub fn with_interceptor(mut self, interceptor: Option<Arc<dyn HttpInterceptor>>) -> Self {
+        self.interceptor = interceptor;
+        self
+    }
+
+    fn client(&self) -> Result<&reqwest::Client, HttpError> {
+        let built = self
+            .client
+            .get_or_init(|| build_client(self.policy.clone(), self.limits));
+        built.as_ref().map_err(|e| HttpError::Connect(e.clone()))
+    }
+
+    /// The effective egress policy.
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// Requests by host and outcome since the driver was loaded.
+    pub fn counters(&self) -> &HttpCounters {
+        &self.counters
+    }
+
+    /// Sends `req`, finishing before `deadline`. Returns the response or the typed error, and
+    /// what to record about the exchange.
+    pub async fn send(
+        &self,
+        req: Request,
+        deadline: Instant,
+    ) -> (Result<Response, HttpError>, HttpExchange) {
+        let method = method_name(req.method);
+        let mut exchange = HttpExchange {
+            method: method.to_string(),
+            url: crate::log::cut(
+                &strip_query(crate::log::cut(&req.url, MAX_URL_BYTES)),
+                MAX_RECORDED_URL_BYTES,
+            )
+            .to_string(),
+            status: None,
+            error: None,
+            mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options)
+                && !is_token_request(&req),
+        };
+        let host = Url::parse(&req.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        let result = self.send_checked(req, deadline).await;
+        match &result {
+            Ok(r) => {
+                exchange.status = Some(r.status);
+                self.counters.count(&host, &r.status.to_string());
+            }
+            Err(e) => {
+                let case = error_case(e);
+                exchange.error = Some(case.to_string());
+                let host = match e {
+                    HttpError::Denied(_) | HttpError::Invalid(_) => UNGRANTED_HOST,
+                    _ => host.as_str(),
+                };
+                self.counters.count(host, case);
+            }
+        }
+        (result, exchange)
+    }
+
+    async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
+        if req.url.len() > MAX_URL_BYTES {
+            return Err(HttpError::Invalid(format!(
+                "a URL of {} bytes is longer than the {MAX_URL_BYTES} bytes allowed",
+                req.url.len()
+            )));
+        }
+        let url = Url::parse(&req.url)
+            .map_err(|e| HttpError::Invalid(format!("`{}` is not a valid URL: {e}", req.url)))?;
+        self.policy
+            .check_url(&url)
+            .map_err(|Denied(m)| HttpError::Denied(m))?;
+        if req.body.len() > self.limits.max_request_body {
+            return Err(HttpError::TooLarge(format!(
+                "request body of {} bytes exceeds the {} bytes allowed",
+                req.body.len(),
+                self.limits.max_request_body
+            )));
+        }
+        let asked = req
+            .timeout_ms
+            .map(|ms| Duration::from_millis(u64::from(ms)))
+            .unwrap_or(self.limits.request_timeout);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let budget = request_budget(asked, left);
+        let forward = Forward {
+            capability: self,
+            request: req,
+            url,
+            budget,
+            asked,
+        };
+        match &self.interceptor {
+            Some(interceptor) => interceptor.intercept(forward).await,
+            None => forward.send().await,
+        }
+    }
+
+    /// Sends a checked request to the network within `budget`.
+    async fn forward(
+        &self,
+        req: Request,
+        url: Url,
+        budget: Duration,
+        asked: Duration,
+    ) -> Result<Response, HttpError> {
+        let mut builder = self
+            .client()?
+            .request(to_reqwest_method(req.method), url.clone());
+        for (name, value) in &req.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| HttpError::Invalid(format!("`{name}` is not a valid header name")))?;
+            if matches!(
+                name.as_str(),
+                "host" | "content-length" | "transfer-encoding" | "connection" | "upgrade"
+            ) {
+                return Err(HttpError::Invalid(format!(
+                    "header `{name}` is set by the host, not by the driver"
+                )));
+            }
+            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                HttpError::Invalid(format!("the value of header `{name}` is not valid"))
+            })?;
+            builder = builder.header(name, value);
+        }
+        if !req.body.is_empty() {
+            builder = builder.body(req.body);
+        }
+        // The resolver judges addresses by this URL (or the redirect hop's, which the redirect
+        // policy writes here); the scope travels with the future wherever it is polled.
+        let exchange = CONNECTING_FOR.scope(
+            RefCell::new(Some(url.clone())),
+            tokio::time::timeout(budget, self.exchange(builder, &url)),
+        );
+        match exchange.await {
+            Ok(result) => result,
+            Err(_) => Err(HttpError::Timeout(format!(
+                "no complete response from {} within {budget:?}{}",
+                strip_query(url.as_str()),
+                if budget < asked {
+                    " (cut short to end before the call's deadline)"
+                } else {
+                    ""
+                }
+            ))),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        builder: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<Response, HttpError> {
+        let mut resp = builder.send().await.map_err(|e| self.map_error(e, url))?;
+        let header_bytes: usize = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum();
+        if header_bytes > self.limits.max_response_headers {
+            return Err(HttpError::TooLarge(format!(
+                "response headers from {} are {header_bytes} bytes, more than the {} allowed",
+                strip_query(url.as_str()),
+                self.limits.max_response_headers
+            )));
+        }
+        let cap = self.limits.max_response_body;
+        let too_large = || {
+            HttpError::TooLarge(format!(
+                "response body from {} is larger than the {cap} bytes the host accepts",
+                strip_query(url.as_str())
+            ))
+        };
+        if resp.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_large());
+        }
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.map_error(e, url))? {
+            if body.len() + chunk.len() > cap {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Response {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    fn map_error(&self, e: reqwest::Error, url: &Url) -> HttpError {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(s) = source {
+            if let Some(Denied(m)) = s.downcast_ref::<Denied>() {
+                return HttpError::Denied(m.clone());
+            }
+            if let Some(refused) = s.downcast_ref::<ResolvedRefused>() {
+                return HttpError::Denied(refused.to_string());
+            }
+            source = s.source();
+        }
+        let what = strip_query(url.as_str());
+        // hyper refuses a response head over its buffer (one huge header) or with more headers
+        // than it parses (thousands of small ones) with this message; hyper is not a direct
+        // dependency, so its error type cannot be downcast. Either way the response was too large.
+        if chain(&e).contains("message head is too large") {
+            return HttpError::TooLarge(format!(
+                "the response headers from {what} are larger or more numerous than the host accepts (at most {} bytes)",
+                self.limits.max_response_headers
+            ));
+        }
+        if e.is_timeout() {
+            HttpError::Timeout(format!("{what}: {e}"))
+        } else if e.is_connect() || e.is_request() {
+            HttpError::Connect(format!("could not reach {what}: {}", chain(&e)))
+        } else if e.is_redirect() {
+            HttpError::Denied(format!("{what}: {}", chain(&e)))
+        } else {
+            HttpError::Connect(format!("{what}: {}", chain(&e)))
+        }
+    }
+}
+
+/// The client behind a capability: address checks in the resolver, policy checks on redirects.
+fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest::Client, String> {
+    let redirect_policy = {
+        let policy = policy.clone();
+        let max = limits.max_redirects;
+        reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > max {
+                return attempt.error(Denied(format!("more than {max} redirects")));
+            }
+            match policy.check_url(attempt.url()) {
+                Ok(()) => {
+                    // The next hop's connection is judged by the next hop's URL. Redirects are
+                    // followed inside the request future, so the scope is there; were it not, the
+                    // resolver would admit global addresses only.
+                    let _ = CONNECTING_FOR
+                        .try_with(|current| *current.borrow_mut() = Some(attempt.url().clone()));
+                    attempt.follow()
+                }
+                Err(denied) => attempt.error(Denied(format!("redirect refused: {}", denied.0))),
+            }
+        })
+    };
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(CheckedResolver {
+            policy: policy.clone(),
+        }))
+        .redirect(redirect_policy)
+        .connect_timeout(limits.connect_timeout)
+        // A proxy would connect on the driver's behalf and bypass the address checks.
+        .no_proxy()
+        .user_agent(concat!("wasm-ccm/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("could not build the HTTP client: {e}"))
+}
+
+/// The whole error chain in one line: reqwest's top message alone rarely says what happened.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut s = e.source();
+    while let Some(inner) = s {
+        let text = inner.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        s = inner.source();
+    }
+    parts.join(": ")
+}
+
+tokio::task_local! {
+    /// The URL a request is connecting for: set around each request, moved to the next hop by the
+    /// redirect policy, read by [`CheckedResolver`].
+    static CONNECTING_FOR: RefCell<Option<Url>>;
+}
+
+/// The time a request may take: what the driver asked for, but ending a margin before the call's
+/// deadline — the larger of 1 s and a tenth of the time left, yet never more than half of it
+/// (under a short deadline a whole second would leave the request little or nothing) — so a
+/// request that runs out of time comes back to the driver as `timeout` while it can still answer.
+pub fn request_budget(asked: Duration, left: Duration) -> Duration {
+    let margin = (left / 10).max(Duration::from_secs(1)).min(left / 2);
+    asked.min(left.saturating_sub(margin))
+}
+
+/// Resolves names with the system resolver, then drops every address the policy refuses for the
+/// request being connected; if none is left the connection fails with the refusal.
+struct CheckedResolver {
+    policy: Arc<EgressPolicy>,
+}
+
+/// Every address `host` resolved to was refused; the first refusal says why.
+#[derive(Debug, thiserror::Error)]
+#[error("egress to {host} denied: it resolved to {special}; {}", special.remedy)]
+struct ResolvedRefused {
+    host: String,
+    special: SpecialAddress,
+}
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        // Read now, while the request's scope is current. A URL for another host (which the
+        // connector never asks for) is not used: the strict rule applies instead.
+        let url = CONNECTING_FOR
+            .try_with(|current| current.borrow().clone())
+            .ok()
+            .flatten()
+            .filter(|u| {
+                u.host_str()
+                    .is_some_and(|h| same_host(h.trim_matches(['[', ']']), &host))
+            });
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut refused = None;
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|a| match policy.check_resolved(url.as_ref(), a.ip()) {
+                    Ok(()) => true,
+                    Err(special) => {
+                        refused.get_or_insert(special);
+                        false
+                    }
+                })
+                .collect();
+            if allowed.is_empty() {
+                if let Some(special) = refused {
+                    return Err(Box::new(ResolvedRefused { host, special })
+                        as Box<dyn std::error::Error + Send + Sync>);
+                }
+                return Err(format!("{host} has no addresses").into());
+            }
+            Ok(Box::new(allowed.into_iter()) as Addrs)
+        })
+    }
+}
+
+fn same_host(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
+}
+
+fn to_reqwest_method(m: Method) -> reqwest::Method {
+    match m {
+        Method::Get => reqwest::Method::GET,
+        Method::Head => reqwest::Method::HEAD,
+        Method::Post => reqwest::Method::POST,
+        Method::Put => reqwest::Method::PUT,
+        Method::Patch => reqwest::Method::PATCH,
+        Method::Delete => reqwest::Method::DELETE,
+        Method::Options => reqwest::Method::OPTIONS,
+    }
+}
+
+/// The HTTP name of a method.
+pub fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "GET",
+        Method::Head => "HEAD",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Patch => "PATCH",
+        Method::Delete => "DELETE",
+        Method::Options => "OPTIONS",
+    }
+}
+
+/// An OAuth2 token request (a form POST with `grant_type`): it exchanges credentials and
+/// changes nothing in the cloud, so it does not count as a mutation.
+fn is_token_request(req: &Request) -> bool {
+    req.method == Method::Post
+        && std::str::from_utf8(&req.body).is_ok_and(|body| {
+            url::form_urlencoded::parse(body.as_bytes()).any(|(k, _)| k == "grant_type")
+                && !body.trim_start().starts_with('{')
+        })
+}
+
+/// The WIT case name of an [`HttpError`].
+pub fn error_case(e: &HttpError) -> &'static str {
+    match e {
+        HttpError::Denied(_) => "denied",
+        HttpError::Timeout(_) => "timeout",
+        HttpError::Connect(_) => "connect",
+        HttpError::TooLarge(_) => "too-large",
+        HttpError::Invalid(_) => "invalid",
+    }
+}
+
+/// `url` without its query (queries may carry signatures or keys), for messages and logs.
+pub fn strip_query(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(body: &str) -> Request {
+        Request {
+            method: Method::Post,
+            url: "https://auth.example/token".into(),
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+            timeout_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_driver_cannot_grow_the_counters_or_the_exchange_record() {
+        let policy = EgressPolicy::parse(&["https://api.example".to_string()]).expect("grant");
+        let http = HttpCapability::new(policy, HttpLimits::default()).expect("capability");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // 1,000 made-up hosts, all refused: one series, not 1,000.
+        for i in 0..1000 {
+            let mut req = post("");
+            req.method = Method::Get;
+            req.url = format!("https://made-up-{i}.example/");
+            let (result, _) = http.send(req, deadline).await;
+            assert!(matches!(result, Err(HttpError::Denied(_))));
+        }
+        let snapshot = http.counters().snapshot();
+        assert_eq!(snapshot.len(), 1, "{snapshot:?}");
+        assert_eq!(
+            snapshot.get(&(UNGRANTED_HOST.to_string(), "denied".to_string())),
+            Some(&1000)
+        );
+        // A 1 MiB URL is invalid, and its record is cut.
+        let mut req = post("");
+        req.url = format!("https://api.example/{}", "a".repeat(1 << 20));
+        let (result, exchange) = http.send(req, deadline).await;
+        assert!(matches!(result, Err(HttpError::Invalid(m)) if m.contains("longer than")));
+        assert!(exchange.url.len() <= MAX_RECORDED_URL_BYTES);
+    }
+
+    #[test]
+    fn counted_series_are_bounded() {
+        let counters = HttpCounters::default();
+        for i in 0..(MAX_COUNTED_HOSTS + 100) {
+            counters.count(&format!("h{i}.example"), "200");
+        }
+        let snapshot = counters.snapshot();
+        assert_eq!(snapshot.len(), MAX_COUNTED_HOSTS + 1);
+        assert_eq!(
+            snapshot.get(&(OTHER_HOSTS.to_string(), "200".to_string())),
+            Some(&100)
+        );
+    }
+
+    #[test]
+    fn the_budget_ends_a_margin_before_the_deadline() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // The default: a 30 s request in a 30 s call ends 3 s early (10 %).
+        assert_eq!(request_budget(s(30), s(30)), s(27));
+        // At least a second is kept ...
+        assert_eq!(request_budget(s(30), s(8)), s(7));
+        // ... but never more than half the time left.
+        assert_eq!(request_budget(s(30), ms(600)), ms(300));
+        assert_eq!(request_budget(s(30), Duration::ZERO), Duration::ZERO);
+        // A driver's shorter timeout stands.
+        assert_eq!(request_budget(s(2), s(30)), s(2));
+    }
+
+    #[test]
+    fn token_requests_are_not_mutations() {
+        assert!(is_token_request(&post(
+            "grant_type=client_credentials&scope=bmc"
+        )));
+        assert!(!is_token_request(&post(r#"{"grant_type": "x"}"#)));
+        assert!(!is_token_request(&post("name=lb-1")));
+        let mut get = post("grant_type=client_credentials");
+        get.method = Method::Get;
+        assert!(!is_token_request(&get));
+    }
+}

@@ -1,0 +1,298 @@
+//! Caps on what a driver's results may carry across the boundary.
+//!
+//! wasmtime's hostcall fuel (set from `--memory-limit`) already bounds the bytes a single result
+//! may make the host allocate; these caps bound the *shape* — list lengths and string sizes — so
+//! that a result the host is about to act on is never big enough to hurt it later (copied into
+//! Kubernetes objects, events, metrics, logs). They are generous: the controllers apply the
+//! tighter Kubernetes rules (label syntax, address parsing) afterwards and drop what is invalid
+//! with a Warning event. Every cap is listed in `wit/README.md`; a result over a cap is refused
+//! whole as [`crate::HostError::ResultOverCap`].
+
+use crate::bindings::types::{EnsureResult, Ingress, InstanceMetadata, ProviderInfo, Route};
+
+/// Longest string in a result (a provider ID, an address, a label or annotation value).
+pub const MAX_STRING_BYTES: usize = 64 * 1024;
+/// Node addresses in one `instance-metadata`.
+pub const MAX_ADDRESSES: usize = 64;
+/// Extra labels in one `instance-metadata`.
+pub const MAX_LABELS: usize = 128;
+/// Ingress entries of one load balancer.
+pub const MAX_INGRESS: usize = 64;
+/// Annotations set, and annotations removed, by one `ensure`.
+pub const MAX_ANNOTATIONS: usize = 64;
+/// Routes one `routes.list` may return (two per node at 5,000 nodes, with room).
+pub const MAX_ROUTES: usize = 20_000;
+/// Longest `provider-error` message or retry reason kept; longer ones are cut (not refused: the
+/// error still says what happened).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// A value whose size the host checks before acting on it.
+pub trait Capped {
+    /// `Err` names the first part over its cap, e.g. `addresses: 70 entries, at most 64`.
+    fn check_caps(&self) -> Result<(), String>;
+}
+
+fn string(what: &str, s: &str) -> Result<(), String> {
+    if s.len() > MAX_STRING_BYTES {
+        return Err(format!(
+            "{what}: {} bytes, at most {MAX_STRING_BYTES}",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
+fn count(what: &str, n: usize, max: usize) -> Result<(), String> {
+    if n > max {
+        return Err(format!("{what}: {n} entries, at most {max}"));
+    }
+    Ok(())
+}
+
+impl Capped for bool {
+    fn check_caps(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Capped for () {
+    fn check_caps(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Capped for String {
+    fn check_caps(&self) -> Result<(), String> {
+        string("string", self)
+    }
+}
+
+impl Capped for InstanceMetadata {
+    fn check_caps(&self) -> Result<(), String> {
+        string("provider-id", &self.provider_id)?;
+        string("instance-type", &self.instance_type)?;
+        string("zone", &self.zone)?;
+        string("region", &self.region)?;
+        count("addresses", self.addresses.len(), MAX_ADDRESSES)?;
+        for a in &self.addresses {
+            string("addresses[].address", &a.address)?;
+        }
+        count(
+            "additional-labels",
+            self.additional_labels.len(),
+            MAX_LABELS,
+        )?;
+        for (k, v) in &self.additional_labels {
+            string("additional-labels[].key", k)?;
+            string("additional-labels[].value", v)?;
+        }
+        Ok(())
+    }
+}
+
+fn ingress(list: &[Ingress]) -> Result<(), String> {
+    count("ingress", list.len(), MAX_INGRESS)?;
+    for i in list {
+        if let Some(ip) = &i.ip {
+            string("ingress[].ip", ip)?;
+        }
+        if let Some(h) = &i.hostname {
+            string("ingress[].hostname", h)?;
+        }
+    }
+    Ok(())
+}
+
+impl Capped for Option<Vec<Ingress>> {
+    fn check_caps(&self) -> Result<(), String> {
+        self.as_deref().map_or(Ok(()), ingress)
+    }
+}
+
+impl Capped for EnsureResult {
+    fn check_caps(&self) -> Result<(), String> {
+        ingress(&self.ingress)?;
+        count(
+            "set-annotations",
+            self.set_annotations.len(),
+            MAX_ANNOTATIONS,
+        )?;
+        for (k, v) in &self.set_annotations {
+            string("set-annotations[].key", k)?;
+            string("set-annotations[].value", v)?;
+        }
+        count(
+            "remove-annotations",
+            self.remove_annotations.len(),
+            MAX_ANNOTATIONS,
+        )?;
+        for k in &self.remove_annotations {
+            string("remove-annotations[]", k)?;
+        }
+        Ok(())
+    }
+}
+
+impl Capped for Vec<Route> {
+    fn check_caps(&self) -> Result<(), String> {
+        count("routes", self.len(), MAX_ROUTES)?;
+        for r in self {
+            string("routes[].name", &r.name)?;
+            string("routes[].target-node", &r.target_node)?;
+            string("routes[].destination-cidr", &r.destination_cidr)?;
+            count(
+                "routes[].target-node-addresses",
+                r.target_node_addresses.len(),
+                MAX_ADDRESSES,
+            )?;
+            for a in &r.target_node_addresses {
+                string("routes[].target-node-addresses[].address", &a.address)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Results of dynamic calls (`wasm-ccm-dev call`, conformance) are checked by shape only: strings and
+/// lists within the largest caps above.
+impl Capped for serde_json::Value {
+    fn check_caps(&self) -> Result<(), String> {
+        match self {
+            serde_json::Value::String(s) => string("string", s),
+            serde_json::Value::Array(items) => {
+                count("list", items.len(), MAX_ROUTES)?;
+                items.iter().try_for_each(Capped::check_caps)
+            }
+            serde_json::Value::Object(map) => map.values().try_for_each(Capped::check_caps),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Capped for ProviderInfo {
+    fn check_caps(&self) -> Result<(), String> {
+        // `info` has its own, stricter rules (`crate::info_rules`), checked at load.
+        Ok(())
+    }
+}
+
+/// Cuts a driver's error message to [`MAX_ERROR_MESSAGE_BYTES`] on a character boundary.
+pub fn cap_error(
+    e: crate::bindings::types::ProviderError,
+) -> crate::bindings::types::ProviderError {
+    use crate::bindings::types::ProviderError as E;
+    let cut = |m: String| {
+        if m.len() <= MAX_ERROR_MESSAGE_BYTES {
+            m
+        } else {
+            format!(
+                "{}… [cut {} bytes]",
+                crate::log::cut(&m, MAX_ERROR_MESSAGE_BYTES),
+                m.len() - crate::log::cut(&m, MAX_ERROR_MESSAGE_BYTES).len()
+            )
+        }
+    };
+    match e {
+        E::NotFound(m) => E::NotFound(cut(m)),
+        E::InvalidConfig(m) => E::InvalidConfig(cut(m)),
+        E::Unauthorized(m) => E::Unauthorized(cut(m)),
+        E::Transient(m) => E::Transient(cut(m)),
+        E::Permanent(m) => E::Permanent(cut(m)),
+        E::RetryAfter(mut r) => {
+            r.reason = cut(r.reason);
+            E::RetryAfter(r)
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::types::{AddressType, IpMode, NodeAddress, ProviderError, Retry};
+
+    fn metadata() -> InstanceMetadata {
+        InstanceMetadata {
+            provider_id: "x://1".into(),
+            instance_type: String::new(),
+            zone: String::new(),
+            region: String::new(),
+            addresses: Vec::new(),
+            additional_labels: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn metadata_within_caps_passes_and_over_caps_names_the_part() {
+        let mut m = metadata();
+        m.addresses = vec![
+            NodeAddress {
+                kind: AddressType::InternalIp,
+                address: "10.0.0.1".into(),
+            };
+            MAX_ADDRESSES
+        ];
+        assert_eq!(m.check_caps(), Ok(()));
+        m.addresses.push(m.addresses[0].clone());
+        let e = m.check_caps().unwrap_err();
+        assert!(e.starts_with("addresses: 65 entries"), "{e}");
+        let mut m = metadata();
+        m.provider_id = "x".repeat(MAX_STRING_BYTES + 1);
+        assert!(m.check_caps().unwrap_err().starts_with("provider-id"));
+        let mut m = metadata();
+        m.additional_labels = vec![("a".into(), "b".into()); MAX_LABELS + 1];
+        assert!(m.check_caps().unwrap_err().starts_with("additional-labels"));
+    }
+
+    #[test]
+    fn ensure_results_are_capped_in_ingress_and_annotations() {
+        let one = Ingress {
+            ip: Some("192.0.2.1".into()),
+            hostname: None,
+            ip_mode: Some(IpMode::Vip),
+        };
+        let mut r = EnsureResult {
+            ingress: vec![one.clone(); MAX_INGRESS],
+            set_annotations: Vec::new(),
+            remove_annotations: Vec::new(),
+        };
+        assert_eq!(r.check_caps(), Ok(()));
+        r.ingress.push(one);
+        assert!(r.check_caps().unwrap_err().starts_with("ingress"));
+        r.ingress.clear();
+        r.set_annotations = vec![("a/b".into(), "x".repeat(MAX_STRING_BYTES + 1))];
+        assert!(
+            r.check_caps()
+                .unwrap_err()
+                .starts_with("set-annotations[].value")
+        );
+        r.set_annotations.clear();
+        r.remove_annotations = vec!["a/b".into(); MAX_ANNOTATIONS + 1];
+        assert!(
+            r.check_caps()
+                .unwrap_err()
+                .starts_with("remove-annotations")
+        );
+    }
+
+    #[test]
+    fn long_error_messages_are_cut_not_refused() {
+        let e = cap_error(ProviderError::Transient(
+            "é".repeat(MAX_ERROR_MESSAGE_BYTES),
+        ));
+        let ProviderError::Transient(m) = e else {
+            panic!()
+        };
+        assert!(m.len() < MAX_ERROR_MESSAGE_BYTES + 64, "{}", m.len());
+        assert!(m.ends_with("bytes]"));
+        let e = cap_error(ProviderError::RetryAfter(Retry {
+            seconds: 5,
+            reason: "r".repeat(10 * MAX_ERROR_MESSAGE_BYTES),
+        }));
+        let ProviderError::RetryAfter(r) = e else {
+            panic!()
+        };
+        assert_eq!(r.seconds, 5);
+        assert!(r.reason.len() < MAX_ERROR_MESSAGE_BYTES + 64);
+    }
+}

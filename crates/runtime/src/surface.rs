@@ -1,0 +1,247 @@
+//! What a component is, before any of its code runs: component or not, which wasm-ccm
+//! interfaces it exports, at which WIT version, and whether the host can satisfy its imports.
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::error::HostError;
+
+/// The WIT package every driver implements.
+pub const PACKAGE: &str = "wasm-ccm:provider";
+
+/// WIT versions this host supports, as `major.minor` (minor matters while the major is 0).
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.1"];
+
+/// Largest component accepted: Python and JS drivers are tens of MiB (BENCHMARKS.md, "Drivers in
+/// other languages").
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// The capability interfaces a driver may export besides `provider`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Exports {
+    /// `instances`: what the node controllers need.
+    pub instances: bool,
+    /// `load-balancer`: what the service controller needs.
+    pub load_balancer: bool,
+    /// `routes`: what the route controller needs.
+    pub routes: bool,
+}
+
+impl Exports {
+    /// The exported interface names, e.g. `["provider", "instances"]`.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = vec!["provider"];
+        if self.instances {
+            v.push("instances");
+        }
+        if self.load_balancer {
+            v.push("load-balancer");
+        }
+        if self.routes {
+            v.push("routes");
+        }
+        v
+    }
+}
+
+/// What a component offers and needs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Surface {
+    /// The `wasm-ccm:provider` version it implements, e.g. `0.1.0`.
+    pub wit_version: String,
+    /// The capability interfaces it exports.
+    pub exports: Exports,
+    /// Every import name, e.g. `wasm-ccm:provider/http@0.1.0`, `wasi:cli/stdout@0.2.6`.
+    pub imports: Vec<String>,
+}
+
+/// Refuses anything that is not a WebAssembly component, with a hint at what it is instead.
+pub fn check_bytes(origin: &str, bytes: &[u8]) -> Result<(), HostError> {
+    let not = |detail: &str| HostError::NotAComponent {
+        origin: origin.to_string(),
+        detail: detail.to_string(),
+    };
+    if bytes.len() > MAX_COMPONENT_BYTES {
+        return Err(HostError::TooLarge {
+            origin: origin.to_string(),
+            size: bytes.len(),
+            limit: MAX_COMPONENT_BYTES,
+        });
+    }
+    if Engine::detect_precompiled(bytes).is_some() {
+        return Err(not(
+            "it is a precompiled .cwasm artifact; give the host the portable .wasm, it compiles and caches it itself",
+        ));
+    }
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        let start = String::from_utf8_lossy(&bytes[..bytes.len().min(16)]).into_owned();
+        return Err(not(&format!(
+            "it does not start with the WebAssembly magic bytes (starts with {start:?}); was an error page or a text file saved in its place?"
+        )));
+    }
+    match bytes[4..8] {
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        [0x01, 0x00, 0x00, 0x00] => Err(not(
+            "it is a core WebAssembly module; build the driver for the wasm32-wasip2 target (cargo build --target wasm32-wasip2) or wrap it with `wasm-tools component new`",
+        )),
+        _ => Err(not("it has an unknown WebAssembly version or layer")),
+    }
+}
+
+/// Reads the exports and imports of `component` and checks them against what this host supports.
+pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<Surface, HostError> {
+    let ty = component.component_type();
+    let mut exports = Exports::default();
+    let mut has_provider = false;
+    let mut versions: Vec<String> = Vec::new();
+    let mut export_names = Vec::new();
+    for (name, _) in ty.exports(engine) {
+        export_names.push(name.to_string());
+        let Some((iface, version)) = split_interface(name) else {
+            continue;
+        };
+        if !versions.contains(&version.to_string()) {
+            versions.push(version.to_string());
+        }
+        match iface {
+            "provider" => has_provider = true,
+            "instances" => exports.instances = true,
+            "load-balancer" => exports.load_balancer = true,
+            "routes" => exports.routes = true,
+            _ => {}
+        }
+    }
+    let supported = SUPPORTED_VERSIONS
+        .iter()
+        .map(|v| format!("{v}.x"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for v in &versions {
+        if !is_supported(v) {
+            return Err(HostError::UnsupportedWitVersion {
+                origin: origin.into(),
+                found: v.clone(),
+                supported,
+            });
+        }
+    }
+    if versions.len() > 1 {
+        return Err(HostError::UnsupportedWitVersion {
+            origin: origin.into(),
+            found: versions.join(" and "),
+            supported: format!("one version per driver, from {supported}"),
+        });
+    }
+    if !has_provider {
+        return Err(HostError::NotADriver {
+            origin: origin.into(),
+            exports: if export_names.is_empty() {
+                "none".into()
+            } else {
+                export_names.join(", ")
+            },
+        });
+    }
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    for import in &imports {
+        check_import(origin, import)?;
+    }
+    Ok(Surface {
+        wit_version: versions.pop().unwrap_or_default(),
+        exports,
+        imports,
+    })
+}
+
+/// `wasm-ccm:provider/instances@0.1.0` → `("instances", "0.1.0")`.
+fn split_interface(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
+    let (iface, version) = rest.split_once('@')?;
+    Some((iface, version))
+}
+
+fn is_supported(version: &str) -> bool {
+    let mut parts = version.split('.');
+    let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let key = if major == "0" {
+        format!("{major}.{minor}")
+    } else {
+        major.to_string()
+    };
+    SUPPORTED_VERSIONS.contains(&key.as_str())
+}
+
+fn check_import(origin: &str, import: &str) -> Result<(), HostError> {
+    let refuse = |hint: &str| HostError::UnsupportedImport {
+        origin: origin.into(),
+        import: import.into(),
+        hint: hint.into(),
+    };
+    if let Some((iface, version)) = split_interface(import) {
+        if !["http", "log", "cluster", "types"].contains(&iface) {
+            return Err(refuse(
+                "wasm-ccm:provider offers the imports http, log and cluster",
+            ));
+        }
+        if !is_supported(version) {
+            return Err(refuse(
+                "the driver was built against a wasm-ccm:provider version this host does not support",
+            ));
+        }
+        return Ok(());
+    }
+    if import.starts_with("wasi:http/") {
+        return Err(refuse(
+            "drivers reach the network only through the wasm-ccm:provider/http import (the SDKs' HTTP client), never wasi:http",
+        ));
+    }
+    if import.starts_with("wasi:") && import.contains("@0.2.") {
+        // Linked deny-by-default: filesystem, sockets and environment exist but grant nothing.
+        return Ok(());
+    }
+    Err(refuse(
+        "a driver may import wasm-ccm:provider/{http,log,cluster} and WASI 0.2 interfaces (which are deny-by-default)",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(is_supported("0.1.0"));
+        assert!(is_supported("0.1.7"));
+        assert!(!is_supported("0.2.0"));
+        assert!(!is_supported("9.0.0"));
+        assert!(!is_supported("garbage"));
+    }
+
+    #[test]
+    fn byte_checks_say_what_the_file_is() {
+        let core = b"\0asm\x01\0\0\0";
+        let e = check_bytes("x.wasm", core).unwrap_err().to_string();
+        assert!(e.contains("core WebAssembly module"), "{e}");
+        let html = b"<!DOCTYPE html><html>";
+        let e = check_bytes("x.wasm", html).unwrap_err().to_string();
+        assert!(e.contains("error page"), "{e}");
+        assert!(check_bytes("x.wasm", b"\0asm\x0d\0\x01\0").is_ok());
+    }
+
+    #[test]
+    fn imports() {
+        assert!(check_import("d", "wasm-ccm:provider/http@0.1.0").is_ok());
+        assert!(check_import("d", "wasi:cli/stdout@0.2.3").is_ok());
+        assert!(
+            check_import("d", "wasi:http/outgoing-handler@0.2.0")
+                .unwrap_err()
+                .to_string()
+                .contains("wasm-ccm:provider/http")
+        );
+        assert!(check_import("d", "acme:secret/keys@1.0.0").is_err());
+        assert!(check_import("d", "wasm-ccm:provider/kubernetes@0.1.0").is_err());
+    }
+}

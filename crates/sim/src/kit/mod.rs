@@ -1,0 +1,203 @@
+//! The one list of simulated clouds, and what a developer tool needs from each: start it, seed
+//! it with instances, point a driver at it, and break its instances.
+//!
+//! `wasm-ccm-dev playground`, `wasm-ccm-dev conformance --cloud sim:<name>` and the soak obtain
+//! their cloud through [`start`]; the end-to-end tests, the runtime tests and the benches that
+//! start a simulator with their own options still take the driver's wiring (environment,
+//! cloud-config, egress) from [`SimCloud::driver_setup`], so it is written once, beside the
+//! simulator. The static inventory is one file, so its impl lives here in
+//! `kit/static_cloud.rs`.
+//!
+//! Adding a cloud: its driver crate (and a line in the root `Cargo.toml`'s members and in
+//! `.ci/run`'s guest clippy loop); its simulator module (`crates/sim/src/<cloud>/`, a `mod` line
+//! in `lib.rs`) with a `kit.rs` implementing [`SimCloud`]; one entry in [`CLOUDS`] (and in the
+//! name list `kit/tests.rs` asserts); the guest build table in `drivers/build/build.rs` and the
+//! driver's constant, `all()` and `SHIPPED` entries in `drivers/build/src/lib.rs` (with the
+//! count `drivers/build/tests/artifacts.rs` asserts). A soak fault model (`soak/cloud.rs` and
+//! the `SoakDriver` enum) and `wasm-ccm-dev sim <cloud>`'s options (`crates/sim/src/cli.rs`) are
+//! optional.
+
+mod static_cloud;
+
+use std::any::Any;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+/// A future a simulated cloud returns, boxed so that [`SimCloud`] stays object safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One instance a cloud is seeded with, as the node a kubelet on it registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimNode {
+    /// The Node's name (the instance's name or hostname in the cloud).
+    pub name: String,
+    /// Its InternalIP.
+    pub internal_ip: String,
+    /// Its public address, for clouds that give instances one.
+    pub public_ip: String,
+}
+
+impl SimNode {
+    /// The `index`-th node of a simulated cluster: `node-0000`, `10.0.0.1`, `5.102.148.1`, …
+    /// (unique for up to 62,500 nodes).
+    pub fn numbered(index: usize) -> SimNode {
+        SimNode {
+            name: format!("node-{index:04}"),
+            internal_ip: format!("10.0.{}.{}", index / 250, index % 250 + 1),
+            public_ip: format!("5.102.{}.{}", 148 + index / 250, index % 250 + 1),
+        }
+    }
+}
+
+/// How to start a simulated cloud.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// Where to listen (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// The secret the driver must present (cloudscale's token, PhoenixNAP's client secret,
+    /// CloudStack's secret key, the static inventory's bearer token); the simulator's default
+    /// when None.
+    pub secret: Option<String>,
+    /// The account the secret belongs to, for clouds that have one (PhoenixNAP's client ID,
+    /// CloudStack's API key); the simulator's default when None.
+    pub account: Option<String>,
+    /// Start with nothing in the cloud (a conformance scenario seeds everything itself) instead
+    /// of what a cluster's nodes need (PhoenixNAP's public network for IP blocks; CloudStack's
+    /// zone, isolated network and public IP pool).
+    pub empty: bool,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            addr: ([127, 0, 0, 1], 0).into(),
+            secret: None,
+            account: None,
+            empty: false,
+        }
+    }
+}
+
+/// How to run a cloud's driver against a running simulator: what `wasm-ccm run` (or the
+/// in-process controllers) and the driver's `init` need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverSetup {
+    /// `--cloud-provider`: the driver's name.
+    pub provider: &'static str,
+    /// The guest that is this cloud's driver, as `wasm_ccm_drivers::shipped` names it.
+    pub driver: &'static str,
+    /// The `--cloud-config` file's text, for drivers that read one.
+    pub config: Option<String>,
+    /// The driver's environment.
+    pub env: Vec<(String, String)>,
+    /// `--allow-egress`: the simulator's URL.
+    pub egress: Vec<String>,
+    /// More `run` flags this driver needs against the simulator.
+    pub extra_args: Vec<String>,
+}
+
+/// A running simulated cloud, as the developer tools drive it. Instances are named by the ID
+/// [`SimCloud::add_instance`] returned.
+pub trait SimCloud: Send + Sync {
+    /// The cloud's name in [`CLOUDS`].
+    fn name(&self) -> &'static str;
+    /// The base URL a driver or a conformance scenario is pointed at.
+    fn url(&self) -> String;
+    /// One line saying what is running and how to look at it by hand.
+    fn describe(&self) -> String;
+    /// How to run this cloud's driver against it.
+    fn driver_setup(&self) -> DriverSetup;
+    /// Loads a conformance scenario's `cloud.seed` (the simulator's own seed format).
+    fn seed(&self, seed: Value) -> Result<(), String>;
+    /// Adds the instance behind `node` (`index` varies its size and zone); its ID.
+    fn add_instance(&self, index: usize, node: &SimNode) -> Result<String, String>;
+    /// Deletes an instance; whether it existed.
+    fn remove_instance(&self, id: &str) -> bool;
+    /// Powers an instance on or off; whether it exists.
+    fn set_running(&self, id: &str, running: bool) -> bool;
+    /// Load balancers in the cloud (or what stands for one: a PhoenixNAP IP block, a CloudStack
+    /// public IP with rules), when the cloud has them as objects.
+    fn load_balancers(&self) -> Option<usize>;
+    /// Routes in the cloud (only the static inventory keeps them).
+    fn routes(&self) -> usize {
+        0
+    }
+    /// (reads, writes) the driver made so far; token requests count as reads.
+    fn request_counts(&self) -> (u64, u64);
+    /// The concrete simulator, for tools that drive one cloud's faults (the soak).
+    fn as_any(&self) -> &dyn Any;
+    /// Stops the simulator and waits for its server to end.
+    fn shutdown(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// Starts a cloud's simulator, with no instances.
+pub type StartFn = fn(StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>>;
+
+/// A cloud in the list: its name and how to start its simulator.
+pub struct Cloud {
+    /// The name tools take (`--driver cloudscale`, `--cloud sim:cloudscale`).
+    pub name: &'static str,
+    /// One line about it, for help texts.
+    pub about: &'static str,
+    /// Starts the simulator, with no instances.
+    pub start: StartFn,
+}
+
+/// Every simulated cloud. The only list: tools and tests read it.
+pub const CLOUDS: &[Cloud] = &[
+    static_cloud::CLOUD,
+    crate::cloudscale::kit::CLOUD,
+    crate::phoenixnap::kit::CLOUD,
+    crate::cloudstack::kit::CLOUD,
+];
+
+/// The cloud named `name`.
+pub fn cloud(name: &str) -> Option<&'static Cloud> {
+    CLOUDS.iter().find(|c| c.name == name)
+}
+
+/// The names of every cloud, comma-separated (for error messages and help).
+pub fn names() -> String {
+    CLOUDS.iter().map(|c| c.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Starts the simulator of the cloud named `name`, or says which names exist.
+pub async fn start(name: &str, options: StartOptions) -> anyhow::Result<Box<dyn SimCloud>> {
+    let cloud = cloud(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "there is no `{name}` simulated cloud; choose one of {}",
+            names()
+        )
+    })?;
+    (cloud.start)(options).await
+}
+
+/// Starts the cloud named `name` with one instance per node; the cloud and each node's
+/// instance ID (in `nodes`' order).
+pub async fn start_with_nodes(
+    name: &str,
+    options: StartOptions,
+    nodes: &[SimNode],
+) -> anyhow::Result<(Box<dyn SimCloud>, Vec<String>)> {
+    let cloud = start(name, options).await?;
+    let mut ids = Vec::with_capacity(nodes.len());
+    for (index, node) in nodes.iter().enumerate() {
+        let id = cloud
+            .add_instance(index, node)
+            .map_err(|e| anyhow::anyhow!("seeding the {name} instance {}: {e}", node.name))?;
+        ids.push(id);
+    }
+    Ok((cloud, ids))
+}
+
+/// Counts a request log: `is_write` tells a mutating request from a read.
+pub(crate) fn count_requests<R>(log: &[R], is_write: impl Fn(&R) -> bool) -> (u64, u64) {
+    let writes = log.iter().filter(|r| is_write(r)).count() as u64;
+    (log.len() as u64 - writes, writes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! Every cloud in the list starts, takes instances and points its driver at itself.
+
+use super::*;
+
+#[tokio::test]
+async fn every_cloud_starts_seeds_and_describes_its_driver() {
+    assert_eq!(names(), "static, cloudscale, phoenixnap, cloudstack");
+    for entry in CLOUDS {
+        let nodes: Vec<SimNode> = (0..3).map(SimNode::numbered).collect();
+        let (cloud, ids) = start_with_nodes(entry.name, StartOptions::default(), &nodes)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", entry.name));
+        assert_eq!(cloud.name(), entry.name);
+        assert_eq!(ids.len(), 3, "{}", entry.name);
+        let setup = cloud.driver_setup();
+        assert_eq!(setup.driver, entry.name, "the guest is named as the cloud");
+        assert_eq!(setup.egress, vec![cloud.url()], "{}", entry.name);
+        assert!(cloud.set_running(&ids[1], false), "{}", entry.name);
+        assert!(cloud.remove_instance(&ids[2]), "{}", entry.name);
+        assert!(
+            !cloud.remove_instance(&ids[2]),
+            "{}: removed twice",
+            entry.name
+        );
+        assert!(
+            !cloud.set_running("no-such-instance", true),
+            "{}",
+            entry.name
+        );
+        cloud.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_cloud_names_the_known_ones() {
+    let err = start("aws", StartOptions::default())
+        .await
+        .err()
+        .expect("no aws simulator");
+    assert_eq!(
+        err.to_string(),
+        "there is no `aws` simulated cloud; choose one of static, cloudscale, phoenixnap, cloudstack"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_seed_is_refused_with_the_cloud_named() {
+    for entry in CLOUDS {
+        let cloud = start(entry.name, StartOptions::default()).await.unwrap();
+        let err = cloud
+            .seed(serde_json::json!({"no-such-field": 1}))
+            .expect_err(entry.name);
+        assert!(err.starts_with("not a "), "{}: {err}", entry.name);
+        cloud.shutdown().await;
+    }
+}

@@ -1,0 +1,577 @@
+//! The CloudStack API over the host's `http` import: signed requests (GET for reads, form POST
+//! for changes), response envelopes and error codes, pagination, and asynchronous jobs waited
+//! for within a per-call budget.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use wasm_ccm_sdk::http::{self, Response};
+use wasm_ccm_sdk::log;
+use wasm_ccm_sdk::types::ProviderError;
+
+use crate::config::Config;
+use crate::model::Project;
+use crate::sign;
+
+/// One request may take this long; well inside the host's call deadline.
+const TIMEOUT_MS: u32 = 15_000;
+/// A list longer than this many pages is treated as a server that ignores `page`.
+const MAX_PAGES: usize = 200;
+/// How long a caller waits before calling again when a job outlived the call's budget.
+pub const JOB_RETRY_SECS: u32 = 5;
+/// The first pause between two polls of a job; doubled up to [`MAX_POLL_INTERVAL`].
+const FIRST_POLL_INTERVAL: Duration = Duration::from_millis(100);
+const MAX_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Request parameters, in the order they are added; signing sorts them.
+#[derive(Clone, Debug, Default)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// No parameters.
+    pub fn new() -> Self {
+        Params::default()
+    }
+
+    /// Adds `name=value`.
+    pub fn set(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.0.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// Adds `name=value` when there is a value.
+    pub fn opt(self, name: &str, value: Option<&str>) -> Self {
+        match value {
+            Some(v) => self.set(name, v),
+            None => self,
+        }
+    }
+}
+
+/// A job CloudStack accepted: its id and, for creations, the new object's id.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The job's id, polled with `queryAsyncJobResult`.
+    pub jobid: String,
+    /// The command that started it, e.g. `createLoadBalancerRule` (for messages).
+    pub command: &'static str,
+    /// The id of the object the job creates, known before the job ends.
+    pub entity: Option<String>,
+}
+
+/// How long the current call may still wait for jobs, and whose work it is (a Service's UID):
+/// jobs that outlive the budget are remembered under that owner and waited for first on its
+/// next call, so no work is started twice.
+pub struct Budget {
+    deadline: Instant,
+    owner: String,
+}
+
+impl Budget {
+    /// A budget of `length` from now for `owner`'s work.
+    pub fn new(length: Duration, owner: &str) -> Self {
+        Budget {
+            deadline: Instant::now() + length,
+            owner: owner.to_string(),
+        }
+    }
+
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// A job that outlived its call.
+#[derive(Clone, Debug)]
+struct PendingJob {
+    owner: String,
+    job: Job,
+}
+
+/// The API client. The project id and the pending jobs are caches: an instance that loses them
+/// looks the project up again and finds the jobs' effects in CloudStack's state.
+pub struct Api {
+    url: String,
+    api_key: String,
+    secret_key: String,
+    project: Option<String>,
+    project_id: RefCell<Option<String>>,
+    pending: RefCell<Vec<PendingJob>>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Whether `s` is a UUID (`8-4-4-4-12` hex digits).
+pub fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+impl Api {
+    /// A client for the configured endpoint and keys.
+    pub fn new(config: &Config) -> Self {
+        Api {
+            url: config.api_url.clone(),
+            api_key: config.api_key.clone(),
+            secret_key: config.secret_key.clone(),
+            project: config.project.clone(),
+            project_id: RefCell::new(None),
+            pending: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The configured project's UUID, `None` without a project. A name is looked up once with
+    /// `listProjects` (upstream does the same).
+    pub fn project_id(&self) -> Result<Option<String>, ProviderError> {
+        let Some(project) = self.project.as_deref() else {
+            return Ok(None);
+        };
+        if is_uuid(project) {
+            return Ok(Some(project.to_string()));
+        }
+        if let Some(id) = self.project_id.borrow().clone() {
+            return Ok(Some(id));
+        }
+        let found: Vec<Project> = self.list(
+            "listProjects",
+            Params::new().set("name", project).set("listall", "true"),
+            "project",
+        )?;
+        let id = found
+            .into_iter()
+            .find(|p| p.name.eq_ignore_ascii_case(project))
+            .map(|p| p.id)
+            .ok_or_else(|| {
+                ProviderError::InvalidConfig(format!(
+                    "project-id {project:?}: no project of that name is visible to this API key; give the project's UUID or name"
+                ))
+            })?;
+        *self.project_id.borrow_mut() = Some(id.clone());
+        Ok(Some(id))
+    }
+
+    /// `params` plus `projectid` when a project is configured.
+    pub fn scoped(&self, params: Params) -> Result<Params, ProviderError> {
+        Ok(params.opt("projectid", self.project_id()?.as_deref()))
+    }
+
+    /// Sends one signed command and returns the body of its `<command>response` envelope.
+    fn call(&self, command: &str, params: Params, change: bool) -> Result<Value, ProviderError> {
+        let mut all = params.0;
+        all.extend(
+            [
+                ("command", command.to_string()),
+                ("apiKey", self.api_key.clone()),
+                ("response", "json".to_string()),
+                ("signatureversion", "3".to_string()),
+                (
+                    "expires",
+                    sign::cs_date(now_secs() + sign::EXPIRES_AFTER_SECS),
+                ),
+            ]
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        let signature = sign::signature(&all, &self.secret_key);
+        let signed = format!(
+            "{}&signature={}",
+            sign::canonical_query(&all),
+            sign::encode(&signature)
+        );
+        let request = if change {
+            http::post(&self.url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(signed)
+        } else {
+            http::get(format!("{}?{signed}", self.url))
+        };
+        let response = request
+            .header("accept", "application/json")
+            .timeout_ms(TIMEOUT_MS)
+            .send()?;
+        unwrap_envelope(command, &response)
+    }
+
+    /// A read that returns one object, e.g. `listCapabilities`.
+    pub fn read(&self, command: &str, params: Params) -> Result<Value, ProviderError> {
+        self.call(command, params, false)
+    }
+
+    /// Every item of a list command. CloudStack's `default.page.size` is both the default and
+    /// the maximum `pagesize` (`BaseListCmd.getPageSize` refuses a larger one with 431 "Page size
+    /// can't exceed max allowed page size value: N"), and each cloud sets its own. So `pagesize`
+    /// is never sent: the first request has no `page` either (what upstream sends, valid on every
+    /// server, an unlimited page size included), and only when it came back short of `count` are
+    /// `page=2, 3, …` asked at the server's own size, until `count` items arrived.
+    pub fn list<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        params: Params,
+        key: &str,
+    ) -> Result<Vec<T>, ProviderError> {
+        let mut items: Vec<T> = Vec::new();
+        let mut page_len = 0;
+        for page in 1..=MAX_PAGES {
+            let params = if page == 1 {
+                params.clone()
+            } else {
+                params.clone().set("page", page.to_string())
+            };
+            let body = self.call(command, params, false)?;
+            let count = body.get("count").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let batch = match body.get(key) {
+                None | Some(Value::Null) => Vec::new(),
+                Some(list) => serde_json::from_value::<Vec<T>>(list.clone()).map_err(|e| {
+                    ProviderError::Transient(format!(
+                        "unexpected {command} response from CloudStack: {key} is not a list of {key} objects: {e}"
+                    ))
+                })?,
+            };
+            if page == 1 {
+                page_len = batch.len();
+            }
+            // A short page is the last one, whatever `count` says (items removed meanwhile).
+            let last = batch.is_empty() || batch.len() < page_len;
+            items.extend(batch);
+            if last || items.len() >= count {
+                return Ok(items);
+            }
+        }
+        Err(ProviderError::Transient(format!(
+            "{command}: CloudStack kept returning full pages of {page_len} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
+        )))
+    }
+
+    /// Starts an asynchronous command; the job is waited for with [`Api::wait`].
+    pub fn submit(&self, command: &'static str, params: Params) -> Result<Job, ProviderError> {
+        let body = self.call(command, params, true)?;
+        let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_string);
+        let jobid = text("jobid").ok_or_else(|| {
+            ProviderError::Transient(format!(
+                "unexpected {command} response from CloudStack: no jobid in {body}"
+            ))
+        })?;
+        Ok(Job {
+            jobid,
+            command,
+            entity: text("id"),
+        })
+    }
+
+    /// Starts a command and waits for its job; returns the job's result.
+    pub fn run(
+        &self,
+        command: &'static str,
+        params: Params,
+        budget: &Budget,
+    ) -> Result<Value, ProviderError> {
+        let job = self.submit(command, params)?;
+        self.wait(&job, budget)
+    }
+
+    /// The job's result once it succeeded, its error once it failed, `None` while it runs.
+    fn poll(&self, job: &Job) -> Result<Option<Value>, Polled> {
+        let body = self
+            .call(
+                "queryAsyncJobResult",
+                Params::new().set("jobid", &job.jobid),
+                false,
+            )
+            .map_err(Polled::Unknown)?;
+        let status = body.get("jobstatus").and_then(Value::as_i64).unwrap_or(0);
+        let result = body.get("jobresult").cloned().unwrap_or(Value::Null);
+        match status {
+            0 => Ok(None),
+            1 => Ok(Some(result)),
+            _ => {
+                let code = result
+                    .get("errorcode")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(530);
+                let text = result
+                    .get("errortext")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no error text");
+                Err(Polled::Failed(code_error(
+                    code as u16,
+                    &format!(
+                        "CloudStack job {} ({}) failed: {text}",
+                        job.jobid, job.command
+                    ),
+                )))
+            }
+        }
+    }
+
+    /// Waits for `job` within the budget. A job still running when the budget is spent is
+    /// remembered for the budget's owner and reported as `retry-after`.
+    pub fn wait(&self, job: &Job, budget: &Budget) -> Result<Value, ProviderError> {
+        let mut pause = FIRST_POLL_INTERVAL;
+        let remember = || {
+            self.pending.borrow_mut().push(PendingJob {
+                owner: budget.owner.clone(),
+                job: job.clone(),
+            })
+        };
+        loop {
+            match self.poll(job) {
+                Ok(Some(result)) => return Ok(result),
+                Ok(None) => {}
+                // The job failed: it is over.
+                Err(Polled::Failed(e)) => return Err(e),
+                // The poll itself failed (a 5xx, a timeout): the job may still run or have
+                // succeeded. Remembered like a job outliving the budget, never taken for a
+                // failure (that would undo work CloudStack still does).
+                Err(Polled::Unknown(e)) => {
+                    remember();
+                    return Err(e);
+                }
+            }
+            let left = budget.left();
+            if left.is_zero() {
+                remember();
+                return Err(still_running(job));
+            }
+            // A pause between polls, never past the budget: the guest has no other work.
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(MAX_POLL_INTERVAL);
+        }
+    }
+
+    /// Waits for the jobs an earlier call of the same owner left running. A failed one is
+    /// logged, forgotten (the caller looks at CloudStack's state anyway) and returned, for the
+    /// caller to undo what it did around it.
+    pub fn finish_pending(&self, budget: &Budget) -> Result<Vec<Job>, ProviderError> {
+        let mut failed = Vec::new();
+        let mine: Vec<PendingJob> = {
+            let mut pending = self.pending.borrow_mut();
+            let (mine, others) = pending.drain(..).partition(|p| p.owner == budget.owner);
+            *pending = others;
+            mine
+        };
+        for (i, p) in mine.iter().enumerate() {
+            match self.wait(&p.job, budget) {
+                Ok(_) => {}
+                Err(e) if self.is_pending(&p.job) => {
+                    // Still running, or its state unknown (the poll failed): `wait`
+                    // re-remembered this job; keep the ones not yet looked at too.
+                    self.pending
+                        .borrow_mut()
+                        .extend(mine[i + 1..].iter().cloned());
+                    return Err(e);
+                }
+                Err(e) => {
+                    log::warn(
+                        "an earlier CloudStack job failed",
+                        &[
+                            ("job", &p.job.jobid),
+                            ("command", p.job.command),
+                            ("error", &e.to_string()),
+                        ],
+                    );
+                    failed.push(p.job.clone());
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Whether `job` is remembered as pending: it outlived its call, or its outcome could not
+    /// be read. Not pending after an error means the job itself failed.
+    pub fn is_pending(&self, job: &Job) -> bool {
+        self.pending
+            .borrow()
+            .iter()
+            .any(|p| p.job.jobid == job.jobid)
+    }
+
+    /// Forgets the owner's pending jobs (its object is gone).
+    pub fn forget(&self, owner: &str) {
+        self.pending.borrow_mut().retain(|p| p.owner != owner);
+    }
+}
+
+/// Why a poll gave no result.
+enum Polled {
+    /// The job failed (`jobstatus` 2).
+    Failed(ProviderError),
+    /// `queryAsyncJobResult` itself failed: the job's outcome is unknown.
+    Unknown(ProviderError),
+}
+
+/// The `retry-after` for a job still running.
+fn still_running(job: &Job) -> ProviderError {
+    ProviderError::retry_after(
+        JOB_RETRY_SECS,
+        format!(
+            "CloudStack job {} ({}) is still running; the next call picks it up",
+            job.jobid, job.command
+        ),
+    )
+}
+
+/// The body of `{"<command>response": {...}}`, or the error the envelope reports.
+fn unwrap_envelope(command: &str, response: &Response) -> Result<Value, ProviderError> {
+    let parsed: Option<Map<String, Value>> = serde_json::from_slice(&response.body).ok();
+    let inner = parsed.as_ref().and_then(|m| m.values().next()).cloned();
+    if response.status == 200 {
+        return match inner {
+            Some(v @ Value::Object(_)) => Ok(v),
+            _ => Err(ProviderError::Transient(format!(
+                "unexpected {command} response from {}: not a CloudStack JSON envelope: {}",
+                http::display_url(&response.url),
+                http::body_snippet(&response.body)
+            ))),
+        };
+    }
+    if response.status == 429 {
+        return Err(ProviderError::RateLimited(
+            response
+                .header("retry-after")
+                .and_then(|v| v.trim().parse().ok()),
+        ));
+    }
+    let text = inner
+        .as_ref()
+        .and_then(|v| v.get("errortext"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| http::body_snippet(&response.body));
+    let code = inner
+        .as_ref()
+        .and_then(|v| v.get("errorcode"))
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .unwrap_or(response.status);
+    Err(code_error(
+        code,
+        &format!(
+            "CloudStack answered {command} with error {code} ({}): {text}",
+            http::display_url(&response.url)
+        ),
+    ))
+}
+
+/// The provider error a CloudStack error code means.
+fn code_error(code: u16, message: &str) -> ProviderError {
+    match code {
+        401 | 403 => ProviderError::Unauthorized(format!(
+            "{message}; check api-key and secret-key in cloud-config, and the host's clock (signed requests carry an expiry time)"
+        )),
+        // Only an unknown `id` means the object is gone; CloudStack words an unknown
+        // `projectid` the same way, and that is the operator's to fix, never a deleted node.
+        431 if message.contains("Invalid parameter projectid") => {
+            ProviderError::InvalidConfig(format!(
+                "{message}; check project-id in cloud-config (a project UUID or name visible to this API key)"
+            ))
+        }
+        431 if message.contains("Invalid parameter id value=")
+            && message.contains("entity does not exist") =>
+        {
+            ProviderError::NotFound(message.into())
+        }
+        432 => ProviderError::Permanent(format!(
+            "{message}; the API key's account may not call it (an admin-only API, or a role without it)"
+        )),
+        429 => ProviderError::RateLimited(None),
+        537 => ProviderError::Permanent(format!(
+            "{message}; another rule already uses this port on the IP address"
+        )),
+        531 | 532 => ProviderError::Permanent(format!(
+            "{message}; the account is refused or at a resource limit (e.g. public IPs): raise the limit or free resources"
+        )),
+        500..=599 => ProviderError::Transient(message.into()),
+        _ => ProviderError::Permanent(message.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(status: u16, body: &str) -> Response {
+        Response {
+            url: "https://cloud.example/client/api?apiKey=secret".into(),
+            status,
+            headers: vec![],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn envelopes() {
+        let ok = unwrap_envelope(
+            "listZones",
+            &response(
+                200,
+                r#"{"listzonesresponse":{"count":1,"zone":[{"id":"z"}]}}"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(ok["count"], 1);
+        let empty = unwrap_envelope("listZones", &response(200, r#"{"listzonesresponse":{}}"#));
+        assert_eq!(empty.unwrap(), serde_json::json!({}));
+        assert!(matches!(
+            unwrap_envelope("listZones", &response(200, "<html>")),
+            Err(ProviderError::Transient(_))
+        ));
+    }
+
+    #[test]
+    fn error_codes() {
+        let err = |status: u16, code: u16, text: &str| {
+            unwrap_envelope(
+                "deleteLoadBalancerRule",
+                &response(
+                    status,
+                    &format!(r#"{{"x":{{"uuidList":[],"errorcode":{code},"cserrorcode":9999,"errortext":"{text}"}}}}"#),
+                ),
+            )
+            .unwrap_err()
+        };
+        assert!(
+            matches!(err(401, 401, "unable to verify"), ProviderError::Unauthorized(m) if !m.contains("apiKey=secret"))
+        );
+        assert!(matches!(
+            err(
+                431,
+                431,
+                "Invalid parameter id value=9 due to incorrect long value format, or entity does not exist"
+            ),
+            ProviderError::NotFound(_)
+        ));
+        assert!(matches!(
+            err(431, 431, "bad cidr"),
+            ProviderError::Permanent(_)
+        ));
+        assert!(
+            matches!(err(432, 432, "not available"), ProviderError::Permanent(m) if m.contains("admin-only"))
+        );
+        assert!(matches!(err(530, 530, "boom"), ProviderError::Transient(_)));
+        assert!(matches!(
+            err(537, 537, "conflicts"),
+            ProviderError::Permanent(_)
+        ));
+        assert!(matches!(
+            unwrap_envelope("x", &response(502, "bad gateway")),
+            Err(ProviderError::Transient(m)) if m.contains("bad gateway")
+        ));
+    }
+
+    #[test]
+    fn uuids() {
+        assert!(is_uuid("6a3d7c2e-0000-4000-8000-00000000000a"));
+        assert!(!is_uuid("my-project"));
+        assert!(!is_uuid("6a3d7c2e-0000-4000-8000-00000000000"));
+    }
+}

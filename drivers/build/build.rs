@@ -14,46 +14,80 @@ use std::process::Command;
 mod multi_memory;
 mod toolchain;
 
-/// (package, artifact file stem, env var exported to lib.rs).
-const GUESTS: &[(&str, &str, &str)] = &[
-    ("static-driver", "static_driver", "WASM_CCM_STATIC_DRIVER"),
-    (
+/// One guest component the workspace builds.
+struct Guest {
+    /// Its short name: the key of `all()`, and of `SHIPPED` for a shipped driver (the name of
+    /// its cloud in the kit's list, `crates/sim/src/kit`).
+    name: &'static str,
+    /// Its cargo package; the artifact is the package name with `_` for `-`.
+    package: &'static str,
+    /// Its source directory, watched for changes.
+    dir: &'static str,
+    /// Whether it ships: its bytes are embedded in `SHIPPED` (the developer kit's playground).
+    shipped: bool,
+}
+
+/// Every guest, the one table: adding a driver to the workspace's builds is a line here.
+const GUESTS: &[Guest] = &[
+    guest("static", "static-driver", "drivers/static", true),
+    guest(
+        "cloudscale",
         "cloudscale-driver",
-        "cloudscale_driver",
-        "WASM_CCM_CLOUDSCALE_DRIVER",
+        "drivers/cloudscale",
+        true,
     ),
-    (
+    guest(
+        "phoenixnap",
         "phoenixnap-driver",
-        "phoenixnap_driver",
-        "WASM_CCM_PHOENIXNAP_DRIVER",
+        "drivers/phoenixnap",
+        true,
     ),
-    (
+    guest(
+        "cloudstack",
         "cloudstack-driver",
-        "cloudstack_driver",
-        "WASM_CCM_CLOUDSTACK_DRIVER",
+        "drivers/cloudstack",
+        true,
     ),
-    (
-        "hostile-driver",
-        "hostile_driver",
-        "WASM_CCM_HOSTILE_DRIVER",
-    ),
-    (
+    guest("hostile", "hostile-driver", "tests/drivers/hostile", false),
+    guest(
+        "future-major",
         "future-major-driver",
-        "future_major_driver",
-        "WASM_CCM_FUTURE_MAJOR_DRIVER",
+        "tests/drivers/future-major",
+        false,
     ),
-    ("broken-driver", "broken_driver", "WASM_CCM_BROKEN_DRIVER"),
-    (
+    guest("broken", "broken-driver", "tests/drivers/broken", false),
+    guest(
+        "hostile-lb",
         "hostile-lb-driver",
-        "hostile_lb_driver",
-        "WASM_CCM_HOSTILE_LB_DRIVER",
+        "tests/drivers/hostile-lb",
+        false,
     ),
-    (
-        "template-driver",
-        "template_driver",
-        "WASM_CCM_TEMPLATE_DRIVER",
-    ),
+    guest("template", "template-driver", "sdk/rust/template", false),
 ];
+
+const fn guest(
+    name: &'static str,
+    package: &'static str,
+    dir: &'static str,
+    shipped: bool,
+) -> Guest {
+    Guest {
+        name,
+        package,
+        dir,
+        shipped,
+    }
+}
+
+impl Guest {
+    /// `WASM_CCM_<NAME>_DRIVER`, the variable `lib.rs`'s named constants read.
+    fn env_var(&self) -> String {
+        format!(
+            "WASM_CCM_{}_DRIVER",
+            self.name.to_uppercase().replace('-', "_")
+        )
+    }
+}
 
 const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "guest";
@@ -72,34 +106,37 @@ fn main() {
 
     // Directories are watched recursively by cargo (mtime comparison), which keeps the no-op
     // case to a stat walk of the guest sources.
-    for path in [
+    let shared = [
         "wit",
         "sdk/rust/src",
         "sdk/rust/Cargo.toml",
-        "drivers/static",
-        "drivers/cloudscale",
-        "drivers/phoenixnap",
-        "drivers/cloudstack",
-        "tests/drivers",
-        "sdk/rust/template",
         "Cargo.lock",
         "Cargo.toml",
-    ] {
+    ];
+    for path in shared.into_iter().chain(GUESTS.iter().map(|g| g.dir)) {
         println!("cargo:rerun-if-changed={}", workspace.join(path).display());
     }
 
     let target_dir = workspace.join("target").join("guest");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
 
-    for (package, stem, env_var) in GUESTS {
-        build(&cargo, &workspace, &target_dir, package);
+    let mut table = String::new();
+    for guest in GUESTS {
+        build(&cargo, &workspace, &target_dir, guest.package);
         let artifact = target_dir
             .join(TARGET)
             .join(PROFILE)
-            .join(format!("{stem}.wasm"));
-        check_component(&artifact, package);
-        println!("cargo:rustc-env={env_var}={}", artifact.display());
+            .join(format!("{}.wasm", guest.package.replace('-', "_")));
+        check_component(&artifact, guest.package);
+        println!("cargo:rustc-env={}={}", guest.env_var(), artifact.display());
+        table.push_str(&format!(
+            "    ({:?}, {:?}, {}),\n",
+            guest.name,
+            artifact.display().to_string(),
+            guest.shipped
+        ));
     }
+    write_table(&table);
 
     let bomb = target_dir.join("multi_memory_driver.wasm");
     if let Err(e) = multi_memory::build(&workspace, &bomb) {
@@ -111,6 +148,33 @@ fn main() {
         "cargo:rustc-env=WASM_CCM_MULTI_MEMORY_DRIVER={}",
         bomb.display()
     );
+}
+
+/// Writes `$OUT_DIR/guests.rs`, which `lib.rs` includes: every guest as (name, absolute path,
+/// shipped), and the shipped drivers' bytes.
+fn write_table(rows: &str) {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+    let shipped: String = GUESTS
+        .iter()
+        .filter(|g| g.shipped)
+        .map(|g| {
+            format!(
+                "    ({:?}, include_bytes!(env!({:?}))),\n",
+                g.name,
+                g.env_var()
+            )
+        })
+        .collect();
+    let text = format!(
+        "/// Every guest: (name, absolute path, shipped). Generated from build.rs's `GUESTS`.\n\
+         const GUESTS: &[(&str, &str, bool)] = &[\n{rows}];\n\n\
+         /// The shipped drivers' bytes. Generated from build.rs's `GUESTS`.\n\
+         const SHIPPED_BYTES: &[(&str, &[u8])] = &[\n{shipped}];\n"
+    );
+    let path = out_dir.join("guests.rs");
+    if let Err(e) = std::fs::write(&path, text) {
+        stop(&format!("cannot write {}: {e}", path.display()));
+    }
 }
 
 /// Stops the build with one line (cargo shows a failed build script's stderr).

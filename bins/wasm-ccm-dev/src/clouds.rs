@@ -27,3 +27,35 @@ pub(crate) fn driver_bytes(name: &str) -> anyhow::Result<&'static [u8]> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every cloud in the kit's list has its driver embedded: a cloud added to the list without
+    /// its line in the guest build table fails here, not in a user's playground.
+    #[tokio::test]
+    async fn every_cloud_has_its_driver_embedded() {
+        for cloud in kit::CLOUDS {
+            let sim = kit::start(cloud.name, kit::StartOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e:#}", cloud.name));
+            let driver = sim.driver_setup().driver;
+            let bytes = driver_bytes(driver).unwrap_or_else(|e| panic!("{e:#}"));
+            assert!(bytes.starts_with(b"\0asm"), "{driver}");
+            sim.shutdown().await;
+        }
+    }
+
+    #[test]
+    fn an_unknown_cloud_name_lists_the_known_ones() {
+        assert_eq!(
+            parse_cloud_name("aws").unwrap_err(),
+            format!(
+                "there is no `aws` simulated cloud; choose one of {}",
+                kit::names()
+            )
+        );
+        assert_eq!(parse_cloud_name("cloudstack").unwrap(), "cloudstack");
+    }
+}

@@ -61,41 +61,23 @@ pub fn hostile_with_info(mode: &str) -> Vec<u8> {
     bytes
 }
 
+include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+
 /// Every guest component as (short name, absolute path): `static`, `cloudscale`, `phoenixnap`,
-/// `cloudstack`, `hostile`, `future-major`, `broken`, `hostile-lb`, `template`.
-pub fn all() -> &'static [(&'static str, &'static str)] {
-    &[
-        ("static", STATIC_DRIVER),
-        ("cloudscale", CLOUDSCALE_DRIVER),
-        ("phoenixnap", PHOENIXNAP_DRIVER),
-        ("cloudstack", CLOUDSTACK_DRIVER),
-        ("hostile", HOSTILE_DRIVER),
-        ("future-major", FUTURE_MAJOR_DRIVER),
-        ("broken", BROKEN_DRIVER),
-        ("hostile-lb", HOSTILE_LB_DRIVER),
-        ("template", TEMPLATE_DRIVER),
-    ]
+/// `cloudstack`, `hostile`, `future-major`, `broken`, `hostile-lb`, `template` (the build
+/// script's table, `GUESTS` in `build.rs`).
+pub fn all() -> Vec<(&'static str, &'static str)> {
+    GUESTS
+        .iter()
+        .map(|(name, path, _)| (*name, *path))
+        .collect()
 }
 
 /// The drivers that ship (`static`, `cloudscale`, `phoenixnap`, `cloudstack`), as bytes built
 /// into the binary that uses this: `wasm-ccm-dev` embeds them so its playground runs from an
 /// installed copy in any directory, not only in the checkout that built it. Test drivers are
-/// not here: they are read from [`all`]'s paths by tests only.
-pub const SHIPPED: &[(&str, &[u8])] = &[
-    ("static", include_bytes!(env!("WASM_CCM_STATIC_DRIVER"))),
-    (
-        "cloudscale",
-        include_bytes!(env!("WASM_CCM_CLOUDSCALE_DRIVER")),
-    ),
-    (
-        "phoenixnap",
-        include_bytes!(env!("WASM_CCM_PHOENIXNAP_DRIVER")),
-    ),
-    (
-        "cloudstack",
-        include_bytes!(env!("WASM_CCM_CLOUDSTACK_DRIVER")),
-    ),
-];
+/// not here: tests read them from [`all`]'s paths.
+pub const SHIPPED: &[(&str, &[u8])] = SHIPPED_BYTES;
 
 /// The embedded bytes of the shipped driver `name` ([`SHIPPED`]).
 pub fn shipped(name: &str) -> Option<&'static [u8]> {

@@ -6,8 +6,27 @@ const COMPONENT_PREAMBLE: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0
 
 #[test]
 fn every_guest_is_a_component() {
-    assert_eq!(wasm_ccm_drivers::all().len(), 9);
-    for (name, path) in wasm_ccm_drivers::all() {
+    let all = wasm_ccm_drivers::all();
+    // The shipped drivers and the test components the sandbox and conformance tests need.
+    let names: Vec<&str> = all.iter().map(|(name, _)| *name).collect();
+    for needed in [
+        "static",
+        "cloudscale",
+        "phoenixnap",
+        "cloudstack",
+        "hostile",
+        "future-major",
+        "broken",
+        "hostile-lb",
+        "template",
+    ] {
+        assert!(names.contains(&needed), "no `{needed}` guest in {names:?}");
+    }
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "a guest name twice: {names:?}");
+    for (name, path) in all {
         assert!(
             Path::new(path).is_absolute(),
             "{name}: {path} is not absolute"
@@ -23,16 +42,15 @@ fn every_guest_is_a_component() {
 
 #[test]
 fn shipped_drivers_fit_a_configmap() {
-    for (name, path) in [
-        ("static", wasm_ccm_drivers::STATIC_DRIVER),
-        ("cloudscale", wasm_ccm_drivers::CLOUDSCALE_DRIVER),
-        ("phoenixnap", wasm_ccm_drivers::PHOENIXNAP_DRIVER),
-        ("cloudstack", wasm_ccm_drivers::CLOUDSTACK_DRIVER),
-        ("template", wasm_ccm_drivers::TEMPLATE_DRIVER),
-    ] {
-        let size = std::fs::metadata(path)
-            .unwrap_or_else(|e| panic!("{name}: cannot read {path}: {e}"))
-            .len();
+    // Every shipped driver (the build table's), and the template a driver author starts from.
+    let template = ("template", wasm_ccm_drivers::TEMPLATE_DRIVER);
+    let shipped = wasm_ccm_drivers::SHIPPED
+        .iter()
+        .map(|(name, bytes)| (*name, bytes.len() as u64));
+    let template_size = std::fs::metadata(template.1)
+        .unwrap_or_else(|e| panic!("template: cannot read {}: {e}", template.1))
+        .len();
+    for (name, size) in shipped.chain([(template.0, template_size)]) {
         if let Err(why) = wasm_ccm_drivers::check_fits_configmap(name, size) {
             panic!("{why}");
         }

@@ -9,12 +9,11 @@
 //! `kit/static_cloud.rs`.
 //!
 //! Adding a cloud: its driver crate (and a line in the root `Cargo.toml`'s members and in
-//! `.ci/run`'s guest clippy loop); its simulator module (`crates/sim/src/<cloud>/`, a `mod` line
-//! in `lib.rs`) with a `kit.rs` implementing [`SimCloud`]; one entry in [`CLOUDS`] (and in the
-//! name list `kit/tests.rs` asserts); the guest build table in `drivers/build/build.rs` and the
-//! driver's constant, `all()` and `SHIPPED` entries in `drivers/build/src/lib.rs` (with the
-//! count `drivers/build/tests/artifacts.rs` asserts). A soak fault model (`soak/cloud.rs` and
-//! the `SoakDriver` enum) and `wasm-ccm-dev sim <cloud>`'s options (`crates/sim/src/cli.rs`) are
+//! `.ci/run`'s guest clippy loop); one line in the guest table, `GUESTS` in
+//! `drivers/build/build.rs` (which builds and embeds it); its simulator module
+//! (`crates/sim/src/<cloud>/`, a `mod` line in `lib.rs`) with a `kit.rs` implementing
+//! [`SimCloud`]; one entry in [`CLOUDS`]. A soak fault model (`soak/cloud.rs` and the
+//! `SoakDriver` enum) and `wasm-ccm-dev sim <cloud>`'s options (`crates/sim/src/cli.rs`) are
 //! optional.
 
 mod static_cloud;

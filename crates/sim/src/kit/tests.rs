@@ -4,7 +4,18 @@ use super::*;
 
 #[tokio::test]
 async fn every_cloud_starts_seeds_and_describes_its_driver() {
-    assert_eq!(names(), "static, cloudscale, phoenixnap, cloudstack");
+    let listed: Vec<&str> = CLOUDS.iter().map(|c| c.name).collect();
+    for shipped in ["static", "cloudscale", "phoenixnap", "cloudstack"] {
+        assert!(listed.contains(&shipped), "{shipped} is not in {listed:?}");
+    }
+    let mut unique = listed.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        listed.len(),
+        "a cloud listed twice: {listed:?}"
+    );
     for entry in CLOUDS {
         let nodes: Vec<SimNode> = (0..3).map(SimNode::numbered).collect();
         let (cloud, ids) = start_with_nodes(entry.name, StartOptions::default(), &nodes)
@@ -39,8 +50,12 @@ async fn an_unknown_cloud_names_the_known_ones() {
         .expect("no aws simulator");
     assert_eq!(
         err.to_string(),
-        "there is no `aws` simulated cloud; choose one of static, cloudscale, phoenixnap, cloudstack"
+        format!(
+            "there is no `aws` simulated cloud; choose one of {}",
+            names()
+        )
     );
+    assert!(names().starts_with("static, cloudscale, phoenixnap, cloudstack"));
 }
 
 #[tokio::test]

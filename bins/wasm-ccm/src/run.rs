@@ -299,19 +299,6 @@ pub async fn cluster_facts(client: &kube::Client) -> ClusterFacts {
     }
 }
 
-/// Compiles (or loads from the cache) and initialises the driver at `path`.
-pub async fn load_driver(
-    global: &GlobalArgs,
-    path: &std::path::Path,
-    spec: DriverSpec<'_>,
-) -> anyhow::Result<Arc<Driver>> {
-    let runtime = global.runtime()?;
-    let compiled = runtime.compile_file(path).await?;
-    Ok(Arc::new(
-        runtime.load(&compiled, driver_options(spec)).await?,
-    ))
-}
-
 /// Compiles (or loads from the cache) and initialises a driver given as bytes (`origin` names
 /// it in errors): what `wasm-ccm-dev` does with the drivers it embeds.
 pub async fn load_driver_bytes(

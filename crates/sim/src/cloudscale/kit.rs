@@ -100,7 +100,7 @@ impl SimCloud for CloudscaleSim {
     }
 
     fn request_counts(&self) -> (u64, u64) {
-        count_requests(&self.requests(), |r| r.method != "GET")
+        count_requests(&self.requests(), |r| r.is_mutation())
     }
 
     fn as_any(&self) -> &dyn Any {

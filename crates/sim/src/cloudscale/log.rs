@@ -20,6 +20,11 @@ pub struct LoggedRequest {
 }
 
 impl LoggedRequest {
+    /// Whether the request changes something in the cloud: any method but GET.
+    pub fn is_mutation(&self) -> bool {
+        self.method != "GET"
+    }
+
     /// `METHOD path status`, e.g. `POST /v1/load-balancers/pools 201`.
     pub fn line(&self) -> String {
         format!("{} {} {}", self.method, self.path, self.status)

@@ -271,7 +271,7 @@ impl CloudscaleSim {
     pub fn mutations(&self) -> Vec<LoggedRequest> {
         self.requests()
             .into_iter()
-            .filter(|r| r.method != "GET")
+            .filter(LoggedRequest::is_mutation)
             .collect()
     }
 

@@ -120,9 +120,7 @@ impl SimCloud for PhoenixnapSim {
 
     fn request_counts(&self) -> (u64, u64) {
         // Token requests change nothing in the cloud: counted as reads.
-        count_requests(&self.requests(), |r| {
-            r.method != "GET" && !r.path.ends_with("/openid-connect/token")
-        })
+        count_requests(&self.requests(), |r| r.is_mutation())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -22,6 +22,12 @@ pub struct LoggedRequest {
 }
 
 impl LoggedRequest {
+    /// Whether the request changes something in the cloud: any method but GET, except the
+    /// token endpoint's POST (a token changes nothing in the cloud).
+    pub fn is_mutation(&self) -> bool {
+        self.method != "GET" && !self.path.ends_with("/openid-connect/token")
+    }
+
     /// `METHOD path[?query] status`, e.g. `POST /ips/v1/ip-blocks 201`.
     pub fn line(&self) -> String {
         if self.query.is_empty() {

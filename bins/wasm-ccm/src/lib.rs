@@ -7,6 +7,7 @@
 
 pub mod global;
 pub mod inspect;
+pub mod preflight;
 pub mod run;
 pub mod source;
 pub mod units;
@@ -34,7 +35,7 @@ where
     match runtime.block_on(command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{program}: {e:#}");
+            eprintln!("{program}: {}", preflight::one_line(&e));
             ExitCode::from(2)
         }
     }

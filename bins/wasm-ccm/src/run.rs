@@ -429,6 +429,66 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 }
 
 impl RunArgs {
+    /// Checks every flag that names a file, a directory or a URL before any work is done.
+    fn preflight(&self, source: &DriverSource) -> anyhow::Result<()> {
+        use crate::preflight::{PathFlag, cert_dir, master_url, readable_files, tls_pair};
+        let driver_file = match source {
+            DriverSource::File(path) => Some(path.as_path()),
+            DriverSource::Oci(_) => None,
+        };
+        let kubeconfig_hint = "give the path of a kubeconfig file, or leave the flag out";
+        readable_files(&[
+            PathFlag {
+                flag: "--kubeconfig",
+                path: self.kubeconfig.as_deref(),
+                what: "a kubeconfig",
+                hint: "give the path of a kubeconfig file, or leave --kubeconfig out to use the in-cluster configuration",
+            },
+            PathFlag {
+                flag: "--driver",
+                path: driver_file,
+                what: "the driver's .wasm",
+                hint: "give the path of the driver component (a mounted ConfigMap key) or an oci:// reference",
+            },
+            PathFlag {
+                flag: "--cloud-config",
+                path: self.cloud_config.as_deref(),
+                what: "the driver's configuration",
+                hint: "give the path of the cloud config file (the mounted Secret's key), or leave the flag out",
+            },
+            PathFlag {
+                flag: "--tls-cert-file",
+                path: self.tls_cert_file.as_deref(),
+                what: "a PEM certificate",
+                hint: "give the serving certificate's PEM file, or leave the flag out to use --cert-dir",
+            },
+            PathFlag {
+                flag: "--tls-private-key-file",
+                path: self.tls_private_key_file.as_deref(),
+                what: "a PEM private key",
+                hint: "give the serving key's PEM file, or leave the flag out to use --cert-dir",
+            },
+            PathFlag {
+                flag: "--authentication-kubeconfig",
+                path: self.authentication_kubeconfig.as_deref(),
+                what: "a kubeconfig",
+                hint: kubeconfig_hint,
+            },
+            PathFlag {
+                flag: "--authorization-kubeconfig",
+                path: self.authorization_kubeconfig.as_deref(),
+                what: "a kubeconfig",
+                hint: kubeconfig_hint,
+            },
+        ])?;
+        tls_pair(
+            self.tls_cert_file.as_deref(),
+            self.tls_private_key_file.as_deref(),
+        )?;
+        cert_dir(self.cert_dir.as_deref())?;
+        master_url(self.master.as_deref())
+    }
+
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
         if self.concurrent_node_syncs == 0 {
             bail!("--concurrent-node-syncs must be greater than 0");
@@ -622,15 +682,16 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         );
     }
     let config = args.controller_config()?;
+    let source = DriverSource::parse(&args.driver)?;
+    args.preflight(&source)?;
     args.warn_about_ignored_flags();
-    // The serving certificate first: a bad file is a startup error before anything else runs.
+    // The serving certificate next: a bad file is a startup error before anything else runs.
     let tls = args.serving_tls()?;
     let cloud_config = match &args.cloud_config {
         Some(p) => std::fs::read(p)
             .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
         None => Vec::new(),
     };
-    let source = DriverSource::parse(&args.driver)?;
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let serving = match tls {
         Some(tls) => Some(args.serving(tls).await?),

@@ -57,3 +57,70 @@ fn run_without_a_driver_says_which_flag_is_missing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--driver <PATH|oci://…>"), "{err}");
 }
+
+/// A new user's first mistakes with `run`: each flag naming a file or URL is checked before any
+/// work, and the error is said once, naming the flag and what to do.
+#[test]
+fn run_checks_every_path_flag_first_and_says_each_error_once() {
+    let dir = std::env::temp_dir().join(format!("wasm-ccm-cli-{}", std::process::id()));
+    let cert_dir = dir.join("certs");
+    let manifest = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml";
+    let cert_dir_flag = cert_dir.display().to_string();
+    let base = [
+        "run",
+        "--cloud-provider=static",
+        "--cert-dir",
+        cert_dir_flag.as_str(),
+    ];
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--driver", &manifest, "--kubeconfig", "/nonexistent"],
+            "--kubeconfig /nonexistent: cannot read a kubeconfig: No such file or directory; give the path of a kubeconfig file",
+        ),
+        (
+            &["--driver", "/nonexistent.wasm"],
+            "--driver /nonexistent.wasm: cannot read the driver's .wasm: No such file or directory",
+        ),
+        (
+            &["--driver", &manifest, "--cloud-config", "/"],
+            "--cloud-config / is a directory, not the driver's configuration",
+        ),
+        (
+            &["--driver", &manifest, "--tls-cert-file", &manifest],
+            "--tls-cert-file is given without --tls-private-key-file",
+        ),
+        (
+            &["--driver", &manifest, "--master", "10.0.0.1:6443"],
+            "--master \"10.0.0.1:6443\" is not an http:// or https:// URL",
+        ),
+        (
+            &[
+                "--driver",
+                &manifest,
+                "--authorization-kubeconfig",
+                "/nonexistent",
+            ],
+            "--authorization-kubeconfig /nonexistent: cannot read a kubeconfig",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let args: Vec<&str> = base.iter().chain(flags).copied().collect();
+        let out = wasm_ccm(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "one line for {args:?}: {err}");
+        assert!(
+            lines[0].starts_with(&format!("wasm-ccm: {expected}")),
+            "{args:?}: {err}"
+        );
+        for reason in ["No such file or directory", "os error"] {
+            assert!(err.matches(reason).count() <= 1, "said twice: {err}");
+        }
+    }
+    assert!(
+        !cert_dir.exists(),
+        "no serving certificate may be generated before the flags are checked"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -25,7 +25,8 @@ use crate::engine::{EngineOptions, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::http::{HttpCapability, HttpInterceptor, HttpLimits};
 use crate::log::{DriverLogger, LogLimits, LogSink, TracingSink, is_secret_env_name};
-use crate::result_caps::{Capped, cap_error};
+use crate::result_caps::{Capped, cap_error, redact_error};
+use crate::special_addr::HostAddresses;
 use crate::state::{DriverHost, InstanceState};
 use crate::surface::{self, Surface};
 
@@ -114,6 +115,9 @@ pub struct DriverOptions {
     pub log: LogLimits,
     /// Where the driver's log lines go.
     pub log_sink: Arc<dyn LogSink>,
+    /// What the egress checks take for this host's own addresses: the system's interfaces in
+    /// production; a fixed list lets tests prove those stay closed on any machine.
+    pub host_addresses: HostAddresses,
 }
 
 impl Default for DriverOptions {
@@ -139,6 +143,7 @@ impl Default for DriverOptions {
             http_interceptor: None,
             log: LogLimits::default(),
             log_sink: Arc::new(TracingSink),
+            host_addresses: HostAddresses::system(),
         }
     }
 }
@@ -298,13 +303,15 @@ impl Runtime {
             .egress
             .clone()
             .unwrap_or_else(|| info.default_egress.clone());
-        let policy = EgressPolicy::parse(&patterns).map_err(|e| {
-            HostError::InvalidEgress(if opts.egress.is_some() {
-                e
-            } else {
-                format!("driver {name} declares a bad default egress pattern: {e}")
-            })
-        })?;
+        let policy = EgressPolicy::parse(&patterns)
+            .map_err(|e| {
+                HostError::InvalidEgress(if opts.egress.is_some() {
+                    e
+                } else {
+                    format!("driver {name} declares a bad default egress pattern: {e}")
+                })
+            })?
+            .with_host_addresses(opts.host_addresses.clone());
         let http = HttpCapability::new(policy, opts.http)
             .map_err(HostError::InvalidEgress)?
             .with_interceptor(opts.http_interceptor.clone());
@@ -323,6 +330,9 @@ impl Runtime {
             if is_secret_env_name(k) {
                 logger.add_secret(v);
             }
+        }
+        for secret in crate::config_secrets::secrets_in_config(&opts.config) {
+            logger.add_secret(&secret);
         }
         let host = Arc::new(DriverHost {
             name: name.clone(),
@@ -579,7 +589,7 @@ impl DriverInner {
             slot.guests
                 .provider
                 .call_init(&mut slot.store, &o.context, &o.config, &self.env);
-        match tokio::time::timeout(o.init_timeout, call).await {
+        let result = match tokio::time::timeout(o.init_timeout, call).await {
             Ok(Ok(Ok(()))) => Ok(slot),
             Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e))),
             Ok(Err(e)) => Err(classify(
@@ -597,7 +607,8 @@ impl DriverInner {
                 deadline: o.init_timeout,
             }
             .into()),
-        }
+        };
+        result.map_err(|e| self.redact_call_error(e))
     }
 
     fn take_idle(&self) -> Option<Slot> {
@@ -667,15 +678,27 @@ impl DriverInner {
         slot.calls += 1;
         let result = tokio::time::timeout(timeout, f(&mut slot)).await;
         let state = slot.store.data_mut();
-        let events = std::mem::take(&mut state.call.events);
+        let mut events = std::mem::take(&mut state.call.events);
+        // The host quotes an event's reason when it refuses it; the message was redacted when
+        // the driver recorded it.
+        for e in &mut events {
+            self.redact(&mut e.reason);
+        }
         let http = std::mem::take(&mut state.call.http);
         let peak_memory = state.limiter.peak;
         let result = match result {
-            Ok(Ok(Ok(v))) => {
+            Ok(Ok(Ok(mut v))) => {
                 self.put_back(slot);
                 // The instance is sound (it returned normally); only this answer is refused.
                 match v.check_caps() {
-                    Ok(()) => Ok(v),
+                    Ok(()) => {
+                        v.redact_strings(&|s| {
+                            if let std::borrow::Cow::Owned(r) = self.host.logger.redact_answer(s) {
+                                *s = r;
+                            }
+                        });
+                        Ok(v)
+                    }
                     Err(detail) => Err(HostError::ResultOverCap {
                         driver: self.name.clone(),
                         function: function.into(),
@@ -711,11 +734,48 @@ impl DriverInner {
             }
         };
         Outcome {
-            result,
+            result: result.map_err(|e| self.redact_call_error(e)),
             events,
             http,
             elapsed: started.elapsed(),
             peak_memory,
+        }
+    }
+
+    /// Replaces every secret the host knows of (credential-named environment values, secrets
+    /// found in the cloud config, values the driver `log.redact`ed) in `s`.
+    fn redact(&self, s: &mut String) {
+        if let std::borrow::Cow::Owned(r) = self.host.logger.redact(s) {
+            *s = r;
+        }
+    }
+
+    /// An error with every driver-supplied text in it redacted: the driver's own message, the
+    /// panic line a trap quotes, the error `init` returned. The controllers put these texts into
+    /// events, log lines and `wasm-ccm-dev call` output.
+    fn redact_call_error(&self, e: CallError) -> CallError {
+        match e {
+            CallError::Provider(mut p) => {
+                redact_error(&mut p, &|s| self.redact(s));
+                CallError::Provider(p)
+            }
+            CallError::Host(HostError::Trap {
+                driver,
+                function,
+                mut detail,
+            }) => {
+                self.redact(&mut detail);
+                CallError::Host(HostError::Trap {
+                    driver,
+                    function,
+                    detail,
+                })
+            }
+            CallError::Host(HostError::InitFailed { driver, mut error }) => {
+                redact_error(&mut error, &|s| self.redact(s));
+                CallError::Host(HostError::InitFailed { driver, error })
+            }
+            other => other,
         }
     }
 
@@ -775,11 +835,14 @@ fn classify(
     }
 }
 
-/// Bytes one guest-to-host transfer may copy: a quarter of the memory limit, between 1 and
-/// 16 MiB. Results bigger than that are no CCM answer; the caps in [`crate::result_caps`] then
-/// bound their shape.
+/// Bytes one guest-to-host transfer may copy: the memory limit plus 1 MiB for the canonical ABI's
+/// bookkeeping. That is no more than the guest could hold itself, so every argument a driver can
+/// build without aliasing reaches the host's own checks and gets their typed answer (a request
+/// body over the cap is `too-large`, not a trap); only aliased copies (one buffer passed many
+/// times) can run out of fuel, and they trap. The caps in [`crate::result_caps`] then bound the
+/// shape of results.
 pub(crate) fn hostcall_fuel(memory_limit: usize) -> usize {
-    (memory_limit / 4).clamp(1 << 20, 16 << 20)
+    memory_limit.saturating_add(1 << 20)
 }
 
 /// What made the guest stop, in words: the trap code, `exit(N)`, or the root cause wasmtime

@@ -15,6 +15,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod call;
+pub mod config_secrets;
 mod driver;
 pub mod egress;
 pub mod engine;

@@ -318,6 +318,22 @@ impl DriverLogger {
         }
     }
 
+    /// `text` with every known secret of at least [`MIN_DRIVER_SECRET_LEN`] bytes replaced: for
+    /// a driver's answers, which the host writes to Kubernetes, where a short "secret" (a host
+    /// one may be 4 bytes) would too easily match an honest value and corrupt it.
+    pub fn redact_answer<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let Ok(secrets) = self.secrets.read() else {
+            return Cow::Borrowed(text);
+        };
+        // `sorted` is longest first: the long ones are a prefix.
+        let long = secrets
+            .sorted
+            .iter()
+            .take_while(|s| s.len() >= MIN_DRIVER_SECRET_LEN)
+            .count();
+        redact_with(&secrets.sorted[..long], text)
+    }
+
     /// At most `max` bytes of `text` with every known secret replaced. The text is cut to `max`
     /// plus the longest secret before redaction (so the work is bounded whatever its size; a
     /// secret cut there lies wholly past `max`), then to `max`.
@@ -605,6 +621,22 @@ mod tests {
         let r = &sink.records()[0];
         assert_eq!(r.message, "x [redacted] y [redacted] z ab");
         assert_eq!(r.fields[0].1, "[redacted]");
+    }
+
+    #[test]
+    fn answers_are_redacted_of_long_secrets_only() {
+        let log = DriverLogger::new("d", Arc::new(MemorySink::default()), LogLimits::default());
+        log.add_secret("abcd");
+        log.add_secret("a-long-secret");
+        assert_eq!(
+            log.redact_answer("x://abcd/a-long-secret"),
+            "x://abcd/[redacted]"
+        );
+        // Messages lose every secret, short ones too.
+        assert_eq!(
+            log.redact("x://abcd/a-long-secret"),
+            "x://[redacted]/[redacted]"
+        );
     }
 
     #[test]

@@ -30,6 +30,19 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
 pub trait Capped {
     /// `Err` names the first part over its cap, e.g. `addresses: 70 entries, at most 64`.
     fn check_caps(&self) -> Result<(), String>;
+
+    /// Passes every string of the value through `redact`. The host calls it on every answer
+    /// before anything acts on it, so a secret the host knows of cannot ride out of the guest in
+    /// an answer the host writes to Kubernetes or quotes in its own messages.
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String));
+}
+
+/// Redacts each string of `pairs` (keys and values).
+fn redact_pairs(pairs: &mut [(String, String)], redact: &dyn Fn(&mut String)) {
+    for (k, v) in pairs {
+        redact(k);
+        redact(v);
+    }
 }
 
 fn string(what: &str, s: &str) -> Result<(), String> {
@@ -53,17 +66,25 @@ impl Capped for bool {
     fn check_caps(&self) -> Result<(), String> {
         Ok(())
     }
+
+    fn redact_strings(&mut self, _: &dyn Fn(&mut String)) {}
 }
 
 impl Capped for () {
     fn check_caps(&self) -> Result<(), String> {
         Ok(())
     }
+
+    fn redact_strings(&mut self, _: &dyn Fn(&mut String)) {}
 }
 
 impl Capped for String {
     fn check_caps(&self) -> Result<(), String> {
         string("string", self)
+    }
+
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        redact(self);
     }
 }
 
@@ -88,6 +109,16 @@ impl Capped for InstanceMetadata {
         }
         Ok(())
     }
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        redact(&mut self.provider_id);
+        redact(&mut self.instance_type);
+        redact(&mut self.zone);
+        redact(&mut self.region);
+        for a in &mut self.addresses {
+            redact(&mut a.address);
+        }
+        redact_pairs(&mut self.additional_labels, redact);
+    }
 }
 
 fn ingress(list: &[Ingress]) -> Result<(), String> {
@@ -103,9 +134,23 @@ fn ingress(list: &[Ingress]) -> Result<(), String> {
     Ok(())
 }
 
+fn redact_ingress(list: &mut [Ingress], redact: &dyn Fn(&mut String)) {
+    for i in list {
+        i.ip.iter_mut()
+            .chain(i.hostname.iter_mut())
+            .for_each(redact);
+    }
+}
+
 impl Capped for Option<Vec<Ingress>> {
     fn check_caps(&self) -> Result<(), String> {
         self.as_deref().map_or(Ok(()), ingress)
+    }
+
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        if let Some(list) = self {
+            redact_ingress(list, redact);
+        }
     }
 }
 
@@ -131,6 +176,11 @@ impl Capped for EnsureResult {
         }
         Ok(())
     }
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        redact_ingress(&mut self.ingress, redact);
+        redact_pairs(&mut self.set_annotations, redact);
+        self.remove_annotations.iter_mut().for_each(redact);
+    }
 }
 
 impl Capped for Vec<Route> {
@@ -151,6 +201,16 @@ impl Capped for Vec<Route> {
         }
         Ok(())
     }
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        for r in self {
+            redact(&mut r.name);
+            redact(&mut r.target_node);
+            redact(&mut r.destination_cidr);
+            for a in &mut r.target_node_addresses {
+                redact(&mut a.address);
+            }
+        }
+    }
 }
 
 /// Results of dynamic calls (`wasm-ccm-dev call`, conformance) are checked by shape only: strings and
@@ -167,12 +227,33 @@ impl Capped for serde_json::Value {
             _ => Ok(()),
         }
     }
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        match self {
+            serde_json::Value::String(s) => redact(s),
+            serde_json::Value::Array(items) => {
+                items.iter_mut().for_each(|v| v.redact_strings(redact))
+            }
+            // Keys too: a dynamic answer is printed whole by `wasm-ccm-dev call`.
+            serde_json::Value::Object(map) => {
+                let taken = std::mem::take(map);
+                for (mut k, mut v) in taken {
+                    redact(&mut k);
+                    v.redact_strings(redact);
+                    map.insert(k, v);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Capped for ProviderInfo {
     fn check_caps(&self) -> Result<(), String> {
         // `info` has its own, stricter rules (`crate::info_rules`), checked at load.
         Ok(())
+    }
+    fn redact_strings(&mut self, _: &dyn Fn(&mut String)) {
+        // `info` runs before any secret is known (it takes no configuration).
     }
 }
 
@@ -203,6 +284,20 @@ pub fn cap_error(
             E::RetryAfter(r)
         }
         other => other,
+    }
+}
+
+/// Passes the message of a driver's error (or its retry reason) through `redact`.
+pub fn redact_error(e: &mut crate::bindings::types::ProviderError, redact: &dyn Fn(&mut String)) {
+    use crate::bindings::types::ProviderError as E;
+    match e {
+        E::NotFound(m)
+        | E::InvalidConfig(m)
+        | E::Unauthorized(m)
+        | E::Transient(m)
+        | E::Permanent(m) => redact(m),
+        E::RetryAfter(r) => redact(&mut r.reason),
+        E::NotImplemented | E::ImplementedElsewhere | E::RateLimited(_) => {}
     }
 }
 

@@ -21,6 +21,9 @@ const MAX_EVENTS_PER_CALL: usize = 50;
 /// requests beyond are still made and counted, only not recorded.
 const MAX_EXCHANGES_PER_CALL: usize = 256;
 const MAX_EVENT_MESSAGE: usize = 1024;
+/// Longest event reason kept from a driver (the controllers refuse one over 128 bytes and quote a
+/// shortened form of it).
+const MAX_EVENT_REASON_BYTES: usize = 512;
 
 /// What all instances of one driver share.
 pub(crate) struct DriverHost {
@@ -285,9 +288,13 @@ impl cluster::Host for InstanceState {
 
     fn event(&mut self, kind: cluster::EventType, reason: String, message: String) {
         let tags = self.tags();
-        // The controllers validate the reason (UpperCamelCase, ≤ 128 bytes); here it is only
-        // kept from growing the host.
-        let reason: String = reason.chars().take(128).collect();
+        // The controllers validate the reason (UpperCamelCase, ≤ 128 bytes) and quote a refused
+        // one; here it is kept from growing the host and redacted (before any cut, so no part of
+        // a secret survives it).
+        let reason = self
+            .host
+            .logger
+            .redact_bounded(&reason, MAX_EVENT_REASON_BYTES);
         if self.call.events.len() >= MAX_EVENTS_PER_CALL {
             self.host.logger.log(Level::Warn, Source::Host, &tags.function, &tags.object,
                 &format!("driver {} recorded more than {MAX_EVENTS_PER_CALL} events in one call; dropping event {reason}", self.host.name), &[]);

@@ -17,10 +17,13 @@ thread_local! {
     static CALLS: Cell<u64> = const { Cell::new(0) };
 }
 
-/// The hostile driver; `secret` comes from the config bytes `secret=<value>`, `token` from the
-/// env variable `HOSTILE_TOKEN` handed to `init` (WASI gives the guest no environment).
+/// The hostile driver; `secret` comes from the config line `secret=<value>` (and is
+/// `log::redact`ed), `api_key` from the config line `api-key = <value>` (never redacted by the
+/// driver: the host must find it itself), `token` from the env variable `HOSTILE_TOKEN` handed to
+/// `init` (WASI gives the guest no environment).
 pub struct Hostile {
     secret: String,
+    api_key: String,
     token: String,
 }
 
@@ -79,18 +82,27 @@ impl Provider for Hostile {
         if text.trim() == "spin-init" {
             spin();
         }
-        let secret = text
-            .trim()
-            .strip_prefix("secret=")
-            .unwrap_or_default()
-            .to_string();
+        let value_of = |key: &str| {
+            text.lines()
+                .find_map(|line| {
+                    let (k, v) = line.split_once('=')?;
+                    (k.trim() == key).then(|| v.trim().to_string())
+                })
+                .unwrap_or_default()
+        };
+        let secret = value_of("secret");
+        let api_key = value_of("api-key");
         log::redact(&secret);
         let token = env
             .into_iter()
             .find(|(k, _)| k == "HOSTILE_TOKEN")
             .map(|(_, v)| v)
             .unwrap_or_default();
-        Ok(Self { secret, token })
+        Ok(Self {
+            secret,
+            api_key,
+            token,
+        })
     }
 }
 
@@ -135,6 +147,37 @@ impl Instances for Hostile {
                 eprintln!("stderr {line}");
                 "t1".to_string()
             }
+            // Every channel a credential could take back out through the host: the error the
+            // controllers turn into an event and a log line, an event reason the host refuses
+            // and quotes, an answer the host writes to the Node, a panic line the trap quotes.
+            "leak-error" => {
+                return Err(ProviderError::Permanent(format!(
+                    "failed with api-key={} token={}",
+                    self.api_key, self.token
+                )));
+            }
+            "leak-event" => {
+                wasm_ccm_sdk::cluster::warning(
+                    &format!("Leak{}{}", self.api_key, self.token),
+                    &format!("message api-key={} token={}", self.api_key, self.token),
+                );
+                "t1".to_string()
+            }
+            "leak-answer" => {
+                let mut metadata = InstanceMetadata::new(format!("hostile://{}", node.name));
+                metadata.instance_type = format!("type-{}", self.api_key);
+                metadata.zone = self.token.clone();
+                metadata.additional_labels = vec![(
+                    format!("hostile.example/{}", self.token),
+                    self.api_key.clone(),
+                )];
+                return Ok(metadata);
+            }
+            "leak-panic" => panic!(
+                "hostile driver: api-key={} token={}",
+                self.api_key, self.token
+            ),
+            "post-big" => post_big(node)?,
             "stdout" => {
                 for i in 1..=3 {
                     println!("hostile stdout line {i}");
@@ -236,12 +279,26 @@ fn grow() -> ! {
     }
 }
 
+/// POSTs a body of `kb` KiB to the URL in annotation `url` and describes the outcome.
+fn post_big(node: &Node) -> Result<String, ProviderError> {
+    let url = node
+        .annotation("url")
+        .ok_or_else(|| ProviderError::invalid_config("post-big needs annotation `url`"))?;
+    let body = vec![b'x'; number(node, "kb", 17 * 1024) as usize * 1024];
+    describe(http::post(url).body(body).send())
+}
+
 /// GETs the URL in annotation `url` and describes the outcome.
 fn fetch(node: &Node) -> Result<String, ProviderError> {
     let url = node
         .annotation("url")
         .ok_or_else(|| ProviderError::invalid_config("fetch needs annotation `url`"))?;
-    match http::get(url).send() {
+    describe(http::get(url).send())
+}
+
+/// A response as `status=… bytes=…`; an HTTP error as a permanent error naming its case.
+fn describe(sent: Result<http::Response, HttpError>) -> Result<String, ProviderError> {
+    match sent {
         Ok(response) => Ok(format!(
             "status={} bytes={}",
             response.status,

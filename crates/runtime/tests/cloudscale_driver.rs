@@ -217,6 +217,15 @@ impl Cloud {
     }
 }
 
+/// The messages of the Warning events with `reason` that a call emitted.
+fn warnings<T>(o: &Outcome<T>, reason: &str) -> Vec<String> {
+    o.events
+        .iter()
+        .filter(|e| e.kind == EventKind::Warning && e.reason == reason)
+        .map(|e| e.message.clone())
+        .collect()
+}
+
 fn s(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
@@ -344,8 +353,9 @@ async fn a_node_without_provider_id_is_decided_as_upstream() {
         "{members:?}"
     );
 
-    // Its server is gone: still an error (never "does not exist", so the Node stays), and every
-    // reconcile of a load balancer that it is a backend of fails without a change.
+    // Its server is gone: still an error (never "does not exist", so the Node stays). A load
+    // balancer it is a backend of leaves it out with a Warning event naming it, and keeps
+    // serving the good nodes (review 2026-11-26, §3; upstream failed the whole reconcile).
     let late = c.sim.add_server(SeedServer::new("worker-3").private(
         PRIVATE_SUBNET,
         "10.1.1.0/24",
@@ -365,19 +375,34 @@ async fn a_node_without_provider_id_is_decided_as_upstream() {
         .driver
         .load_balancer_update(&svc, &with_gone, &scope())
         .await;
-    assert!(matches!(provider_error(&o),
-        ProviderError::Permanent(m) if m.contains("worker-3") && m.contains("delete the Node")));
+    o.result.as_ref().expect("the good nodes are reconciled");
+    let left_out = warnings(&o, "BackendsLeftOut");
+    assert_eq!(left_out.len(), 1, "{:?}", o.events);
+    assert!(
+        left_out[0].contains("node worker-3") && left_out[0].contains("delete the Node"),
+        "{left_out:?}"
+    );
     let o = c.ensure(&svc, &with_gone).await;
-    assert!(matches!(provider_error(&o), ProviderError::Permanent(m) if m.contains("worker-3")));
+    o.result.as_ref().expect("ensure with a stale node");
+    assert_eq!(warnings(&o, "BackendsLeftOut").len(), 1, "{:?}", o.events);
     assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
-    // Once the operator deletes the Node, the load balancer reconciles again.
+    assert_eq!(
+        c.member_names(),
+        ["10.1.1.11:30080", "10.1.1.12:30080", "10.2.2.12:30080"]
+    );
+    // If no node at all maps, nothing is changed (an answer that maps no node may be a wrong
+    // account), and the error names the node.
     let o = c
         .driver
-        .load_balancer_update(&svc, &nodes(), &scope())
+        .load_balancer_update(&svc, std::slice::from_ref(&gone), &scope())
         .await;
-    o.result.as_ref().expect("update without the stale node");
+    assert!(matches!(provider_error(&o),
+        ProviderError::Permanent(m) if m.contains("worker-3") && m.contains("nothing was changed")));
+    assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
 
-    // Its name matches two servers: an error everywhere, never "gone".
+    // Its name matches two servers: an error everywhere, never "gone"; behind a load balancer
+    // it is left out, and its existing member is neither removed nor duplicated (an ambiguous
+    // answer never deletes anything).
     c.sim.add_server(SeedServer::new("worker-2").private(
         PRIVATE_SUBNET,
         "10.1.1.0/24",
@@ -393,9 +418,18 @@ async fn a_node_without_provider_id_is_decided_as_upstream() {
         .driver
         .load_balancer_update(&svc, &nodes(), &scope())
         .await;
-    assert!(matches!(provider_error(&o),
-        ProviderError::Permanent(m) if m.contains("worker-2") && m.contains("2 cloudscale servers")));
-    assert!(c.sim.mutations().is_empty());
+    o.result.as_ref().expect("worker-1 is still reconciled");
+    let left_out = warnings(&o, "BackendsLeftOut");
+    assert_eq!(left_out.len(), 1, "{:?}", o.events);
+    assert!(
+        left_out[0].contains("node worker-2") && left_out[0].contains("2 cloudscale servers"),
+        "{left_out:?}"
+    );
+    assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
+    assert_eq!(
+        c.member_names(),
+        ["10.1.1.11:30080", "10.1.1.12:30080", "10.2.2.12:30080"]
+    );
     // With its provider ID the node is decided again.
     let mut initialised = node("worker-2");
     initialised.provider_id = format!("cloudscale://{}", c.workers[1]);
@@ -1191,6 +1225,13 @@ async fn public_only_nodes_and_node_set_updates() {
         mutations(&o).is_empty(),
         "a public-only node adds no member"
     );
+    // It gets no traffic, which upstream did not say; the event names its server.
+    let without = warnings(&o, "BackendsLeftOut");
+    assert_eq!(without.len(), 1, "{:?}", o.events);
+    assert!(
+        without[0].contains("edge-1") && without[0].contains("private network"),
+        "{without:?}"
+    );
 
     c.sim.add_server(SeedServer::new("worker-3").private(
         PRIVATE_SUBNET,
@@ -1212,16 +1253,32 @@ async fn public_only_nodes_and_node_set_updates() {
         ["DELETE load-balancers/pools/*/members/*"]
     );
 
-    // A node that is not a cloudscale server aborts, naming it.
+    // A node that is not a cloudscale server (by name, or by another cloud's provider ID) is
+    // left out, named in a Warning event; the good nodes keep their members.
     let mut foreign = nodes();
     foreign.push(node("on-prem-1"));
+    let mut alien = node("aws-1");
+    alien.provider_id = "aws:///eu-west-1a/i-0123456789".into();
+    foreign.push(alien);
     c.sim.clear_requests();
     let o = c
         .driver
         .load_balancer_update(&svc, &foreign, &scope())
         .await;
-    assert!(matches!(provider_error(&o), ProviderError::Permanent(m) if m.contains("on-prem-1")));
-    assert!(c.sim.mutations().is_empty());
+    o.result.as_ref().expect("the good nodes are reconciled");
+    let left_out = warnings(&o, "BackendsLeftOut");
+    assert_eq!(left_out.len(), 1, "{:?}", o.events);
+    assert!(
+        left_out[0].contains("2 of 4 nodes")
+            && left_out[0].contains("node on-prem-1")
+            && left_out[0].contains("node aws-1"),
+        "{left_out:?}"
+    );
+    assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
+    assert_eq!(
+        c.member_names(),
+        ["10.1.1.11:30080", "10.1.1.12:30080", "10.2.2.12:30080"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1363,7 +1420,7 @@ async fn what_upstream_accepts_is_accepted_with_warnings() {
 /// "Assumptions about the real API"). A refusal while the load balancer is `running` keeps its
 /// meaning: a 409 is `transient` (the driver re-read the load balancer first), not `permanent`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_conflict_on_a_running_load_balancer_is_transient() {
+async fn a_conflict_is_read_again_and_converges_in_the_same_call() {
     let c = cloud().await;
     c.sim.faults().fail_next(
         Match::path("/v1/load-balancers/pools").with_method("POST"),
@@ -1372,10 +1429,20 @@ async fn a_conflict_on_a_running_load_balancer_is_transient() {
     );
     let svc = service(&[]);
     let o = c.ensure(&svc, &nodes()).await;
-    assert!(
-        matches!(provider_error(&o), ProviderError::Transient(m) if m.contains("409")),
-        "{:?}",
-        o.result
+    o.result
+        .as_ref()
+        .expect("a 409 is a race: read again, then converge");
+    let statuses: Vec<u16> = c
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/load-balancers/pools")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        [409, 201],
+        "the refused POST and the one after the re-read"
     );
     let lines: Vec<String> = c.sim.requests().iter().map(|r| r.line()).collect();
     let refused = lines
@@ -1493,4 +1560,91 @@ async fn a_crash_between_two_calls_neither_leaks_nor_duplicates() {
             .unwrap_or_else(|e| panic!("{point}: delete: {e:?}"));
         assert!(c.sim.load_balancers().is_empty(), "{point}");
     }
+}
+
+/// One member the API refuses (400) is left out with a Warning event naming it; the others are
+/// added in the same call, and the next reconcile tries the refused one again (review
+/// 2026-11-26, §3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_member_is_left_out_and_the_others_are_added() {
+    let c = cloud().await;
+    // Member creation only: `/v1/load-balancers/pools/<uuid>/members` (the pool POST has no
+    // trailing slash).
+    c.sim.faults().fail_next(
+        Match::path("/v1/load-balancers/pools/").with_method("POST"),
+        400,
+        1,
+    );
+    let svc = service(&[]);
+    let o = c.ensure(&svc, &nodes()).await;
+    let r = o
+        .result
+        .as_ref()
+        .expect("the load balancer is built without it");
+    assert_eq!(r.ingress.len(), 2, "the public IPv4 + IPv6 pair: {r:?}");
+    let refused = warnings(&o, "MembersRefused");
+    assert_eq!(refused.len(), 1, "{:?}", o.events);
+    assert!(
+        refused[0].contains("10.1.1.11:30080 in pool tcp")
+            && refused[0].contains("Simulated failure"),
+        "{refused:?}"
+    );
+    assert_eq!(c.member_names(), ["10.1.1.12:30080", "10.2.2.12:30080"]);
+    assert_eq!(c.listener_names(), ["tcp/80"]);
+    assert_eq!(c.sim.health_monitors().len(), 1);
+    // Tried once in that call, not again and again.
+    let member_posts = c
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/members"))
+        .count();
+    assert_eq!(member_posts, 3);
+
+    // The next reconcile tries it again.
+    let o = c.ensure(&svc, &nodes()).await;
+    o.result.as_ref().expect("second ensure");
+    assert!(warnings(&o, "MembersRefused").is_empty(), "{:?}", o.events);
+    assert_eq!(
+        shape(mutations(&o)),
+        ["POST load-balancers/pools/*/members"]
+    );
+    assert_eq!(
+        c.member_names(),
+        ["10.1.1.11:30080", "10.1.1.12:30080", "10.2.2.12:30080"]
+    );
+}
+
+/// A floating IP the account does not have is found before the billed load balancer is created,
+/// not after (review 2026-11-26, §4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absent_floating_ip_creates_no_load_balancer() {
+    let c = cloud().await;
+    c.sim.add_floating_ip("5.102.150.123/32").expect("fip");
+    let svc = service(&[(
+        "loadbalancer-floating-ips",
+        r#"["5.102.150.123/32", "5.102.150.200"]"#,
+    )]);
+    let o = c.ensure(&svc, &nodes()).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::InvalidConfig(m)
+            if m.contains("5.102.150.200") && !m.contains("5.102.150.123") && m.contains("no load balancer was created")),
+        "{:?}",
+        o.result
+    );
+    assert!(mutations(&o).is_empty(), "{:?}", mutations(&o));
+    assert!(c.sim.load_balancers().is_empty());
+
+    // Once it exists, the load balancer is built and both are assigned.
+    c.sim.add_floating_ip("5.102.150.200/32").expect("fip");
+    c.converge(svc).await;
+    let lb = s(&c.sim.load_balancers()[0]["uuid"]);
+    let assigned: Vec<String> = c
+        .sim
+        .floating_ips()
+        .iter()
+        .filter(|f| f["load_balancer"]["uuid"] == lb.as_str())
+        .map(|f| s(&f["network"]))
+        .collect();
+    assert_eq!(assigned, ["5.102.150.123/32", "5.102.150.200/32"]);
 }

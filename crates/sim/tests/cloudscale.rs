@@ -1370,3 +1370,137 @@ async fn a_cut_request_is_carried_out_and_its_answer_lost() {
     // The rule is used up: the next request is answered.
     assert_eq!(cs.get("/v1/load-balancers").await.status, 200);
 }
+
+/// The names (or networks) of a list answer, in order.
+fn names(r: &Resp, field: &str) -> Vec<String> {
+    assert_eq!(r.status, 200, "{}", r.text);
+    r.body
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {}", r.text))
+        .iter()
+        .map(|x| s(&x[field]).to_string())
+        .collect()
+}
+
+/// `?tag:key=value` and `?tag:key` (cloudscale-cli and the Go SDK's forms, see
+/// crates/sim/src/cloudscale/query.rs) filter the servers list.
+#[tokio::test]
+async fn servers_list_filters_by_tag() {
+    let cs = start().await;
+    cs.sim
+        .add_server(SeedServer::new("apollo-1").with_tag("project", "apollo"));
+    cs.sim.add_server(
+        SeedServer::new("gemini-1")
+            .with_tag("project", "gemini")
+            .with_tag("tier", "db"),
+    );
+    cs.sim
+        .add_server(SeedServer::new("bare").with_tag("project", ""));
+    let all = names(&cs.get("/v1/servers").await, "name");
+    assert_eq!(all, ["node-1", "apollo-1", "gemini-1", "bare"]);
+    // Python SDK: urlencode, so the colon is %3A.
+    let apollo = names(&cs.get("/v1/servers?tag%3Aproject=apollo").await, "name");
+    assert_eq!(apollo, ["apollo-1"]);
+    // A key alone (the CLI's bare `tag:key`, the Go SDK's `tag:key=`) matches any value.
+    for presence in ["/v1/servers?tag:project", "/v1/servers?tag%3Aproject="] {
+        let with_key = names(&cs.get(presence).await, "name");
+        assert_eq!(with_key, ["apollo-1", "gemini-1", "bare"], "{presence}");
+    }
+    // Several filters must all match.
+    let both = names(
+        &cs.get("/v1/servers?tag%3Aproject=gemini&tag%3Atier=db")
+            .await,
+        "name",
+    );
+    assert_eq!(both, ["gemini-1"]);
+    let none = names(&cs.get("/v1/servers?tag%3Aproject=mercury").await, "name");
+    assert!(none.is_empty(), "{none:?}");
+}
+
+/// Every list filters the same way: load balancers, pools, members, listeners, monitors,
+/// floating IPs, networks and subnets.
+#[tokio::test]
+async fn every_list_filters_by_tag() {
+    let cs = start().await;
+    let tagged = cs
+        .post(
+            "/v1/load-balancers",
+            json!({"name": "tagged", "flavor": "lb-standard", "vip_addresses": [], "tags": {"svc": "a"}}),
+        )
+        .await;
+    assert_eq!(tagged.status, 201, "{}", tagged.text);
+    cs.lb("plain").await;
+    let lbs = names(&cs.get("/v1/load-balancers?tag:svc").await, "name");
+    assert_eq!(lbs, ["tagged"]);
+
+    let pool = cs.pool(&tagged.body, "tcp").await;
+    let tagged_pool = cs
+        .post(
+            "/v1/load-balancers/pools",
+            json!({"name": "udp", "load_balancer": tagged.body["uuid"], "algorithm": "round_robin", "protocol": "udp", "tags": {"svc": "a"}}),
+        )
+        .await;
+    assert_eq!(tagged_pool.status, 201, "{}", tagged_pool.text);
+    let pools = names(
+        &cs.get("/v1/load-balancers/pools?tag%3Asvc=a").await,
+        "name",
+    );
+    assert_eq!(pools, ["udp"]);
+
+    cs.fill_pool(&pool, 80).await;
+    let uuid = s(&pool["uuid"]);
+    for (list, field) in [
+        (format!("/v1/load-balancers/pools/{uuid}/members"), "name"),
+        ("/v1/load-balancers/listeners".to_string(), "name"),
+        ("/v1/load-balancers/health-monitors".to_string(), "uuid"),
+    ] {
+        assert_eq!(names(&cs.get(&list).await, field).len(), 1, "{list}");
+        let filtered = names(&cs.get(&format!("{list}?tag:svc")).await, field);
+        assert!(filtered.is_empty(), "{list}: {filtered:?}");
+    }
+
+    let fip = cs
+        .post(
+            "/v1/floating-ips",
+            json!({"ip_version": 4, "tags": {"svc": "a"}}),
+        )
+        .await;
+    assert_eq!(fip.status, 201, "{}", fip.text);
+    cs.post("/v1/floating-ips", json!({"ip_version": 4})).await;
+    assert_eq!(names(&cs.get("/v1/floating-ips").await, "network").len(), 2);
+    let fips = names(&cs.get("/v1/floating-ips?tag%3Asvc=a").await, "network");
+    assert_eq!(fips, [s(&fip.body["network"]).to_string()]);
+
+    for list in ["/v1/networks", "/v1/subnets"] {
+        assert!(!names(&cs.get(list).await, "uuid").is_empty(), "{list}");
+        assert!(
+            names(&cs.get(&format!("{list}?tag:svc")).await, "uuid").is_empty(),
+            "{list}"
+        );
+    }
+}
+
+/// What the simulator refuses rather than ignores (query.rs): other parameters, a `tag:`
+/// without a key, and tag filters outside lists.
+#[tokio::test]
+async fn unknown_query_parameters_and_misplaced_filters_are_refused() {
+    let cs = start().await;
+    for path in [
+        "/v1/servers?name=node-1",
+        "/v1/servers?tag%3A=x",
+        &format!("/v1/servers/{SERVER}?tag:project"),
+    ] {
+        let r = cs.get(path).await;
+        assert_flat_error(&r, 400);
+    }
+    let lb = cs.lb("a").await;
+    let r = cs
+        .patch(
+            &format!("/v1/load-balancers/{}?tag:x", s(&lb["uuid"])),
+            json!({"name": "b"}),
+        )
+        .await;
+    assert_flat_error(&r, 400);
+    // Refused, so nothing changed.
+    assert_eq!(cs.get("/v1/load-balancers").await.body[0]["name"], "a");
+}

@@ -212,6 +212,75 @@ async fn cli_lists_servers_networks_and_subnets() {
     assert_eq!(network["zone"]["slug"], "rma1");
 }
 
+/// `server list --filter-tag`: the CLI sends `?tag%3Akey=value`, or the bare `?tag:key` for
+/// a key alone, and prints only the matching servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_filters_servers_by_tag() {
+    let venv = venv();
+    let sim = start().await;
+    sim.add_server(SeedServer::new("apollo-1").with_tag("project", "apollo"));
+    sim.add_server(
+        SeedServer::new("gemini-1")
+            .with_tag("project", "gemini")
+            .with_tag("tier", "db"),
+    );
+    let c = Client::new(venv, &sim);
+    let names = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap_or_else(|| panic!("not a list: {list}"))
+            .iter()
+            .map(|s| s["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+
+    sim.clear_requests();
+    let apollo = c
+        .cli_json(&["server", "list", "--filter-tag", "project=apollo"])
+        .await;
+    assert_eq!(names(&apollo), ["apollo-1"]);
+    assert_eq!(apollo[0]["tags"]["project"], "apollo");
+    let sent: Vec<String> = sim.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(sent, ["/v1/servers?tag%3Aproject=apollo"]);
+
+    sim.clear_requests();
+    let with_key = c
+        .cli_json(&["server", "list", "--filter-tag", "project"])
+        .await;
+    assert_eq!(names(&with_key), ["apollo-1", "gemini-1"]);
+    let sent: Vec<String> = sim.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(sent, ["/v1/servers?tag:project"]);
+
+    let table = c.cli(&["server", "list", "--filter-tag", "tier=db"]).await;
+    assert_eq!(row(&table, "gemini-1")[0], "gemini-1");
+    assert!(
+        !table.contains("apollo-1") && !table.contains("node-1"),
+        "{table}"
+    );
+
+    // No match: the CLI prints nothing at all for an empty list, after a 200.
+    sim.clear_requests();
+    let none = c
+        .cli(&[
+            "-o",
+            "json",
+            "server",
+            "list",
+            "--filter-tag",
+            "project=mercury",
+        ])
+        .await;
+    assert_eq!(none.trim(), "", "{none}");
+    let answered: Vec<(String, u16)> = sim
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.status))
+        .collect();
+    assert_eq!(
+        answered,
+        [("/v1/servers?tag%3Aproject=mercury".to_string(), 200)]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_creates_assigns_and_deletes_floating_ips() {
     let venv = venv();

@@ -148,10 +148,21 @@ fn write_error(response: Response) -> Result<Response, ProviderError> {
              k8s.cloudscale.ch/* annotations of the Service"
         ))),
         409 | 423 => Err(ProviderError::transient(format!(
-            "the cloudscale API answered HTTP {status} (conflict) to {url}: {body}; retrying"
+            "{CONFLICT_PREFIX}the cloudscale API answered HTTP {status} to {url}: {body}; \
+             another client changed the same object at the same time, so the state is read \
+             again and the change retried"
         ))),
         _ => response.error_for_status(),
     }
+}
+
+/// How a 409 or 423 answer's error message starts; [`is_conflict`] recognises it.
+const CONFLICT_PREFIX: &str = "conflict: ";
+
+/// Whether `e` is a write the API refused with 409 or 423: a race with another client, which is
+/// a reason to read the state again, never a definite failure.
+pub fn is_conflict(e: &ProviderError) -> bool {
+    matches!(e, ProviderError::Transient(m) if m.starts_with(CONFLICT_PREFIX))
 }
 
 /// Whether an error body says the object is `changing` (the word the API uses for a busy load
@@ -207,7 +218,10 @@ mod tests {
         for status in [409, 423] {
             let e = write_error(answer(status, "{}")).unwrap_err();
             assert!(matches!(e, ProviderError::Transient(_)), "{status}: {e}");
+            assert!(is_conflict(&e), "{status}: {e}");
         }
+        let other = write_error(answer(500, "{}")).unwrap_err();
+        assert!(!is_conflict(&other), "{other}");
         let e = write_error(answer(404, "changing")).unwrap_err();
         assert!(matches!(e, ProviderError::NotFound(_)), "{e}");
         assert!(write_error(answer(201, "{}")).is_ok());

@@ -25,6 +25,10 @@ pub struct DesiredLb {
     pub floating_ips: Vec<String>,
     /// One pool per Service port, in port order.
     pub pools: Vec<DesiredPool>,
+    /// Addresses whose existing members stay as they are, neither created nor deleted: the
+    /// private addresses of servers that a node matched ambiguously (see
+    /// [`crate::instances::Mapping::ambiguous_addresses`]).
+    pub keep_members_at: Vec<String>,
 }
 
 /// One pool per Service port, with its members, listener and health monitor.
@@ -247,6 +251,7 @@ pub fn desired(
         vips: a.vip_addresses.clone(),
         floating_ips: a.floating_ips.clone(),
         pools,
+        keep_members_at: Vec::new(),
     })
 }
 
@@ -280,6 +285,17 @@ fn members(
         }
     }
     out
+}
+
+/// The names of the servers that get no member: no private address with a subnet (in the
+/// allowed subnets, if any are given). Upstream skips them silently; the caller reports them,
+/// since such a node receives no traffic from the load balancer.
+pub fn servers_without_members(servers: &[&Server], allowed_subnets: &[String]) -> Vec<String> {
+    servers
+        .iter()
+        .filter(|s| members(std::slice::from_ref(*s), allowed_subnets, 1, 1).is_empty())
+        .map(|s| format!("{} ({})", s.name, s.uuid))
+        .collect()
 }
 
 fn monitor(a: &Annotations, local: bool) -> DesiredMonitor {
@@ -447,6 +463,14 @@ mod tests {
             ["10.0.0.1:30080", "[fd00::1]:30080", "10.9.0.1:30080"]
         );
         assert_eq!(d.zone, "rma1");
+        // `b` has only a public interface: it is reported, `a` is not.
+        let without = servers_without_members(&[&a, &b], &[]);
+        assert_eq!(without.len(), 1, "{without:?}");
+        assert!(without[0].starts_with("b ("), "{without:?}");
+        assert_eq!(
+            servers_without_members(&[&a, &b], &["s-none".to_string()]).len(),
+            2
+        );
 
         svc.annotations = vec![(LB_ALLOWED_SUBNETS.into(), r#"["s9"]"#.into())];
         let ann = Annotations::parse(&svc).unwrap();

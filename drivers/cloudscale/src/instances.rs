@@ -47,51 +47,94 @@ fn one_of(mut found: Vec<Server>, name: &str) -> Result<Server, ProviderError> {
     }
 }
 
-/// The server of each node, from one list of all servers (upstream asks once per node). A node
-/// that maps to no server or to several aborts the reconcile, as upstream: a load balancer must
-/// not silently lose backends.
-pub fn map_nodes<'a>(
-    servers: &'a [Server],
-    nodes: &[Node],
-) -> Result<Vec<&'a Server>, ProviderError> {
-    nodes
-        .iter()
-        .map(|node| {
-            let found: Vec<&Server> = if node.provider_id.is_empty() {
-                servers.iter().filter(|s| s.name == node.name).collect()
-            } else {
-                let uuid = provider_id::parse(&node.provider_id)?;
-                servers.iter().filter(|s| s.uuid == uuid).collect()
-            };
-            match found[..] {
-                [one] => Ok(one),
-                // Upstream (`mapNodes`, `findByName`) fails here too, also for an
-                // uninitialised node whose server is gone: `instance-exists` cannot delete such
-                // a Node (no provider ID), so the operator must.
-                [] if node.provider_id.is_empty() => Err(ProviderError::permanent(format!(
-                    "node {} has no provider ID and no cloudscale server is named so; every \
-                     node behind a load balancer must be a cloudscale server. If its server was \
-                     deleted before the node was initialised, delete the Node (without a \
-                     provider ID no controller decides that its server is gone); otherwise \
-                     exclude it with k8s.cloudscale.ch/loadbalancer-node-selector or the label \
-                     node.kubernetes.io/exclude-from-external-load-balancers",
-                    node.name
-                ))),
-                [] => Err(ProviderError::permanent(format!(
-                    "node {} maps to no cloudscale server (provider ID {:?}); every node behind a \
-                     load balancer must be a cloudscale server — exclude it with \
-                     k8s.cloudscale.ch/loadbalancer-node-selector or the label \
-                     node.kubernetes.io/exclude-from-external-load-balancers",
-                    node.name, node.provider_id
-                ))),
-                _ => Err(ProviderError::permanent(format!(
-                    "node {} matches {} cloudscale servers by name; set its providerID",
-                    node.name,
-                    found.len()
-                ))),
+/// The nodes behind a load balancer, mapped to their servers (upstream `server_mapper.go`
+/// `mapNodes`).
+#[derive(Debug, Default)]
+pub struct Mapping<'a> {
+    /// The server of every node that maps to exactly one, in node order.
+    pub servers: Vec<&'a Server>,
+    /// Nodes that map to no server or are malformed, each with why and what to do.
+    pub left_out: Vec<String>,
+    /// The private addresses of the servers a node matched by name when it matched several:
+    /// that answer is ambiguous, so existing members at these addresses are neither added nor
+    /// removed.
+    pub ambiguous_addresses: Vec<String>,
+}
+
+/// Maps every node to its server from one list of all servers (upstream asks once per node).
+///
+/// Upstream fails the whole reconcile when one node does not map to exactly one server, so one
+/// bad node (its server deleted, a node of another cloud, a name shared by two servers) leaves
+/// every good node without traffic. Here such a node is left out, with the reason in
+/// [`Mapping::left_out`] (the caller emits a Warning event naming it), and the load balancer is
+/// built from the others. Only when every node is left out does the reconcile fail (nothing is
+/// changed then: an answer that maps no node at all may be a wrong project or token).
+pub fn map_nodes<'a>(servers: &'a [Server], nodes: &[Node]) -> Result<Mapping<'a>, ProviderError> {
+    let mut mapping = Mapping::default();
+    for node in nodes {
+        let found: Vec<&Server> = if node.provider_id.is_empty() {
+            servers.iter().filter(|s| s.name == node.name).collect()
+        } else {
+            match provider_id::parse(&node.provider_id) {
+                Ok(uuid) => servers.iter().filter(|s| s.uuid == uuid).collect(),
+                Err(e) => {
+                    mapping.left_out.push(format!(
+                        "node {}: {e}; fix its providerID or exclude it with the label \
+                         node.kubernetes.io/exclude-from-external-load-balancers",
+                        node.name
+                    ));
+                    continue;
+                }
             }
-        })
-        .collect()
+        };
+        match found[..] {
+            [one] => mapping.servers.push(one),
+            // No provider ID and no server of that name: upstream's `findByName` finds none. If
+            // its server was deleted before the node was initialised, no controller deletes the
+            // Node (without a provider ID nothing decides that its server is gone).
+            [] if node.provider_id.is_empty() => mapping.left_out.push(format!(
+                "node {} has no provider ID and no cloudscale server is named so; if its server \
+                 was deleted, delete the Node, otherwise exclude it with \
+                 k8s.cloudscale.ch/loadbalancer-node-selector or the label \
+                 node.kubernetes.io/exclude-from-external-load-balancers",
+                node.name
+            )),
+            [] => mapping.left_out.push(format!(
+                "node {} maps to no cloudscale server (provider ID {:?}): its server is gone or \
+                 in another account; the node lifecycle controller deletes such a Node",
+                node.name, node.provider_id
+            )),
+            _ => {
+                mapping.left_out.push(format!(
+                    "node {} matches {} cloudscale servers by name ({}); set its providerID to \
+                     say which one",
+                    node.name,
+                    found.len(),
+                    found
+                        .iter()
+                        .map(|s| s.uuid.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                mapping.ambiguous_addresses.extend(
+                    found
+                        .iter()
+                        .flat_map(|s| &s.interfaces)
+                        .filter(|i| i.kind != "public")
+                        .flat_map(|i| &i.addresses)
+                        .map(|a| a.address.clone()),
+                );
+            }
+        }
+    }
+    if mapping.servers.is_empty() && !mapping.left_out.is_empty() {
+        return Err(ProviderError::permanent(format!(
+            "no node behind this load balancer maps to a cloudscale server, so nothing was \
+             changed: {}",
+            mapping.left_out.join("; ")
+        )));
+    }
+    Ok(mapping)
 }
 
 /// Metadata of a server: provider ID, flavor, zone, region (the zone without its trailing
@@ -195,5 +238,71 @@ mod tests {
         assert_eq!(region_of("rma1"), "rma");
         assert_eq!(region_of("lpg12"), "lpg");
         assert_eq!(region_of(""), "");
+    }
+
+    fn node(name: &str, provider_id: &str) -> Node {
+        Node {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            provider_id: provider_id.into(),
+            labels: vec![],
+            annotations: vec![],
+            addresses: vec![],
+            taints: vec![],
+            ready: true,
+        }
+    }
+
+    fn named(uuid: &str, name: &str, private: &str) -> Server {
+        let mut s = server();
+        s.uuid = uuid.into();
+        s.name = name.into();
+        s.interfaces[1].addresses[0].address = private.into();
+        s
+    }
+
+    #[test]
+    fn one_bad_node_is_left_out_and_the_others_stay() {
+        let good = named("11111111-1111-4111-8111-111111111111", "good", "10.1.1.1");
+        let twin_a = named("22222222-2222-4222-8222-222222222222", "twin", "10.1.1.2");
+        let twin_b = named("33333333-3333-4333-8333-333333333333", "twin", "10.1.1.3");
+        let servers = vec![good.clone(), twin_a, twin_b];
+        let nodes = [
+            node("good", "cloudscale://11111111-1111-4111-8111-111111111111"),
+            // Its server was deleted.
+            node("gone", "cloudscale://44444444-4444-4444-8444-444444444444"),
+            // Another cloud's provider ID.
+            node("alien", "aws:///eu-west-1a/i-0123"),
+            // No provider ID, no server of that name.
+            node("nameless", ""),
+            // No provider ID, two servers of that name: ambiguous.
+            node("twin", ""),
+        ];
+        let m = map_nodes(&servers, &nodes).unwrap();
+        assert_eq!(m.servers, vec![&good]);
+        assert_eq!(m.left_out.len(), 4, "{:?}", m.left_out);
+        for (reason, name) in m.left_out.iter().zip(["gone", "alien", "nameless", "twin"]) {
+            assert!(reason.starts_with(&format!("node {name}")), "{reason}");
+        }
+        assert!(m.left_out[3].contains("22222222-2222-4222-8222-222222222222"));
+        // The ambiguous node's possible private addresses are protected, its public ones are
+        // never members anyway.
+        assert_eq!(m.ambiguous_addresses, ["10.1.1.2", "10.1.1.3"]);
+    }
+
+    #[test]
+    fn no_node_mapping_changes_nothing() {
+        let nodes = [node(
+            "gone",
+            "cloudscale://44444444-4444-4444-8444-444444444444",
+        )];
+        let e = map_nodes(&[], &nodes).unwrap_err();
+        assert!(
+            matches!(&e, ProviderError::Permanent(m) if m.contains("nothing was changed") && m.contains("node gone")),
+            "{e}"
+        );
+        // No nodes at all is not an error: the caller emits NoValidNodes.
+        let m = map_nodes(&[], &[]).unwrap();
+        assert!(m.servers.is_empty() && m.left_out.is_empty());
     }
 }

@@ -81,8 +81,38 @@ impl CloudscaleDriver {
         } else {
             self.api.get("servers")?
         };
-        let mapped = instances::map_nodes(&servers, &selected)?;
-        let want = desired::desired(service, &a, &mapped)?;
+        let mapping = instances::map_nodes(&servers, &selected)?;
+        // One bad node never takes the load balancer down for the good ones (review
+        // 2026-11-26, §3): it is left out, and the event names it.
+        if !mapping.left_out.is_empty() {
+            cluster::warning(
+                "BackendsLeftOut",
+                &format!(
+                    "{} of {} nodes get no load balancer members: {}",
+                    mapping.left_out.len(),
+                    selected.len(),
+                    mapping.left_out.join("; ")
+                ),
+            );
+        }
+        let without = desired::servers_without_members(&mapping.servers, &a.allowed_subnets);
+        if !without.is_empty() {
+            cluster::warning(
+                "BackendsLeftOut",
+                &format!(
+                    "these servers have no private address with a subnet{}, so they get no \
+                     load balancer members: {}; attach them to a private network",
+                    if a.allowed_subnets.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in {}", annotations::LB_ALLOWED_SUBNETS)
+                    },
+                    without.join(", ")
+                ),
+            );
+        }
+        let mut want = desired::desired(service, &a, &mapping.servers)?;
+        want.keep_members_at = mapping.ambiguous_addresses;
         let lb = reconcile::ensure(&self.api, &a.uuid, &want)?;
         Ok((lb, a))
     }

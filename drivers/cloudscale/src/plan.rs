@@ -350,6 +350,23 @@ pub fn refusal(desired: &DesiredLb, actual: &LoadBalancer) -> Option<String> {
     None
 }
 
+/// The floating IPs of `desired` that the account does not have at all (compared by address).
+/// Checked before a load balancer is created: a billed load balancer must not be built for a
+/// Service whose floating IP can never be assigned.
+pub fn absent_floating_ips<'a>(desired: &'a DesiredLb, actual: &[FloatingIp]) -> Vec<&'a str> {
+    desired
+        .floating_ips
+        .iter()
+        .filter(|want| {
+            let addr = floating_ip_address(want);
+            !actual.iter().any(|f| {
+                f.network == **want || (addr.is_some() && floating_ip_address(&f.network) == addr)
+            })
+        })
+        .map(String::as_str)
+        .collect()
+}
+
 /// The desired floating IPs that do not point at the load balancer yet. Floating IPs are never
 /// unassigned (upstream: removing one from the annotation leaves it on the load balancer).
 pub fn missing_floating_ips<'a>(
@@ -469,6 +486,7 @@ mod tests {
             vips: vec![],
             floating_ips: vec![],
             pools,
+            keep_members_at: vec![],
         }
     }
 
@@ -676,5 +694,18 @@ mod tests {
             missing_floating_ips(&want, "lb1", &actual),
             vec!["5.102.150.3/32"]
         );
+    }
+
+    #[test]
+    fn absent_floating_ips_are_those_the_account_lacks() {
+        let mut want = lb(vec![]);
+        want.floating_ips = vec!["2a06:c01:0:0::1".into(), "5.102.150.3/32".into()];
+        // Assigned elsewhere or not at all, it exists: only the unknown address is absent.
+        let actual = vec![FloatingIp {
+            network: "2a06:c01::1/128".into(),
+            load_balancer: None,
+        }];
+        assert_eq!(absent_floating_ips(&want, &actual), vec!["5.102.150.3/32"]);
+        assert!(absent_floating_ips(&lb(vec![]), &[]).is_empty());
     }
 }

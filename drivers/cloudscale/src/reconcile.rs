@@ -8,10 +8,10 @@
 
 use serde_json::json;
 use wasm_ccm_sdk::http::encode_path_segment;
-use wasm_ccm_sdk::log;
 use wasm_ccm_sdk::types::ProviderError;
+use wasm_ccm_sdk::{cluster, log};
 
-use crate::api::Api;
+use crate::api::{self, Api};
 use crate::desired::DesiredLb;
 use crate::model::{FloatingIp, Listener, LoadBalancer, Member, Monitor, Pool, pool_uuid};
 use crate::plan::{self, PoolState};
@@ -90,11 +90,18 @@ fn busy_or(api: &Api, lb: &LoadBalancer, e: ProviderError) -> ProviderError {
 }
 
 /// Creates or changes the load balancer until it matches `desired`; returns it.
+///
+/// A member the API refuses with a 400 is left out for the rest of the call (with a
+/// `MembersRefused` Warning event naming it), so one bad member does not keep the good ones
+/// from being added; the next call tries it again. A 409 or 423 (a race with another client) is
+/// answered by reading the state again in the next pass, never taken as a definite failure.
 pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer, ProviderError> {
+    let mut desired = desired.clone();
     for _ in 0..MAX_PASSES {
         let lb = match find(api, uuid, &desired.name)? {
             Some(lb) => lb,
             None => {
+                check_before_create(api, &desired)?;
                 let created: LoadBalancer =
                     api.post("load-balancers", &desired.create_request())?;
                 log::info(
@@ -109,7 +116,7 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
         if lb.status == CHANGING {
             return Err(busy(&lb));
         }
-        if let Some(why) = plan::refusal(desired, &lb) {
+        if let Some(why) = plan::refusal(&desired, &lb) {
             return Err(ProviderError::invalid_config(why));
         }
         if lb.name != desired.name {
@@ -119,9 +126,19 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
             )
             .map_err(|e| busy_or(api, &lb, e))?;
         }
-        if pass(api, desired, &lb).map_err(|e| busy_or(api, &lb, e))? == Pass::Done {
-            return Ok(lb);
+        let mut refused = Vec::new();
+        match pass(api, &desired, &lb, &mut refused) {
+            Ok(Pass::Done) => return Ok(lb),
+            Ok(Pass::Again) => {}
+            Err(e) if api::is_conflict(&e) => {
+                log::warn(
+                    "a change raced with another client; reading the state again",
+                    &[("lb", &lb.name), ("error", &e.to_string())],
+                );
+            }
+            Err(e) => return Err(busy_or(api, &lb, e)),
         }
+        leave_out_refused(&mut desired, &refused);
     }
     // Not retry-after: a difference that never settles must show up as a Warning event.
     Err(ProviderError::transient(format!(
@@ -131,14 +148,73 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
     )))
 }
 
+/// What can be checked before a billed load balancer is created: every floating IP the Service
+/// names exists in the account. (Flavor, zone and VIP subnets are checked by the create request
+/// itself, which the API refuses as a whole.)
+fn check_before_create(api: &Api, desired: &DesiredLb) -> Result<(), ProviderError> {
+    if desired.floating_ips.is_empty() {
+        return Ok(());
+    }
+    let all: Vec<FloatingIp> = api.get("floating-ips")?;
+    let absent = plan::absent_floating_ips(desired, &all);
+    if absent.is_empty() {
+        return Ok(());
+    }
+    Err(ProviderError::invalid_config(format!(
+        "floating IPs {} from k8s.cloudscale.ch/loadbalancer-floating-ips do not exist in this \
+         cloudscale account, so no load balancer was created; create them first or remove them \
+         from the annotation",
+        absent.join(", ")
+    )))
+}
+
+/// A member the API refused: the pool, the member and the API's answer.
+struct Refused {
+    pool: String,
+    member: String,
+    why: String,
+}
+
+/// Drops the refused members from `desired` for the rest of the call and reports them in one
+/// Warning event.
+fn leave_out_refused(desired: &mut DesiredLb, refused: &[Refused]) {
+    if refused.is_empty() {
+        return;
+    }
+    for r in refused {
+        if let Some(pool) = desired.pools.iter_mut().find(|p| p.name == r.pool) {
+            pool.members.retain(|m| m.name != r.member);
+        }
+    }
+    cluster::warning(
+        "MembersRefused",
+        &format!(
+            "the cloudscale API refused these pool members, which are left out until the next \
+             reconcile (the other members are kept): {}; check the nodes' private addresses \
+             and subnets",
+            refused
+                .iter()
+                .map(|r| format!("{} in pool {}: {}", r.member, r.pool, r.why))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    );
+}
+
 #[derive(PartialEq, Eq)]
 enum Pass {
     Done,
     Again,
 }
 
-/// One pass over pools, children, in-place changes and floating IPs.
-fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, ProviderError> {
+/// One pass over pools, children, in-place changes and floating IPs. Members the API refuses
+/// are added to `refused` (the pass then asks for another).
+fn pass(
+    api: &Api,
+    desired: &DesiredLb,
+    lb: &LoadBalancer,
+    refused: &mut Vec<Refused>,
+) -> Result<Pass, ProviderError> {
     let state = fetch(api, lb)?;
     let pools = plan::plan_pools(desired, &state);
     if !pools.is_empty() {
@@ -167,7 +243,11 @@ fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, Provi
         let Some(have) = state.iter().find(|s| s.pool.name == want.name) else {
             continue;
         };
-        let children = plan::plan_children(want, have);
+        let mut children = plan::plan_children(want, have);
+        // A node matched ambiguously: its members are neither added nor removed.
+        children
+            .delete_members
+            .retain(|m| !desired.keep_members_at.contains(&m.address));
         for m in &children.delete_members {
             api.delete_href(&m.href)?;
         }
@@ -189,7 +269,7 @@ fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, Provi
         }
         let pool = &have.pool.uuid;
         for m in &children.create_members {
-            api.post::<_, Member>(
+            let created = api.post::<_, Member>(
                 &format!("load-balancers/pools/{pool}/members"),
                 &json!({
                     "name": m.name,
@@ -198,7 +278,21 @@ fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, Provi
                     "address": m.address,
                     "subnet": m.subnet,
                 }),
-            )?;
+            );
+            match created {
+                Ok(_) => {}
+                // A 400 that is not "busy" refuses this member only (its address or subnet);
+                // a busy load balancer refuses everything, so that is checked first.
+                Err(e @ ProviderError::InvalidConfig(_)) => match busy_or(api, lb, e) {
+                    ProviderError::InvalidConfig(why) => refused.push(Refused {
+                        pool: want.name.clone(),
+                        member: m.name.clone(),
+                        why,
+                    }),
+                    other => return Err(other),
+                },
+                Err(e) => return Err(e),
+            }
         }
         for l in &children.create_listeners {
             api.post::<_, Listener>(
@@ -231,7 +325,7 @@ fn pass(api: &Api, desired: &DesiredLb, lb: &LoadBalancer) -> Result<Pass, Provi
         }
         changed |= children.deletes() || children.creates();
     }
-    if changed {
+    if changed || !refused.is_empty() {
         return Ok(Pass::Again);
     }
 

@@ -35,6 +35,7 @@ mod model;
 mod monitors;
 mod net;
 mod pools;
+mod query;
 mod render;
 mod seed;
 mod server;

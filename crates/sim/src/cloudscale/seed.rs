@@ -43,6 +43,9 @@ pub struct SeedServer {
     /// Network interfaces.
     #[serde(default)]
     pub interfaces: Vec<SeedInterface>,
+    /// Tags (`tags` of the API's server object), for the lists' `tag:` filters.
+    #[serde(default)]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 fn default_flavor() -> String {
@@ -110,7 +113,14 @@ impl SeedServer {
             zone: default_zone(),
             status: default_status(),
             interfaces: Vec::new(),
+            tags: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// Adds a tag (an empty value is a tag with an empty value, as the API allows).
+    pub fn with_tag(mut self, key: &str, value: &str) -> SeedServer {
+        self.tags.insert(key.into(), value.into());
+        self
     }
 
     /// Sets the UUID.
@@ -254,7 +264,7 @@ pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String,
             add_interface(state, iface).map_err(|e| err(format!("interfaces[{i}]: {e}")))?;
         interfaces.push(interface);
     }
-    let meta = state.new_meta(Tags::new());
+    let meta = state.new_meta(seed.tags.clone());
     state.servers.insert(
         uuid.clone(),
         Server {

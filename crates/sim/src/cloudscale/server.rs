@@ -15,7 +15,8 @@ use super::error::{ApiError, json_response};
 /// in the API's flat `detail` error shape.
 pub(crate) const BUSY: &str = "Load balancer is currently changing, try again later.";
 use super::log::{LoggedRequest, RequestLog};
-use super::model::{Ctx, State, ordered};
+use super::model::{Ctx, HasMeta, State, ordered};
+use super::query::{self, ListFilter};
 use super::{floating_ips, listeners, load_balancers, monitors, pools, render};
 use crate::request_core::{CloudApi, Request};
 
@@ -120,6 +121,22 @@ impl<'a> Route<'a> {
             | Route::Monitor(_) => "GET, PATCH, DELETE, HEAD",
         }
     }
+
+    /// Whether the route is a list (where tag filters apply).
+    fn is_list(self) -> bool {
+        matches!(
+            self,
+            Route::Servers
+                | Route::LoadBalancers
+                | Route::Pools
+                | Route::Members(_)
+                | Route::Listeners
+                | Route::Monitors
+                | Route::FloatingIps
+                | Route::Networks
+                | Route::Subnets
+        )
+    }
 }
 
 impl CloudApi for Shared {
@@ -221,7 +238,7 @@ fn serve(sim: &Shared, request: &Request) -> Response {
         body,
         ..
     } = request;
-    let mut response = match serve_api(sim, method, path, headers, body) {
+    let mut response = match serve_api(sim, method, path, request.query(), headers, body) {
         Ok(reply) => reply.into_response(),
         Err(e) => e.into_response(),
     };
@@ -241,11 +258,13 @@ fn serve_api(
     sim: &Shared,
     method: &Method,
     path: &str,
+    raw_query: &str,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     authorize(sim, headers)?;
     let route = Route::parse(path).ok_or_else(ApiError::not_found)?;
+    let filter = query::parse(raw_query)?;
     let verb = if *method == Method::HEAD {
         "GET"
     } else {
@@ -262,9 +281,18 @@ fn serve_api(
         now: Instant::now(),
         refuse_changing: sim.faults.refusing_while_changing(),
     };
+    let filters_a_list = verb == "GET" && route.is_list();
+    if !filter.is_empty() && !filters_a_list {
+        // Tag filters are list parameters (module `query`); elsewhere they would be ignored
+        // silently at best, so the simulator refuses them.
+        return Err(ApiError::detail(
+            400,
+            format!("Tag filters apply to lists only; {method} {path} is not a list."),
+        ));
+    }
     let mut state = sim.state.lock();
     if verb == "GET" {
-        return get(&state, &ctx, route).map(Reply::Ok);
+        return get(&state, &ctx, route, &filter).map(Reply::Ok);
     }
     let state = &mut *state;
     match (verb, route) {
@@ -295,21 +323,21 @@ fn serve_api(
 }
 
 /// A GET: one object (404 when absent) or a complete list in creation order.
-fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
+fn get(state: &State, ctx: &Ctx, route: Route<'_>, filter: &ListFilter) -> Result<Value, ApiError> {
     fn one<T>(found: Option<&T>, render: impl FnOnce(&T) -> Value) -> Result<Value, ApiError> {
         found.map(render).ok_or_else(ApiError::not_found)
     }
     let list = |items: Vec<Value>| Ok(Value::Array(items));
     match route {
         Route::Servers => list(
-            ordered(&state.servers)
+            listed(filter, &state.servers)
                 .into_iter()
                 .map(|s| render::server(state, ctx, s))
                 .collect(),
         ),
         Route::Server(id) => one(state.servers.get(id), |s| render::server(state, ctx, s)),
         Route::LoadBalancers => list(
-            ordered(&state.load_balancers)
+            listed(filter, &state.load_balancers)
                 .into_iter()
                 .map(|lb| render::load_balancer(state, ctx, lb))
                 .collect(),
@@ -318,7 +346,7 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
             render::load_balancer(state, ctx, lb)
         }),
         Route::Pools => list(
-            ordered(&state.pools)
+            listed(filter, &state.pools)
                 .into_iter()
                 .map(|p| render::pool(state, ctx, p))
                 .collect(),
@@ -329,7 +357,7 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
                 return Err(ApiError::not_found());
             }
             list(
-                ordered(&state.members)
+                listed(filter, &state.members)
                     .into_iter()
                     .filter(|m| m.pool == pool)
                     .map(|m| render::member(state, ctx, m))
@@ -340,21 +368,21 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
             pools::find_member(state, pool, id).map(|m| render::member(state, ctx, m))
         }
         Route::Listeners => list(
-            ordered(&state.listeners)
+            listed(filter, &state.listeners)
                 .into_iter()
                 .map(|l| render::listener(state, ctx, l))
                 .collect(),
         ),
         Route::Listener(id) => one(state.listeners.get(id), |l| render::listener(state, ctx, l)),
         Route::Monitors => list(
-            ordered(&state.monitors)
+            listed(filter, &state.monitors)
                 .into_iter()
                 .map(|m| render::monitor(state, ctx, m))
                 .collect(),
         ),
         Route::Monitor(id) => one(state.monitors.get(id), |m| render::monitor(state, ctx, m)),
         Route::FloatingIps => list(
-            ordered(&state.floating_ips)
+            listed(filter, &state.floating_ips)
                 .into_iter()
                 .map(|f| render::floating_ip(state, ctx, f))
                 .collect(),
@@ -364,7 +392,7 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
         }
         // Like the real API, the public network and subnets are not listed (but resolve).
         Route::Networks => list(
-            ordered(&state.networks)
+            listed(filter, &state.networks)
                 .into_iter()
                 .filter(|n| !n.public)
                 .map(|n| render::network(state, ctx, n))
@@ -372,7 +400,7 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
         ),
         Route::Network(id) => one(state.networks.get(id), |n| render::network(state, ctx, n)),
         Route::Subnets => list(
-            ordered(&state.subnets)
+            listed(filter, &state.subnets)
                 .into_iter()
                 .filter(|s| !s.public)
                 .map(|s| render::subnet(state, ctx, s))
@@ -380,6 +408,18 @@ fn get(state: &State, ctx: &Ctx, route: Route<'_>) -> Result<Value, ApiError> {
         ),
         Route::Subnet(id) => one(state.subnets.get(id), |s| render::subnet(state, ctx, s)),
     }
+}
+
+/// A table's resources in creation order, those whose tags match `filter`; every listed resource
+/// has tags, so the filter applies to all lists alike.
+fn listed<'a, T: HasMeta, K: Ord>(
+    filter: &ListFilter,
+    map: &'a std::collections::BTreeMap<K, T>,
+) -> Vec<&'a T> {
+    ordered(map)
+        .into_iter()
+        .filter(|x| filter.matches(&x.meta().tags))
+        .collect()
 }
 
 #[cfg(test)]

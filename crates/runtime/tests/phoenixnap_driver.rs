@@ -8,9 +8,10 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use wasm_ccm_drivers::PHOENIXNAP_DRIVER;
 use wasm_ccm_runtime::types::{EnsureResult, Ingress, IpMode, Node, ProviderError, Service};
-use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions};
+use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions, EventKind};
 use wasm_ccm_sim::phoenixnap::{
-    Match, PhoenixnapOptions, PhoenixnapSim, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag,
+    Match, PhoenixnapOptions, PhoenixnapSim, Race, SeedIpBlock, SeedPublicNetwork, SeedServer,
+    SeedTag,
 };
 
 const NETWORK: &str = "60473c2509268bc77fd06d29";
@@ -426,7 +427,8 @@ async fn instances_follow_upstream_with_private_only_servers_fixed() {
 /// hostname; `loadbalancers.go` `UpdateLoadBalancer` refuses a selected node without one): its
 /// existence is never decided, whether a server of that hostname exists, is gone or is
 /// ambiguous, so a Node whose server was deleted before it was initialised is left for the
-/// operator; meanwhile every backend update fails, and ensure does not look at the nodes.
+/// operator. Unlike upstream, a backend update does not fail for it (one bad member must not
+/// make the load balancer report failure for the good ones): a Warning event names it.
 #[tokio::test]
 async fn a_node_without_provider_id_is_left_undecided_as_upstream() {
     let c = cloud().await;
@@ -464,20 +466,13 @@ async fn a_node_without_provider_id_is_left_undecided_as_upstream() {
         Err(CallError::Provider(ProviderError::NotFound(_)))
     ));
 
-    // Its hostname matches two servers: undecided; metadata takes the first, as upstream.
+    // Its hostname matches two servers: undecided.
     c.sim
         .add_server(SeedServer::new("worker-1").private(&["10.0.0.21"]));
     assert!(undecided(exists(&c.driver, &bare).await));
-    let m = c
-        .driver
-        .instance_metadata(&bare, &scope())
-        .await
-        .into_result()
-        .expect("first by hostname");
-    assert_eq!(m.provider_id, format!("phoenixnap://{}", c.workers[0]));
 
-    // While such a Node exists, every backend update fails (transient) and changes nothing;
-    // ensure does not look at the nodes.
+    // While such a Node exists, a backend update succeeds with a Warning naming it and changes
+    // nothing; ensure does not look at the nodes.
     let svc = service("web");
     ensure(&c, &svc).await.expect("ensure");
     let before = cloud_changes(&c.sim).len();
@@ -485,16 +480,67 @@ async fn a_node_without_provider_id_is_left_undecided_as_upstream() {
     let o = c
         .driver
         .load_balancer_update(&svc, &backends, &scope())
-        .await
-        .into_result();
-    assert!(matches!(o,
-        Err(CallError::Provider(ProviderError::Transient(m))) if m.contains("worker-3")));
+        .await;
+    let warned: Vec<&str> = o
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Warning && e.reason == "BackendsUninitialized")
+        .map(|e| e.message.as_str())
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", o.events);
+    assert!(warned[0].contains("worker-3"), "{}", warned[0]);
+    assert!(!warned[0].contains("worker-1"), "{}", warned[0]);
+    o.result.expect("one bad member does not fail the update");
     assert_eq!(cloud_changes(&c.sim).len(), before);
-    c.driver
+    let o = c
+        .driver
         .load_balancer_update(&svc, &backends[..1], &scope())
+        .await;
+    assert!(o.events.is_empty(), "{:?}", o.events);
+    o.result.expect("update once the Node is deleted");
+}
+
+/// Review §4: two servers with the node's hostname (here in two locations) are ambiguous; a
+/// node without a provider ID is bound to neither (upstream took the first silently).
+#[tokio::test]
+async fn two_servers_with_the_nodes_hostname_bind_nothing() {
+    let c = cloud().await;
+    let other = c.sim.add_server(
+        SeedServer::new("worker-1")
+            .with_location("ASH")
+            .private(&["10.1.0.11"]),
+    );
+    let bare = common::node("worker-1");
+    match c
+        .driver
+        .instance_metadata(&bare, &scope())
         .await
         .into_result()
-        .expect("update once the Node is deleted");
+    {
+        Err(CallError::Provider(ProviderError::Permanent(m))) => {
+            assert!(m.contains(&c.workers[0]) && m.contains(&other), "{m}");
+            assert!(m.contains("PHX") && m.contains("ASH"), "{m}");
+            assert!(m.contains("providerID"), "{m}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // With a provider ID there is nothing to choose.
+    let m = c
+        .driver
+        .instance_metadata(&node("worker-1", &other), &scope())
+        .await
+        .into_result()
+        .expect("metadata by provider ID");
+    assert_eq!(m.region, "ASH");
+    // One server of that name left: bound.
+    assert!(c.sim.remove_server(&other));
+    let m = c
+        .driver
+        .instance_metadata(&bare, &scope())
+        .await
+        .into_result()
+        .expect("one match");
+    assert_eq!(m.provider_id, format!("phoenixnap://{}", c.workers[0]));
 }
 
 #[tokio::test]
@@ -635,15 +681,8 @@ async fn a_location_other_than_the_networks_creates_nothing() {
     ensure_with(&unset, &annotated("fourth", "phx"))
         .await
         .expect("ensure");
-    // The network is read once per driver instance.
-    let reads = c
-        .sim
-        .requests()
-        .iter()
-        .filter(|r| r.path == format!("/networks/v1/public-networks/{NETWORK}"))
-        .count();
-    assert_eq!(reads, 1);
-    // An unknown network is invalid-config, and nothing is created.
+    // An unknown network (403: networkapi.spec.yaml lists no 404) is invalid-config, and
+    // nothing is created.
     let ghost = load_env(
         &c.sim,
         CLUSTER,
@@ -720,7 +759,10 @@ async fn a_server_is_gone_only_when_the_list_confirms_it() {
     c.sim
         .faults()
         .fail_next(Match::path("/bmc/v1/servers").with_method("GET"), 500, 1);
-    assert!(exists(&c.driver, &n).await.is_err());
+    assert!(matches!(
+        exists(&c.driver, &n).await,
+        Err(CallError::Provider(ProviderError::Transient(m))) if m.contains("500")
+    ));
     // Deleted: the simulator answers 403 as the real API does, and the list confirms.
     c.sim.remove_server(&c.workers[0]);
     c.sim.clear_requests();
@@ -980,5 +1022,285 @@ async fn a_crash_in_the_middle_of_a_release_is_finished_by_the_next_pass() {
         .await
         .into_result()
         .expect("housekeeping");
+    assert!(c.sim.ip_blocks().is_empty(), "{:?}", c.sim.ip_blocks());
+}
+
+const ASSIGN_METHOD: &str = "POST";
+
+fn assign_path() -> String {
+    format!("/networks/v1/public-networks/{NETWORK}/ip-blocks")
+}
+
+/// The tag names and one unassigned block tagged for Service `name` (as a crash after the
+/// create leaves it); returns the block's ID.
+fn seed_service_block(sim: &PhoenixnapSim, name: &str) -> String {
+    for tag in [
+        "usage",
+        "cluster",
+        "serviceNamespace",
+        "serviceName",
+        "delete",
+    ] {
+        let _ = sim.try_add_tag(SeedTag::new(tag));
+    }
+    sim.add_ip_block(
+        SeedIpBlock::new()
+            .with_tag("usage", "cloud-provider-phoenixnap-auto")
+            .with_tag("cluster", CLUSTER)
+            .with_tag("serviceNamespace", "default")
+            .with_tag("serviceName", name),
+    )
+}
+
+fn answered(sim: &PhoenixnapSim, method: &str, path: &str, status: u16) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| r.method == method && r.path == path && r.status == status)
+        .count()
+}
+
+fn block(sim: &PhoenixnapSim, id: &str) -> Option<Value> {
+    sim.ip_blocks().into_iter().find(|b| b["id"] == id)
+}
+
+/// Review §4: another client assigns the chosen block between the driver's read and its
+/// assignment. The 409 is re-read: on our network it is convergence in the same call; on
+/// something else a named refusal that deletes nothing; still unassigned a retry-after, and the
+/// next ensure assigns.
+#[tokio::test]
+async fn an_assignment_conflict_is_re_read_and_converges() {
+    let c = cloud().await;
+    // (a) Assigned to our network by another client (e.g. the Go CCM during a migration).
+    let id = seed_service_block(&c.sim, "web");
+    c.sim.race_next_assignment(Race::Assign {
+        block: id.clone(),
+        resource_type: "public network".into(),
+        resource_id: NETWORK.into(),
+    });
+    c.sim.clear_requests();
+    let r = ensure(&c, &service("web"))
+        .await
+        .expect("converges in the same call");
+    assert_eq!(r.ingress.len(), 1);
+    assert_eq!(answered(&c.sim, ASSIGN_METHOD, &assign_path(), 409), 1);
+    assert_eq!(
+        block(&c.sim, &id).map(|b| b["assignedResourceId"].clone()),
+        Some(Value::from(NETWORK))
+    );
+    assert_eq!(c.sim.ip_blocks().len(), 1, "no second block");
+
+    // (b) Taken by a server: refused with the owner named; the block stays.
+    let id = seed_service_block(&c.sim, "api");
+    c.sim.race_next_assignment(Race::Assign {
+        block: id.clone(),
+        resource_type: "server".into(),
+        resource_id: c.workers[0].clone(),
+    });
+    match ensure(&c, &service("api")).await {
+        Err(CallError::Provider(ProviderError::Permanent(m))) => {
+            assert!(m.contains(&id) && m.contains(&c.workers[0]), "{m}");
+        }
+        other => panic!("expected a named refusal, got {other:?}"),
+    }
+    assert!(
+        block(&c.sim, &id).is_some(),
+        "an ambiguous owner deletes nothing"
+    );
+    assert_eq!(c.sim.ip_blocks().len(), 2);
+
+    // (c) A 409 whose re-read finds the block still unassigned: retry-after, then converge.
+    let id = seed_service_block(&c.sim, "db");
+    c.sim.faults().fail_next(
+        Match::path(&assign_path()).with_method(ASSIGN_METHOD),
+        409,
+        1,
+    );
+    match ensure(&c, &service("db")).await {
+        Err(CallError::Provider(ProviderError::RetryAfter(r))) => {
+            assert!(r.seconds > 0, "{r:?}");
+            assert!(r.reason.contains("409") && r.reason.contains(&id), "{r:?}");
+        }
+        other => panic!("expected retry-after, got {other:?}"),
+    }
+    assert_eq!(c.sim.faults().pending(), 0, "the 409 was answered");
+    ensure(&c, &service("db"))
+        .await
+        .expect("the next ensure assigns");
+    c.sim.settle();
+    assert_eq!(
+        block(&c.sim, &id).map(|b| b["status"].clone()),
+        Some(Value::from("assigned"))
+    );
+    assert_eq!(
+        c.sim.ip_blocks().len(),
+        3,
+        "no second block for any Service"
+    );
+    assert!(
+        !c.sim.mutations().iter().any(|r| r.method == "DELETE"),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+}
+
+/// Review §4: a public network that is not READY is looked at before anything billed is
+/// created: BUSY is retry-after, ERROR and DELETING are refusals, and no request changes the
+/// cloud (not even tag names).
+#[tokio::test]
+async fn a_network_that_is_not_ready_creates_nothing() {
+    let c = cloud().await;
+    for status in ["ERROR", "DELETING", "BUSY"] {
+        assert!(c.sim.set_public_network_status(NETWORK, status));
+        c.sim.clear_requests();
+        let r = ensure(&c, &service("web")).await;
+        match (status, r) {
+            ("BUSY", Err(CallError::Provider(ProviderError::RetryAfter(r)))) => {
+                assert!(
+                    r.reason.contains("BUSY") && r.reason.contains(NETWORK),
+                    "{r:?}"
+                );
+            }
+            ("ERROR" | "DELETING", Err(CallError::Provider(ProviderError::Permanent(m)))) => {
+                assert!(m.contains(status) && m.contains(NETWORK), "{m}");
+                assert!(m.contains("no IP block was created"), "{m}");
+            }
+            (_, other) => panic!("{status}: unexpected {other:?}"),
+        }
+        assert!(
+            cloud_changes(&c.sim).is_empty(),
+            "{status}: {:?}",
+            cloud_changes(&c.sim)
+        );
+        assert!(c.sim.ip_blocks().is_empty(), "{status}");
+    }
+    // READY again: created and assigned.
+    assert!(c.sim.set_public_network_status(NETWORK, "READY"));
+    ensure(&c, &service("web")).await.expect("ensure");
+    c.sim.settle();
+    assert_eq!(c.sim.public_network_blocks(NETWORK).len(), 1);
+}
+
+/// Review §4: when the assignment cannot succeed (the network is in ERROR), the Service's own
+/// unassigned block is released (identified by its tags), and only that: another Service's
+/// unassigned block stays. Also when the network breaks between the driver's check and its
+/// assignment (the block was created in the same call).
+#[tokio::test]
+async fn a_broken_network_releases_only_this_services_unassigned_block() {
+    let c = cloud().await;
+    let mine = seed_service_block(&c.sim, "web");
+    let theirs = seed_service_block(&c.sim, "other");
+    assert!(c.sim.set_public_network_status(NETWORK, "ERROR"));
+    c.sim.clear_requests();
+    match ensure(&c, &service("web")).await {
+        Err(CallError::Provider(ProviderError::Permanent(m))) => {
+            assert!(
+                m.contains("ERROR") && m.contains(&mine) && m.contains("released"),
+                "{m}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        block(&c.sim, &mine).is_none(),
+        "this Service's block is released"
+    );
+    assert!(
+        block(&c.sim, &theirs).is_some(),
+        "another Service's block stays"
+    );
+    let deletes: Vec<String> = c
+        .sim
+        .mutations()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(deletes, vec![format!("/ips/v1/ip-blocks/{mine}")]);
+    // The next ensure creates nothing while the network is broken.
+    c.sim.clear_requests();
+    assert!(ensure(&c, &service("web")).await.is_err());
+    assert!(
+        cloud_changes(&c.sim).is_empty(),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+
+    // The network breaks between the check and the assignment: the block created in this
+    // call is released, nothing billed stays.
+    assert!(c.sim.set_public_network_status(NETWORK, "READY"));
+    c.sim.race_next_assignment(Race::NetworkStatus {
+        network: NETWORK.into(),
+        status: "ERROR".into(),
+    });
+    c.sim.clear_requests();
+    match ensure(&c, &service("api")).await {
+        Err(CallError::Provider(ProviderError::Permanent(m))) => {
+            assert!(m.contains("ERROR") && m.contains("released"), "{m}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(answered(&c.sim, "POST", "/ips/v1/ip-blocks", 201), 1);
+    assert_eq!(answered(&c.sim, ASSIGN_METHOD, &assign_path(), 409), 1);
+    assert!(blocks_tagged(&c.sim, "serviceName", "api").is_empty());
+    assert_eq!(c.sim.ip_blocks().len(), 1, "only the other Service's block");
+}
+
+/// A requested spec.loadBalancerIP cannot be honoured by a new block (PhoenixNAP chooses its
+/// address), so it is refused before anything is created.
+#[tokio::test]
+async fn a_requested_ip_without_a_block_creates_nothing() {
+    let c = cloud().await;
+    let mut svc = service("web");
+    svc.load_balancer_ip = Some("198.51.100.10".into());
+    c.sim.clear_requests();
+    match ensure(&c, &svc).await {
+        Err(CallError::Provider(ProviderError::InvalidConfig(m))) => {
+            assert!(
+                m.contains("spec.loadBalancerIP") && m.contains("198.51.100.10"),
+                "{m}"
+            );
+        }
+        other => panic!("expected invalid-config, got {other:?}"),
+    }
+    assert!(
+        cloud_changes(&c.sim).is_empty(),
+        "{:?}",
+        cloud_changes(&c.sim)
+    );
+    assert!(c.sim.ip_blocks().is_empty());
+}
+
+/// A 404 on a delete is not taken for "deleted" (no delete the driver sends documents 404, so
+/// it means a wrong URL): housekeeping reports it, and the next pass deletes the block.
+#[tokio::test]
+async fn a_404_on_a_delete_is_not_taken_for_gone() {
+    let c = cloud().await;
+    let svc = service("web");
+    ensure(&c, &svc).await.expect("ensure");
+    c.sim.settle();
+    c.driver
+        .load_balancer_delete(&svc, &scope())
+        .await
+        .into_result()
+        .expect("delete");
+    let hk = || async {
+        c.driver
+            .housekeeping(&CallScope::default())
+            .await
+            .into_result()
+    };
+    hk().await.expect("unassigns");
+    c.sim.settle();
+    c.sim.faults().fail_next(
+        Match::path("/ips/v1/ip-blocks/").with_method("DELETE"),
+        404,
+        1,
+    );
+    assert!(matches!(
+        hk().await,
+        Err(CallError::Provider(ProviderError::NotFound(_)))
+    ));
+    assert_eq!(c.sim.ip_blocks().len(), 1, "still there");
+    hk().await.expect("deletes");
     assert!(c.sim.ip_blocks().is_empty(), "{:?}", c.sim.ip_blocks());
 }

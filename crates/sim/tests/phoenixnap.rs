@@ -128,6 +128,10 @@ impl Pn {
         self.send(Method::DELETE, path, None).await
     }
 
+    async fn patch(&self, path: &str, body: Value) -> Resp {
+        self.send(Method::PATCH, path, Some(&body)).await
+    }
+
     /// A token request with credentials as HTTP Basic (form-URL-encoded first, as Go does).
     async fn token_basic(&self, id: &str, secret: &str) -> Resp {
         let req = self
@@ -502,14 +506,16 @@ async fn blocks_are_created_with_tags_and_filtered_with_and_semantics() {
             .is_empty()
     );
     assert!(pn.block_ids("?tag=cluster.uid-3").await.is_empty());
-    assert_eq!(pn.block_ids("?tag=serviceName").await.len(), 3, "name only");
+    // A filter not in the form tagName.tagValue is refused (ipapi.spec.yaml `ipBlocksGet`).
+    assert_error(&pn.get("/ips/v1/ip-blocks?tag=serviceName").await, 400);
     assert_eq!(pn.block_ids("").await.len(), 3);
     let r = pn.get(&format!("/ips/v1/ip-blocks/{}", id(&b))).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b);
+    // ipapi.spec.yaml `ipBlocksIpBlockIdGet` lists 401, 403 and 500, no 404.
     assert_error(
         &pn.get("/ips/v1/ip-blocks/ffffffffffffffffffffffff").await,
-        404,
+        403,
     );
     assert_eq!(pn.sim.ip_blocks().len(), 3);
 }
@@ -566,12 +572,16 @@ async fn block_creation_is_validated() {
     // The tag-value pattern is the spec's [A-zÀ-ú0-9_-]{1,100}, literally.
     for (value, ok) in [
         ("Zúrich_1-a", true),
-        ("Zürich", false),
-        ("a^b", true),
+        // The prose's "UTF-8 Unicode letters": ü and ÿ are letters after the regex's ú.
+        ("Zürich", true),
+        ("ÿ", true),
+        ("Ελλάδα", true),
+        // Inside the regex's A-z range, but neither a letter nor a number nor - or _.
+        ("a^b", false),
         ("a.b", false),
         ("a/b", false),
+        ("a b", false),
         ("ø", true),
-        ("ÿ", false),
     ] {
         let r = pn
             .post(
@@ -658,7 +668,8 @@ async fn tag_put_replaces_the_tag_set() {
     let r = pn
         .put("/ips/v1/ip-blocks/ffffffffffffffffffffffff/tags", json!([]))
         .await;
-    assert_error(&r, 404);
+    // ipapi.spec.yaml `ipBlocksIpBlockIdTagsPut` lists 400, 401, 403, 500: no 404.
+    assert_error(&r, 403);
     // An empty list clears the tags.
     let r = pn
         .put(&format!("/ips/v1/ip-blocks/{id}/tags"), json!([]))
@@ -696,7 +707,8 @@ async fn assignment_goes_through_assigning_and_unassigning() {
     assert_eq!(pn.sim.public_network_blocks(NETWORK).len(), 1);
     // Neither a second assignment nor a delete while it is going on.
     assert_error(&pn.post(&assign_path, json!({"id": id})).await, 409);
-    assert_error(&pn.delete(&block_path).await, 409);
+    // ipapi.spec.yaml `ipBlocksIpBlockIdDelete` lists 401, 403, 500 only: the refusal is 403.
+    assert_error(&pn.delete(&block_path).await, 403);
     assert_error(&pn.delete(&format!("{assign_path}/{id}")).await, 409);
     pn.sim.settle();
     let r = pn.get(&block_path).await;
@@ -706,7 +718,7 @@ async fn assignment_goes_through_assigning_and_unassigning() {
     assert_eq!(r.body["assignedResourceType"], "public network");
     // An assigned block cannot be deleted.
     let r = pn.delete(&block_path).await;
-    assert_error(&r, 409);
+    assert_error(&r, 403);
     assert!(s(&r.body["message"]).contains("unassign"), "{}", r.text);
     // Unassign: 202 with a plain string, then `unassigning` keeping the assignment.
     let r = pn.delete(&format!("{assign_path}/{id}")).await;
@@ -716,7 +728,7 @@ async fn assignment_goes_through_assigning_and_unassigning() {
     assert_eq!(r.body["status"], "unassigning");
     assert_eq!(r.body["assignedResourceId"], NETWORK);
     assert_error(&pn.delete(&format!("{assign_path}/{id}")).await, 409);
-    assert_error(&pn.delete(&block_path).await, 409);
+    assert_error(&pn.delete(&block_path).await, 403);
     pn.sim.settle();
     let r = pn.get(&block_path).await;
     assert_eq!(r.body["status"], "unassigned");
@@ -731,8 +743,14 @@ async fn assignment_goes_through_assigning_and_unassigning() {
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.body["ipBlockId"], id);
     assert!(r.body["result"].is_string());
-    assert_error(&pn.get(&block_path).await, 404);
-    assert_error(&pn.delete(&block_path).await, 404);
+    // Gone: 403 for both (no 404 in the spec for either operation).
+    assert_error(&pn.get(&block_path).await, 403);
+    assert_error(&pn.delete(&block_path).await, 403);
+    // PATCH is the one IP-block operation that documents 404.
+    assert_error(
+        &pn.patch(&block_path, json!({"description": "x"})).await,
+        404,
+    );
 }
 
 #[tokio::test]
@@ -815,7 +833,7 @@ async fn blocks_assigned_elsewhere_are_refused() {
             r.text
         );
         let r = pn.delete(&format!("/ips/v1/ip-blocks/{id}")).await;
-        assert_error(&r, 409);
+        assert_error(&r, 403);
         // Not on this network: a bad request (networkapi.spec.yaml documents 400/409 there,
         // no 404).
         assert_error(&pn.delete(&format!("{assign_path}/{id}")).await, 400);
@@ -844,11 +862,13 @@ async fn blocks_assigned_elsewhere_are_refused() {
             json!({"id": ash["id"]}),
         )
         .await;
-    assert_error(&r, 404);
+    // networkapi.spec.yaml `publicNetworksNetworkIdIpBlocksPost` lists 400, 401, 403, 409, 500:
+    // an unknown network is 403, an unknown block named in the body 400.
+    assert_error(&r, 403);
     let r = pn
         .post(&assign_path, json!({"id": "ffffffffffffffffffffffff"}))
         .await;
-    assert_error(&r, 404);
+    assert_error(&r, 400);
     assert_error(&pn.post(&assign_path, json!({})).await, 400);
     // A block set to `error assigning` by the test.
     let r = pn
@@ -878,10 +898,30 @@ async fn blocks_assigned_elsewhere_are_refused() {
     let r = pn.get("/networks/v1/public-networks?location=ASH").await;
     assert_eq!(r.body.as_array().map(Vec::len), Some(1));
     assert_eq!(r.body[0]["ipBlocks"][0]["id"], ash["id"]);
+    // A location the spec does not list is refused, not answered with an empty list.
+    assert_error(
+        &pn.get("/networks/v1/public-networks?location=MARS").await,
+        400,
+    );
+    // networkapi.spec.yaml `publicNetworksNetworkIdGet` lists 401, 403, 500: no 404.
     assert_error(
         &pn.get("/networks/v1/public-networks/ffffffffffffffffffffffff")
             .await,
-        404,
+        403,
+    );
+    // Unassigning from an unknown network: 403; an unknown block: 400 (not on the network).
+    assert_error(
+        &pn.delete(&format!(
+            "/networks/v1/public-networks/ffffffffffffffffffffffff/ip-blocks/{}",
+            s(&ash["id"])
+        ))
+        .await,
+        403,
+    );
+    assert_error(
+        &pn.delete(&format!("{assign_path}/ffffffffffffffffffffffff"))
+            .await,
+        400,
     );
 }
 
@@ -957,10 +997,11 @@ async fn tags_are_unique_and_report_their_use() {
         format!("/ips/ip-blocks/{}", s(&block["id"]))
     );
     assert_eq!(block["tags"][0]["id"], tag_id.as_str());
+    // tagapi.spec.yaml `tagsTagIdGet` lists 401, 403, 500: no 404.
     assert_error(
         &pn.get("/tag-manager/v1/tags/ffffffffffffffffffffffff")
             .await,
-        404,
+        403,
     );
     assert_eq!(pn.sim.tags().len(), 2);
 }
@@ -1305,4 +1346,141 @@ async fn gone_status_resource_type_and_assignment_retry() {
     let r = pn.get(&format!("/ips/v1/ip-blocks/{id}")).await;
     assert_eq!(r.body["status"], "assigned");
     assert_eq!(r.body["assignedResourceType"], "PUBLIC_NETWORK");
+}
+
+/// bmcapi.spec.yaml `serversGet`: `tag` query parameters "in the form of tagName.tagValue",
+/// `explode: true`; every filter must match. The review found the list ignoring them.
+#[tokio::test]
+async fn servers_are_filtered_by_tag() {
+    let pn = start_with(PhoenixnapOptions::default()).await;
+    for tag in ["env", "ort"] {
+        pn.sim.add_tag(SeedTag::new(tag));
+    }
+    let dev = pn.sim.add_server(
+        SeedServer::new("dev-1")
+            .with_tag("env", "dev")
+            .with_tag("ort", "Zürich"),
+    );
+    let prod = pn
+        .sim
+        .add_server(SeedServer::new("prod-1").with_tag("env", "prod"));
+    let untagged = pn.sim.add_server(SeedServer::new("plain"));
+    let ids = |r: &Resp| -> Vec<String> {
+        r.body
+            .as_array()
+            .map(|list| list.iter().map(|v| s(&v["id"]).to_string()).collect())
+            .unwrap_or_else(|| panic!("not a list: {}", r.text))
+    };
+    let all = pn.get("/bmc/v1/servers").await;
+    assert_eq!(ids(&all), [dev.clone(), prod.clone(), untagged]);
+    let r = pn.get("/bmc/v1/servers?tag=env.dev").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(ids(&r), std::slice::from_ref(&dev));
+    assert_eq!(r.body[0]["tags"][0]["name"], "env");
+    assert_eq!(r.body[0]["tags"][0]["value"], "dev");
+    assert_eq!(r.body[0]["tags"][0]["isBillingTag"], false);
+    assert_eq!(ids(&pn.get("/bmc/v1/servers?tag=env.prod").await), [prod]);
+    // Several filters: all must match; a non-ASCII value arrives percent-encoded.
+    let r = pn
+        .get("/bmc/v1/servers?tag=env.dev&tag=ort.Z%C3%BCrich")
+        .await;
+    assert_eq!(ids(&r), [dev]);
+    let r = pn
+        .get("/bmc/v1/servers?tag=env.prod&tag=ort.Z%C3%BCrich")
+        .await;
+    assert!(ids(&r).is_empty(), "{}", r.text);
+    assert!(ids(&pn.get("/bmc/v1/servers?tag=env.test").await).is_empty());
+    // Not in the documented form.
+    assert_error(&pn.get("/bmc/v1/servers?tag=env").await, 400);
+    // Seeded server tags must name seeded tags.
+    assert!(
+        pn.sim
+            .try_add_server(SeedServer::new("x").with_tag("nope", "v"))
+            .is_err_and(|e| e.contains("nope"))
+    );
+}
+
+/// Tag names follow the same rule as values (tagapi.spec.yaml `TagCreate.name`).
+#[tokio::test]
+async fn tag_names_follow_the_specs_rule() {
+    let pn = start_with(PhoenixnapOptions::default()).await;
+    for (name, status) in [("Zürich", 201), ("a.b", 400), ("a b", 400), ("", 400)] {
+        let r = pn
+            .post(
+                "/tag-manager/v1/tags",
+                json!({"name": name, "isBillingTag": false}),
+            )
+            .await;
+        assert_eq!(r.status, status, "{name:?}: {}", r.text);
+    }
+    assert!(pn.sim.try_add_tag(SeedTag::new("k8s.io/x")).is_err());
+    let r = pn.get("/tag-manager/v1/tags?name=Z%C3%BCrich").await;
+    assert_eq!(r.body.as_array().map(Vec::len), Some(1), "{}", r.text);
+}
+
+/// networkapi.spec.yaml `PublicNetwork.status` (`BUSY`, `READY`, `DELETING`, `ERROR`) and the
+/// `Conflict` response of `publicNetworksNetworkIdIpBlocksPost` ("The resource is in an
+/// incompatible state"): only a READY network takes a block.
+#[tokio::test]
+async fn a_network_that_is_not_ready_refuses_blocks() {
+    let pn = start().await;
+    let assign_path = format!("/networks/v1/public-networks/{NETWORK}/ip-blocks");
+    let network_path = format!("/networks/v1/public-networks/{NETWORK}");
+    assert_eq!(pn.get(&network_path).await.body["status"], "READY");
+    let block = pn
+        .post(
+            "/ips/v1/ip-blocks",
+            json!({"location": "PHX", "cidrBlockSize": "/29"}),
+        )
+        .await;
+    let id = s(&block.body["id"]).to_string();
+    for status in ["BUSY", "DELETING", "ERROR"] {
+        assert!(pn.sim.set_public_network_status(NETWORK, status));
+        assert_eq!(pn.get(&network_path).await.body["status"], status);
+        let r = pn.post(&assign_path, json!({"id": id})).await;
+        assert_error(&r, 409);
+        assert!(s(&r.body["message"]).contains(status), "{}", r.text);
+        assert_eq!(
+            pn.get(&format!("/ips/v1/ip-blocks/{id}")).await.body["status"],
+            "unassigned"
+        );
+    }
+    // Over the control API, and back to READY.
+    let url = format!("{}/sim/public-networks/{NETWORK}/status", pn.sim.url());
+    let r = pn
+        .client
+        .put(&url)
+        .body(json!({"status": "SLEEPY"}).to_string())
+        .send()
+        .await
+        .expect("control");
+    assert_eq!(r.status().as_u16(), 400);
+    let r = pn
+        .client
+        .put(&url)
+        .body(json!({"status": "READY"}).to_string())
+        .send()
+        .await
+        .expect("control");
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(pn.post(&assign_path, json!({"id": id})).await.status, 202);
+    assert!(
+        !pn.sim
+            .set_public_network_status("ffffffffffffffffffffffff", "READY")
+    );
+    // Seeded with a status; an unknown status is refused.
+    let seeded = pn.sim.add_public_network(
+        SeedPublicNetwork::new("broken")
+            .with_location("SEA")
+            .with_status("ERROR"),
+    );
+    let r = pn
+        .get(&format!("/networks/v1/public-networks/{seeded}"))
+        .await;
+    assert_eq!(r.body["status"], "ERROR");
+    assert!(
+        pn.sim
+            .try_add_public_network(SeedPublicNetwork::new("x").with_status("OK"))
+            .is_err_and(|e| e.contains("status"))
+    );
 }

@@ -224,13 +224,6 @@ impl Api {
             .json()
     }
 
-    /// `POST` a JSON body, ignoring the response body (asynchronous operations answer 202).
-    pub fn post_accepted<B: Serialize>(&self, path: &str, body: &B) -> Result<(), ProviderError> {
-        self.send(|| http::post(self.url(path)).json(body))?
-            .error_for_status()?;
-        Ok(())
-    }
-
     /// `POST` a JSON body, ignoring the response body; the statuses in `also_fine` count as
     /// success (e.g. 409 "already exists").
     pub fn post_accepting<B: Serialize>(
@@ -254,15 +247,29 @@ impl Api {
         Ok(())
     }
 
-    /// `DELETE`; already gone (404) counts as deleted.
+    /// `DELETE`. Every failure is an error, 404 included: the specs list no 404 for the
+    /// deletes the driver sends (ipapi.spec.yaml `ipBlocksIpBlockIdDelete`, networkapi.spec.yaml
+    /// `publicNetworksNetworkIdIpBlocksIpBlockIdDelete`), so a 404 is a wrong URL, not proof
+    /// that the object is gone. The next list decides.
     pub fn delete(&self, path: &str) -> Result<(), ProviderError> {
-        match self
-            .send(|| http::delete(self.url(path)))?
-            .error_for_status()
-        {
-            Ok(_) | Err(ProviderError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e),
+        self.send(|| http::delete(self.url(path)))?
+            .error_for_status()?;
+        Ok(())
+    }
+
+    /// `POST` a JSON body, ignoring the response body; `Err(status)` for a 400 or 409 (the
+    /// caller re-reads to learn what they mean), every other failure an error.
+    pub fn post_or_status<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<Result<(), u16>, ProviderError> {
+        let response = self.send(|| http::post(self.url(path)).json(body))?;
+        if matches!(response.status, 400 | 409) {
+            return Ok(Err(response.status));
         }
+        response.error_for_status()?;
+        Ok(Ok(()))
     }
 }
 

@@ -17,11 +17,18 @@ use crate::provider_id;
 /// the list is `unauthorized` too (this credential may list it but not read it).
 pub fn by_provider_id(api: &Api, node: &Node) -> Result<Option<Server>, ProviderError> {
     let id = provider_id::parse(&node.provider_id)?;
-    let status = match api.get_or_status(&format!(
+    let status = match api.get_or_status::<Server>(&format!(
         "/bmc/v1/servers/{}",
         wasm_ccm_sdk::http::encode_path_segment(&id)
     ))? {
-        Ok(server) => return Ok(Some(server)),
+        // An answer about another server is not an answer about this one.
+        Ok(server) if server.id == id => return Ok(Some(server)),
+        Ok(server) => {
+            return Err(ProviderError::Permanent(format!(
+                "GET /bmc/v1/servers/{id} answered server {:?}; node {} is not bound to it",
+                server.id, node.name
+            )));
+        }
         Err(status) => status,
     };
     let listed: Vec<Server> = match api.get_or_status("/bmc/v1/servers")? {
@@ -54,25 +61,41 @@ pub fn require_provider_id(node: &Node, what: &str) -> Result<(), ProviderError>
     Ok(())
 }
 
-/// The server behind `node`: by provider ID, else the first server whose hostname is the node's
-/// name.
+/// The server behind `node`: by provider ID, else the one server whose hostname is the node's
+/// name. Several servers of that hostname (e.g. in two locations) are ambiguous: an error naming
+/// them, and nothing is bound (upstream's `serverByName` took the first, so a node could be
+/// initialised with another machine's provider ID and addresses).
 pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
-    let found = if node.provider_id.is_empty() {
-        let servers: Vec<Server> = api.get("/bmc/v1/servers")?;
-        servers.into_iter().find(|s| s.hostname == node.name)
-    } else {
-        by_provider_id(api, node)?
-    };
-    found.ok_or_else(|| {
-        ProviderError::NotFound(if node.provider_id.is_empty() {
-            format!(
-                "no PhoenixNAP server with hostname {:?}: name the node like its server, or set its providerID to phoenixnap://<server-id>",
-                node.name
-            )
-        } else {
-            format!("no PhoenixNAP server with provider ID {:?}", node.provider_id)
-        })
-    })
+    if !node.provider_id.is_empty() {
+        return by_provider_id(api, node)?.ok_or_else(|| {
+            ProviderError::NotFound(format!(
+                "no PhoenixNAP server with provider ID {:?}",
+                node.provider_id
+            ))
+        });
+    }
+    let servers: Vec<Server> = api.get("/bmc/v1/servers")?;
+    let mut matches: Vec<Server> = servers
+        .into_iter()
+        .filter(|s| s.hostname == node.name)
+        .collect();
+    match matches.len() {
+        0 => Err(ProviderError::NotFound(format!(
+            "no PhoenixNAP server with hostname {:?}: name the node like its server, or set its providerID to phoenixnap://<server-id>",
+            node.name
+        ))),
+        1 => Ok(matches.remove(0)),
+        n => Err(ProviderError::Permanent(format!(
+            "{n} PhoenixNAP servers have the hostname {:?} ({}), so node {} is bound to none of them; set the node's providerID to phoenixnap://<server-id> (e.g. kubelet --provider-id) or give the servers distinct hostnames",
+            node.name,
+            matches
+                .iter()
+                .map(|s| format!("{} in {}", s.id, s.location))
+                .collect::<Vec<_>>()
+                .join(", "),
+            node.name
+        ))),
+    }
 }
 
 /// Provider ID, type, region (the location; PhoenixNAP has no zones) and addresses: the

@@ -1,13 +1,16 @@
 //! Load balancers (upstream `loadbalancers.go`): one tagged /29 IP block per Service, assigned to
 //! the configured public network; the Service's address is the block's network address + 2 and
-//! kube-vip announces it. Deleting marks the block with the `delete` tag; [`housekeeping`]
-//! unassigns and deletes marked blocks (upstream's background reaper).
+//! kube-vip announces it. Deleting marks the block with the `delete` tag; housekeeping
+//! (`housekeeping.rs`) unassigns and deletes marked blocks (upstream's background reaper).
+//! `network.rs` reads the public network, `assign.rs` assigns and handles refusals.
 
-use std::cell::RefCell;
+mod assign;
+mod housekeeping;
+pub mod network;
+
 use std::net::Ipv4Addr;
 
 use wasm_ccm_sdk::http::encode_path_segment;
-use wasm_ccm_sdk::log;
 use wasm_ccm_sdk::types::{EnsureResult, Ingress, ProviderError, Service};
 
 use crate::api::Api;
@@ -63,8 +66,6 @@ pub struct Lb<'a> {
     pub cluster_id: &'a str,
     /// The public network ID blocks are assigned to (from `kube-vip://<id>`).
     pub network: &'a str,
-    /// The public network's location, once read (a network does not move).
-    pub network_location: &'a RefCell<Option<String>>,
 }
 
 /// Upstream's informational name.
@@ -94,6 +95,17 @@ pub fn service_ip(block: &IpBlock) -> Result<Ipv4Addr, ProviderError> {
     Ok(Ipv4Addr::from(network + 2))
 }
 
+/// The four tags that make a block this Service's (upstream's identity: cluster, usage,
+/// namespace, name).
+pub fn service_tags<'a>(cluster_id: &'a str, service: &'a Service) -> [(&'a str, &'a str); 4] {
+    [
+        (TAG_CLUSTER, cluster_id),
+        (TAG_USAGE, USAGE),
+        (TAG_NAME, &service.name),
+        (TAG_NAMESPACE, &service.namespace),
+    ]
+}
+
 fn tag_filter(tags: &[(&str, &str)]) -> String {
     tags.iter()
         .map(|(k, v)| format!("tag={}.{}", encode_path_segment(k), encode_path_segment(v)))
@@ -114,18 +126,17 @@ impl Lb<'_> {
     /// The Service's blocks not marked for deletion.
     fn active_blocks(&self, service: &Service) -> Result<Vec<IpBlock>, ProviderError> {
         self.require_cluster()?;
-        let query = tag_filter(&[
-            (TAG_CLUSTER, self.cluster_id),
-            (TAG_USAGE, USAGE),
-            (TAG_NAME, &service.name),
-            (TAG_NAMESPACE, &service.namespace),
-        ]);
-        let blocks: Vec<IpBlock> = self.api.get(&format!("/ips/v1/ip-blocks?{query}"))?;
+        let wanted = service_tags(self.cluster_id, service);
+        let blocks: Vec<IpBlock> = self
+            .api
+            .get(&format!("/ips/v1/ip-blocks?{}", tag_filter(&wanted)))?;
         // `IpBlock.id` is optional in ipapi.spec.yaml (review finding D6): a block without one
-        // cannot be acted on, so it is not ours to use.
+        // cannot be acted on, so it is not ours to use. Each block must carry every tag asked
+        // for: the filter is the server's, and a list that ignored it (as the simulator's
+        // servers list once did) must not hand another Service's block to this one.
         Ok(blocks
             .into_iter()
-            .filter(|b| !b.has_tag(TAG_DELETE) && !b.id.is_empty())
+            .filter(|b| !b.has_tag(TAG_DELETE) && !b.id.is_empty() && b.carries(&wanted))
             .collect())
     }
 
@@ -174,85 +185,49 @@ impl Lb<'_> {
         Ok(())
     }
 
-    /// The block's assignment must be our public network; an unassigned block, or one whose
-    /// assignment failed (`error assigning`, upstream re-assigned a block without an assigned
-    /// resource; review finding D5), is assigned. Returns whether it had to be assigned.
-    fn ensure_assigned(&self, block: &IpBlock) -> Result<bool, ProviderError> {
-        let retry = block.status == "error assigning";
-        match block.assigned_resource_type.as_deref() {
-            _ if retry => {}
-            Some(_) if on_public_network(block) == Some(self.network) => return Ok(false),
-            Some(kind) => {
-                return Err(ProviderError::Permanent(format!(
-                    "IP block {} ({}) is assigned to {kind} {}, not to the public network {}; unassign it or delete the Service's tags from it",
-                    block.id,
-                    block.cidr,
-                    block.assigned_resource_id.as_deref().unwrap_or("?"),
-                    self.network
-                )));
-            }
-            None if block.status == "assigning" => return Ok(false),
-            None if block.status.starts_with("error") => {
-                return Err(ProviderError::Transient(format!(
-                    "IP block {} is in state {:?}",
-                    block.id, block.status
-                )));
-            }
-            None => {}
-        }
-        self.api.post_accepted(
-            &format!(
-                "/networks/v1/public-networks/{}/ip-blocks",
-                encode_path_segment(self.network)
-            ),
-            &serde_json::json!({"id": block.id}),
-        )?;
-        Ok(true)
-    }
-
-    /// The configured public network's location (`GET /networks/v1/public-networks/{id}`,
-    /// networkapi.spec.yaml, where `PublicNetwork.location` is required), read once.
-    fn network_location(&self) -> Result<String, ProviderError> {
-        if let Some(l) = self.network_location.borrow().as_ref() {
-            return Ok(l.clone());
-        }
-        let path = format!(
-            "/networks/v1/public-networks/{}",
-            encode_path_segment(self.network)
-        );
-        let network: PublicNetwork = match self.api.get_or_status(&path)? {
-            Ok(n) => n,
-            Err(404) => {
-                return Err(ProviderError::InvalidConfig(format!(
-                    "the public network {} (PNAP_LOAD_BALANCER or loadbalancer kube-vip://<id>) does not exist",
-                    self.network
-                )));
-            }
-            Err(status) => {
-                return Err(ProviderError::Unauthorized(format!(
-                    "reading the public network {} answered {status}; the credentials need the bmc.read scope",
-                    self.network
-                )));
-            }
-        };
-        let location = network.location.trim().to_ascii_uppercase();
-        *self.network_location.borrow_mut() = Some(location.clone());
-        Ok(location)
-    }
-
     /// The location a new block is created in: the wanted one, which must be the public
     /// network's (a block in another location can never be assigned to it: review finding D1),
     /// else the network's. Checked before anything is created.
-    fn new_block_location(&self, wanted: Option<&WantedLocation>) -> Result<String, ProviderError> {
-        let network = self.network_location()?;
+    fn new_block_location(
+        &self,
+        wanted: Option<&WantedLocation>,
+        network: &PublicNetwork,
+    ) -> Result<String, ProviderError> {
+        let location = network.location.trim().to_ascii_uppercase();
         match wanted {
-            None => Ok(network),
-            Some(w) if w.location.eq_ignore_ascii_case(&network) => Ok(network),
+            None => Ok(location),
+            Some(w) if w.location.eq_ignore_ascii_case(&location) => Ok(location),
             Some(w) => Err(ProviderError::InvalidConfig(format!(
-                "{} asks for an IP block in {}, but the public network {} is in {network}; an IP block can only be assigned to a public network in its own location, so none was created: set it to {network} or remove it",
+                "{} asks for an IP block in {}, but the public network {} is in {location}; an IP block can only be assigned to a public network in its own location, so none was created: set it to {location} or remove it",
                 w.source, w.location, self.network
             ))),
         }
+    }
+
+    /// Everything that can be checked before a billed block is created for the Service.
+    /// Returns the network, read now and `READY`.
+    fn check_before_creating(
+        &self,
+        service: &Service,
+        wanted: Option<&WantedLocation>,
+    ) -> Result<(PublicNetwork, String), ProviderError> {
+        // PhoenixNAP chooses a new block's address, so a requested one cannot be honoured; a
+        // block created anyway would be refused below and stay billed.
+        if let Some(ip) = service
+            .load_balancer_ip
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            return Err(ProviderError::InvalidConfig(format!(
+                "spec.loadBalancerIP is {ip}, but the Service has no IP block and PhoenixNAP chooses a new block's address; remove spec.loadBalancerIP (no block was created)"
+            )));
+        }
+        // One read of the network: its location is configuration (refused first), its status
+        // may pass.
+        let network = self.read_network()?;
+        let location = self.new_block_location(wanted, &network)?;
+        self.require_ready(&network, "no IP block was created")?;
+        Ok((network, location))
     }
 
     /// Finds or creates the Service's block, assigns it, and publishes its address in the
@@ -262,10 +237,10 @@ impl Lb<'_> {
         service: &Service,
         wanted: Option<&WantedLocation>,
     ) -> Result<EnsureResult, ProviderError> {
-        let block = match self.active_block(service)? {
-            Some(block) => block,
+        let (block, network) = match self.active_block(service)? {
+            Some(block) => (block, None),
             None => {
-                let location = self.new_block_location(wanted)?;
+                let (network, location) = self.check_before_creating(service, wanted)?;
                 self.ensure_tag_names()?;
                 let body = serde_json::json!({
                     "location": location,
@@ -277,7 +252,7 @@ impl Lb<'_> {
                         BlockTag::new(TAG_NAME, &service.name),
                     ],
                 });
-                self.api.post("/ips/v1/ip-blocks", &body)?
+                (self.api.post("/ips/v1/ip-blocks", &body)?, Some(network))
             }
         };
         if let Some(w) = wanted
@@ -301,7 +276,7 @@ impl Lb<'_> {
                 block.id
             )));
         }
-        self.ensure_assigned(&block)?;
+        self.ensure_assigned(service, &block, network)?;
         let mut result = EnsureResult::with_ingress(vec![Ingress::vip(ip.clone())]);
         if service.annotation(KUBE_VIP_ANNOTATION) != Some(ip.as_str()) {
             result
@@ -327,60 +302,6 @@ impl Lb<'_> {
             )?;
         }
         Ok(())
-    }
-
-    /// Unassigns and deletes every block of this cluster marked for deletion, each one (upstream
-    /// acted on the first block of the list only). Returns the first failure after trying all.
-    pub fn housekeeping(&self) -> Result<usize, ProviderError> {
-        self.require_cluster()?;
-        let query = tag_filter(&[
-            (TAG_CLUSTER, self.cluster_id),
-            (TAG_USAGE, USAGE),
-            (TAG_DELETE, "true"),
-        ]);
-        let blocks: Vec<IpBlock> = self.api.get(&format!("/ips/v1/ip-blocks?{query}"))?;
-        let mut first_error = None;
-        let mut acted = 0;
-        for block in blocks.iter().filter(|b| !b.id.is_empty()) {
-            let step = match (block.status.as_str(), on_public_network(block)) {
-                ("unassigned", _) => self.api.delete(&format!(
-                    "/ips/v1/ip-blocks/{}",
-                    encode_path_segment(&block.id)
-                )),
-                ("unassigning" | "assigning", _) => continue,
-                // Only a block assigned to a public network is unassigned from it (review
-                // finding D5: a block on a server is not ours to detach).
-                (_, Some(network)) => self.api.delete(&format!(
-                    "/networks/v1/public-networks/{}/ip-blocks/{}",
-                    encode_path_segment(network),
-                    encode_path_segment(&block.id)
-                )),
-                (status, None) => {
-                    log::warn(
-                        "an IP block marked for deletion is not assigned to a public network; left alone",
-                        &[
-                            ("block", &block.id),
-                            ("status", status),
-                            (
-                                "assigned-to",
-                                block.assigned_resource_type.as_deref().unwrap_or("nothing"),
-                            ),
-                        ],
-                    );
-                    continue;
-                }
-            };
-            match step {
-                Ok(()) => acted += 1,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(acted),
-        }
     }
 }
 

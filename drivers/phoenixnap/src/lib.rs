@@ -10,8 +10,6 @@ pub mod lb;
 pub mod model;
 pub mod provider_id;
 
-use std::cell::RefCell;
-
 use wasm_ccm_sdk::types::{
     Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Service,
 };
@@ -20,13 +18,14 @@ use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, log};
 use crate::api::Api;
 use crate::config::{Config, LOCATIONS};
 
+/// How many uninitialised nodes a warning names (the event message stays short).
+const MAX_NAMED_NODES: usize = 10;
+
 /// The driver value kept between calls (the token in [`Api`] is a cache).
 pub struct PhoenixnapDriver {
     api: Api,
     config: Config,
     cluster_id: String,
-    /// The public network's location, read on first use (a cache).
-    network_location: RefCell<Option<String>>,
 }
 
 impl PhoenixnapDriver {
@@ -42,29 +41,42 @@ impl PhoenixnapDriver {
             api: &self.api,
             cluster_id: &self.cluster_id,
             network,
-            network_location: &self.network_location,
         })
     }
 
     /// Upstream's check on the backends, with its `serviceNodeSelector` honoured (upstream parsed
-    /// it and then used an empty one): every selected node must be initialised.
-    fn check_nodes(&self, nodes: &[Node]) -> Result<(), ProviderError> {
+    /// it and then used an empty one): every selected node should be initialised. Upstream
+    /// failed the whole update for one such node; here it is a Warning event naming them (at
+    /// most [`MAX_NAMED_NODES`]) and the update succeeds. Nothing in PhoenixNAP depends on the
+    /// nodes (kube-vip announces the address from the nodes themselves), so one uninitialised
+    /// or stale Node must not make the Service's load balancer report failure for the others.
+    fn check_nodes(&self, nodes: &[Node]) {
         let selected = |n: &Node| {
             self.config
                 .service_node_selector
                 .as_ref()
                 .is_none_or(|s| s.matches(&n.labels))
         };
-        match nodes
+        let bare: Vec<&str> = nodes
             .iter()
-            .find(|n| selected(n) && n.provider_id.is_empty())
-        {
-            Some(n) => Err(ProviderError::Transient(format!(
-                "node {} has no provider ID yet; it gets one when the node is initialised",
-                n.name
-            ))),
-            None => Ok(()),
+            .filter(|n| selected(n) && n.provider_id.is_empty())
+            .map(|n| n.name.as_str())
+            .collect();
+        if bare.is_empty() {
+            return;
         }
+        let more = bare.len().saturating_sub(MAX_NAMED_NODES);
+        let mut names = bare[..bare.len().min(MAX_NAMED_NODES)].join(", ");
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        wasm_ccm_sdk::cluster::warning(
+            "BackendsUninitialized",
+            &format!(
+                "{} selected node(s) have no provider ID yet: {names}; nothing in PhoenixNAP depends on them (kube-vip announces the address from the nodes), so the load balancer is unaffected; a node gets a provider ID when it is initialised, and a Node whose server is gone must be deleted by hand",
+                bare.len()
+            ),
+        );
     }
 
     /// Where a Service's block should be, by upstream's precedence (its README, "Service Load
@@ -145,7 +157,6 @@ impl Provider for PhoenixnapDriver {
             api: Api::new(&config),
             config,
             cluster_id: ctx.cluster_id,
-            network_location: RefCell::new(None),
         })
     }
 
@@ -198,10 +209,11 @@ impl LoadBalancer for PhoenixnapDriver {
     }
 
     /// kube-vip runs on the nodes and the cloud keeps no backend list, so only the nodes are
-    /// checked, as upstream does.
+    /// checked, as upstream does, with a warning instead of upstream's failure.
     fn update(&self, _service: &Service, nodes: &[Node]) -> Result<(), ProviderError> {
         self.lb()?;
-        self.check_nodes(nodes)
+        self.check_nodes(nodes);
+        Ok(())
     }
 
     fn delete(&self, service: &Service) -> Result<(), ProviderError> {

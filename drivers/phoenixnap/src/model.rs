@@ -85,13 +85,30 @@ impl IpBlock {
     }
 }
 
-/// A public network (`/networks/v1/public-networks/{id}`); `location` is required in
-/// networkapi.spec.yaml's `PublicNetwork`.
+/// A public network (`/networks/v1/public-networks/{id}`); `location` and `status` are required
+/// in networkapi.spec.yaml's `PublicNetwork`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PublicNetwork {
     /// The network's location, e.g. `PHX`; new blocks must be in it to be assigned.
     #[serde(default)]
     pub location: String,
+    /// `BUSY`, `READY`, `DELETING` or `ERROR`; only a `READY` network is given blocks. Empty when
+    /// absent, which counts as not ready.
+    #[serde(default)]
+    pub status: String,
+}
+
+impl IpBlock {
+    /// Whether the block carries every `(name, value)` with exactly that value. The list
+    /// filters by tag on the server; this checks the answer, so a server that ignored a filter
+    /// (or a block whose tags changed) is never taken for this cluster's or Service's block.
+    pub fn carries(&self, tags: &[(&str, &str)]) -> bool {
+        tags.iter().all(|(name, value)| {
+            self.tags
+                .iter()
+                .any(|t| t.name == *name && t.value.as_deref() == Some(*value))
+        })
+    }
 }
 
 /// A tag definition (`/tag-manager/v1/tags`).
@@ -99,4 +116,38 @@ pub struct PublicNetwork {
 pub struct TagDefinition {
     /// The tag's name; missing names of the driver's tags are created.
     pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tagged(tags: &[(&str, Option<&str>)]) -> IpBlock {
+        IpBlock {
+            id: "b1".into(),
+            location: "PHX".into(),
+            cidr: "198.51.100.8/29".into(),
+            status: "unassigned".into(),
+            assigned_resource_id: None,
+            assigned_resource_type: None,
+            tags: tags
+                .iter()
+                .map(|(n, v)| BlockTag {
+                    name: (*n).into(),
+                    value: v.map(Into::into),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn carries_needs_every_tag_with_its_exact_value() {
+        let b = tagged(&[("cluster", Some("u-1")), ("serviceName", Some("web"))]);
+        assert!(b.carries(&[("cluster", "u-1"), ("serviceName", "web")]));
+        assert!(!b.carries(&[("cluster", "u-1"), ("serviceName", "web2")]));
+        assert!(!b.carries(&[("cluster", "u-1"), ("serviceNamespace", "default")]));
+        assert!(!b.carries(&[("cluster", "u-")]));
+        // A tag without a value matches no value.
+        assert!(!tagged(&[("cluster", None)]).carries(&[("cluster", "")]));
+    }
 }

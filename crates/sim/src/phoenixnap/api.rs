@@ -9,9 +9,9 @@ use serde_json::{Map, Value, json};
 use super::auth::parse_form;
 use super::error::{ApiError, json_response};
 use super::model::{
-    Assignment, IpBlock, LOCATIONS, State, Tag, TagValue, new_id, now_rfc3339,
+    Assignment, IpBlock, LOCATIONS, State, TAG_TEXT_RULE, Tag, TagValue, new_id, now_rfc3339,
     parse_create_block_size, render_block, render_network, render_network_block, render_server,
-    render_tag, valid_tag_value,
+    render_tag, valid_tag_text,
 };
 
 /// What a handler answers on success.
@@ -78,7 +78,7 @@ fn string_field(
 }
 
 /// A list of `{name, value?}` tag assignments: names must exist in the tag manager and appear
-/// once; values are letters, digits, `_` and `-`.
+/// once; values follow [`valid_tag_text`] (the specs' `TagAssignmentRequest.value`).
 fn tag_values(state: &State, v: &Value, field: &str, errors: &mut Vec<String>) -> Vec<TagValue> {
     let Some(items) = v.as_array() else {
         errors.push(format!("{field}: must be a list"));
@@ -94,11 +94,9 @@ fn tag_values(state: &State, v: &Value, field: &str, errors: &mut Vec<String>) -
         let name = string_field(obj, "name", &at, true, errors);
         let value = string_field(obj, "value", &at, false, errors);
         if let Some(v) = &value
-            && !valid_tag_value(v)
+            && !valid_tag_text(v)
         {
-            errors.push(format!(
-                "{at}value: {v:?} must match [A-zÀ-ú0-9_-]{{1,100}}"
-            ));
+            errors.push(format!("{at}value: {v:?} must be {TAG_TEXT_RULE}"));
         }
         let Some(name) = name else { continue };
         if state.tag_named(&name).is_none() {
@@ -114,24 +112,35 @@ fn tag_values(state: &State, v: &Value, field: &str, errors: &mut Vec<String>) -
     out
 }
 
-/// `tag=name.value` (or `tag=name`) query parameters: all must match.
-fn tag_filters(query: &str) -> Vec<(String, Option<String>)> {
-    parse_form(query)
-        .into_iter()
-        .filter(|(k, _)| k == "tag")
-        .map(|(_, v)| match v.split_once('.') {
-            Some((name, value)) => (name.to_string(), Some(value.to_string())),
-            None => (v, None),
-        })
-        .collect()
+/// The `tag` query parameters of `GET /ips/v1/ip-blocks` and `GET /bmc/v1/servers`
+/// (ipapi.spec.yaml `ipBlocksGet` "List of tags, in the form tagName.tagValue, to filter by",
+/// bmcapi.spec.yaml `serversGet` "in the form of tagName.tagValue"; `explode: true`, so one
+/// `tag=` per filter). Split at the first dot (a tag name holds no dot: [`valid_tag_text`]). A
+/// filter without a dot is not in the documented form and is refused (400): whether the real
+/// API reads it as "any value" is not documented, and a client relying on that should fail here.
+fn tag_filters(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    let mut filters = Vec::new();
+    for (_, v) in parse_form(query).into_iter().filter(|(k, _)| k == "tag") {
+        match v.split_once('.') {
+            Some((name, value)) if !name.is_empty() => {
+                filters.push((name.to_string(), value.to_string()));
+            }
+            _ => {
+                return Err(ApiError::validation(vec![format!(
+                    "tag: {v:?} is not in the form tagName.tagValue"
+                )]));
+            }
+        }
+    }
+    Ok(filters)
 }
 
-fn matches_tags(block: &IpBlock, filters: &[(String, Option<String>)]) -> bool {
+/// Whether `tags` carry every filter's name with exactly its value (several filters: all must
+/// match, as the specs' list of filters).
+fn matches_tags(tags: &[TagValue], filters: &[(String, String)]) -> bool {
     filters.iter().all(|(name, value)| {
-        block
-            .tags
-            .iter()
-            .any(|t| &t.name == name && value.as_ref().is_none_or(|v| t.value.as_ref() == Some(v)))
+        tags.iter()
+            .any(|t| &t.name == name && t.value.as_deref() == Some(value.as_str()))
     })
 }
 
@@ -143,19 +152,41 @@ fn query_param(query: &str, key: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
+/// The answer for an ID this account cannot see, where the operation's spec lists 403 and no
+/// 404: the `Forbidden` response, "this resource cannot be accessed by the provided
+/// credentials". The real API answers a deleted server so (upstream commit d84a2c5), and the
+/// IP-block, public-network and tag operations document the same set (401, 403, 500).
+fn forbidden(what: &str, id: &str) -> ApiError {
+    ApiError::new(
+        403,
+        format!("{what} {id} does not exist or you do not have permission to access it."),
+    )
+}
+
+/// The index of a block; an unknown ID is [`forbidden`] (ipapi.spec.yaml lists 403 and no 404
+/// for `GET`/`DELETE /ip-blocks/{id}` and `PUT /ip-blocks/{id}/tags`).
 fn block_index(state: &State, id: &str) -> Result<usize, ApiError> {
     state
         .blocks
         .iter()
         .position(|b| b.id == id)
-        .ok_or_else(|| ApiError::not_found("IP Block", id))
+        .ok_or_else(|| forbidden("IP Block", id))
 }
 
 // --- bmc/v1 -----------------------------------------------------------------------------------
 
-/// `GET /bmc/v1/servers` (bmcapi.spec.yaml `GET /servers`: 200, an array of `Server`).
-pub(crate) fn list_servers(state: &State) -> Reply {
-    Reply::Ok(state.servers.iter().map(render_server).collect())
+/// `GET /bmc/v1/servers[?tag=name.value...]` (bmcapi.spec.yaml `serversGet`: 200, an array of
+/// `Server`; the `tag` filters as [`tag_filters`]).
+pub(crate) fn list_servers(state: &State, query: &str) -> Result<Reply, ApiError> {
+    let filters = tag_filters(query)?;
+    Ok(Reply::Ok(
+        state
+            .servers
+            .iter()
+            .filter(|s| matches_tags(&s.tags, &filters))
+            .map(|s| render_server(state, s))
+            .collect(),
+    ))
 }
 
 /// `GET /bmc/v1/servers/{id}`; an unknown or deleted server answers
@@ -164,7 +195,7 @@ pub(crate) fn list_servers(state: &State) -> Reply {
 pub(crate) fn get_server(state: &State, id: &str) -> Result<Reply, ApiError> {
     state
         .server(id)
-        .map(|s| Reply::Ok(render_server(s)))
+        .map(|s| Reply::Ok(render_server(state, s)))
         .ok_or_else(|| match state.gone_server_status {
             404 => ApiError::not_found("Server", id),
             status => ApiError::new(
@@ -178,21 +209,20 @@ pub(crate) fn get_server(state: &State, id: &str) -> Result<Reply, ApiError> {
 
 /// `GET /ips/v1/ip-blocks?tag=name.value...` (ipapi.spec.yaml `GET /ip-blocks`, `tag` query
 /// parameter "in the form tagName.tagValue", `explode: true`; several must all match).
-pub(crate) fn list_blocks(state: &State, query: &str) -> Reply {
-    let filters = tag_filters(query);
-    Reply::Ok(
+pub(crate) fn list_blocks(state: &State, query: &str) -> Result<Reply, ApiError> {
+    let filters = tag_filters(query)?;
+    Ok(Reply::Ok(
         state
             .blocks
             .iter()
-            .filter(|b| matches_tags(b, &filters))
+            .filter(|b| matches_tags(&b.tags, &filters))
             .map(|b| render_block(state, b))
             .collect(),
-    )
+    ))
 }
 
-/// `GET /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml: 200 `IpBlock`). An unknown ID answers 404,
-/// which the spec does not list for this operation (it lists 401, 403, 500); kept as the API's
-/// generic not-found (not checked against the real API).
+/// `GET /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml `ipBlocksIpBlockIdGet`: 200 `IpBlock`, 401,
+/// 403, 500). An unknown ID is 403 ([`forbidden`]): the spec lists no 404 here.
 pub(crate) fn get_block(state: &State, id: &str) -> Result<Reply, ApiError> {
     let i = block_index(state, id)?;
     Ok(Reply::Ok(render_block(state, &state.blocks[i])))
@@ -270,9 +300,14 @@ pub(crate) fn put_block_tags(state: &mut State, id: &str, body: &[u8]) -> Result
 }
 
 /// `PATCH /ips/v1/ip-blocks/{id}` `{"description"?}` (ipapi.spec.yaml `IpBlockPatch`:
-/// `description`, `maxLength: 250`): 200 with the block.
+/// `description`, `maxLength: 250`): 200 with the block. This operation is the one IP-block
+/// operation whose spec lists 404 (`ipBlocksIpBlockIdPatch`), so an unknown ID answers 404.
 pub(crate) fn patch_block(state: &mut State, id: &str, body: &[u8]) -> Result<Reply, ApiError> {
-    let i = block_index(state, id)?;
+    let i = state
+        .blocks
+        .iter()
+        .position(|b| b.id == id)
+        .ok_or_else(|| ApiError::not_found("IP Block", id))?;
     let obj = object_body(body)?;
     let mut errors = Vec::new();
     let description = string_field(&obj, "description", "", false, &mut errors);
@@ -291,15 +326,17 @@ pub(crate) fn patch_block(state: &mut State, id: &str, body: &[u8]) -> Result<Re
     Ok(Reply::Ok(render_block(state, &state.blocks[i])))
 }
 
-/// `DELETE /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml: 200 `DeleteIpBlockResult`): only an
-/// `unassigned` block. The 409 for any other block is not in the spec (it lists 401, 403, 500);
-/// the operation's description says the block must be unassigned first.
+/// `DELETE /ips/v1/ip-blocks/{id}` (ipapi.spec.yaml `ipBlocksIpBlockIdDelete`: 200
+/// `DeleteIpBlockResult`, 401, 403, 500): only an `unassigned` block ("An IP Block can only be
+/// deleted if not assigned to any resource."). The spec names no status for that refusal and
+/// lists no 409 or 400 here, so it is the one client error it lists, 403, with a message saying
+/// why; an unknown ID is 403 as well ([`forbidden`]).
 pub(crate) fn delete_block(state: &mut State, id: &str) -> Result<Reply, ApiError> {
     let i = block_index(state, id)?;
     let block = &state.blocks[i];
     if let Some(a) = &block.assignment {
         return Err(ApiError::new(
-            409,
+            403,
             format!(
                 "IP Block {id} is {} to {} {}; unassign it before deleting it.",
                 if block.status == "assigning" {
@@ -314,7 +351,7 @@ pub(crate) fn delete_block(state: &mut State, id: &str) -> Result<Reply, ApiErro
     }
     if block.status != "unassigned" {
         return Err(ApiError::new(
-            409,
+            403,
             format!(
                 "IP Block {id} is {}; only unassigned blocks can be deleted.",
                 block.status
@@ -329,48 +366,77 @@ pub(crate) fn delete_block(state: &mut State, id: &str) -> Result<Reply, ApiErro
 
 // --- networks/v1 ------------------------------------------------------------------------------
 
-/// `GET /networks/v1/public-networks[?location=PHX]`.
-pub(crate) fn list_networks(state: &State, query: &str) -> Reply {
+/// `GET /networks/v1/public-networks[?location=PHX]` (networkapi.spec.yaml `publicNetworksGet`:
+/// `location` "Supported values are `PHX`, `ASH`, `SGP`, `NLD`, `CHI`, `SEA` and `AUS`"; another
+/// value is refused, 400, rather than answered with an empty list that looks like "none").
+pub(crate) fn list_networks(state: &State, query: &str) -> Result<Reply, ApiError> {
     let location = query_param(query, "location");
-    Reply::Ok(
+    if let Some(l) = &location
+        && !LOCATIONS.contains(&l.as_str())
+    {
+        return Err(ApiError::validation(vec![format!(
+            "location: {l:?} must be one of {}",
+            LOCATIONS.join(", ")
+        )]));
+    }
+    Ok(Reply::Ok(
         state
             .networks
             .iter()
             .filter(|n| location.as_ref().is_none_or(|l| &n.location == l))
             .map(|n| render_network(state, n))
             .collect(),
-    )
+    ))
 }
 
-/// `GET /networks/v1/public-networks/{id}` (networkapi.spec.yaml: 200 `PublicNetwork`, whose
-/// `location` is required; the driver checks it before creating blocks, review finding D1).
+/// `GET /networks/v1/public-networks/{id}` (networkapi.spec.yaml `publicNetworksNetworkIdGet`:
+/// 200 `PublicNetwork`, whose `location` and `status` are required; 401, 403, 500). An unknown
+/// ID is 403 ([`forbidden`]): the spec lists no 404 here.
 pub(crate) fn get_network(state: &State, id: &str) -> Result<Reply, ApiError> {
     state
         .network(id)
         .map(|n| Reply::Ok(render_network(state, n)))
-        .ok_or_else(|| ApiError::not_found("Public Network", id))
+        .ok_or_else(|| forbidden("Public Network", id))
 }
 
 /// `POST /networks/v1/public-networks/{id}/ip-blocks` `{"id": block}` (networkapi.spec.yaml
-/// `PublicNetworkIpBlockCreate`: 202 `PublicNetworkIpBlock`, 400, 409): starts `assigning`. A
-/// block in another location is 400: the spec names no error for it, but a block cannot be
-/// routed to a VLAN in another location (review finding D1).
+/// `publicNetworksNetworkIdIpBlocksPost`: 202 `PublicNetworkIpBlock`; 400, 401, 403, 409, 500):
+/// starts `assigning`. An unknown network is 403 ([`forbidden`], no 404 listed); an unknown
+/// block in the body is 400 (the request names what does not exist). 409 is the spec's
+/// `Conflict`, "The resource is in an incompatible state": a network that is not `READY`
+/// (`PublicNetwork.status`: `BUSY`, `READY`, `DELETING`, `ERROR`) and a block that is not
+/// `unassigned`. A block in another location is 400: the spec names no error for it, but a
+/// block cannot be routed to a VLAN in another location (review finding D1).
 pub(crate) fn assign_block(
     state: &mut State,
     now: Instant,
     network_id: &str,
     body: &[u8],
 ) -> Result<Reply, ApiError> {
+    state.run_race();
     let network = state
         .network(network_id)
-        .ok_or_else(|| ApiError::not_found("Public Network", network_id))?;
+        .ok_or_else(|| forbidden("Public Network", network_id))?;
     let network_location = network.location.clone();
+    let network_status = network.status.clone();
     let obj = object_body(body)?;
     let mut errors = Vec::new();
     let Some(block_id) = string_field(&obj, "id", "", true, &mut errors) else {
         return Err(ApiError::validation(errors));
     };
-    let i = block_index(state, &block_id)?;
+    let Some(i) = state.blocks.iter().position(|b| b.id == block_id) else {
+        return Err(ApiError::validation(vec![format!(
+            "id: IP Block {block_id} does not exist"
+        )]));
+    };
+    if network_status != "READY" {
+        return Err(ApiError::new(
+            409,
+            format!(
+                "Public Network {network_id} is {network_status}; IP Blocks can only be added to a READY network."
+            ),
+        ));
+    }
     let block = &state.blocks[i];
     // A failed assignment (`error assigning`, a documented IpBlock status) may be retried: the
     // block is not routed anywhere (upstream re-assigned such blocks; review finding D5).
@@ -414,7 +480,9 @@ pub(crate) fn assign_block(
     Ok(Reply::Accepted(render_network_block(block)))
 }
 
-/// `DELETE /networks/v1/public-networks/{id}/ip-blocks/{block}`: starts `unassigning`.
+/// `DELETE /networks/v1/public-networks/{id}/ip-blocks/{block}`: starts `unassigning`. An
+/// unknown network is 403 ([`forbidden`]); an unknown block, like a block not on the network,
+/// is 400 (see below).
 pub(crate) fn unassign_block(
     state: &mut State,
     now: Instant,
@@ -422,9 +490,14 @@ pub(crate) fn unassign_block(
     block_id: &str,
 ) -> Result<Reply, ApiError> {
     if state.network(network_id).is_none() {
-        return Err(ApiError::not_found("Public Network", network_id));
+        return Err(forbidden("Public Network", network_id));
     }
-    let i = block_index(state, block_id)?;
+    let Some(i) = state.blocks.iter().position(|b| b.id == block_id) else {
+        return Err(ApiError::new(
+            400,
+            format!("IP Block {block_id} is not assigned to public network {network_id}."),
+        ));
+    };
     let due = state.due(now);
     let block = &mut state.blocks[i];
     // networkapi.spec.yaml `DELETE /public-networks/{id}/ip-blocks/{ipBlockId}` documents 202,
@@ -464,14 +537,15 @@ pub(crate) fn list_tags(state: &State, query: &str) -> Reply {
     )
 }
 
-/// `GET /tag-manager/v1/tags/{id}`.
+/// `GET /tag-manager/v1/tags/{id}` (tagapi.spec.yaml `tagsTagIdGet`: 200, 401, 403, 500): an
+/// unknown ID is 403 ([`forbidden`]).
 pub(crate) fn get_tag(state: &State, id: &str) -> Result<Reply, ApiError> {
     state
         .tags
         .iter()
         .find(|t| t.id == id)
         .map(|t| Reply::Ok(render_tag(state, t)))
-        .ok_or_else(|| ApiError::not_found("Tag", id))
+        .ok_or_else(|| forbidden("Tag", id))
 }
 
 /// `POST /tag-manager/v1/tags` `{"name", "isBillingTag", "description"?}` (tagapi.spec.yaml
@@ -480,8 +554,11 @@ pub(crate) fn create_tag(state: &mut State, body: &[u8]) -> Result<Reply, ApiErr
     let obj = object_body(body)?;
     let mut errors = Vec::new();
     let name = string_field(&obj, "name", "", true, &mut errors);
-    if name.as_deref().is_some_and(|n| n.trim().is_empty()) {
-        errors.push("name: must not be blank".into());
+    // tagapi.spec.yaml `TagCreate.name`: the same rule as tag values.
+    if let Some(n) = &name
+        && !valid_tag_text(n)
+    {
+        errors.push(format!("name: {n:?} must be {TAG_TEXT_RULE}"));
     }
     let billing = match obj.get("isBillingTag") {
         Some(Value::Bool(b)) => Some(*b),
@@ -522,12 +599,33 @@ mod tests {
     #[test]
     fn tag_filters_split_at_the_first_dot() {
         assert_eq!(
-            tag_filters("tag=cluster.a-b&x=1&tag=usage&tag=n.v.w"),
+            tag_filters("tag=cluster.a-b&x=1&tag=n.v.w&tag=ort.Z%C3%BCrich").expect("valid"),
             [
-                ("cluster".to_string(), Some("a-b".to_string())),
-                ("usage".to_string(), None),
-                ("n".to_string(), Some("v.w".to_string())),
+                ("cluster".to_string(), "a-b".to_string()),
+                ("n".to_string(), "v.w".to_string()),
+                ("ort".to_string(), "Zürich".to_string()),
             ]
         );
+        for bad in ["tag=usage", "tag=.v", "tag="] {
+            assert_eq!(tag_filters(bad).map_err(|e| e.status), Err(400), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tag_text_is_the_prose_rule() {
+        for ok in [
+            "Zúrich_1-a",
+            "Zürich",
+            "ÿ",
+            "ø",
+            "Ελλάδα",
+            "a",
+            &"a".repeat(100),
+        ] {
+            assert!(valid_tag_text(ok), "{ok}");
+        }
+        for bad in ["", "a^b", "a.b", "a/b", "a b", "×", "a`", &"a".repeat(101)] {
+            assert!(!valid_tag_text(bad), "{bad}");
+        }
     }
 }

@@ -90,6 +90,21 @@ impl ControlApi for Shared {
                     return Err(not_found());
                 }
             }
+            ("PUT", ["sim", "public-networks", id, "status"]) => {
+                let StatusBody { status } = Shared::parse_body(body)?;
+                if !super::model::NETWORK_STATUSES.contains(&status.as_str()) {
+                    return Err(ApiError::new(
+                        400,
+                        format!(
+                            "status: {status:?} is not one of {}",
+                            super::model::NETWORK_STATUSES.join(", ")
+                        ),
+                    ));
+                }
+                if !super::set_network_status(&mut self.state.lock(), id, &status) {
+                    return Err(not_found());
+                }
+            }
             ("PUT", ["sim", "ip-blocks", id, "status"]) => {
                 let StatusBody { status } = Shared::parse_body(body)?;
                 if !super::set_block_status(&mut self.state.lock(), id, &status) {

@@ -53,6 +53,7 @@ use crate::serving::Served;
 pub use crate::fixture::{Faults, Match};
 pub use auth::TOKEN_PATH;
 pub use log::{LOG_CAPACITY, LoggedRequest};
+pub use model::Race;
 pub use seed::{Seed, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag, SeedTagValue};
 
 use model::{State, render_block, render_network, render_network_block, render_server, render_tag};
@@ -77,6 +78,17 @@ fn set_block_status(state: &mut State, id: &str, status: &str) -> bool {
             if status == "unassigned" {
                 block.assignment = None;
             }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Sets a public network's status; returns whether the network exists.
+fn set_network_status(state: &mut State, id: &str, status: &str) -> bool {
+    match state.networks.iter_mut().find(|n| n.id == id) {
+        Some(n) => {
+            n.status = status.to_string();
             true
         }
         None => false,
@@ -316,6 +328,30 @@ impl PhoenixnapSim {
         self.shared.state.lock().gone_server_status = status;
     }
 
+    /// Sets a public network's status: `BUSY`, `READY`, `DELETING` or `ERROR`
+    /// (networkapi.spec.yaml `PublicNetwork.status`); only a `READY` network takes IP blocks
+    /// (others answer 409). Also `PUT /sim/public-networks/{id}/status {"status": "ERROR"}`.
+    /// Returns whether the network exists.
+    ///
+    /// # Panics
+    ///
+    /// For another status (a test set-up error).
+    pub fn set_public_network_status(&self, id: &str, status: &str) -> bool {
+        assert!(
+            model::NETWORK_STATUSES.contains(&status),
+            "public network status {status:?}: one of {:?}",
+            model::NETWORK_STATUSES
+        );
+        set_network_status(&mut self.shared.state.lock(), id, status)
+    }
+
+    /// Another client's change that lands just before the next assignment request
+    /// (`POST /networks/v1/public-networks/{id}/ip-blocks`) is handled: a race between a
+    /// client's read and its assignment, made deterministic. Replaces a pending one.
+    pub fn race_next_assignment(&self, race: Race) {
+        self.shared.state.lock().race = Some(race);
+    }
+
     /// Reads the state after completing due transitions, as a request would see it.
     fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         let mut state = self.shared.state.lock();
@@ -325,7 +361,7 @@ impl PhoenixnapSim {
 
     /// Every server, as `GET /bmc/v1/servers` renders them.
     pub fn servers(&self) -> Vec<Value> {
-        self.read(|s| s.servers.iter().map(render_server).collect())
+        self.read(|s| s.servers.iter().map(|v| render_server(s, v)).collect())
     }
 
     /// Every IP block, as `GET /ips/v1/ip-blocks` renders them.

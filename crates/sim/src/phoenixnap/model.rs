@@ -79,21 +79,33 @@ pub(crate) fn parse_create_block_size(text: &str) -> Result<u8, String> {
         })
 }
 
-/// Whether a tag value is allowed: the specs' regex `[A-zÀ-ú0-9_-]{1,100}` taken literally
-/// (ipapi.spec.yaml `#/components/schemas/TagAssignmentRequest` `value`, also bmcapi and
-/// tagapi; review finding S4). `A-z` includes `[\]^_` and the backtick, `À-ú` is U+00C0 to
-/// U+00FA.
-pub(crate) fn valid_tag_value(value: &str) -> bool {
+/// Whether a tag name or value is allowed (ipapi.spec.yaml
+/// `#/components/schemas/TagAssignmentRequest` `name` and `value`, bmcapi.spec.yaml the same,
+/// tagapi.spec.yaml `TagCreate.name`): "a maximum of 100 characters including UTF-8 Unicode
+/// letters, numbers, and the following symbols: '-', '_'. Regex: [A-zÀ-ú0-9_-]{1,100}".
+///
+/// The regex is prose (no `pattern:` keyword) and unanchored; searched for as written it
+/// matches any text holding one ASCII letter (`Zürich` included), and taken as a full match it
+/// refuses letters the prose allows (`ü`, U+00FC, is after `ú`, U+00FA) and admits the
+/// non-letters inside its ranges (`A-z` holds `[\]^` and the backtick, `À-ú` holds `×` and `÷`).
+/// The rule here is the prose, which is stricter than the search and allows every letter the
+/// full match allows: 1 to 100 characters, each a Unicode letter (`char::is_alphabetic`), an
+/// ASCII digit (the regex's `0-9`), `_` or `-`.
+pub(crate) fn valid_tag_text(value: &str) -> bool {
     let n = value.chars().count();
     (1..=100).contains(&n)
-        && value.chars().all(|c| {
-            ('A'..='z').contains(&c)
-                || ('\u{C0}'..='\u{FA}').contains(&c)
-                || c.is_ascii_digit()
-                || c == '_'
-                || c == '-'
-        })
+        && value
+            .chars()
+            .all(|c| c.is_alphabetic() || c.is_ascii_digit() || c == '_' || c == '-')
 }
+
+/// The refusal text for a tag name or value that [`valid_tag_text`] refuses.
+pub(crate) const TAG_TEXT_RULE: &str =
+    "1 to 100 Unicode letters, digits 0-9, '_' or '-' (the specs' [A-zÀ-ú0-9_-]{1,100})";
+
+/// The statuses of a public network (networkapi.spec.yaml `#/components/schemas/PublicNetwork`
+/// `status`: "`BUSY`, `READY`, `DELETING` or `ERROR`").
+pub(crate) const NETWORK_STATUSES: &[&str] = &["BUSY", "READY", "DELETING", "ERROR"];
 
 /// An IPv4 network (the simulator has IPv4 blocks only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +179,8 @@ pub(crate) struct Server {
     pub public_ips: Vec<IpAddr>,
     pub network_type: String,
     pub provisioned_on: String,
+    /// Tags (bmcapi.spec.yaml `Server.tags`, `TagAssignment`), filtered by `GET /servers?tag=`.
+    pub tags: Vec<TagValue>,
 }
 
 /// A public network (seeded).
@@ -178,6 +192,8 @@ pub(crate) struct PublicNetwork {
     pub vlan_id: u32,
     pub description: Option<String>,
     pub created_on: String,
+    /// One of [`NETWORK_STATUSES`]; only a `READY` network takes IP blocks.
+    pub status: String,
 }
 
 /// What an IP block is assigned to.
@@ -232,6 +248,58 @@ pub(crate) struct Tag {
     pub billing: bool,
 }
 
+/// A change another client makes between a client's read and its assignment request
+/// (`POST /networks/v1/public-networks/{id}/ip-blocks`): applied just before that request is
+/// handled, so the request meets the changed state, as it would in a real race.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Race {
+    /// The block is assigned (completed at once) to `resource_type` `resource_id`, e.g. a
+    /// `public network` or a `server`.
+    Assign {
+        /// The block's ID.
+        block: String,
+        /// `assignedResourceType`, e.g. `public network` or `server`.
+        resource_type: String,
+        /// `assignedResourceId`.
+        resource_id: String,
+    },
+    /// The public network's status changes, e.g. to `ERROR`.
+    NetworkStatus {
+        /// The network's ID.
+        network: String,
+        /// One of `BUSY`, `READY`, `DELETING`, `ERROR`.
+        status: String,
+    },
+}
+
+impl State {
+    /// Applies and clears the pending [`Race`], if any.
+    pub(crate) fn run_race(&mut self) {
+        match self.race.take() {
+            Some(Race::Assign {
+                block,
+                resource_type,
+                resource_id,
+            }) => {
+                if let Some(b) = self.block_mut(&block) {
+                    b.status = "assigned".into();
+                    b.due = None;
+                    b.assignment = Some(Assignment {
+                        resource_id,
+                        resource_type,
+                    });
+                }
+            }
+            Some(Race::NetworkStatus { network, status }) => {
+                if let Some(n) = self.networks.iter_mut().find(|n| n.id == network) {
+                    n.status = status;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
 /// Everything the simulator holds; lists are in creation order.
 #[derive(Clone, Debug)]
 pub(crate) struct State {
@@ -245,6 +313,8 @@ pub(crate) struct State {
     pub network_resource_type: String,
     /// What `GET /bmc/v1/servers/{id}` answers for an unknown server: 403 or 404.
     pub gone_server_status: u16,
+    /// Another client's change, applied just before the next assignment request is handled.
+    pub race: Option<Race>,
     /// Next-fit allocation cursor: an offset into the concatenated pools.
     cursor: u32,
 }
@@ -259,6 +329,7 @@ impl State {
             assign_after,
             network_resource_type: DEFAULT_NETWORK_RESOURCE_TYPE.to_string(),
             gone_server_status: DEFAULT_GONE_SERVER_STATUS,
+            race: None,
             cursor: 0,
         }
     }
@@ -384,7 +455,7 @@ fn put_opt(map: &mut Map<String, Value>, key: &str, value: Option<&String>) {
 /// `rootPartition` `raid` default `NO_RAID`, `size` default -1) and without the `writeOnly`
 /// (request-only) `configurationType` of `PrivateNetworkConfiguration` and
 /// `IpBlocksConfiguration` (review finding S1).
-pub(crate) fn render_server(s: &Server) -> Value {
+pub(crate) fn render_server(state: &State, s: &Server) -> Value {
     let (cpu, cpu_count, cores, frequency, ram, storage) = hardware(&s.server_type);
     let ips = |list: &[IpAddr]| list.iter().map(ToString::to_string).collect::<Vec<_>>();
     let private_networks = if s.private_ips.is_empty() {
@@ -414,7 +485,7 @@ pub(crate) fn render_server(s: &Server) -> Value {
         "publicIpAddresses": ips(&s.public_ips),
         "pricingModel": "HOURLY",
         "networkType": s.network_type,
-        "tags": [],
+        "tags": render_tags(state, &s.tags),
         "provisionedOn": s.provisioned_on,
         "storageConfiguration": {"rootPartition": {"raid": "NO_RAID", "size": -1}},
         "networkConfiguration": {
@@ -452,7 +523,7 @@ pub(crate) fn render_network(state: &State, n: &PublicNetwork) -> Value {
         "memberships": [],
         "name": n.name,
         "location": n.location,
-        "status": "READY",
+        "status": n.status,
         "createdOn": n.created_on,
         "ipBlocks": blocks,
     });
@@ -467,23 +538,7 @@ pub(crate) fn render_network(state: &State, n: &PublicNetwork) -> Value {
 /// (not while `assigning`): the real behaviour is undocumented (review finding S4, last point),
 /// and the driver handles both.
 pub(crate) fn render_block(state: &State, b: &IpBlock) -> Value {
-    let tags: Vec<Value> = b
-        .tags
-        .iter()
-        .map(|t| {
-            let tag = state.tag_named(&t.name);
-            let mut v = json!({
-                "id": tag.map_or("", |tag| tag.id.as_str()),
-                "name": t.name,
-                "isBillingTag": tag.is_some_and(|tag| tag.billing),
-                "createdBy": "USER",
-            });
-            if let Value::Object(map) = &mut v {
-                put_opt(map, "value", t.value.as_ref());
-            }
-            v
-        })
-        .collect();
+    let tags = render_tags(state, &b.tags);
     let mut v = json!({
         "id": b.id,
         "location": b.location,
@@ -505,6 +560,26 @@ pub(crate) fn render_block(state: &State, b: &IpBlock) -> Value {
         put_opt(map, "description", b.description.as_ref());
     }
     v
+}
+
+/// Tags on a resource as the specs' `TagAssignment` (ipapi.spec.yaml and bmcapi.spec.yaml:
+/// `id`, `name`, `isBillingTag` required; `value`, `createdBy`).
+fn render_tags(state: &State, tags: &[TagValue]) -> Vec<Value> {
+    tags.iter()
+        .map(|t| {
+            let tag = state.tag_named(&t.name);
+            let mut v = json!({
+                "id": tag.map_or("", |tag| tag.id.as_str()),
+                "name": t.name,
+                "isBillingTag": tag.is_some_and(|tag| tag.billing),
+                "createdBy": "USER",
+            });
+            if let Value::Object(map) = &mut v {
+                put_opt(map, "value", t.value.as_ref());
+            }
+            v
+        })
+        .collect()
 }
 
 /// A tag as `GET /tag-manager/v1/tags` renders it: the values in use and the blocks carrying it.

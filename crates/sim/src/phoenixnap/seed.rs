@@ -9,8 +9,9 @@ use std::time::Instant;
 use serde::Deserialize;
 
 use super::model::{
-    Assignment, BLOCK_STATUSES, Cidr4, IpBlock, LOCATIONS, NETWORK_TYPES, PublicNetwork, Server,
-    State, Tag, TagValue, new_id, now_rfc3339, parse_block_size, valid_tag_value,
+    Assignment, BLOCK_STATUSES, Cidr4, IpBlock, LOCATIONS, NETWORK_STATUSES, NETWORK_TYPES,
+    PublicNetwork, Server, State, TAG_TEXT_RULE, Tag, TagValue, new_id, now_rfc3339,
+    parse_block_size, valid_tag_text,
 };
 
 /// Everything to start with. Applied in the order tags, servers, public networks, IP blocks, so
@@ -62,6 +63,9 @@ pub struct SeedServer {
     /// public addresses, else `PUBLIC_AND_PRIVATE`.
     #[serde(default)]
     pub network_type: Option<String>,
+    /// Tags (names must be seeded tags), for `GET /bmc/v1/servers?tag=name.value`.
+    #[serde(default)]
+    pub tags: Vec<SeedTagValue>,
 }
 
 /// A public network.
@@ -86,6 +90,9 @@ pub struct SeedPublicNetwork {
     /// an untagged `assigned` IP block.
     #[serde(default)]
     pub ip_blocks: Vec<String>,
+    /// `BUSY`, `READY` (default), `DELETING` or `ERROR`; only a `READY` network takes blocks.
+    #[serde(default)]
+    pub status: Option<String>,
 }
 
 /// A tag name.
@@ -180,7 +187,17 @@ impl SeedServer {
             public_ip_addresses: Vec::new(),
             private_ip_addresses: Vec::new(),
             network_type: None,
+            tags: Vec::new(),
         }
+    }
+
+    /// Adds a tag (the name must be a seeded tag).
+    pub fn with_tag(mut self, name: &str, value: &str) -> SeedServer {
+        self.tags.push(SeedTagValue {
+            name: name.into(),
+            value: Some(value.into()),
+        });
+        self
     }
 
     /// Sets the ID.
@@ -238,7 +255,14 @@ impl SeedPublicNetwork {
             vlan_id: None,
             description: None,
             ip_blocks: Vec::new(),
+            status: None,
         }
+    }
+
+    /// Sets the status (`BUSY`, `READY`, `DELETING` or `ERROR`).
+    pub fn with_status(mut self, status: &str) -> SeedPublicNetwork {
+        self.status = Some(status.into());
+        self
     }
 
     /// Sets the ID.
@@ -404,8 +428,8 @@ fn check_location(location: &str) -> Result<(), String> {
 
 /// Registers a tag name; returns its ID.
 pub(crate) fn add_tag(state: &mut State, seed: &SeedTag) -> Result<String, String> {
-    if seed.name.trim().is_empty() {
-        return Err("`name` may not be empty".into());
+    if !valid_tag_text(&seed.name) {
+        return Err(format!("`name` {:?} must be {TAG_TEXT_RULE}", seed.name));
     }
     if state.tag_named(&seed.name).is_some() {
         return Err(format!("duplicate tag name {:?}", seed.name));
@@ -455,6 +479,7 @@ pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String,
         None if public_ips.is_empty() => "PRIVATE_ONLY".into(),
         None => "PUBLIC_AND_PRIVATE".into(),
     };
+    let tags = seed_tags(state, &seed.tags).map_err(err)?;
     state.servers.push(Server {
         id: id.clone(),
         hostname: seed.hostname.clone(),
@@ -467,6 +492,7 @@ pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String,
         public_ips,
         network_type,
         provisioned_on: now_rfc3339(),
+        tags,
     });
     Ok(id)
 }
@@ -500,6 +526,16 @@ pub(crate) fn add_network(state: &mut State, seed: &SeedPublicNetwork) -> Result
             .find(|v| !vlan_taken(*v))
             .ok_or_else(|| err("no free VLAN".into()))?,
     };
+    let status = match seed.status.as_deref() {
+        None => "READY".to_string(),
+        Some(s) if NETWORK_STATUSES.contains(&s) => s.to_string(),
+        Some(s) => {
+            return Err(err(format!(
+                "`status` {s:?} is not one of {}",
+                NETWORK_STATUSES.join(", ")
+            )));
+        }
+    };
     state.networks.push(PublicNetwork {
         id: id.clone(),
         name: seed.name.clone(),
@@ -507,6 +543,7 @@ pub(crate) fn add_network(state: &mut State, seed: &SeedPublicNetwork) -> Result
         vlan_id,
         description: seed.description.clone(),
         created_on: now_rfc3339(),
+        status,
     });
     let resource_type = state.network_resource_type.clone();
     for (i, cidr) in seed.ip_blocks.iter().enumerate() {
@@ -599,27 +636,7 @@ pub(crate) fn add_block(
         }
         (Some(s), _) => s.clone(),
     };
-    let mut tags: Vec<TagValue> = Vec::new();
-    for t in &seed.tags {
-        if state.tag_named(&t.name).is_none() {
-            return Err(err(format!("tag {:?} is not a seeded tag", t.name)));
-        }
-        if tags.iter().any(|x| x.name == t.name) {
-            return Err(err(format!("tag {:?} is given twice", t.name)));
-        }
-        if let Some(v) = &t.value
-            && !valid_tag_value(v)
-        {
-            return Err(err(format!(
-                "tag {:?}: value {v:?} may only contain letters, digits, '_' and '-'",
-                t.name
-            )));
-        }
-        tags.push(TagValue {
-            name: t.name.clone(),
-            value: t.value.clone(),
-        });
-    }
+    let tags = seed_tags(state, &seed.tags).map_err(err)?;
     let due = matches!(status.as_str(), "assigning" | "unassigning").then(|| state.due(now));
     state.blocks.push(IpBlock {
         id: id.clone(),
@@ -634,6 +651,33 @@ pub(crate) fn add_block(
         created_on: now_rfc3339(),
     });
     Ok(id)
+}
+
+/// Seeded tags of a block or server: names must be seeded tags and appear once; values follow
+/// [`valid_tag_text`].
+fn seed_tags(state: &State, seeded: &[SeedTagValue]) -> Result<Vec<TagValue>, String> {
+    let mut tags: Vec<TagValue> = Vec::new();
+    for t in seeded {
+        if state.tag_named(&t.name).is_none() {
+            return Err(format!("tag {:?} is not a seeded tag", t.name));
+        }
+        if tags.iter().any(|x| x.name == t.name) {
+            return Err(format!("tag {:?} is given twice", t.name));
+        }
+        if let Some(v) = &t.value
+            && !valid_tag_text(v)
+        {
+            return Err(format!(
+                "tag {:?}: value {v:?} must be {TAG_TEXT_RULE}",
+                t.name
+            ));
+        }
+        tags.push(TagValue {
+            name: t.name.clone(),
+            value: t.value.clone(),
+        });
+    }
+    Ok(tags)
 }
 
 #[cfg(test)]

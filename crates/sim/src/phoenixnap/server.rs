@@ -197,15 +197,15 @@ fn dispatch(
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     match (method.as_str(), route) {
-        ("GET", Route::Servers) => Ok(api::list_servers(state)),
+        ("GET", Route::Servers) => api::list_servers(state, query),
         ("GET", Route::Server(id)) => api::get_server(state, id),
-        ("GET", Route::Blocks) => Ok(api::list_blocks(state, query)),
+        ("GET", Route::Blocks) => api::list_blocks(state, query),
         ("POST", Route::Blocks) => api::create_block(state, body),
         ("GET", Route::Block(id)) => api::get_block(state, id),
         ("PATCH", Route::Block(id)) => api::patch_block(state, id, body),
         ("DELETE", Route::Block(id)) => api::delete_block(state, id),
         ("PUT", Route::BlockTags(id)) => api::put_block_tags(state, id, body),
-        ("GET", Route::Networks) => Ok(api::list_networks(state, query)),
+        ("GET", Route::Networks) => api::list_networks(state, query),
         ("GET", Route::Network(id)) => api::get_network(state, id),
         ("POST", Route::NetworkBlocks(id)) => api::assign_block(state, now, id, body),
         ("DELETE", Route::NetworkBlock(id, block)) => api::unassign_block(state, now, id, block),

@@ -937,19 +937,27 @@ async fn six_hundred_vms_are_all_found() {
     let names = ["bulk-000", "bulk-599", "k8s-node-3"];
     ensure(&c, &svc, &names).await.expect("ensure");
     assert_eq!(members(&rules(&c.sim)[0]), ids(&c.sim, &names));
-    // The first page as upstream asks it (no page, no pagesize), then page 2 at the server's
-    // size.
-    let pages: Vec<Option<String>> = c
+    // The first page as upstream asks it (no page, no pagesize), then page 2 with the first
+    // page's length as pagesize (CloudStack refuses page without pagesize).
+    let pages: Vec<(Option<String>, Option<String>)> = c
         .sim
         .requests()
         .iter()
         .filter(|r| r.command == "listVirtualMachines")
         .map(|r| {
-            assert_eq!(r.params.get("pagesize"), None, "{}", r.line());
-            r.params.get("page").cloned()
+            (
+                r.params.get("page").cloned(),
+                r.params.get("pagesize").cloned(),
+            )
         })
         .collect();
-    assert_eq!(pages, [None, Some("2".to_string())]);
+    assert_eq!(
+        pages,
+        [
+            (None, None),
+            (Some("2".to_string()), Some("500".to_string()))
+        ]
+    );
 }
 
 #[tokio::test]
@@ -1099,10 +1107,42 @@ async fn before_4_18_no_cidrlist_and_no_churn() {
     assert_eq!(rules(&c.sim)[0]["cidrlist"], "10.0.0.0/8");
 }
 
+/// Every request of `log` keeps CloudStack's paging rule (`page` and `pagesize` together, the
+/// size the server's own), every answer was 200, and each of `lists` was read past its first
+/// page.
+fn paged_within_the_rule(
+    log: &[wasm_ccm_sim::cloudstack::LoggedRequest],
+    size: &str,
+    lists: &[&str],
+) {
+    assert!(!log.is_empty());
+    for r in log {
+        assert_eq!(r.status, 200, "{}", r.line());
+        assert_eq!(
+            r.params.contains_key("page"),
+            r.params.contains_key("pagesize"),
+            "{}",
+            r.line()
+        );
+        if let Some(n) = r.params.get("pagesize") {
+            assert_eq!(n, size, "{}", r.line());
+        }
+    }
+    for list in lists {
+        assert!(
+            log.iter().any(
+                |r| r.command == *list && r.params.get("page").map(String::as_str) == Some("2")
+            ),
+            "{list} never read its second page: {:?}",
+            log.iter().map(|r| r.line()).collect::<Vec<_>>()
+        );
+    }
+}
+
 #[tokio::test]
 async fn lists_follow_a_small_default_page_size() {
     let c = cloud().await;
-    // default.page.size = 1: every list is one item a page; pagesize is never sent.
+    // default.page.size = 1: every list is one item a page.
     c.sim.set_page_size_limit(1);
     let svc = web(
         '8',
@@ -1117,6 +1157,7 @@ async fn lists_follow_a_small_default_page_size() {
     for rule in &all {
         assert_eq!(members(rule), ids(&c.sim, &NODES));
     }
+    let mut log = c.sim.requests();
     c.sim.clear_requests();
     ensure(&c, &common::apply(svc.clone(), &r), &NODES)
         .await
@@ -1125,12 +1166,130 @@ async fn lists_follow_a_small_default_page_size() {
     delete(&c, &common::apply(svc, &r)).await.expect("delete");
     assert!(rules(&c.sim).is_empty());
     assert!(allocated(&c.sim).is_empty());
-    let log = c.sim.requests();
-    assert!(log.iter().all(|r| r.status == 200), "{log:?}");
-    assert!(log.iter().all(|r| !r.params.contains_key("pagesize")));
+    log.extend(c.sim.requests());
+    // Backend resolution (listVirtualMachines), the rules by keyword, their members and the
+    // firewall rules of the IP: each past one page (the IP look-ups by tag:
+    // the_tag_lookup_pages_and_a_second_match_is_still_seen).
+    paged_within_the_rule(
+        &log,
+        "1",
+        &[
+            "listVirtualMachines",
+            "listLoadBalancerRules",
+            "listLoadBalancerRuleInstances",
+            "listFirewallRules",
+        ],
+    );
+}
+
+/// The instance look-ups by name and by ID page within the rule too, and a second VM of the
+/// node's name on a later page still makes the match ambiguous.
+#[tokio::test]
+async fn instance_lookups_page_within_the_rule() {
+    let c = cloud().await;
+    c.sim.set_page_size_limit(1);
+    // `name` is a substring filter: k8s-node-1 matches k8s-node-1 and k8s-node-10.
+    c.sim.add_vm(SeedVm {
+        nics: vec![SeedNic {
+            network: "k8s-net".into(),
+            ip: "10.1.1.210".into(),
+            ip6: None,
+        }],
+        ..SeedVm::new("k8s-node-10", "zone1")
+    });
+    let m = c
+        .driver
+        .instance_metadata(&common::node("k8s-node-1"), &scope())
+        .await
+        .into_result()
+        .expect("metadata");
+    assert_eq!(
+        m.provider_id,
+        format!("external-cloudstack://{}", vm_id(&c.sim, "k8s-node-1"))
+    );
+    let mut by_id = common::node("x");
+    by_id.provider_id = m.provider_id.clone();
     assert!(
-        log.iter()
-            .any(|r| r.params.get("page").map(String::as_str) == Some("2"))
+        c.driver
+            .instance_exists(&by_id, &scope())
+            .await
+            .into_result()
+            .expect("exists")
+    );
+    paged_within_the_rule(&c.sim.requests(), "1", &["listVirtualMachines"]);
+    // A second VM of the same name, listed after the first: ambiguous, nothing bound.
+    c.sim.add_vm(SeedVm {
+        nics: vec![SeedNic {
+            network: "k8s-net".into(),
+            ip: "10.1.1.211".into(),
+            ip6: None,
+        }],
+        ..SeedVm::new("k8s-node-10", "zone1")
+    });
+    let e = c
+        .driver
+        .instance_metadata(&common::node("k8s-node-10"), &scope())
+        .await
+        .into_result()
+        .expect_err("two VMs of that name");
+    assert!(
+        matches!(provider_error(e), ProviderError::Permanent(ref m) if m.contains("2 CloudStack VMs are named")),
+    );
+}
+
+/// The look-up of the IPs tagged for a Service pages too: with one item a page, the second
+/// tagged IP is only on page 2, and it still makes the answer ambiguous (nothing touched).
+#[tokio::test]
+async fn the_tag_lookup_pages_and_a_second_match_is_still_seen() {
+    let c = cloud().await;
+    c.sim.set_page_size_limit(1);
+    let svc = web('p', vec![port(Protocol::Tcp, 80, 30080)]);
+    let lb = lbname(&svc);
+    for address in ["203.0.113.71", "203.0.113.72"] {
+        let id = c.sim.add_public_ip(SeedPublicIp {
+            ip: address.into(),
+            zone: "zone1".into(),
+            network: Some("k8s-net".into()),
+            ..Default::default()
+        });
+        c.sim.add_tag("PublicIpAddress", &id, TAG_LB, &lb);
+    }
+    let e = ensure(&c, &svc, &NODES).await.expect_err("ambiguous");
+    assert!(
+        matches!(provider_error(e), ProviderError::Permanent(m) if m.contains("203.0.113.71") && m.contains("203.0.113.72"))
+    );
+    assert!(commands(&c.sim).is_empty(), "{:?}", commands(&c.sim));
+    let log = c.sim.requests();
+    paged_within_the_rule(&log, "1", &["listPublicIpAddresses"]);
+    assert!(log.iter().any(|r| r.command == "listPublicIpAddresses"
+        && r.params.get("page").map(String::as_str) == Some("2")
+        && r.params.contains_key("tags[0].key")));
+}
+
+/// On a VPC tier the ACL entries are read past one page as well.
+#[tokio::test]
+async fn acl_entries_page_within_the_rule() {
+    let c = cloud().await;
+    c.sim.set_page_size_limit(1);
+    let svc = web(
+        'q',
+        vec![
+            port(Protocol::Tcp, 443, 30443),
+            port(Protocol::Udp, 444, 30444),
+        ],
+    );
+    let r = ensure(&c, &svc, &["k8s-vpc-node-1"]).await.expect("ensure");
+    c.sim.clear_requests();
+    ensure(&c, &common::apply(svc.clone(), &r), &["k8s-vpc-node-1"])
+        .await
+        .expect("ensure again");
+    assert!(changes(&c.sim).is_empty(), "{:?}", changes(&c.sim));
+    delete(&c, &common::apply(svc, &r)).await.expect("delete");
+    assert!(allocated(&c.sim).is_empty());
+    paged_within_the_rule(
+        &c.sim.requests(),
+        "1",
+        &["listNetworkACLs", "listLoadBalancerRules"],
     );
 }
 
@@ -1781,5 +1940,235 @@ async fn a_failed_association_seen_late_leaves_no_tag_and_stale_tags_are_replace
             .all(|t| t["value"] != lbname(&gone).as_str()),
         "{:?}",
         c.sim.tags()
+    );
+}
+
+/// The Warning events of reason `reason` in `events`.
+fn warnings(events: &[wasm_ccm_runtime::DriverEvent], reason: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::Warning && e.reason == reason)
+        .map(|e| e.message.clone())
+        .collect()
+}
+
+/// Issue 28: a node whose VM CloudStack refuses as a member (`Destroyed`, `Expunging`; an
+/// `Error` VM never serves) is left out before the assignment, named in a Warning event, and
+/// the other nodes are the members (CloudStack would refuse the whole assignment for it).
+#[tokio::test]
+async fn a_vm_cloudstack_refuses_is_left_out_and_the_others_get_traffic() {
+    for (i, state) in ["Destroyed", "Expunging", "Error"].into_iter().enumerate() {
+        let c = cloud().await;
+        let node2 = vm_id(&c.sim, "k8s-node-2");
+        assert!(c.sim.set_vm_state(&node2, state));
+        let svc = web(
+            char::from(b'r' + i as u8),
+            vec![port(Protocol::Tcp, 80, 30080)],
+        );
+        let o = c
+            .driver
+            .load_balancer_ensure(&svc, &nodes(&NODES), &scope())
+            .await;
+        let left = warnings(&o.events, "BackendsLeftOut");
+        o.into_result().expect(state);
+        assert_eq!(
+            members(&rules(&c.sim)[0]),
+            ids(&c.sim, &["k8s-node-1", "k8s-node-3"]),
+            "{state}"
+        );
+        assert_eq!(left.len(), 1, "{state}: {left:?}");
+        assert!(
+            left[0].contains("k8s-node-2") && left[0].contains(state),
+            "{state}: {left:?}"
+        );
+        // One assignment, never refused.
+        assert_eq!(count(&c.sim, "assignToLoadBalancerRule"), 1, "{state}");
+        // The same for an update of the members.
+        let node3 = vm_id(&c.sim, "k8s-node-3");
+        assert!(c.sim.set_vm_state(&node3, state));
+        assert!(c.sim.set_vm_state(&node2, "Running"));
+        let o = c
+            .driver
+            .load_balancer_update(&svc, &nodes(&NODES), &scope())
+            .await;
+        let left = warnings(&o.events, "BackendsLeftOut");
+        o.into_result().expect("update");
+        assert_eq!(
+            members(&rules(&c.sim)[0]),
+            ids(&c.sim, &["k8s-node-1", "k8s-node-2"]),
+            "{state}"
+        );
+        assert!(left.iter().any(|m| m.contains("k8s-node-3")), "{left:?}");
+    }
+}
+
+/// A node whose VM is on another network than the load balancer's is left out with a Warning:
+/// the majority's network for a new load balancer, the rules' network for an existing one. A
+/// tie between networks is ambiguous: refused before anything is created.
+#[tokio::test]
+async fn a_vm_on_another_network_is_left_out_and_a_tie_is_refused() {
+    let c = cloud().await;
+    let svc = web('u', vec![port(Protocol::Tcp, 80, 30080)]);
+    let with_vpc = ["k8s-node-1", "k8s-node-2", "k8s-vpc-node-1"];
+    let o = c
+        .driver
+        .load_balancer_ensure(&svc, &nodes(&with_vpc), &scope())
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    let r = o.into_result().expect("ensure");
+    assert_eq!(
+        members(&rules(&c.sim)[0]),
+        ids(&c.sim, &["k8s-node-1", "k8s-node-2"])
+    );
+    assert!(
+        left.len() == 1 && left[0].contains("k8s-vpc-node-1"),
+        "{left:?}"
+    );
+    // The rules fix the network: one node left on k8s-net still keeps it.
+    let o = c
+        .driver
+        .load_balancer_update(
+            &common::apply(svc.clone(), &r),
+            &nodes(&["k8s-node-3", "k8s-vpc-node-1"]),
+            &scope(),
+        )
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("update");
+    assert_eq!(members(&rules(&c.sim)[0]), ids(&c.sim, &["k8s-node-3"]));
+    assert!(
+        left.iter().any(|m| m.contains("k8s-vpc-node-1")),
+        "{left:?}"
+    );
+
+    // One node on each network: which one is meant cannot be told.
+    let c = cloud().await;
+    let e = ensure(&c, &svc, &["k8s-node-1", "k8s-vpc-node-1"])
+        .await
+        .expect_err("a tie");
+    assert!(
+        matches!(provider_error(e), ProviderError::Permanent(ref m) if m.contains("different networks")),
+    );
+    assert!(commands(&c.sim).is_empty(), "{:?}", commands(&c.sim));
+}
+
+/// Two VMs with the node's name: the node is ambiguous and left out (named in a Warning), the
+/// others are members; when every node is ambiguous or refused, nothing is created (no public
+/// IP is associated for a load balancer that could have no member).
+#[tokio::test]
+async fn an_ambiguous_or_refused_node_binds_nothing_and_nothing_is_billed_for_none() {
+    let c = cloud().await;
+    c.sim.add_vm(SeedVm {
+        nics: vec![SeedNic {
+            network: "k8s-net".into(),
+            ip: "10.1.1.220".into(),
+            ip6: None,
+        }],
+        ..SeedVm::new("k8s-node-1", "zone1")
+    });
+    let svc = web('v', vec![port(Protocol::Tcp, 80, 30080)]);
+    let o = c
+        .driver
+        .load_balancer_ensure(&svc, &nodes(&NODES), &scope())
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("ensure");
+    assert_eq!(
+        members(&rules(&c.sim)[0]),
+        ids(&c.sim, &["k8s-node-2", "k8s-node-3"])
+    );
+    assert!(
+        left.len() == 1 && left[0].contains("k8s-node-1") && left[0].contains("2 CloudStack VMs"),
+        "{left:?}"
+    );
+
+    let c = cloud().await;
+    for name in ["k8s-node-2", "k8s-node-3"] {
+        assert!(c.sim.set_vm_state(&vm_id(&c.sim, name), "Destroyed"));
+    }
+    c.sim.add_vm(SeedVm {
+        nics: vec![SeedNic {
+            network: "k8s-net".into(),
+            ip: "10.1.1.220".into(),
+            ip6: None,
+        }],
+        ..SeedVm::new("k8s-node-1", "zone1")
+    });
+    let e = ensure(&c, &svc, &NODES).await.expect_err("no member");
+    assert!(matches!(provider_error(e), ProviderError::Transient(_)));
+    assert!(commands(&c.sim).is_empty(), "{:?}", commands(&c.sim));
+    assert!(allocated(&c.sim).is_empty());
+}
+
+/// Polls `sim`'s request log (bounded) until `command` was served; panics after the bound.
+async fn served(sim: &CloudstackSim, command: &str) {
+    for _ in 0..1000 {
+        if sim.requests().iter().any(|r| r.command == command) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("{command} was never served");
+}
+
+/// A VM that goes bad between the driver's read and the assignment job (CloudStack fails the
+/// whole job with "Invalid instance id specified", naming no VM): the driver reads the VMs
+/// again, leaves out the one CloudStack refuses, names it, and assigns the others.
+#[tokio::test]
+async fn a_vm_destroyed_during_the_assignment_is_dropped_and_the_rest_assigned() {
+    let c = cloud().await;
+    // Each job takes three polls, so the test can act while the assignment's job runs.
+    c.sim.set_job_polls(3);
+    let node3 = vm_id(&c.sim, "k8s-node-3");
+    let svc = web('w', vec![port(Protocol::Tcp, 80, 30080)]);
+    let (all, call) = (nodes(&NODES), scope());
+    let (o, ()) = tokio::join!(c.driver.load_balancer_ensure(&svc, &all, &call), async {
+        served(&c.sim, "assignToLoadBalancerRule").await;
+        assert!(c.sim.set_vm_state(&node3, "Destroyed"));
+    });
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("ensure");
+    assert_eq!(
+        members(&rules(&c.sim)[0]),
+        ids(&c.sim, &["k8s-node-1", "k8s-node-2"])
+    );
+    assert_eq!(count(&c.sim, "assignToLoadBalancerRule"), 2);
+    assert!(
+        left.len() == 1 && left[0].contains("k8s-node-3") && left[0].contains("Destroyed"),
+        "{left:?}"
+    );
+}
+
+/// A VM expunged after the driver read it: its UUID no longer resolves, so CloudStack refuses
+/// the assignment at once (431 for `virtualmachineids`); the driver finds it gone and assigns
+/// the others.
+#[tokio::test]
+async fn a_vm_expunged_before_the_assignment_is_dropped_and_the_rest_assigned() {
+    let c = cloud().await;
+    c.sim.set_job_polls(3);
+    let node3 = vm_id(&c.sim, "k8s-node-3");
+    let svc = web('x', vec![port(Protocol::Tcp, 80, 30080)]);
+    let (all, call) = (nodes(&NODES), scope());
+    let (o, ()) = tokio::join!(c.driver.load_balancer_ensure(&svc, &all, &call), async {
+        served(&c.sim, "createLoadBalancerRule").await;
+        assert!(c.sim.remove_vm(&node3));
+    });
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("ensure");
+    assert_eq!(
+        members(&rules(&c.sim)[0]),
+        ids(&c.sim, &["k8s-node-1", "k8s-node-2"])
+    );
+    let refused: Vec<u16> = c
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.command == "assignToLoadBalancerRule")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(refused, [431, 200]);
+    assert!(
+        left.len() == 1 && left[0].contains("no longer exists"),
+        "{left:?}"
     );
 }

@@ -464,7 +464,7 @@ async fn pagination_counts_every_match() {
         .await;
     assert_eq!(beyond, json!({"count": 600}));
     let t = cs
-        .call("listVirtualMachines", &[("pagesize", "501")])
+        .call("listVirtualMachines", &[("page", "1"), ("pagesize", "501")])
         .await
         .error("listVirtualMachines", 431);
     assert_eq!(t, "Page size can't exceed max allowed page size value: 500");
@@ -820,22 +820,30 @@ async fn assign_and_remove_members() {
     assert_eq!(instances.len(), 2);
     assert!(instances.iter().all(|v| v["nic"].is_array()), "full VMs");
 
-    let t = cs
-        .call(
-            "assignToLoadBalancerRule",
-            &[("id", &id), ("virtualmachineids", NODE1)],
-        )
-        .await
-        .error("assignToLoadBalancerRule", 431);
-    assert!(t.contains("is already mapped to load balancer"), "{t}");
-    let t = cs
-        .call(
-            "assignToLoadBalancerRule",
-            &[("id", &id), ("virtualmachineids", VPC_NODE)],
-        )
-        .await
-        .error("assignToLoadBalancerRule", 431);
-    assert!(t.contains("network"), "{t}");
+    // The VM checks run in the job (LoadBalancingRulesManagerImpl.assignToLoadBalancer is
+    // called by the command's execute): accepted, then the job fails with 431.
+    let r = job_failure(
+        &cs,
+        "assignToLoadBalancerRule",
+        &[("id", &id), ("virtualmachineids", NODE1)],
+    )
+    .await;
+    assert_eq!(r["errorcode"], 431, "{r}");
+    let t = s(&r["errortext"]);
+    assert!(t.ends_with("is already mapped to load balancer."), "{t}");
+    let r = job_failure(
+        &cs,
+        "assignToLoadBalancerRule",
+        &[("id", &id), ("virtualmachineids", VPC_NODE)],
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({
+            "errorcode": 431,
+            "errortext": "VM with id specified cannot be added because it doesn't belong in the same network."
+        })
+    );
     let t = cs
         .call(
             "assignToLoadBalancerRule",
@@ -880,6 +888,86 @@ async fn assign_and_remove_members() {
     // An expunged VM leaves its load balancers.
     assert!(cs.sim.remove_vm(NODE3));
     assert_eq!(members(&cs), json!([NODE2]));
+}
+
+/// A command accepted whose job fails; returns its `jobresult`.
+async fn job_failure(cs: &Cs, command: &str, extra: &[(&str, &str)]) -> Value {
+    let started = cs.ok(command, extra).await;
+    let done = cs.wait(s(&started["jobid"])).await;
+    assert_eq!(done["jobstatus"], 2, "{command}: {done}");
+    done["jobresult"].clone()
+}
+
+/// One VM CloudStack refuses (destroyed, expunging, on another network) fails the whole
+/// assignment, in the job, with a text that does not name the VM
+/// (`LoadBalancingRulesManagerImpl.assignToLoadBalancer`); nothing is added. A VM destroyed
+/// after the command was accepted fails the job the same way.
+#[tokio::test]
+async fn one_refused_vm_fails_the_whole_assignment() {
+    let cs = start().await;
+    let ip = cs.associate("networkid", K8S_NET).await;
+    let rule = cs.lb_rule(s(&ip["id"]), K8S_NET, "svc-tcp-80", "80").await;
+    let id = s(&rule["id"]).to_string();
+    let members = |cs: &Cs| cs.sim.load_balancer_rules()[0]["members"].clone();
+    let refused = json!({"errorcode": 431, "errortext": "Invalid instance id specified"});
+    for state in ["Destroyed", "Expunging"] {
+        assert!(cs.sim.set_vm_state(NODE2, state));
+        let r = job_failure(
+            &cs,
+            "assignToLoadBalancerRule",
+            &[
+                ("id", &id),
+                ("virtualmachineids", &format!("{NODE1},{NODE2}")),
+            ],
+        )
+        .await;
+        assert_eq!(r, refused, "{state}");
+        assert_eq!(members(&cs), json!([]), "{state}: nothing is added");
+    }
+    // Stopped and Error VMs are not refused by CloudStack.
+    for state in ["Stopped", "Error"] {
+        assert!(cs.sim.set_vm_state(NODE2, state));
+        cs.run(
+            "assignToLoadBalancerRule",
+            &[("id", &id), ("virtualmachineids", NODE2)],
+        )
+        .await;
+        cs.run(
+            "removeFromLoadBalancerRule",
+            &[("id", &id), ("virtualmachineids", NODE2)],
+        )
+        .await;
+    }
+    assert!(cs.sim.set_vm_state(NODE2, "Running"));
+    // Destroyed between the command and its job.
+    cs.sim.set_job_polls(1);
+    let started = cs
+        .ok(
+            "assignToLoadBalancerRule",
+            &[
+                ("id", &id),
+                ("virtualmachineids", &format!("{NODE1},{NODE3}")),
+            ],
+        )
+        .await;
+    assert!(cs.sim.set_vm_state(NODE3, "Destroyed"));
+    let done = cs.wait(s(&started["jobid"])).await;
+    assert_eq!(done["jobstatus"], 2, "{done}");
+    assert_eq!(done["jobresult"], refused);
+    assert_eq!(members(&cs), json!([]));
+    // An expunged VM's UUID no longer resolves: refused before any job.
+    assert!(cs.sim.remove_vm(NODE3));
+    let t = cs
+        .call(
+            "assignToLoadBalancerRule",
+            &[("id", &id), ("virtualmachineids", NODE3)],
+        )
+        .await
+        .error("assignToLoadBalancerRule", 431);
+    assert!(
+        t.starts_with("Invalid parameter virtualmachineids value="),
+        "{t}"
+    );
 }
 
 #[tokio::test]
@@ -1526,7 +1614,7 @@ async fn a_small_default_page_size_refuses_larger_pages() {
     cs.sim.set_page_size_limit(2);
     // BaseListCmd.getPageSize's refusal.
     let t = cs
-        .call("listVirtualMachines", &[("pagesize", "500")])
+        .call("listVirtualMachines", &[("page", "1"), ("pagesize", "500")])
         .await
         .error("listVirtualMachines", 431);
     assert_eq!(t, "Page size can't exceed max allowed page size value: 2");
@@ -1542,11 +1630,110 @@ async fn a_small_default_page_size_refuses_larger_pages() {
     for page in 2..=total.div_ceil(2) {
         let p = page.to_string();
         seen.extend(
-            cs.list("listVirtualMachines", "virtualmachine", &[("page", &p)])
-                .await,
+            cs.list(
+                "listVirtualMachines",
+                "virtualmachine",
+                &[("page", &p), ("pagesize", "2")],
+            )
+            .await,
         );
     }
     assert_eq!(seen.len(), total);
+}
+
+/// `page` and `pagesize` go together, as `BaseListCmd.validateSpecificParameters` requires, on
+/// every list command (the status, cserrorcode and text are CloudStack's; `pagesize=-1` alone
+/// is every item).
+#[tokio::test]
+async fn page_and_pagesize_are_refused_alone_on_every_list() {
+    let cs = start().await;
+    let lists = [
+        "listVirtualMachines",
+        "listNetworks",
+        "listZones",
+        "listProjects",
+        "listLoadBalancerRules",
+        "listPublicIpAddresses",
+        "listFirewallRules",
+        "listNetworkACLLists",
+        "listNetworkACLs",
+        "listTags",
+    ];
+    for command in lists {
+        let resp = cs.call(command, &[("page", "2")]).await;
+        assert_eq!(
+            resp.body[format!("{}response", command.to_lowercase())]["cserrorcode"],
+            9999,
+            "{command}"
+        );
+        let t = resp.error(command, 431);
+        assert_eq!(
+            t, "\"pagesize\" parameter is required when \"page\" is specified",
+            "{command}"
+        );
+        let t = cs
+            .call(command, &[("pagesize", "2")])
+            .await
+            .error(command, 431);
+        assert_eq!(
+            t, "\"page\" parameter is required when \"pagesize\" is specified",
+            "{command}"
+        );
+        let t = cs
+            .call(command, &[("page", "1"), ("pagesize", "-1")])
+            .await
+            .error(command, 431);
+        assert_eq!(
+            t, "Can't specify page parameter when pagesize is -1 (Unlimited)",
+            "{command}"
+        );
+        assert_eq!(
+            cs.call(command, &[("pagesize", "-1")]).await.status,
+            200,
+            "{command}"
+        );
+    }
+    // listLoadBalancerRuleInstances too; its required `id` is checked first (ParamProcessWorker
+    // runs before the paging rule).
+    let t = cs
+        .call("listLoadBalancerRuleInstances", &[("page", "1")])
+        .await
+        .error("listLoadBalancerRuleInstances", 431);
+    assert_eq!(
+        t,
+        "Unable to execute API command listloadbalancerruleinstances due to missing parameter id"
+    );
+    let ip = cs.associate("networkid", K8S_NET).await;
+    let rule = cs.lb_rule(s(&ip["id"]), K8S_NET, "svc-tcp-80", "80").await;
+    let t = cs
+        .call(
+            "listLoadBalancerRuleInstances",
+            &[("id", s(&rule["id"])), ("page", "1")],
+        )
+        .await
+        .error("listLoadBalancerRuleInstances", 431);
+    assert_eq!(
+        t,
+        "\"pagesize\" parameter is required when \"page\" is specified"
+    );
+    // Not a Java int: ParamProcessWorker's text, before the pairing rule.
+    let t = cs
+        .call("listVirtualMachines", &[("page", "two"), ("pagesize", "2")])
+        .await
+        .error("listVirtualMachines", 431);
+    assert_eq!(
+        t,
+        "Unable to execute API command listvirtualmachines due to invalid value two for parameter page"
+    );
+    // Page 0 is the first page (BaseListCmd.getStartIndex).
+    let first = cs
+        .ok("listVirtualMachines", &[("page", "1"), ("pagesize", "1")])
+        .await;
+    let zero = cs
+        .ok("listVirtualMachines", &[("page", "0"), ("pagesize", "1")])
+        .await;
+    assert_eq!(first, zero);
+    assert_eq!(first["virtualmachine"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
@@ -1558,7 +1745,7 @@ async fn seed_settings_and_control_switches() {
     assert_eq!(caps["capability"]["cloudstackversion"], "4.15.2.0");
     // The UI's page size, as recorded (ConfigurationService.json), not the API limit.
     assert_eq!(caps["capability"]["defaultuipagesize"], 20);
-    cs.call("listZones", &[("pagesize", "2")])
+    cs.call("listZones", &[("page", "1"), ("pagesize", "2")])
         .await
         .error("listZones", 431);
     assert!(Seed::parse("settings: {version: new}\n").is_ok());
@@ -1593,7 +1780,12 @@ async fn seed_settings_and_control_switches() {
     assert_eq!(control("page-size", json!({"max": 0})).await, 400);
     let caps = cs.ok("listCapabilities", &[]).await;
     assert_eq!(caps["capability"]["cloudstackversion"], "4.18.1.0");
-    assert_eq!(cs.call("listZones", &[("pagesize", "3")]).await.status, 200);
+    assert_eq!(
+        cs.call("listZones", &[("page", "1"), ("pagesize", "3")])
+            .await
+            .status,
+        200
+    );
 }
 
 /// A job that must fail; returns its `jobresult` (`errorcode`, `errortext`).

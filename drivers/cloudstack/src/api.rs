@@ -19,6 +19,8 @@ use crate::sign;
 const TIMEOUT_MS: u32 = 15_000;
 /// A list longer than this many pages is treated as a server that ignores `page`.
 const MAX_PAGES: usize = 200;
+/// Reads of a list whose `count` changed between pages, before giving up for this call.
+const LIST_ATTEMPTS: usize = 3;
 /// How long a caller waits before calling again when a job outlived the call's budget.
 pub const JOB_RETRY_SECS: u32 = 5;
 /// The first pause between two polls of a job; doubled up to [`MAX_POLL_INTERVAL`].
@@ -207,49 +209,94 @@ impl Api {
         self.call(command, params, false)
     }
 
-    /// Every item of a list command. CloudStack's `default.page.size` is both the default and
-    /// the maximum `pagesize` (`BaseListCmd.getPageSize` refuses a larger one with 431 "Page size
-    /// can't exceed max allowed page size value: N"), and each cloud sets its own. So `pagesize`
-    /// is never sent: the first request has no `page` either (what upstream sends, valid on every
-    /// server, an unlimited page size included), and only when it came back short of `count` are
-    /// `page=2, 3, …` asked at the server's own size, until `count` items arrived.
+    /// Every item of a list command, within CloudStack's paging rule
+    /// (`BaseListCmd.validateSpecificParameters`: `page` without `pagesize` is refused with 431
+    /// "\"pagesize\" parameter is required when \"page\" is specified", and `pagesize` without
+    /// `page` likewise; `getPageSize` refuses a `pagesize` above the server's
+    /// `default.page.size`, which each cloud sets and no API reports).
+    ///
+    /// The first request names neither (what upstream sends: the first page at the server's
+    /// own size, valid on every server, an unlimited size included). Only when it came back
+    /// short of `count` are `page=2, 3, …` asked, each with `pagesize` = the first page's length:
+    /// the server's own size, so never above its maximum, and the same offsets as the first
+    /// page. It stops at a short page or once `count` items arrived. A `count` that changes
+    /// between pages means the set changed while it was read (items could be skipped or seen
+    /// twice): the list is read again from the start, a few times at most.
     pub fn list<T: DeserializeOwned>(
         &self,
         command: &str,
         params: Params,
         key: &str,
     ) -> Result<Vec<T>, ProviderError> {
-        let mut items: Vec<T> = Vec::new();
-        let mut page_len = 0;
-        for page in 1..=MAX_PAGES {
-            let params = if page == 1 {
-                params.clone()
-            } else {
-                params.clone().set("page", page.to_string())
-            };
-            let body = self.call(command, params, false)?;
-            let count = body.get("count").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let batch = match body.get(key) {
-                None | Some(Value::Null) => Vec::new(),
-                Some(list) => serde_json::from_value::<Vec<T>>(list.clone()).map_err(|e| {
-                    ProviderError::Transient(format!(
-                        "unexpected {command} response from CloudStack: {key} is not a list of {key} objects: {e}"
-                    ))
-                })?,
-            };
-            if page == 1 {
-                page_len = batch.len();
-            }
-            // A short page is the last one, whatever `count` says (items removed meanwhile).
-            let last = batch.is_empty() || batch.len() < page_len;
-            items.extend(batch);
-            if last || items.len() >= count {
+        for _ in 0..LIST_ATTEMPTS {
+            if let Some(items) = self.list_once(command, &params, key)? {
                 return Ok(items);
             }
         }
         Err(ProviderError::Transient(format!(
-            "{command}: CloudStack kept returning full pages of {page_len} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
+            "{command}: CloudStack's answer kept changing while it was read page by page ({LIST_ATTEMPTS} attempts); the next call reads it again"
         )))
+    }
+
+    /// One pass of [`Api::list`]; `None` when `count` changed between pages.
+    fn list_once<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        params: &Params,
+        key: &str,
+    ) -> Result<Option<Vec<T>>, ProviderError> {
+        let (count, mut items) = self.list_page::<T>(command, params.clone(), key)?;
+        let size = items.len();
+        if size == 0 || items.len() >= count {
+            return Ok(Some(items));
+        }
+        for page in 2..=MAX_PAGES {
+            let (now, batch) = self.list_page::<T>(
+                command,
+                params
+                    .clone()
+                    .set("page", page.to_string())
+                    .set("pagesize", size.to_string()),
+                key,
+            )?;
+            if now != count {
+                log::info(
+                    "a CloudStack list changed while it was read; reading it again",
+                    &[("command", command)],
+                );
+                return Ok(None);
+            }
+            // A short page is the last one.
+            let last = batch.len() < size;
+            items.extend(batch);
+            if last || items.len() >= count {
+                return Ok(Some(items));
+            }
+        }
+        Err(ProviderError::Transient(format!(
+            "{command}: CloudStack kept returning full pages of {size} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
+        )))
+    }
+
+    /// One page of a list: `count` (0 when absent) and the items under `key`.
+    fn list_page<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        params: Params,
+        key: &str,
+    ) -> Result<(usize, Vec<T>), ProviderError> {
+        let body = self.call(command, params, false)?;
+        let count = body.get("count").and_then(Value::as_u64).unwrap_or(0);
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        let batch = match body.get(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(list) => serde_json::from_value::<Vec<T>>(list.clone()).map_err(|e| {
+                ProviderError::Transient(format!(
+                    "unexpected {command} response from CloudStack: {key} is not a list of {key} objects: {e}"
+                ))
+            })?,
+        };
+        Ok((count, batch))
     }
 
     /// Starts an asynchronous command; the job is waited for with [`Api::wait`].

@@ -51,6 +51,12 @@ impl CsError {
         CsError::new(431, CS_INVALID_PARAMETER, text)
     }
 
+    /// 431 from a bare `ServerApiException(PARAM_ERROR, …)` (cserrorcode 9999), as the API
+    /// dispatcher's own parameter checks throw it (e.g. `BaseListCmd`'s paging rule).
+    pub(crate) fn server_param(text: impl Into<String>) -> CsError {
+        CsError::new(431, CS_SERVER_API, text)
+    }
+
     /// 431 for a UUID parameter that names no (visible) entity, in CloudStack's words (the
     /// drivers map this text to "not found").
     pub(crate) fn unknown_id(param: &str, value: &str) -> CsError {

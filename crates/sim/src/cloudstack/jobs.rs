@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::commands::assign_refusal;
 use super::model::{IpState, LbRule, RuleState, State, Tag};
 use super::render::{now_cs, render_acl_item, render_firewall_rule, render_ip, render_lb_rule};
 use crate::serving::new_uuid;
@@ -376,18 +377,18 @@ impl State {
                 success
             }
             Effect::Assign { id, vms } => {
-                let live: Vec<String> = vms
-                    .iter()
-                    .filter(|v| self.vm(v).is_some())
-                    .cloned()
-                    .collect();
-                match self.lb_rule_mut(id) {
-                    Some(rule) => {
-                        rule.members.extend(live);
-                        success
-                    }
-                    None => gone("Load balancer rule", id),
+                let Some(rule) = self.lb_rule(id) else {
+                    return gone("Load balancer rule", id);
+                };
+                // The VMs are checked when the job runs, as CloudStack's execute does: a VM
+                // destroyed since the command was accepted fails the whole job.
+                if let Some(text) = assign_refusal(self, rule, vms) {
+                    return Outcome::Failed(431, text);
                 }
+                if let Some(rule) = self.lb_rule_mut(id) {
+                    rule.members.extend(vms.iter().cloned());
+                }
+                success
             }
             Effect::Remove { id, vms } => {
                 if let Some(rule) = self.lb_rule_mut(id) {

@@ -19,8 +19,11 @@
 //! `settings.version`, `PUT /sim/version`; before 4.18 `createLoadBalancerRule` refuses
 //! `cidrlist`, before 4.22 `updateLoadBalancerRule` ignores it) and `default.page.size`
 //! (`set_page_size_limit`, seed `settings.page_size`, `PUT /sim/page-size`; a larger `pagesize`
-//! is refused with 431). These, the LB-rule port conflict, `listCapabilities` and the failed-job
-//! body name their sources (CloudStack's Java classes, recorded answers of
+//! is refused with 431, and so are `page` without `pagesize` and `pagesize` without `page`, as
+//! `BaseListCmd` refuses them: see `params.rs`). `assignToLoadBalancerRule` checks its VMs in
+//! the job, as CloudStack does: one gone, `Destroyed` or `Expunging` VM, or one off the rule's
+//! network, fails the whole job with 431 (`commands/lb.rs`, `assign_refusal`). These, the
+//! LB-rule port conflict, `listCapabilities` and the failed-job body name their sources (CloudStack's Java classes, recorded answers of
 //! apache/cloudstack-go `test/testdata`, issue threads) where they are implemented.
 //!
 //! ```no_run

@@ -120,6 +120,18 @@ impl<'a> Args<'a> {
             .transpose()
     }
 
+    /// A Java `int` (`CommandType.INTEGER`: `Integer.valueOf`, so no spaces and nothing
+    /// outside 32 bits).
+    pub(crate) fn java_int(&self, name: &str) -> Result<Option<i64>, CsError> {
+        self.opt(name)
+            .map(|v| {
+                v.parse::<i32>()
+                    .map(i64::from)
+                    .map_err(|_| CsError::bad_value(self.command, name, v))
+            })
+            .transpose()
+    }
+
     /// A port number (1–65535; CloudStack's `Invalid port` check is on the value's range).
     pub(crate) fn port(&self, name: &str) -> Result<Option<u16>, CsError> {
         match self.int(name)? {
@@ -179,7 +191,7 @@ impl Args<'_> {
     }
 }
 
-/// CloudStack's `pagesize=-1`: every item on one page.
+/// CloudStack's `pagesize=-1`: every item on one page (`BaseListCmd.s_pageSizeUnlimited`).
 const UNLIMITED: i64 = -1;
 
 /// Which slice of a list to answer.
@@ -192,40 +204,65 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    /// `page` (1-based, default 1) and `pagesize` (default and maximum `limit`; `-1` is
-    /// unlimited without `page`), as `BaseListCmd.getPageSize`/`getPageSizeVal` read them:
-    /// `limit` is the global setting `default.page.size`, and a larger `pagesize` is refused
-    /// with `InvalidParameterValueException` (431) "Page size can't exceed max allowed page size
-    /// value: N".
+    /// `page` and `pagesize` checked in the order CloudStack's dispatch chain checks them
+    /// (`DispatchChainFactory`: `ParamProcessWorker`, then `SpecificCmdValidationWorker`, then the
+    /// command's own `getPageSize` while it runs):
+    ///
+    /// 1. Both are `CommandType.INTEGER` parameters of `BaseListCmd`: a value that is not a
+    ///    Java `int` is 431 "Unable to execute API command <cmd> due to invalid value <v> for
+    ///    parameter <name>" (`ParamProcessWorker.processParameters`, `IllegalArgumentException`).
+    /// 2. `BaseListCmd.validateSpecificParameters`: `pagesize` other than -1 without `page` is
+    ///    431 (cserrorcode 9999) "\"page\" parameter is required when \"pagesize\" is
+    ///    specified"; `page` without `pagesize` is 431 (9999) "\"pagesize\" parameter is required
+    ///    when \"page\" is specified". A list without either answers the first page of the
+    ///    server's `default.page.size`.
+    /// 3. `BaseListCmd.getPageSize`: a `pagesize` above `default.page.size` (`limit` here) is
+    ///    `InvalidParameterValueException` (431, 4350) "Page size can't exceed max allowed page
+    ///    size value: N"; `pagesize=-1` with `page` is "Can't specify page parameter when
+    ///    pagesize is -1 (Unlimited)"; `pagesize=-1` alone is every item.
+    ///
+    /// `page` 0 or below is the first page, as `BaseListCmd.getStartIndex` reads it (it only
+    /// offsets for `pageNum > 0`). Stricter than CloudStack: `pagesize` 0 or below -1 is refused
+    /// (431). CloudStack passes such a value to the SQL `LIMIT` (an empty page for 0, a database
+    /// error for a negative one); no client has a reason to send it.
     pub(crate) fn from_args(args: &Args<'_>, limit: usize) -> Result<Page, CsError> {
-        let page = args.int("page")?;
-        let size = args.int("pagesize")?;
-        if let Some(p) = page
-            && p < 1
-        {
-            return Err(CsError::param(format!(
-                "Invalid page value {p}: pages are numbered from 1"
-            )));
+        let page = args.java_int("page")?;
+        let size = args.java_int("pagesize")?;
+        match (page, size) {
+            (None, Some(s)) if s != UNLIMITED => {
+                return Err(CsError::server_param(
+                    "\"page\" parameter is required when \"pagesize\" is specified",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(CsError::server_param(
+                    "\"pagesize\" parameter is required when \"page\" is specified",
+                ));
+            }
+            _ => {}
         }
         let take = match size {
             None => limit,
+            Some(s) if s > limit as i64 => {
+                return Err(CsError::param(format!(
+                    "Page size can't exceed max allowed page size value: {limit}"
+                )));
+            }
             Some(UNLIMITED) if page.is_some() => {
                 return Err(CsError::param(
                     "Can't specify page parameter when pagesize is -1 (Unlimited)",
                 ));
             }
             Some(UNLIMITED) => usize::MAX,
-            Some(s) if s > limit as i64 => {
-                return Err(CsError::param(format!(
-                    "Page size can't exceed max allowed page size value: {limit}"
-                )));
-            }
             Some(s) if s < 1 => {
-                return Err(CsError::param(format!("Invalid page size value {s}")));
+                return Err(CsError::param(format!(
+                    "Invalid page size value {s}: give a pagesize from 1 to {limit} (or -1 for \
+                     every item, without page)"
+                )));
             }
             Some(s) => s as usize,
         };
-        let page = page.unwrap_or(1) as usize;
+        let page = page.filter(|p| *p > 0).unwrap_or(1) as usize;
         Ok(Page {
             skip: (page - 1).saturating_mul(take),
             take,
@@ -288,21 +325,77 @@ mod tests {
         let p = Params::parse(&["page=2&pagesize=3"]);
         let page = Page::from_args(&args(&p), 500).expect("page");
         assert_eq!(page.apply((0..10).collect()), vec![3, 4, 5]);
-        let p = Params::parse(&["pagesize=501"]);
+        let p = Params::parse(&["page=1&pagesize=501"]);
         let e = Page::from_args(&args(&p), 500).expect_err("too big");
         assert_eq!(
-            e.text,
-            "Page size can't exceed max allowed page size value: 500"
+            (e.status, e.cs_code, e.text.as_str()),
+            (
+                431,
+                4350,
+                "Page size can't exceed max allowed page size value: 500"
+            )
         );
         let p = Params::parse(&["pagesize=-1"]);
         assert_eq!(
             Page::from_args(&args(&p), 500).map(|p| p.take),
             Ok(usize::MAX)
         );
+        let p = Params::parse(&["page=1&pagesize=-1"]);
+        let e = Page::from_args(&args(&p), 500).expect_err("unlimited with page");
+        assert_eq!(
+            e.text,
+            "Can't specify page parameter when pagesize is -1 (Unlimited)"
+        );
         let p = Params::parse(&[""]);
         assert_eq!(
             Page::from_args(&args(&p), 500),
             Ok(Page { skip: 0, take: 500 })
+        );
+    }
+
+    #[test]
+    fn page_and_pagesize_go_together() {
+        let refused = |q: &str| {
+            let p = Params::parse(&[q]);
+            let e = Page::from_args(&args(&p), 500).expect_err(q);
+            (e.status, e.cs_code, e.text)
+        };
+        assert_eq!(
+            refused("page=2"),
+            (
+                431,
+                9999,
+                "\"pagesize\" parameter is required when \"page\" is specified".to_string()
+            )
+        );
+        assert_eq!(
+            refused("pagesize=20"),
+            (
+                431,
+                9999,
+                "\"page\" parameter is required when \"pagesize\" is specified".to_string()
+            )
+        );
+        // Checked before the size: a too large pagesize alone is refused for the missing page.
+        assert_eq!(refused("pagesize=501").2, refused("pagesize=20").2);
+        // Parsed first, as ParamProcessWorker does: not a Java int.
+        assert_eq!(
+            refused("page=x&pagesize=2").2,
+            "Unable to execute API command listzones due to invalid value x for parameter page"
+        );
+        assert_eq!(refused("page=1&pagesize=4294967296").0, 431);
+        assert_eq!(refused("page=1&pagesize=0").0, 431);
+        assert_eq!(refused("page=1&pagesize=-2").0, 431);
+        // Page 0 and below are the first page (BaseListCmd.getStartIndex).
+        let p = Params::parse(&["page=0&pagesize=3"]);
+        assert_eq!(
+            Page::from_args(&args(&p), 500),
+            Ok(Page { skip: 0, take: 3 })
+        );
+        let p = Params::parse(&["page=-4&pagesize=3"]);
+        assert_eq!(
+            Page::from_args(&args(&p), 500),
+            Ok(Page { skip: 0, take: 3 })
         );
     }
 }

@@ -26,7 +26,14 @@ use wasm_ccm_sdk::types::{EnsureResult, Ingress, Node, ProviderError, Service};
 use crate::api::{Api, Budget, JOB_RETRY_SECS, Params};
 use crate::model::{LbRule, Network, PublicIp, split_cidrs};
 use firewall::Opening;
+use hosts::Hosts;
 use spec::{Wanted, WantedRule};
+
+/// VMs CloudStack refused as members, each with why.
+type Refused = Vec<(String, String)>;
+
+/// Assignments tried per rule and call when members go bad in between.
+const ASSIGN_ATTEMPTS: usize = 3;
 
 /// An IP this driver associated for a Service whose load balancer is not complete yet: reused
 /// by the next call instead of associating another one, released if the Service goes away.
@@ -375,20 +382,34 @@ impl Lb<'_> {
         self.finish_pending(service, &budget)?;
         // Everything checkable is checked before anything is associated (and billed).
         wanted.rule_cidrs = self.rule_cidrs(service, &wanted)?;
-        let hosts = hosts::find(self.api, nodes)?;
-        warn_unmatched(&hosts.unmatched);
+        let found = self.discover(&wanted.name)?;
+        Self::refuse_while_revoking(&found)?;
+        // Existing rules fix the network; members not on it are left out.
+        let hosts = hosts::find(
+            self.api,
+            nodes,
+            found.first().map(|f| f.rule.networkid.as_str()),
+        )?;
+        warn_hosts(&hosts);
         let network_id = hosts.network_id.clone().ok_or_else(|| {
             ProviderError::Transient(format!(
-                "none of the {} nodes is a CloudStack VM with a NIC; node names must be VM names (or set providerIDs)",
+                "none of the {} nodes is a CloudStack VM that can be a load-balancer member (see the Warning events); node names must be VM names (or set providerIDs), and their VMs must not be destroyed or failed",
                 nodes.len()
             ))
         })?;
         let network = self.network(&network_id)?;
-        let found = self.discover(&wanted.name)?;
-        Self::refuse_while_revoking(&found)?;
+        // Checked before anything is associated: CloudStack refuses the rules on such a network
+        // (`LoadBalancingRulesManagerImpl.createPublicLoadBalancer`, "LB service is not
+        // supported in specified network id"). A network listed without services is not judged.
+        if !network.service.is_empty() && !network.has_service("Lb") {
+            return Err(ProviderError::InvalidConfig(format!(
+                "CloudStack network {} ({}) offers no load balancing (its offering has no Lb service); the nodes' VMs must be on a network whose offering includes Lb",
+                network.name, network.id
+            )));
+        }
 
         let (ip, associated) = self.public_ip(service, &wanted, &found, &network, &budget)?;
-        let result = self.converge(&wanted, &found, &ip, &network, &hosts.vm_ids, &budget);
+        let result = self.converge(&wanted, &found, &ip, &network, &hosts, &budget);
         if let Err(e) = result {
             // An IP taken in this call for a load balancer that could not be built is given
             // back, unless the work is only waiting for a job (the next call goes on with it).
@@ -605,7 +626,7 @@ impl Lb<'_> {
         found: &[Found],
         ip: &PublicIp,
         network: &Network,
-        vm_ids: &[String],
+        hosts: &Hosts,
         budget: &Budget,
     ) -> Result<(), ProviderError> {
         let open = openings(&wanted.rules);
@@ -633,7 +654,7 @@ impl Lb<'_> {
             let existing = found.iter().find(|f| f.rule.name == want.name);
             let rule =
                 self.ensure_rule(wanted, want, existing.map(|f| &f.rule), ip, network, budget)?;
-            self.reconcile_members(&rule, vm_ids, existing.is_none(), budget)?;
+            self.reconcile_members(&rule, hosts, existing.is_none(), budget)?;
         }
         if network.has_service("Firewall") {
             firewall::reconcile_firewall(self.api, &ip.id, &open, &wanted.firewall_cidrs, budget)?;
@@ -709,42 +730,69 @@ impl Lb<'_> {
         job_object(&result, "loadbalancer")
     }
 
-    /// The rule's members become exactly `vm_ids`.
+    /// The rule's members become exactly the hosts' VMs. A refused assignment (one VM that
+    /// went bad since it was read fails all of them, and CloudStack does not say which) is
+    /// retried without the VMs that re-reading them shows CloudStack refuses, so the others
+    /// still get traffic; when re-reading shows none, the refusal is the answer (nothing is
+    /// guessed).
     fn reconcile_members(
         &self,
         rule: &LbRule,
-        vm_ids: &[String],
+        hosts: &Hosts,
         fresh: bool,
         budget: &Budget,
     ) -> Result<(), ProviderError> {
         let current: Vec<String> = if fresh {
             Vec::new()
         } else {
-            let vms: Vec<crate::model::Vm> = self.api.list(
-                "listLoadBalancerRuleInstances",
-                Params::new().set("id", &rule.id),
-                "loadbalancerruleinstance",
-            )?;
-            vms.into_iter().map(|vm| vm.id).collect()
+            self.members(&rule.id)?
         };
-        let add: Vec<&str> = vm_ids
+        let mut add: Vec<String> = hosts
+            .vm_ids
             .iter()
             .filter(|id| !current.contains(id))
-            .map(String::as_str)
+            .cloned()
             .collect();
         let remove: Vec<&str> = current
             .iter()
-            .filter(|id| !vm_ids.contains(id))
+            .filter(|id| !hosts.vm_ids.contains(id))
             .map(String::as_str)
             .collect();
-        if !add.is_empty() {
-            self.api.run(
+        for _ in 0..ASSIGN_ATTEMPTS {
+            if add.is_empty() {
+                break;
+            }
+            let refused = match self.api.run(
                 "assignToLoadBalancerRule",
                 Params::new()
                     .set("id", &rule.id)
                     .set("virtualmachineids", add.join(",")),
                 budget,
-            )?;
+            ) {
+                Ok(_) => {
+                    add.clear();
+                    break;
+                }
+                // A refusal (a failed job, or a VM that no longer resolves) can be a member
+                // gone bad; anything else (a job still running, a 5xx) is not ours to judge.
+                Err(e @ (ProviderError::Permanent(_) | ProviderError::NotFound(_))) => e,
+                Err(e) => return Err(e),
+            };
+            let (bad, already) = self.refused_members(rule, &add)?;
+            if bad.is_empty() && already.is_empty() {
+                return Err(refused);
+            }
+            if !bad.is_empty() {
+                warn_refused(rule, &bad, hosts, &refused);
+            }
+            add.retain(|id| !bad.iter().any(|(b, _)| b == id) && !already.contains(id));
+        }
+        if !add.is_empty() {
+            return Err(ProviderError::Transient(format!(
+                "CloudStack refused to add VMs {} to load-balancer rule {} {ASSIGN_ATTEMPTS} times, each time for members that went bad meanwhile; the next call tries again",
+                add.join(", "),
+                rule.name
+            )));
         }
         if !remove.is_empty() {
             self.api.run(
@@ -756,6 +804,45 @@ impl Lb<'_> {
             )?;
         }
         Ok(())
+    }
+
+    /// The rule's members now.
+    fn members(&self, rule_id: &str) -> Result<Vec<String>, ProviderError> {
+        let vms: Vec<crate::model::Vm> = self.api.list(
+            "listLoadBalancerRuleInstances",
+            Params::new().set("id", rule_id),
+            "loadbalancerruleinstance",
+        )?;
+        Ok(vms.into_iter().map(|vm| vm.id).collect())
+    }
+
+    /// After a refused assignment of `add`: the VMs CloudStack refuses now, read again (gone,
+    /// in a state it refuses, or off the rule's network), each with why; and those that are
+    /// members already (another writer added them meanwhile).
+    fn refused_members(
+        &self,
+        rule: &LbRule,
+        add: &[String],
+    ) -> Result<(Refused, Vec<String>), ProviderError> {
+        let vms = hosts::all_vms(self.api)?;
+        let current = self.members(&rule.id)?;
+        let mut bad = Vec::new();
+        let mut already = Vec::new();
+        for id in add {
+            if current.contains(id) {
+                already.push(id.clone());
+                continue;
+            }
+            match vms.iter().find(|vm| &vm.id == id) {
+                None => bad.push((id.clone(), format!("VM {id} no longer exists"))),
+                Some(vm) => {
+                    if let Some(why) = hosts::refusal(vm, &rule.networkid) {
+                        bad.push((id.clone(), why));
+                    }
+                }
+            }
+        }
+        Ok((bad, already))
     }
 
     /// Closes `openings` on the IP (firewall) or the tier (ACL; only ports no other load
@@ -802,19 +889,19 @@ impl Lb<'_> {
         let budget = self.budget(service);
         self.finish_pending(service, &budget)?;
         let found = self.discover(&spec::lb_name(service))?;
-        if found.is_empty() {
+        let Some(first) = found.first() else {
             return Ok(());
-        }
-        let hosts = hosts::find(self.api, nodes)?;
-        warn_unmatched(&hosts.unmatched);
+        };
+        let hosts = hosts::find(self.api, nodes, Some(&first.rule.networkid))?;
+        warn_hosts(&hosts);
         if hosts.vm_ids.is_empty() && !nodes.is_empty() {
             return Err(ProviderError::Transient(format!(
-                "none of the {} nodes is a CloudStack VM with a NIC; the members are left as they are",
+                "none of the {} nodes is a CloudStack VM that can be a member of the load balancer (see the Warning events); the members are left as they are",
                 nodes.len()
             )));
         }
         for f in &found {
-            self.reconcile_members(&f.rule, &hosts.vm_ids, false, &budget)?;
+            self.reconcile_members(&f.rule, &hosts, false, &budget)?;
         }
         Ok(())
     }
@@ -998,17 +1085,42 @@ fn rule_cidrs(rule: &LbRule) -> Vec<String> {
     }
 }
 
-/// A Warning event naming the nodes no VM was found for.
-fn warn_unmatched(unmatched: &[String]) {
-    if unmatched.is_empty() {
-        return;
+/// Warning events naming the nodes no VM was found for, and those left out (with why).
+fn warn_hosts(hosts: &Hosts) {
+    if !hosts.unmatched.is_empty() {
+        let message = format!(
+            "no CloudStack VM found for node(s) {}; they get no traffic (node names must be VM names, or set providerIDs)",
+            hosts.unmatched.join(", ")
+        );
+        log::warn(&message, &[]);
+        cluster::warning("UnmatchedNodes", &message);
     }
+    if !hosts.left_out.is_empty() {
+        let message = format!(
+            "node(s) left out of the load balancer, the others still get traffic: {}",
+            hosts.left_out.join("; ")
+        );
+        log::warn(&message, &[]);
+        cluster::warning("BackendsLeftOut", &message);
+    }
+}
+
+/// A Warning event naming the members CloudStack refused, found by reading them again.
+fn warn_refused(rule: &LbRule, bad: &[(String, String)], hosts: &Hosts, refusal: &ProviderError) {
+    let named: Vec<String> = bad
+        .iter()
+        .map(|(id, why)| match hosts.nodes_of.get(id) {
+            Some(node) => format!("{node}: {why}"),
+            None => why.clone(),
+        })
+        .collect();
     let message = format!(
-        "no CloudStack VM with a NIC found for node(s) {}; they get no traffic (node names must be VM names, or set providerIDs)",
-        unmatched.join(", ")
+        "CloudStack refused to add the members of load-balancer rule {} ({refusal}); left out, the others are added again: {}",
+        rule.name,
+        named.join("; ")
     );
     log::warn(&message, &[]);
-    cluster::warning("UnmatchedNodes", &message);
+    cluster::warning("BackendsLeftOut", &message);
 }
 
 #[cfg(test)]

@@ -299,30 +299,63 @@ fn rule_and_vms(ctx: &Ctx<'_>) -> Result<(LbRule, Vec<String>), CsError> {
     Ok((rule, unique))
 }
 
-/// `assignToLoadBalancerRule id virtualmachineids`: each VM needs a NIC on the rule's network
-/// and must not be a member yet (431, synchronously); members change when the job completes.
+/// `assignToLoadBalancerRule id virtualmachineids`. Only the parameters are checked when the
+/// command is accepted (the rule and every VM UUID must resolve: `ParamProcessWorker`, which
+/// runs before an async command is queued, `ApiServer.queueCommand`); the checks on the VMs
+/// themselves are `LoadBalancingRulesManagerImpl.assignToLoadBalancer`'s, which runs inside the
+/// job (`AssignToLoadBalancerRuleCmd.execute`), so they fail the job: see [`assign_refusal`].
 pub(super) fn assign_to_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     let (rule, vms) = rule_and_vms(ctx)?;
-    for id in &vms {
-        let on_network = ctx
-            .state
-            .vm(id)
-            .is_some_and(|vm| vm.on_network(&rule.network_id));
-        if !on_network {
-            return Err(CsError::param(format!(
-                "VM {id} is not in network {} of load balancer rule {}",
-                rule.network_id, rule.id
-            )));
-        }
-        if rule.members.contains(id) {
-            return Err(CsError::param(format!(
-                "VM {id} is already mapped to load balancer rule {}",
-                rule.id
-            )));
-        }
-    }
     let effect = Effect::Assign { id: rule.id, vms };
     Ok(ctx.state.submit(effect, ctx.now))
+}
+
+/// Why CloudStack refuses to add `vms` to `rule` when the job runs, or None. The whole
+/// assignment is refused for the first bad VM (nothing is added), in
+/// `LoadBalancingRulesManagerImpl.assignToLoadBalancer`'s order and words; the job fails with
+/// 431 (`ApiAsyncJobDispatcher.runJob` turns its `InvalidParameterValueException` into
+/// `PARAM_ERROR`) and, as there, the `errortext` does not say which VM it was:
+///
+/// 1. a VM that is gone, `Destroyed` or `Expunging`: "Invalid instance id specified";
+/// 2. `RulesManagerImpl.checkRuleAndUserVm`: a VM of another owner (here: another project)
+///    than the rule's: "New rule … and vm id=… belong to different accounts";
+/// 3. no NIC on the rule's network: "VM with id specified cannot be added because it doesn't
+///    belong in the same network.";
+/// 4. a VM already mapped with that address: "VM <id> with <ip> is already mapped to load
+///    balancer.".
+///
+/// Where CloudStack prints its internal numeric ids, the UUIDs are shown (the simulator has no
+/// numeric VM ids).
+pub(crate) fn assign_refusal(state: &State, rule: &LbRule, vms: &[String]) -> Option<String> {
+    for id in vms {
+        let Some(vm) = state
+            .vm(id)
+            .filter(|vm| !["Destroyed", "Expunging"].contains(&vm.state.as_str()))
+        else {
+            return Some("Invalid instance id specified".into());
+        };
+        if vm.project != rule.project {
+            return Some(format!(
+                "New rule Rule[{}-LoadBalancing-{}] and vm id={id} belong to different accounts",
+                rule.seq,
+                rule.state.as_str()
+            ));
+        }
+        let Some(nic) = vm.nics.iter().find(|n| n.network_id == rule.network_id) else {
+            return Some(
+                "VM with id specified cannot be added because it doesn't belong in the same \
+                 network."
+                    .into(),
+            );
+        };
+        if rule.members.contains(id) {
+            return Some(format!(
+                "VM {id} with {} is already mapped to load balancer.",
+                nic.ip
+            ));
+        }
+    }
+    None
 }
 
 /// `removeFromLoadBalancerRule id virtualmachineids`: each VM must be a member (431); members
@@ -344,8 +377,10 @@ pub(super) fn remove_from_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value,
 /// not members. The rule is found whatever its project.
 pub(super) fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, CsError> {
     const KEY: &str = "loadbalancerruleinstance";
-    let page = ctx.page()?;
+    // A missing `id` is ParamProcessWorker's refusal, which comes before BaseListCmd's
+    // paging rule (SpecificCmdValidationWorker).
     ctx.args.required("id")?;
+    let page = ctx.page()?;
     let id = match ctx.reference("id", Kind::LbRule)? {
         Ref::Live(id) => id,
         Ref::Removed | Ref::Absent => return Ok(paged(page, KEY, Vec::<Value>::new(), |v| v)),

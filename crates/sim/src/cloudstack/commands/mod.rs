@@ -10,6 +10,7 @@ mod lb;
 mod tags;
 mod vms;
 
+pub(crate) use lb::assign_refusal;
 pub(crate) use tags::{new_tag, tag_target_exists};
 
 use std::time::Instant;

@@ -8,6 +8,7 @@ mod cassette;
 mod clouds;
 mod conformance;
 mod playground;
+mod scale;
 mod soak;
 
 use std::process::ExitCode;
@@ -41,6 +42,10 @@ enum Command {
     /// A chaos soak with invariants: simulators, two `wasm-ccm run` processes with leader
     /// election, a seeded schedule of workload operations and faults; exits 1 on a violation.
     Soak(soak::SoakArgs),
+    /// Measure the controllers at a cluster's size: the Kubernetes API simulator in its own
+    /// process, `wasm-ccm run` with the static driver; time to converge, peak RSS, driver calls,
+    /// bytes lowered into guests, Kubernetes requests, writes in a quiet period.
+    Scale(scale::ScaleArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +61,7 @@ fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Soak(args) => soak::run(&cli.global, args).await,
+            Command::Scale(args) => scale::run(&cli.global, args).await,
         }
     })
 }

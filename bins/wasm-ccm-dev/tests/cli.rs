@@ -70,9 +70,12 @@ fn inspect_prints_the_driver_as_json() {
         serde_json::json!(["provider", "instances", "load-balancer", "routes"])
     );
     assert_eq!(v["sha256"].as_str().map(str::len), Some(64));
+    let size = v["size"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("inspect printed no size: {v:#}"));
     assert!(
-        v["size"].as_u64().unwrap_or(0) < 1 << 20,
-        "the static driver must fit a ConfigMap"
+        size > 0 && size < 1 << 20,
+        "the static driver must fit a ConfigMap: {size} bytes"
     );
     assert_eq!(v["cache"], "miss");
     let again = wasm_ccm(cache.path())

@@ -2,8 +2,6 @@
 //! real static driver and its inventory service as the cloud (and the hostile test driver for
 //! failures). Every wait polls with a bound.
 
-use std::time::Duration;
-
 mod common;
 
 use common::*;
@@ -133,13 +131,25 @@ async fn nodes_are_initialised_and_follow_their_instances() {
     // Lifecycle: a Ready node is never asked about; a NotReady node whose instance is gone is
     // deleted; a shut-down one is tainted, and untainted once Ready again.
     eventually("doomed and sleepy initialised", || {
-        ["doomed", "sleepy"].iter().all(|n| initialised(&sim, n))
+        initialised(&sim, "doomed") && initialised(&sim, "sleepy")
     })
     .await;
+    // The lifecycle pass asks the driver about NotReady nodes only: `sleepy`, NotReady with a
+    // running instance, is asked once per pass, which shows passes running.
+    set_ready(&sim, "sleepy", false);
+    let exists = "wasm_ccm_driver_calls_total{driver=\"static\",function=\"instances.instance-exists\",result=\"ok\"}";
+    metric_at_least(port, exists, 1.0).await;
     cloud.remove_instance("doomed");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Two more questions about `sleepy` after the removal: the second comes from a pass that
+    // began after it, and that pass saw the Ready `doomed` without an instance.
+    let asked = metric(&scrape(port).await, exists).unwrap_or(0.0);
+    metric_at_least(port, exists, asked + 2.0).await;
     assert!(
         sim.get("nodes", None, "doomed").is_some(),
+        "a Ready node is not deleted"
+    );
+    assert!(
+        events(&sim, "doomed", "DeletingNode").is_empty(),
         "a Ready node is not deleted"
     );
     set_ready(&sim, "doomed", false);
@@ -472,12 +482,35 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
         &config,
         &lease_flags,
     );
-    // The standby does nothing while the lease is held.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The standby does nothing while the lease is held. First a positive sign that it tried:
+    // its log says it waits, and the lease was read more often than written since it started
+    // (the leader reads before each renewal; only the standby reads without writing).
+    let mark = sim.requests().last().map_or(0, |r| r.seq);
+    eventually("the standby waits for the lease", || {
+        second.log().contains("waiting to acquire the lease")
+    })
+    .await;
+    eventually("the standby reads the lease", || {
+        let (mut reads, mut writes) = (0i64, 0i64);
+        for r in sim.requests() {
+            if r.seq <= mark || r.resource.as_deref() != Some("leases.coordination.k8s.io") {
+                continue;
+            }
+            match r.method.as_str() {
+                "GET" => reads += 1,
+                "PUT" | "PATCH" => writes += 1,
+                _ => {}
+            }
+        }
+        // Two reads of the standby's, and one of the leader's in flight.
+        reads - writes >= 3
+    })
+    .await;
     assert_eq!(
         lease(&sim).expect("lease")["spec"]["holderIdentity"],
         first_id.as_str()
     );
+    assert!(!second.log().contains("became leader"), "{}", second.log());
 
     // A clean stop releases the lease; the standby takes over at once and works.
     first.signal("-TERM");
@@ -541,18 +574,39 @@ async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
     );
     eventually("n0", || initialised(&sim, "n0")).await;
 
-    // The watch is dropped and its resourceVersion expires: the informer re-lists.
+    // The watch is dropped and its resourceVersion expires: the informer re-lists. A change the
+    // node informer does not see moves the resourceVersion past the informer's, so the resumed
+    // watch is older than the compacted history and must get the 410.
+    sim.create(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bump", "namespace": "default"},
+    }))
+    .expect("configmap");
+    let mark = sim.requests().last().map_or(0, |r| r.seq);
     sim.compact();
     sim.drop_watches();
     sim.create(node("n1", None, true)).expect("node");
     eventually("n1 after a 410", || initialised(&sim, "n1")).await;
+    // The 410 comes as an ERROR event inside a 200 watch (the log records the head's status);
+    // what shows it was taken for one is the re-list: a LIST of nodes after the compaction.
+    let relisted = sim.requests().into_iter().any(|r| {
+        r.seq > mark && r.resource.as_deref() == Some("nodes") && r.verb == Some(Verb::List)
+    });
+    assert!(
+        relisted,
+        "no node LIST after the watch expired: the informer did not re-list"
+    );
 
     // Conflicts on the initialising write are retried.
+    let mark = sim.requests().last().map_or(0, |r| r.seq);
     sim.faults().conflict_next_writes("nodes", 3);
     sim.create(node("n2", None, true)).expect("node");
     eventually("n2 after 409s", || initialised(&sim, "n2")).await;
+    assert_eq!(sim.faults().pending(), 0, "the 409s were not all used");
+    assert_eq!(faulted(&sim, mark, 409), 3, "{:#?}", sim.requests());
 
     // Server errors back off and retry.
+    let mark = sim.requests().last().map_or(0, |r| r.seq);
     sim.faults().fail_next(
         2,
         500,
@@ -560,6 +614,21 @@ async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
     );
     sim.create(node("n3", None, true)).expect("node");
     eventually("n3 after 500s", || initialised(&sim, "n3")).await;
+    assert_eq!(sim.faults().pending(), 0, "the 500s were not all used");
+    assert_eq!(faulted(&sim, mark, 500), 2, "{:#?}", sim.requests());
+}
+
+/// Requests to nodes after `mark` that an injected fault answered with `status`.
+fn faulted(sim: &KubeSim, mark: u64, status: u16) -> usize {
+    sim.requests()
+        .iter()
+        .filter(|r| {
+            r.seq > mark
+                && r.faulted
+                && r.status == status
+                && r.resource.as_deref() == Some("nodes")
+        })
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

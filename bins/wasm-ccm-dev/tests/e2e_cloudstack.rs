@@ -220,9 +220,11 @@ async fn a_killed_controller_leaves_its_successor_the_ip_to_adopt() {
     })
     .await;
     first.signal("-KILL");
-    assert!(
-        first.wait_exit().is_none(),
-        "killed by a signal, no exit code"
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(
+        first.wait_status().signal(),
+        Some(9),
+        "killed by SIGKILL, not exited"
     );
     drop(first);
     cloud.faults().clear();

@@ -133,8 +133,10 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
         "permissions missing from deploy/base/rbac.yaml: {denied:#?}\n{}",
         ccm_log(&_ccm)
     );
+    let requests = sim.requests();
+    assert!(!requests.is_empty(), "the simulator logged no request");
     assert!(
-        sim.requests().iter().all(|r| r.status != 401),
+        requests.iter().all(|r| r.status != 401),
         "the CCM's requests carry the token"
     );
 
@@ -227,13 +229,48 @@ async fn deploy_rbac_is_enough_for_nodes_and_load_balancers() {
             ));
         }
     }
-    let _ = roles_used;
-    eprintln!(
-        "deploy/base RBAC (verb, rule) pairs not used in this scenario ({}):\n{}",
-        unused.len(),
-        unused.join("\n")
+    // The scenario must have been judged by the rules at all.
+    assert!(
+        !used.is_empty() && !roles_used.is_empty(),
+        "no request of the CCM was allowed by a deploy/ rule"
+    );
+    // What deploy/base grants beyond this scenario: every unused (verb, rule) must be one of
+    // the grants listed below, each used by a path this scenario does not reliably take. A new
+    // grant, or a grant of the main path (list/watch/patch of nodes and services, creating
+    // events.k8s.io events, the lease) the CCM stops using, fails here. Whether a conflict
+    // re-read or an event series happens depends on timing, so those may or may not be used:
+    // the check is "within the list", not "equal to it".
+    let unexpected: Vec<&String> = unused
+        .iter()
+        .filter(|u| !MAY_BE_UNUSED_IN_SCENARIO.contains(&u.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "deploy/base RBAC grants the CCM did not use here, and no entry of MAY_BE_UNUSED_IN_SCENARIO says why: {unexpected:#?}"
     );
 }
+
+/// The deploy/base grants this scenario may leave unused, and why.
+const MAY_BE_UNUSED_IN_SCENARIO: &[&str] = &[
+    // A node write that meets a 409 re-reads the node (`get`); upstream's role grants the
+    // `update` of nodes and of their status, which the CCM replaces by patches.
+    "ClusterRole /wasm-ccm rule 0: get nodes (group \"\")",
+    "ClusterRole /wasm-ccm rule 0: update nodes (group \"\")",
+    "ClusterRole /wasm-ccm rule 1: update nodes/status (group \"\")",
+    // The same for Services: a re-read after a conflict, and upstream's status update.
+    "ClusterRole /wasm-ccm rule 2: get services (group \"\")",
+    "ClusterRole /wasm-ccm rule 3: update services/status (group \"\")",
+    // Events: the recorder creates events.k8s.io events, and patches one only when the same
+    // event repeats into a series; the core-group verbs are upstream's for older recorders.
+    "ClusterRole /wasm-ccm rule 4: create events (group \"\")",
+    "ClusterRole /wasm-ccm rule 4: patch events (group \"\")",
+    "ClusterRole /wasm-ccm rule 4: patch events (group \"events.k8s.io\")",
+    "ClusterRole /wasm-ccm rule 4: update events (group \"\")",
+    "ClusterRole /wasm-ccm rule 4: update events (group \"events.k8s.io\")",
+    // Read only when the serving port delegates authentication with a client CA from the
+    // extension-apiserver-authentication ConfigMap, which this scenario does not configure.
+    "RoleBinding kube-system/wasm-ccm:extension-apiserver-authentication-reader: Role kube-system/extension-apiserver-authentication-reader never allowed a request",
+];
 
 fn ccm_log(ccm: &Ccm) -> String {
     let log = ccm.log();

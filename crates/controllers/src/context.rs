@@ -220,6 +220,11 @@ impl Cloud {
             &[("driver", driver)],
             current.dropped_log_lines() as f64,
         );
+        self.metrics.set(
+            "wasm_ccm_driver_lowered_bytes_total",
+            &[("driver", driver)],
+            current.lowered_bytes() as f64,
+        );
         let stats = current.stats();
         self.metrics.set(
             "wasm_ccm_driver_instances_total",

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
@@ -27,6 +28,7 @@ pub(crate) fn key_of<K: Resource>(obj: &K) -> String {
 /// A read-only view of an informer's cache.
 pub(crate) struct Store<K> {
     map: Arc<RwLock<HashMap<String, Arc<K>>>>,
+    generation: Arc<AtomicU64>,
     synced: watch::Receiver<bool>,
 }
 
@@ -34,12 +36,20 @@ impl<K> Clone for Store<K> {
     fn clone(&self) -> Self {
         Store {
             map: Arc::clone(&self.map),
+            generation: Arc::clone(&self.generation),
             synced: self.synced.clone(),
         }
     }
 }
 
 impl<K> Store<K> {
+    /// A number that changes whenever the cache does (bumped after each change is in the map,
+    /// before the handlers run). A value derived from [`Store::list`] after reading generation
+    /// `g` is current while the generation is still `g`: read the generation first.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// The object under `key`.
     pub(crate) fn get(&self, key: &str) -> Option<Arc<K>> {
         self.map
@@ -70,6 +80,7 @@ impl<K> Store<K> {
 pub(crate) struct Informer<K> {
     api: Api<K>,
     map: Arc<RwLock<HashMap<String, Arc<K>>>>,
+    generation: Arc<AtomicU64>,
     synced_tx: watch::Sender<bool>,
     synced_rx: watch::Receiver<bool>,
     handlers: Vec<Handler<K>>,
@@ -86,6 +97,7 @@ where
         Informer {
             api,
             map: Arc::default(),
+            generation: Arc::default(),
             synced_tx,
             synced_rx,
             handlers: Vec::new(),
@@ -96,6 +108,7 @@ where
     pub(crate) fn store(&self) -> Store<K> {
         Store {
             map: Arc::clone(&self.map),
+            generation: Arc::clone(&self.generation),
             synced: self.synced_rx.clone(),
         }
     }
@@ -107,6 +120,10 @@ where
         handler: impl Fn(Option<&K>, Option<&K>) + Send + Sync + 'static,
     ) {
         self.handlers.push(Box::new(handler));
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     fn notify(&self, old: Option<&K>, new: Option<&K>) {
@@ -123,6 +140,7 @@ where
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, Arc::clone(&obj));
+        self.changed();
         self.notify(old.as_deref(), Some(&obj));
     }
 
@@ -132,6 +150,7 @@ where
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&key_of(obj));
+        self.changed();
         self.notify(old.as_deref().or(Some(obj)), None);
     }
 
@@ -146,6 +165,7 @@ where
             &mut *self.map.write().unwrap_or_else(|p| p.into_inner()),
             listed.clone(),
         );
+        self.changed();
         for (key, obj) in &listed {
             self.notify(old.get(key).map(|o| o.as_ref()), Some(obj));
         }

@@ -20,6 +20,7 @@
 //! [`user_agent`]. Everything else is internal.
 
 mod answer_rules;
+mod backends;
 mod config;
 mod context;
 mod convert;

@@ -19,14 +19,15 @@ use wasm_ccm_runtime::types::ProviderError;
 use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
+use crate::backends::{BackendSet, Backends};
 use crate::context::{Ctx, PendingWrite, in_progress, is_status, reference, requested_delay};
-use crate::convert::{ingress_to_kube, ingress_to_wit, node_to_wit, service_to_wit};
+use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
 use crate::informer::key_of;
 use crate::node::SyncError;
 use crate::queue::{Backoff, WorkQueue};
 use crate::service_rules::{
-    BackendKey, LB_FINALIZER, backend_key, has_finalizer, is_backend, may_update_backends,
-    needs_cleanup, needs_update, should_sync_updated_node, wants_load_balancer,
+    BackendKey, LB_FINALIZER, has_finalizer, may_update_backends, needs_cleanup, needs_update,
+    should_sync_updated_node, wants_load_balancer,
 };
 
 /// Node changes closer together than this are handled by one backend sync pass.
@@ -79,8 +80,10 @@ pub(crate) struct ServiceController {
     /// The last copy synced per key: finds the old load balancer after a delete+recreate and
     /// deletes the load balancers of Services deleted without the finalizer.
     cache: Mutex<HashMap<String, Arc<Service>>>,
-    /// The backend set each load balancer was last given.
-    last_nodes: Mutex<HashMap<String, BackendKey>>,
+    /// The backend set, built once per node change and shared by every Service.
+    backends: Backends,
+    /// The backend set each load balancer was last given (shared: equal sets are one `Arc`).
+    last_nodes: Mutex<HashMap<String, Arc<BackendKey>>>,
     /// One lock per Service key, held by its sync and by a node-sync `update` of it: an update
     /// computed from a stale view must never run beside (or after) the cleanup that deleted
     /// the load balancer, or a driver whose `update` reconciles would create it again (found
@@ -102,6 +105,7 @@ impl ServiceController {
     /// [`ServiceController::handle_node`] to the informers.
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(ServiceController {
+            backends: Backends::new(ctx.nodes.clone()),
             ctx,
             queue: WorkQueue::new(),
             backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
@@ -458,13 +462,7 @@ impl ServiceController {
         if !has_finalizer(svc) {
             self.set_finalizer(svc, true).await?;
         }
-        let nodes: Vec<Arc<Node>> = self
-            .ctx
-            .nodes
-            .list()
-            .into_iter()
-            .filter(|n| is_backend(n))
-            .collect();
+        let BackendSet { key: set, nodes } = self.backends.current();
         if nodes.is_empty() {
             self.event(
                 &regarding,
@@ -475,11 +473,7 @@ impl ServiceController {
             )
             .await;
         }
-        lock(&self.last_nodes).insert(
-            key.to_string(),
-            backend_key(nodes.iter().map(|n| n.as_ref())),
-        );
-        let wit_nodes: Vec<_> = nodes.iter().map(|n| node_to_wit(n)).collect();
+        lock(&self.last_nodes).insert(key.to_string(), set);
         let result = self
             .ctx
             .finish_call(
@@ -487,9 +481,9 @@ impl ServiceController {
                 self.ctx
                     .cloud
                     .driver()
-                    .load_balancer_ensure(
+                    .load_balancer_ensure_shared(
                         &service_to_wit(svc),
-                        &wit_nodes,
+                        &nodes,
                         &self.ctx.cloud.scope(key),
                     )
                     .await,
@@ -704,15 +698,10 @@ impl ServiceController {
     pub(crate) async fn sync_backends(&self) {
         let started = Instant::now();
         let keys: Vec<String> = lock(&self.last_nodes).keys().cloned().collect();
-        let backends: Vec<Arc<Node>> = self
-            .ctx
-            .nodes
-            .list()
-            .into_iter()
-            .filter(|n| is_backend(n))
-            .collect();
-        let backend_set = backend_key(backends.iter().map(|n| n.as_ref()));
-        let wit_nodes: Vec<_> = backends.iter().map(|n| node_to_wit(n)).collect();
+        let BackendSet {
+            key: backend_set,
+            nodes: wit_nodes,
+        } = self.backends.current();
         futures::stream::iter(keys)
             .for_each_concurrent(self.ctx.config.concurrent_service_syncs.max(1), |key| {
                 let backend_set = &backend_set;
@@ -736,7 +725,7 @@ impl ServiceController {
                         if previous == backend_set {
                             return;
                         }
-                        last.insert(key.clone(), backend_set.clone());
+                        last.insert(key.clone(), Arc::clone(backend_set));
                     }
                     self.update_backends(&key, &svc, wit_nodes).await;
                 }
@@ -753,7 +742,7 @@ impl ServiceController {
         &self,
         key: &str,
         svc: &Service,
-        nodes: &[wasm_ccm_runtime::types::Node],
+        nodes: &Arc<[wasm_ccm_runtime::types::Node]>,
     ) {
         let regarding = reference(svc);
         let wit = service_to_wit(svc);
@@ -763,7 +752,7 @@ impl ServiceController {
             .ctx
             .cloud
             .driver()
-            .load_balancer_update(&wit, nodes, &scope)
+            .load_balancer_update_shared(&wit, nodes, &scope)
             .await;
         self.ctx.metrics.observe(
             "service_controller_update_loadbalancer_host_latency_seconds",

@@ -316,15 +316,27 @@ async fn digests_are_checked_for_what_the_registry_serves_and_what_the_cache_hol
 
 #[tokio::test]
 async fn plain_http_to_a_remote_registry_needs_the_insecure_flag() {
-    // Nothing listens on this TEST-NET address and no packet leaves: the request is https, and
-    // the message says how to allow plain HTTP.
-    let target = Reference::parse("oci://192.0.2.1:5000/drivers/static:1").unwrap();
+    // A registry named by an address that is not loopback to the client (so it speaks https and
+    // needs --insecure-registry for plain HTTP), yet one no packet can leave the machine for:
+    // Linux and the BSDs connect 0.0.0.0 to this host over the loopback device. Behind it, a
+    // listener that takes the connection and never answers, so the TLS handshake fails here.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let registry = format!("0.0.0.0:{port}");
+    let target = Reference::parse(&format!("oci://{registry}/drivers/static:1")).unwrap();
     let client = Client::new(ClientOptions {
-        timeout: std::time::Duration::from_millis(1),
+        timeout: std::time::Duration::from_millis(500),
         ..Default::default()
     })
     .unwrap();
-    assert!(!client.plain_http("192.0.2.1:5000"));
+    assert!(!client.plain_http(&registry));
     let err = format!("{:#}", client.pull(&target, None).await.unwrap_err());
     assert!(err.contains("--insecure-registry"), "{err}");
+    // The connection arrived on loopback (the listener's backlog holds it): that is where the
+    // client went, and the only place it could.
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_ok(),
+        "the client never connected to the loopback listener: {err}"
+    );
 }

@@ -338,6 +338,7 @@ impl Runtime {
             name: name.clone(),
             logger,
             http: Arc::new(http),
+            lowered: Default::default(),
         });
         let pre = self.pre(compiled)?;
         let indices = Indices::new(&pre, &compiled.surface.exports, &compiled.origin)?;
@@ -385,6 +386,7 @@ fn bare_host(origin: &str, opts: &DriverOptions) -> Result<Arc<DriverHost>, Host
         name: origin.to_string(),
         logger: Arc::new(DriverLogger::new(origin, opts.log_sink.clone(), opts.log)),
         http: Arc::new(http),
+        lowered: Default::default(),
     }))
 }
 
@@ -895,6 +897,8 @@ macro_rules! typed_call {
             if let Err(e) = self.inner.require(self.inner.indices.$iface.is_some(), $iface_name, function) {
                 return Outcome::failed(e, Duration::ZERO);
             }
+            let lowered = 0 $(+ crate::lowered::Lowered::lowered_bytes($arg))*;
+            self.inner.host.lowered.fetch_add(lowered, Ordering::Relaxed);
             $(let $arg = $arg.to_owned();)*
             self.inner
                 .invoke(function, scope, move |slot| {
@@ -940,6 +944,12 @@ impl Driver {
     /// the host keeps bounded.
     pub fn redaction_secrets(&self) -> usize {
         self.inner.host.logger.secret_count()
+    }
+
+    /// Bytes copied into this driver's instances so far: call arguments and the answers of
+    /// `cluster` imports (string and list contents plus the canonical ABI's headers).
+    pub fn lowered_bytes(&self) -> u64 {
+        self.inner.host.lowered.load(Ordering::Relaxed)
     }
 
     /// Log lines dropped by the rate limit.
@@ -1022,11 +1032,37 @@ impl Driver {
         /// `load-balancer.get`.
         load_balancer_get, load_balancer, "load-balancer", "get", call_get, (service: &Service) -> Option<Vec<Ingress>>);
     typed_call!(
-        /// `load-balancer.ensure`.
-        load_balancer_ensure, load_balancer, "load-balancer", "ensure", call_ensure, (service: &Service, nodes: &[Node]) -> EnsureResult);
+        /// `load-balancer.ensure` with a shared node set: the controllers convert the node set
+        /// once per change and hand every call the same `Arc` (no copy per Service).
+        load_balancer_ensure_shared, load_balancer, "load-balancer", "ensure", call_ensure, (service: &Service, nodes: &Arc<[Node]>) -> EnsureResult);
     typed_call!(
-        /// `load-balancer.update`.
-        load_balancer_update, load_balancer, "load-balancer", "update", call_update, (service: &Service, nodes: &[Node]) -> ());
+        /// `load-balancer.update` with a shared node set (see
+        /// [`Driver::load_balancer_ensure_shared`]).
+        load_balancer_update_shared, load_balancer, "load-balancer", "update", call_update, (service: &Service, nodes: &Arc<[Node]>) -> ());
+
+    /// `load-balancer.ensure` (copies `nodes` once; the controllers use
+    /// [`Driver::load_balancer_ensure_shared`]).
+    pub async fn load_balancer_ensure(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+        scope: &CallScope,
+    ) -> Outcome<EnsureResult> {
+        self.load_balancer_ensure_shared(service, &Arc::from(nodes), scope)
+            .await
+    }
+
+    /// `load-balancer.update` (copies `nodes` once; the controllers use
+    /// [`Driver::load_balancer_update_shared`]).
+    pub async fn load_balancer_update(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+        scope: &CallScope,
+    ) -> Outcome<()> {
+        self.load_balancer_update_shared(service, &Arc::from(nodes), scope)
+            .await
+    }
     typed_call!(
         /// `load-balancer.delete`.
         load_balancer_delete, load_balancer, "load-balancer", "delete", call_delete, (service: &Service) -> ());

@@ -24,6 +24,7 @@ pub mod http;
 pub mod info_rules;
 pub mod json;
 pub mod log;
+mod lowered;
 pub mod result_caps;
 pub mod special_addr;
 mod state;

@@ -30,6 +30,9 @@ pub(crate) struct DriverHost {
     pub name: String,
     pub logger: Arc<DriverLogger>,
     pub http: Arc<HttpCapability>,
+    /// Bytes copied into the driver's instances, arguments and imports' answers
+    /// ([`crate::lowered`]).
+    pub lowered: std::sync::atomic::AtomicU64,
 }
 
 /// Function and object of the call in progress, shared with the stdout/stderr writers.
@@ -283,7 +286,12 @@ impl wlog::Host for InstanceState {
 
 impl cluster::Host for InstanceState {
     fn load_balancer_services(&mut self) -> Vec<types::Service> {
-        self.call.cluster.load_balancer_services()
+        let services = self.call.cluster.load_balancer_services();
+        self.host.lowered.fetch_add(
+            crate::lowered::Lowered::lowered_bytes(services.as_slice()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        services
     }
 
     fn event(&mut self, kind: cluster::EventType, reason: String, message: String) {

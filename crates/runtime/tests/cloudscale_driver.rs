@@ -233,6 +233,11 @@ fn s(v: &Value) -> String {
 // ---------------------------------------------------------------------------------------------
 // Instances
 
+/// `items` is not empty and every one passes `f`: an `.all()` alone passes on nothing.
+fn every<T>(items: &[T], f: impl Fn(&T) -> bool) -> bool {
+    !items.is_empty() && items.iter().all(f)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instance_metadata_by_name_and_by_provider_id() {
     let c = cloud().await;
@@ -543,7 +548,7 @@ async fn ensure_builds_the_load_balancer_like_upstream_and_then_only_reads() {
     update.result.expect("update");
     assert!(c.sim.mutations().is_empty(), "{:?}", c.sim.mutations());
     let reads: Vec<String> = c.sim.requests().iter().map(|r| r.line()).collect();
-    assert!(reads.iter().all(|l| l.starts_with("GET ")), "{reads:?}");
+    assert!(every(&reads, |l| l.starts_with("GET ")), "{reads:?}");
 
     // get sees it; delete removes it (the API cascades) and is idempotent.
     let got = c
@@ -614,13 +619,9 @@ async fn a_provisioning_load_balancer_means_retry_after_not_a_second_one() {
     let (_, o) = c.converge(svc).await;
     assert_eq!(c.sim.load_balancers().len(), 1);
     // Kubernetes 1.29 has no ipMode.
-    assert!(
-        o.result
-            .expect("ensure")
-            .ingress
-            .iter()
-            .all(|i| i.ip_mode.is_none())
-    );
+    assert!(every(&o.result.expect("ensure").ingress, |i| i
+        .ip_mode
+        .is_none()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1046,12 +1047,8 @@ async fn external_traffic_policy_local_checks_kube_proxy_and_switching_recreates
         "{m:?}"
     );
     assert!(m.contains(&"POST load-balancers/health-monitors".to_string()));
-    assert!(
-        c.sim
-            .members()
-            .iter()
-            .all(|x| x["monitor_port"] == 32001 && x["protocol_port"] == 30080)
-    );
+    assert!(every(&c.sim.members(), |x| x["monitor_port"] == 32001
+        && x["protocol_port"] == 30080));
     let hm = &c.sim.health_monitors()[0];
     assert_eq!(s(&hm["type"]), "http");
     assert_eq!(
@@ -1104,12 +1101,8 @@ async fn floating_ips_are_assigned_and_a_conflict_is_refused() {
         2
     );
     let lb = s(&c.sim.load_balancers()[0]["uuid"]);
-    assert!(
-        c.sim
-            .floating_ips()
-            .iter()
-            .all(|f| f["load_balancer"]["uuid"] == lb.as_str())
-    );
+    assert!(every(&c.sim.floating_ips(), |f| f["load_balancer"]["uuid"]
+        == lb.as_str()));
     assert!(mutations(&c.ensure(&web, &nodes()).await).is_empty());
 
     // Another Service claiming one of them is refused before any change, naming both.
@@ -1138,12 +1131,8 @@ async fn floating_ips_are_assigned_and_a_conflict_is_refused() {
     // Removing a floating IP from the annotation does not unassign it (upstream).
     let (_, m) = change(&c, &web, |s| annotate(s, "loadbalancer-floating-ips", "[]")).await;
     assert!(m.is_empty());
-    assert!(
-        c.sim
-            .floating_ips()
-            .iter()
-            .all(|f| f["load_balancer"]["uuid"] == lb.as_str())
-    );
+    assert!(every(&c.sim.floating_ips(), |f| f["load_balancer"]["uuid"]
+        == lb.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1297,13 +1286,8 @@ async fn force_hostname_ip_mode_and_other_classes() {
     let vip = annotate(svc, "loadbalancer-force-hostname", "");
     let vip = annotate(vip, "loadbalancer-ip-mode", "VIP");
     let o = c.ensure(&vip, &nodes()).await;
-    assert!(
-        o.result
-            .expect("ensure")
-            .ingress
-            .iter()
-            .all(|i| i.ip_mode == Some(IpMode::Vip))
-    );
+    assert!(every(&o.result.expect("ensure").ingress, |i| i.ip_mode
+        == Some(IpMode::Vip)));
 
     let mut other = service(&[]);
     other.load_balancer_class = Some("example.com/other".into());

@@ -2,19 +2,23 @@
 //! special address is judged by the grant that matched the URL (redirect hops included), metadata
 //! endpoints and the host's own addresses stay closed under wide grants, IPv6 CIDR grants work, a
 //! slow cloud ends as an HTTP `timeout` the driver answers, and oversized response heads are
-//! `too-large`. Nothing leaves loopback: refused destinations are refused before any connection.
+//! `too-large`. Nothing leaves loopback: refused destinations are refused before any connection,
+//! and the tests that aim at metadata endpoints or the host's addresses run with no network
+//! behind the checks at all (`NoNetwork`), with a fixed list of host addresses.
 
 mod common;
 
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Reply, load, node_with, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_drivers::HOSTILE_DRIVER;
+use wasm_ccm_runtime::bindings::http::Response;
+use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted};
 use wasm_ccm_runtime::special_addr::HostAddresses;
 use wasm_ccm_runtime::types::ProviderError;
 use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, HostError};
@@ -173,6 +177,51 @@ async fn a_redirect_hop_is_judged_by_the_grant_that_matched_it() {
     assert_eq!(followed, Ok("status=200 bytes=6".to_string()));
 }
 
+/// Stands where the network would be: records every request that passed the egress checks and
+/// answers it itself, so nothing is ever sent, not even if a check regressed. A test aiming at
+/// a metadata endpoint or a host address then proves the refusal (nothing recorded) without a
+/// packet able to leave.
+#[derive(Default)]
+struct NoNetwork {
+    reached: Mutex<Vec<String>>,
+}
+
+impl NoNetwork {
+    fn reached(&self) -> Vec<String> {
+        self.reached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl HttpInterceptor for NoNetwork {
+    fn intercept<'a>(&'a self, forward: Forward<'a>) -> Intercepted<'a> {
+        self.reached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(forward.request().url.clone());
+        // `forward` is dropped unsent.
+        Box::pin(async {
+            Ok(Response {
+                status: 200,
+                headers: Vec::new(),
+                body: b"intercepted".to_vec(),
+            })
+        })
+    }
+}
+
+/// Options granting `grants`, with no network behind the checks and `own` as the host's
+/// addresses.
+fn offline(grants: &[String], own: &[IpAddr], net: &Arc<NoNetwork>) -> DriverOptions {
+    DriverOptions {
+        host_addresses: HostAddresses::fixed(own.iter().copied()),
+        http_interceptor: Some(net.clone()),
+        ..granting(grants)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_endpoints_stay_closed_under_wide_grants_and_no_denial_suggests_them() {
     for grants in [
@@ -181,7 +230,8 @@ async fn metadata_endpoints_stay_closed_under_wide_grants_and_no_denial_suggests
         vec!["http://169.254.0.0/16".to_string()],
         vec!["http://[::]/0:*".to_string()],
     ] {
-        let driver = load(HOSTILE_DRIVER, granting(&grants)).await;
+        let net = Arc::new(NoNetwork::default());
+        let driver = load(HOSTILE_DRIVER, offline(&grants, &[], &net)).await;
         for url in [
             "http://169.254.169.254/latest/meta-data/",
             "http://[::ffff:169.254.169.254]/latest/meta-data/",
@@ -197,27 +247,40 @@ async fn metadata_endpoints_stay_closed_under_wide_grants_and_no_denial_suggests
                 "{grants:?} {url}: a denial suggests granting a metadata endpoint: {m}"
             );
         }
+        assert_eq!(
+            net.reached(),
+            Vec::<String>::new(),
+            "{grants:?}: a metadata request passed the checks"
+        );
     }
+    // The same driver and grant do reach the (stand-in) network for a neighbour that is no
+    // metadata endpoint: the refusals above are the checks', not the stand-in's.
+    let net = Arc::new(NoNetwork::default());
+    let driver = load(
+        HOSTILE_DRIVER,
+        offline(&["http://169.254.0.0/16".to_string()], &[], &net),
+    )
+    .await;
+    let reached = fetch_with(&driver, "http://169.254.169.250/").await;
+    assert_eq!(reached, Ok("status=200 bytes=11".to_string()));
+    assert_eq!(net.reached(), ["http://169.254.169.250/"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hosts_own_addresses_stay_closed_under_a_range_grant() {
-    let own: Vec<IpAddr> = HostAddresses::system()
-        .list()
-        .iter()
-        .copied()
-        .filter(|ip| !ip.is_loopback())
-        .collect();
-    // Refused before any connection, so no server is needed; a host with loopback only has
-    // nothing to prove here.
-    let driver = load(
-        HOSTILE_DRIVER,
-        granting(&[
-            "http://0.0.0.0/0:*".to_string(),
-            "http://[::]/0:*".to_string(),
-        ]),
-    )
-    .await;
+    // A fixed, non-empty list of this host's addresses: the test holds on any machine (a
+    // loopback-only one included), and nothing is sent even if the check regressed.
+    let own: [IpAddr; 3] = [
+        "10.77.0.5".parse().expect("v4"),
+        "198.51.100.20".parse().expect("v4"),
+        "2a01:4f8::5".parse().expect("v6"),
+    ];
+    let grants = [
+        "http://0.0.0.0/0:*".to_string(),
+        "http://[::]/0:*".to_string(),
+    ];
+    let net = Arc::new(NoNetwork::default());
+    let driver = load(HOSTILE_DRIVER, offline(&grants, &own, &net)).await;
     for ip in own {
         let host = match ip {
             IpAddr::V4(v4) => v4.to_string(),
@@ -231,12 +294,36 @@ async fn the_hosts_own_addresses_stay_closed_under_a_range_grant() {
             "{ip}: {m}"
         );
     }
+    assert_eq!(
+        net.reached(),
+        Vec::<String>::new(),
+        "a request to the host's own address passed the checks"
+    );
+    // Their neighbours, not the host's, pass the same grants: the refusals are the list's.
+    for neighbour in [
+        "http://10.77.0.6:10250/pods",
+        "http://[2a01:4f8::6]:10250/pods",
+    ] {
+        assert_eq!(
+            fetch_with(&driver, neighbour).await,
+            Ok("status=200 bytes=11".to_string()),
+            "{neighbour}"
+        );
+    }
+    assert_eq!(net.reached().len(), 2, "{:?}", net.reached());
 }
+
+/// Set to skip the IPv6 test on a machine without an IPv6 loopback (the test fails otherwise,
+/// so a silent skip never passes for a run).
+const NO_IPV6: &str = "WASM_CCM_TEST_NO_IPV6";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipv6_cidr_grants_reach_ipv6_loopback() {
     let Some((port, hits)) = serve_fixed("[::1]:0", ok_response("v6")).await else {
-        eprintln!("no IPv6 loopback here; skipped");
+        assert!(
+            std::env::var_os(NO_IPV6).is_some(),
+            "cannot bind [::1]: this machine has no IPv6 loopback; set {NO_IPV6}=1 to skip this test knowingly"
+        );
         return;
     };
     let reached = fetch(
@@ -262,7 +349,10 @@ async fn a_slow_cloud_ends_as_an_http_timeout_not_a_host_deadline() {
         HOSTILE_DRIVER,
         DriverOptions {
             // The driver sets no timeout of its own: the host's 30 s default meets the deadline.
-            call_timeout: Duration::from_millis(600),
+            // With 3 s left the request ends 1 s before the deadline (`request_budget`'s
+            // smallest margin), which leaves the guest a whole second to answer; a deadline of
+            // a few hundred milliseconds left it a race it could lose on a loaded machine.
+            call_timeout: Duration::from_secs(3),
             ..granting(&[format!("http://127.0.0.1:{port}")])
         },
     )

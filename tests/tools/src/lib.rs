@@ -7,6 +7,7 @@
 //! never touches the system. Concurrent test processes serialise on a lock file.
 
 pub mod configmap;
+pub mod kubectl;
 pub mod polyglot;
 pub mod product;
 pub mod pypi;
@@ -35,6 +36,30 @@ pub fn debian_program(package: &str, program: &str) -> Result<PathBuf, String> {
 /// Like [`debian_program`] but never takes the program from `PATH`: the Debian build of it,
 /// fetched into [`tools_dir`] if needed (tests that must run against one known version).
 pub fn fetched_debian_program(package: &str, program: &str) -> Result<PathBuf, String> {
+    fetch_debian(package, program).map_err(|e| {
+        cannot_install(
+            &format!("Debian package `{package}` (for `{program}`)"),
+            "the Debian archive (apt-get download)",
+            &format!("`apt-get install {package}`, or put `{program}` on PATH"),
+            &e,
+        )
+    })
+}
+
+/// The message of a fixture that could not install what a test needs: which package, from
+/// where, how to provide it by hand, and the underlying error. Tests install their real
+/// programs from the registries once, by design; offline, they fail with this instead of an
+/// unexplained panic.
+pub(crate) fn cannot_install(package: &str, registry: &str, by_hand: &str, cause: &str) -> String {
+    format!(
+        "could not install {package} from {registry} into {}: the tests install it there once \
+         and need the registry for that first run; offline, install it by hand ({by_hand}). \
+         Cause: {cause}",
+        tools_dir().display()
+    )
+}
+
+fn fetch_debian(package: &str, program: &str) -> Result<PathBuf, String> {
     let root = tools_dir().join(package);
     let unpacked = root.join("usr/bin").join(program);
     if unpacked.is_file() {

@@ -153,7 +153,15 @@ pub fn python_static() -> Result<PathBuf, String> {
             ])
             .arg(tmp)
             .arg("-r")
-            .arg(&requirements))?;
+            .arg(&requirements))
+        .map_err(|e| {
+            crate::cannot_install(
+                "the Python example's dependencies (drivers/examples/python-static/requirements.txt)",
+                "PyPI (pip install --target)",
+                "pip install --target <dir> -r drivers/examples/python-static/requirements.txt",
+                &e,
+            )
+        })?;
         remove_native_extensions(tmp)
     })?;
     build_once(&out, |tmp| {
@@ -215,6 +223,14 @@ fn jco() -> Result<PathBuf, String> {
             "--no-fund",
             "--loglevel=error",
         ]))
+        .map_err(|e| {
+            crate::cannot_install(
+                "the npm packages pinned in sdk/js/tools/package-lock.json (jco, typescript)",
+                "the npm registry (npm install; needs node/npm >= 20.19)",
+                "`npm install` in a copy of sdk/js/tools",
+                &e,
+            )
+        })
     })?;
     Ok(dir.join("node_modules/.bin/jco"))
 }
@@ -255,7 +271,15 @@ pub fn js_static() -> Result<PathBuf, String> {
             "--no-audit",
             "--no-fund",
             "--loglevel=error",
-        ]))?;
+        ]))
+        .map_err(|e| {
+            crate::cannot_install(
+                "the npm packages pinned in drivers/examples/js-static/package-lock.json",
+                "the npm registry (npm install; needs node/npm >= 20.19)",
+                "`npm install` in drivers/examples/js-static",
+                &e,
+            )
+        })?;
         run(Command::new(&jco)
             .current_dir(&staged_example)
             .args(["componentize", "driver.js", "--wit"])

@@ -25,10 +25,21 @@ pub(crate) fn venv_while_locked(name: &str, requirements: &str) -> Result<PathBu
     let done = venv.join(".complete");
     if !done.is_file() {
         let _ = std::fs::remove_dir_all(&venv);
-        run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv)).map_err(|e| {
+            format!("cannot create a Python venv for {requirements} (needs python3 with venv): {e}")
+        })?;
         run(Command::new(venv.join("bin/pip"))
             .args(["install", "-q", "--disable-pip-version-check", "-r"])
-            .arg(&pins))?;
+            .arg(&pins))
+        .map_err(|e| {
+            let names = pinned_names(&pins);
+            crate::cannot_install(
+                &format!("the PyPI package(s) {names} pinned in {requirements}"),
+                "PyPI (pip install)",
+                &format!("`pip install -r {requirements}` into {}", venv.display()),
+                &e,
+            )
+        })?;
         std::fs::File::create(&done)
             .map_err(|e| format!("cannot create {}: {e}", done.display()))?;
     }
@@ -54,4 +65,16 @@ pub fn run_script(venv: &Path, script: &str, args: &[&str]) -> Result<String, St
             String::from_utf8_lossy(&out.stderr)
         ))
     }
+}
+
+/// The `name==version` pins of a requirements file, for messages (empty when unreadable).
+fn pinned_names(pins: &Path) -> String {
+    std::fs::read_to_string(pins)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| format!("`{l}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -98,20 +98,6 @@ impl FaultKind {
         )
     }
 
-    /// Whether the apiserver simulator applies it.
-    pub(crate) fn is_kube(self) -> bool {
-        matches!(
-            self,
-            FaultKind::Kube409
-                | FaultKind::Kube5xx
-                | FaultKind::Kube429
-                | FaultKind::KubeReset
-                | FaultKind::KubeWatchDrop
-                | FaultKind::KubeWatchExpire
-                | FaultKind::KubeLatency
-        )
-    }
-
     /// Whether the cloud simulator applies it.
     pub(crate) fn is_cloud(self) -> bool {
         matches!(

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 
 /// The product binary the soak runs: `explicit`, else `wasm-ccm` beside this executable (how
 /// cargo and an install lay them out), else the first on PATH.
-pub(super) fn product_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn product_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         anyhow::ensure!(
             path.is_file(),

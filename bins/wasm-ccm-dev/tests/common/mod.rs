@@ -145,16 +145,24 @@ impl Ccm {
             .status();
     }
 
-    /// Waits for the process to exit and returns its code.
+    /// Waits for the process to exit and returns its code (`None` for a death by signal);
+    /// panics when it is still running after the wait, so a hung process is never taken for
+    /// one that exited.
     pub(crate) fn wait_exit(&mut self) -> Option<i32> {
+        self.wait_status().code()
+    }
+
+    /// Waits for the process to exit and returns its status; panics when it is still running
+    /// after the wait.
+    pub(crate) fn wait_status(&mut self) -> std::process::ExitStatus {
         let started = Instant::now();
         while started.elapsed() < WAIT {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
+                return status;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        None
+        panic!("the process did not exit within {WAIT:?}");
     }
 }
 
@@ -218,6 +226,22 @@ pub(crate) async fn metric_becomes(port: u16, series: &str, value: f64) {
         assert!(
             started.elapsed() < WAIT,
             "timed out waiting for {series} = {value}; /metrics:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `/metrics` until `series` is at least `value` (a counter that must have moved).
+pub(crate) async fn metric_at_least(port: u16, series: &str, value: f64) {
+    let started = Instant::now();
+    loop {
+        let text = scrape(port).await;
+        if metric(&text, series).is_some_and(|v| v >= value) {
+            return;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out waiting for {series} >= {value}; /metrics:\n{text}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -138,12 +138,16 @@ pub(crate) struct Watch {
 #[derive(Debug)]
 pub(crate) enum Next {
     Event(Value),
+    /// The server ended the body cleanly.
     Closed,
+    /// The transport failed (a reset, a truncated chunk): not a clean end of the watch.
+    Broken(String),
     TimedOut,
 }
 
 impl Watch {
-    /// The next event, or Closed when the server ended the stream, or TimedOut after `within`.
+    /// The next event, Closed when the server ended the stream, Broken when the transport
+    /// failed, or TimedOut after `within`.
     pub(crate) async fn next_within(&mut self, within: Duration) -> Next {
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -154,7 +158,8 @@ impl Watch {
             match tokio::time::timeout_at(deadline, self.resp.chunk()).await {
                 Err(_) => return Next::TimedOut,
                 Ok(Ok(Some(chunk))) => self.buf.extend_from_slice(&chunk),
-                Ok(Ok(None)) | Ok(Err(_)) => return Next::Closed,
+                Ok(Ok(None)) => return Next::Closed,
+                Ok(Err(e)) => return Next::Broken(format!("{e:?}")),
             }
         }
     }
@@ -179,7 +184,7 @@ impl Watch {
         )
     }
 
-    /// Asserts the stream is closed by the server (within the bound).
+    /// Asserts the stream is closed cleanly by the server (within the bound).
     pub(crate) async fn expect_closed(&mut self) {
         match self.next_within(BOUND).await {
             Next::Closed => {}

@@ -8,7 +8,7 @@
 //! | `unknown-node-error` | `instance-exists` answers `not-found` instead of `false` |
 //! | `trap-on-500` | panics on an HTTP 500 |
 //! | `rate-limit-as-transient` | reports a 429 as `transient` |
-//! | `egress-outside` | also asks the link-local metadata service, which it was never granted |
+//! | `egress-outside` | also asks a URL it was never granted (a loopback port, so nothing could leave) |
 //! | `hidden-state` | `get` answers from memory of what this instance created |
 //!
 //! Config (JSON): `{"url": "http://…", "token": "…", "bug": "…"}`.
@@ -108,8 +108,10 @@ impl Broken {
 
     fn find(&self, node: &Node) -> Result<Option<Instance>, ProviderError> {
         if self.config.bug == Bug::EgressOutside {
-            // Ignored on purpose: the bug is asking at all.
-            let _ = http::get("http://169.254.169.254/latest/meta-data/").send();
+            // Ignored on purpose: the bug is asking at all. An ungranted loopback port (discard,
+            // 9) rather than a real metadata endpoint: were the host's check ever to regress,
+            // this request still could not leave the machine.
+            let _ = http::get("http://127.0.0.1:9/latest/meta-data/").send();
         }
         let inv: Inventory = self
             .send(http::get(format!("{}/instances", self.config.url)))?

@@ -1,0 +1,430 @@
+//! `wasm-ccm-dev scale`: the controllers at a cluster's size, measured as an operator would see
+//! them. The Kubernetes API simulator runs in its own process (this binary's `sim kube`), seeded
+//! with NODES tainted nodes and SERVICES LoadBalancer Services; the product binary runs against
+//! it with the static driver and an inventory of NODES instances. The command polls until every
+//! node is initialised and every Service has its ingress, then reports the time to converge, the
+//! `run` process's peak RSS (at convergence and after a quiet period), the driver calls and the
+//! bytes lowered into guests (from `run`'s `/metrics`), the Kubernetes requests (from the
+//! simulator's counts) and the writes made in the quiet period (0 in a steady state).
+//!
+//! A benchmark, not a test: its figures go in BENCHMARKS.md. Everything stays on loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+use wasm_ccm::GlobalArgs;
+use wasm_ccm::units::parse_duration;
+
+/// The options of `wasm-ccm-dev scale`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ScaleArgs {
+    /// Nodes in the cluster (and instances in the static driver's inventory).
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// LoadBalancer Services.
+    #[arg(long, default_value_t = 200)]
+    services: usize,
+    /// `run`'s --kube-api-qps (burst twice that): high, so the figure is our cost and not the
+    /// client's rate limit (upstream's 20 would make any CCM spend minutes on 20,000 writes).
+    #[arg(long, default_value_t = 1000.0)]
+    qps: f32,
+    /// How long to watch after convergence: peak RSS again, and writes (none expected).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    quiet: Duration,
+    /// Give up when not converged after this long.
+    #[arg(long, default_value = "600s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Print one JSON line instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Keep the work directory (seed, cloud config, both processes' logs).
+    #[arg(long)]
+    keep: bool,
+    /// The product binary (default: `wasm-ccm` beside this executable, else on PATH).
+    #[arg(long, env = "WASM_CCM_BIN", value_name = "PATH")]
+    ccm_binary: Option<PathBuf>,
+}
+
+/// A child process killed when dropped, so an error or Ctrl-C leaves nothing running.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The seed of the simulator: NODES tainted, Ready nodes and SERVICES LoadBalancer Services.
+fn seed(nodes: usize, services: usize) -> Value {
+    let mut items: Vec<Value> = (0..nodes)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i)},
+                "spec": {"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized",
+                    "value": "true", "effect": "NoSchedule"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        })
+        .collect();
+    items.extend((0..services).map(|j| {
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("svc-{j:05}"), "namespace": "default"},
+            "spec": {"type": "LoadBalancer", "selector": {"app": format!("a{j}")},
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}})
+    }));
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+fn node_name(i: usize) -> String {
+    format!("node-{i:05}")
+}
+
+/// The static driver's configuration: one instance per node, a pool for the load balancers.
+fn cloud_config(nodes: usize) -> Value {
+    let instances: Vec<Value> = (0..nodes)
+        .map(|i| {
+            json!({"name": node_name(i), "id": format!("i{i:05}"), "type": "s1.medium",
+                "addresses": [
+                    {"type": "InternalIP",
+                     "address": format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256)},
+                    {"type": "Hostname", "address": node_name(i)}]})
+        })
+        .collect();
+    json!({"region": "eu-1", "zone": "eu-1a", "instances": instances,
+        "loadBalancer": {"addresses": ["10.200.0.0/16"]}})
+}
+
+/// A kilobyte figure of `/proc/PID/status` (`VmHWM`, `VmRSS`) in MiB.
+fn proc_mib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib / 1024)
+}
+
+/// A free loopback port (bound and released; the process that takes it binds it next).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot bind loopback")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The simulator's URL from the kubeconfig it writes, once the file is complete.
+fn server_in(kubeconfig: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(kubeconfig).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("server:"))
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .filter(|s| s.starts_with("http://127.0.0.1:"))
+}
+
+/// The sum of every series of `name` in a Prometheus text exposition.
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> anyhow::Result<Value> {
+    let response = http
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    let status = response.status();
+    anyhow::ensure!(status.is_success(), "GET {url}: {status}");
+    response
+        .json()
+        .await
+        .with_context(|| format!("GET {url}: not JSON"))
+}
+
+/// Nodes initialised (provider ID set, no `uninitialized` taint) and Services with an ingress.
+async fn progress(http: &reqwest::Client, api: &str) -> anyhow::Result<(usize, usize)> {
+    let nodes = get_json(http, &format!("{api}/api/v1/nodes")).await?;
+    let initialised = nodes["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|n| {
+                    n["spec"]["providerID"]
+                        .as_str()
+                        .is_some_and(|p| !p.is_empty())
+                        && !n["spec"]["taints"].as_array().is_some_and(|t| {
+                            t.iter().any(|t| {
+                                t["key"] == "node.cloudprovider.kubernetes.io/uninitialized"
+                            })
+                        })
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    let services = get_json(http, &format!("{api}/api/v1/namespaces/default/services")).await?;
+    let served = services["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|s| {
+                    s["status"]["loadBalancer"]["ingress"]
+                        .as_array()
+                        .is_some_and(|i| !i.is_empty())
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    Ok((initialised, served))
+}
+
+/// The simulator's request totals (`/sim/counts`).
+async fn kube_counts(http: &reqwest::Client, api: &str) -> anyhow::Result<Value> {
+    Ok(get_json(http, &format!("{api}/sim/counts")).await?["total"].clone())
+}
+
+fn mutations(counts: &Value) -> u64 {
+    ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|k| counts[k].as_u64().unwrap_or(0))
+        .sum()
+}
+
+fn requests(counts: &Value) -> u64 {
+    [
+        "get", "list", "watch", "create", "update", "patch", "delete", "other",
+    ]
+    .iter()
+    .map(|k| counts[k].as_u64().unwrap_or(0))
+    .sum()
+}
+
+/// Runs the measurement.
+pub(crate) async fn run(_global: &GlobalArgs, args: ScaleArgs) -> anyhow::Result<ExitCode> {
+    let ccm = crate::soak::product_binary(args.ccm_binary.as_deref())?;
+    let dir = std::env::temp_dir().join(format!(
+        "wasm-ccm-scale-{}-{}",
+        std::process::id(),
+        args.nodes
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let result = measure(&args, &ccm, &dir).await;
+    if args.keep || result.is_err() {
+        eprintln!("wasm-ccm-dev: the work directory is {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = result?;
+    if args.json {
+        println!("{report}");
+    } else {
+        print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Value> {
+    let seed_path = dir.join("seed.json");
+    let cloud_path = dir.join("cloud.json");
+    let driver_path = dir.join("static_driver.wasm");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&seed_path, seed(args.nodes, args.services).to_string())?;
+    std::fs::write(&cloud_path, cloud_config(args.nodes).to_string())?;
+    let driver =
+        wasm_ccm_drivers::shipped("static").context("this build embeds no static driver")?;
+    std::fs::write(&driver_path, driver)?;
+
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let sim = Killed(
+        Command::new(&exe)
+            .args(["sim", "kube", "--listen", "127.0.0.1:0", "--seed"])
+            .arg(&seed_path)
+            .arg("--write-kubeconfig")
+            .arg(&kubeconfig)
+            .stdout(std::fs::File::create(dir.join("sim.log"))?)
+            .stderr(std::fs::File::create(dir.join("sim.err"))?)
+            .spawn()
+            .context("cannot start the Kubernetes API simulator")?,
+    );
+    let http = reqwest::Client::builder()
+        // Loopback only: `run` serves /metrics with a self-signed certificate.
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let ready_by = Instant::now() + Duration::from_secs(120);
+    let api = loop {
+        if let Some(url) = server_in(&kubeconfig)
+            && get_json(&http, &format!("{url}/api/v1/nodes?limit=1"))
+                .await
+                .is_ok()
+        {
+            break url;
+        }
+        anyhow::ensure!(
+            Instant::now() < ready_by,
+            "the simulator was not ready in 120 s (see {})",
+            dir.join("sim.err").display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    let metrics_port = free_port()?;
+    let burst = (args.qps * 2.0) as u32;
+    let started = Instant::now();
+    let mut ccm_child = Killed(
+        Command::new(ccm)
+            .arg("run")
+            .arg("--cloud-provider=static")
+            .arg(format!("--driver={}", driver_path.display()))
+            .arg(format!("--cloud-config={}", cloud_path.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args([
+                "--leader-elect=false",
+                "--cluster-cidr=10.128.0.0/9",
+                "--bind-address=127.0.0.1",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            ])
+            .arg(format!("--kube-api-qps={}", args.qps))
+            .arg(format!("--kube-api-burst={burst}"))
+            .arg(format!("--secure-port={metrics_port}"))
+            .env("WASM_CCM_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("run.log"))?)
+            .spawn()
+            .with_context(|| format!("cannot start {}", ccm.display()))?,
+    );
+    let pid = ccm_child.0.id();
+    let deadline = started + args.timeout;
+    let converged_after = loop {
+        if let Some(status) = ccm_child.0.try_wait()? {
+            bail!(
+                "wasm-ccm run exited ({status}) before converging; see {}",
+                dir.join("run.log").display()
+            );
+        }
+        let (nodes, services) = progress(&http, &api).await?;
+        if nodes == args.nodes && services == args.services {
+            break started.elapsed();
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "not converged after {:?}: {nodes} of {} nodes initialised, {services} of {} Services served",
+                args.timeout,
+                args.nodes,
+                args.services
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let peak_at_converge = proc_mib(pid, "VmHWM");
+    let counts_at_converge = kube_counts(&http, &api).await?;
+    let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let metrics_at_converge = http.get(&metrics_url).send().await?.text().await?;
+    // The last writes of convergence (events after the last status) settle first: the quiet
+    // period starts once a second passes without a write (at most 30 s).
+    let settled = settle(&http, &api, Duration::from_secs(30)).await?;
+    tokio::time::sleep(args.quiet).await;
+    let counts_after = kube_counts(&http, &api).await?;
+    let lowered = metric_sum(&metrics_at_converge, "wasm_ccm_driver_lowered_bytes_total");
+    let report = json!({
+        "nodes": args.nodes,
+        "services": args.services,
+        "converge_s": (converged_after.as_secs_f64() * 100.0).round() / 100.0,
+        "run_peak_rss_mib_at_converge": peak_at_converge,
+        "run_peak_rss_mib_after_quiet": proc_mib(pid, "VmHWM"),
+        "run_rss_mib_now": proc_mib(pid, "VmRSS"),
+        "sim_peak_rss_mib": proc_mib(sim.0.id(), "VmHWM"),
+        "driver_calls": metric_sum(&metrics_at_converge, "wasm_ccm_driver_calls_total"),
+        "lowered_bytes": lowered as u64,
+        "lowered_mib": mib(lowered),
+        "kube_requests": requests(&counts_at_converge),
+        "kube_writes": mutations(&counts_at_converge),
+        "writes_settling": mutations(&settled).saturating_sub(mutations(&counts_at_converge)),
+        "writes_in_quiet": mutations(&counts_after).saturating_sub(mutations(&settled)),
+        "quiet_s": args.quiet.as_secs_f64(),
+    });
+    drop(ccm_child);
+    drop(sim);
+    Ok(report)
+}
+
+/// Bytes in MiB with one decimal.
+fn mib(bytes: f64) -> f64 {
+    (bytes / (1024.0 * 1024.0) * 10.0).round() / 10.0
+}
+
+/// Waits until a second passes without a Kubernetes write (at most `limit`); the counts then.
+async fn settle(http: &reqwest::Client, api: &str, limit: Duration) -> anyhow::Result<Value> {
+    let until = Instant::now() + limit;
+    let mut last = kube_counts(http, api).await?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = kube_counts(http, api).await?;
+        if mutations(&now) == mutations(&last) || Instant::now() > until {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
+fn print_table(r: &Value) {
+    println!(
+        "{} nodes, {} LoadBalancer Services",
+        r["nodes"], r["services"]
+    );
+    for (label, key) in [
+        ("converged in (s)", "converge_s"),
+        (
+            "run peak RSS at convergence (MiB)",
+            "run_peak_rss_mib_at_converge",
+        ),
+        (
+            "run peak RSS after the quiet period (MiB)",
+            "run_peak_rss_mib_after_quiet",
+        ),
+        ("simulator peak RSS (MiB)", "sim_peak_rss_mib"),
+        ("driver calls", "driver_calls"),
+        ("bytes lowered into guests (MiB)", "lowered_mib"),
+        ("Kubernetes requests", "kube_requests"),
+        ("Kubernetes writes", "kube_writes"),
+        ("writes after convergence, settling", "writes_settling"),
+        ("writes in the quiet period", "writes_in_quiet"),
+    ] {
+        println!("  {label:<44} {}", r[key]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_sums_add_every_series_of_one_name_only() {
+        let text = "# HELP x\nwasm_ccm_driver_calls_total{driver=\"s\",function=\"a\"} 3\n\
+                    wasm_ccm_driver_calls_total{driver=\"s\",function=\"b\"} 4\n\
+                    wasm_ccm_driver_calls_totals 100\nwasm_ccm_driver_calls_total 1\n";
+        assert_eq!(metric_sum(text, "wasm_ccm_driver_calls_total"), 8.0);
+    }
+
+    #[test]
+    fn the_seed_and_the_inventory_agree_on_the_nodes() {
+        let seed = seed(3, 2);
+        let items = seed["items"].as_array().expect("items");
+        assert_eq!(items.len(), 5);
+        let config = cloud_config(3);
+        let names: Vec<&str> = config["instances"]
+            .as_array()
+            .expect("instances")
+            .iter()
+            .map(|i| i["name"].as_str().expect("name"))
+            .collect();
+        assert_eq!(names, ["node-00000", "node-00001", "node-00002"]);
+        assert_eq!(items[2]["metadata"]["name"], "node-00002");
+    }
+}

@@ -517,10 +517,10 @@ impl Model {
     /// What an operator does about a known dead end (see `--strict`): a Node whose instance was
     /// deleted before the controllers initialised it has no provider ID, so the cloudscale and
     /// PhoenixNAP drivers, as their upstream CCMs, do not decide that its instance is gone (they
-    /// decide existence by provider ID only) and the Node is never deleted; cloudscale then also
-    /// refuses every load balancer (each node must map to a server) and PhoenixNAP every backend
-    /// update (each node must have a provider ID), both as upstream. The operator deletes such a
-    /// Node by hand. Returns one line per Node deleted.
+    /// decide existence by provider ID only) and the Node is never deleted. Load balancers go on
+    /// without it (cloudscale leaves the node out with a `BackendsLeftOut` Warning, PhoenixNAP's
+    /// update warns with `BackendsUninitialized`; upstream fails them), but the Node stays until
+    /// the operator deletes it by hand, as this does. Returns one line per Node deleted.
     pub(crate) fn remove_orphaned_nodes(&mut self, kube: &KubeSim) -> Vec<String> {
         let mut lines = Vec::new();
         for (name, node) in &mut self.nodes {

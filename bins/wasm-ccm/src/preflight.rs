@@ -79,6 +79,35 @@ pub fn cert_dir(dir: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
+/// The directory `path` is to be written in exists and is a directory, and `path` is not one.
+pub fn output_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
+    if path.is_dir() {
+        bail!(
+            "{flag} {} is a directory; give the file to write, e.g. {}",
+            path.display(),
+            path.join("driver.wasm").display()
+        );
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(parent) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!(
+            "{flag} {}: {} is not a directory; give a path in an existing directory",
+            path.display(),
+            parent.display()
+        ),
+        Err(e) => bail!(
+            "{flag} {}: cannot use the directory {}: {}; create it first or give a path in an existing directory",
+            path.display(),
+            parent.display(),
+            io_reason(&e)
+        ),
+    }
+}
+
 /// `--tls-cert-file` and `--tls-private-key-file` come together.
 pub fn tls_pair(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<()> {
     match (cert, key) {
@@ -178,6 +207,20 @@ mod tests {
             },
         ])
         .expect("readable");
+    }
+
+    #[test]
+    fn an_output_needs_an_existing_directory() {
+        let e = output_dir("--output", Path::new("/nonexistent/dir/x.wasm"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--output /nonexistent/dir/x.wasm: cannot use the directory /nonexistent/dir: No such file or directory; create it first or give a path in an existing directory"
+        );
+        assert!(output_dir("--output", Path::new("/")).is_err());
+        assert!(output_dir("--output", Path::new("x.wasm")).is_ok());
+        assert!(output_dir("--output", &std::env::temp_dir().join("x.wasm")).is_ok());
     }
 
     #[test]

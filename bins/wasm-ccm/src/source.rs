@@ -225,6 +225,8 @@ pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCod
             args.reference
         );
     }
+    // The output's directory is checked before the registry is contacted.
+    crate::preflight::output_dir("--output", &args.output)?;
     let fetched = fetch(global, &source, &args.registry, None).await?;
     wasm_ccm_runtime::surface::check_bytes(&fetched.origin, &fetched.bytes)?;
     // Write then rename, so a failed pull never leaves half a driver where one is expected.

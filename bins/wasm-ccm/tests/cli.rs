@@ -124,3 +124,20 @@ fn run_checks_every_path_flag_first_and_says_each_error_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pull` checks where it will write before it contacts the registry.
+#[test]
+fn pull_checks_its_output_before_the_registry() {
+    let out = wasm_ccm(&[
+        "pull",
+        "oci://127.0.0.1:1/x@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        "-o",
+        "/nonexistent/dir/x.wasm",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        "wasm-ccm: --output /nonexistent/dir/x.wasm: cannot use the directory /nonexistent/dir: No such file or directory; create it first or give a path in an existing directory"
+    );
+}

@@ -61,18 +61,19 @@ fn readable_file(f: &PathFlag<'_>, path: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// `--cert-dir` must be a directory when it exists (the pair is written there when absent).
-pub fn cert_dir(dir: Option<&Path>) -> anyhow::Result<()> {
+/// A directory flag (`--cert-dir`, `--cache-dir`) must name a directory when it exists (it is
+/// created when absent); `what` says what is kept there.
+pub fn directory(flag: &str, dir: Option<&Path>, what: &str) -> anyhow::Result<()> {
     let Some(dir) = dir else { return Ok(()) };
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => bail!(
-            "--cert-dir {} is a file, not a directory; give the directory the serving certificate is kept in",
+            "{flag} {} is a file, not a directory; give the directory to keep {what} in",
             dir.display()
         ),
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => bail!(
-            "--cert-dir {}: {}; give a directory this process may read and write",
+            "{flag} {}: {}; give a directory this process may read and write",
             dir.display(),
             io_reason(&e)
         ),

@@ -430,8 +430,8 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 
 impl RunArgs {
     /// Checks every flag that names a file, a directory or a URL before any work is done.
-    fn preflight(&self, source: &DriverSource) -> anyhow::Result<()> {
-        use crate::preflight::{PathFlag, cert_dir, master_url, readable_files, tls_pair};
+    fn preflight(&self, global: &GlobalArgs, source: &DriverSource) -> anyhow::Result<()> {
+        use crate::preflight::{PathFlag, directory, master_url, readable_files, tls_pair};
         let driver_file = match source {
             DriverSource::File(path) => Some(path.as_path()),
             DriverSource::Oci(_) => None,
@@ -481,11 +481,31 @@ impl RunArgs {
                 hint: kubeconfig_hint,
             },
         ])?;
+        // Only when it exists: the Deployment mounts an optional Secret (absent: anonymous).
+        readable_files(&[PathFlag {
+            flag: "--registry-config",
+            path: self.registry.existing_config(),
+            what: "a dockerconfigjson file",
+            hint: "give the mounted imagePullSecret's .dockerconfigjson file, or leave the flag out for anonymous pulls",
+        }])?;
         tls_pair(
             self.tls_cert_file.as_deref(),
             self.tls_private_key_file.as_deref(),
         )?;
-        cert_dir(self.cert_dir.as_deref())?;
+        directory(
+            "--cert-dir",
+            self.cert_dir.as_deref(),
+            "the serving certificate",
+        )?;
+        directory(
+            "--cache-dir",
+            global.cache_dir.as_deref(),
+            "compiled drivers",
+        )?;
+        if !self.allow_egress.is_empty() {
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&self.allow_egress)
+                .map_err(|e| anyhow::anyhow!("--allow-egress: {e}"))?;
+        }
         master_url(self.master.as_deref())
     }
 
@@ -683,7 +703,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     let config = args.controller_config()?;
     let source = DriverSource::parse(&args.driver)?;
-    args.preflight(&source)?;
+    args.preflight(global, &source)?;
     args.warn_about_ignored_flags();
     // The serving certificate next: a bad file is a startup error before anything else runs.
     let tls = args.serving_tls()?;

@@ -49,6 +49,11 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
+    /// `--registry-config`, when it names something that exists (absent means anonymous).
+    pub fn existing_config(&self) -> Option<&std::path::Path> {
+        self.registry_config.as_deref().filter(|p| p.exists())
+    }
+
     /// The registry client these options describe.
     pub fn client(&self) -> anyhow::Result<Client> {
         let credentials = match &self.registry_config {

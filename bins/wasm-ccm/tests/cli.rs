@@ -141,3 +141,39 @@ fn pull_checks_its_output_before_the_registry() {
         "wasm-ccm: --output /nonexistent/dir/x.wasm: cannot use the directory /nonexistent/dir: No such file or directory; create it first or give a path in an existing directory"
     );
 }
+
+/// The grants and the global cache directory are checked with the other flags, before any work.
+#[test]
+fn run_checks_egress_grants_and_the_cache_dir_first() {
+    let manifest = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml";
+    let out = wasm_ccm(&[
+        "run",
+        "--cloud-provider=static",
+        "--driver",
+        &manifest,
+        "--allow-egress",
+        "api.example.com",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("wasm-ccm: --allow-egress: invalid egress pattern `api.example.com`"),
+        "{err}"
+    );
+    let out = wasm_ccm(&[
+        "--cache-dir",
+        &manifest,
+        "run",
+        "--cloud-provider=static",
+        "--driver",
+        &manifest,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "wasm-ccm: --cache-dir {manifest} is a file, not a directory; give the directory to keep compiled drivers in"
+        )),
+        "{err}"
+    );
+}

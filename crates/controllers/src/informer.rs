@@ -59,6 +59,17 @@ impl<K> Store<K> {
             .cloned()
     }
 
+    /// The first cached object `pred` accepts, found under the read lock without copying the
+    /// cache (a look-up per node initialisation must not cost a list of every node).
+    pub(crate) fn find(&self, mut pred: impl FnMut(&K) -> bool) -> Option<Arc<K>> {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .find(|o| pred(o))
+            .cloned()
+    }
+
     /// Every cached object.
     pub(crate) fn list(&self) -> Vec<Arc<K>> {
         self.map

@@ -104,7 +104,7 @@ impl NodeController {
     /// Claims `id` for node `name`, or names the other Node that carries or claimed it.
     fn claim_provider_id(&self, id: &str, name: &str) -> Result<(), String> {
         let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(other) = self.ctx.nodes.list().iter().find(|n| {
+        if let Some(other) = self.ctx.nodes.find(|n| {
             n.metadata.name.as_deref() != Some(name)
                 && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id)
         }) {

@@ -698,17 +698,20 @@ impl ServiceController {
     pub(crate) async fn sync_backends(&self) {
         let started = Instant::now();
         let keys: Vec<String> = lock(&self.last_nodes).keys().cloned().collect();
-        let BackendSet {
-            key: backend_set,
-            nodes: wit_nodes,
-        } = self.backends.current();
         futures::stream::iter(keys)
             .for_each_concurrent(self.ctx.config.concurrent_service_syncs.max(1), |key| {
-                let backend_set = &backend_set;
-                let wit_nodes = &wit_nodes;
                 async move {
                     let key_lock = self.key_lock(&key);
                     let _held = key_lock.lock().await;
+                    // The set is read under the key's lock (free: it is cached): one read before
+                    // waiting could be older than what the Service's own ensure just applied,
+                    // and the pass would put the older set back.
+                    let BackendSet {
+                        key: backend_set,
+                        nodes: wit_nodes,
+                    } = self.backends.current();
+                    let backend_set = &backend_set;
+                    let wit_nodes = &wit_nodes;
                     // Read under the lock: the Service's own sync may just have cleaned up.
                     let Some(svc) = self.ctx.services.get(&key) else {
                         return;

@@ -593,7 +593,9 @@ impl DriverInner {
                 .call_init(&mut slot.store, &o.context, &o.config, &self.env);
         let result = match tokio::time::timeout(o.init_timeout, call).await {
             Ok(Ok(Ok(()))) => Ok(slot),
-            Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e))),
+            Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e, &|t, max| {
+                self.host.logger.redact_bounded(t, max)
+            }))),
             Ok(Err(e)) => Err(classify(
                 &e,
                 &self.name,
@@ -681,10 +683,11 @@ impl DriverInner {
         let result = tokio::time::timeout(timeout, f(&mut slot)).await;
         let state = slot.store.data_mut();
         let mut events = std::mem::take(&mut state.call.events);
-        // The host quotes an event's reason when it refuses it; the message was redacted when
-        // the driver recorded it.
+        // Redacted when the driver recorded them, and again now: a secret the driver
+        // registered later in the same call must not stay in an earlier event.
         for e in &mut events {
             self.redact(&mut e.reason);
+            self.redact(&mut e.message);
         }
         let http = std::mem::take(&mut state.call.http);
         let peak_memory = state.limiter.peak;
@@ -711,7 +714,9 @@ impl DriverInner {
             }
             Ok(Ok(Err(provider_error))) => {
                 self.put_back(slot);
-                Err(CallError::Provider(cap_error(provider_error)))
+                Err(CallError::Provider(cap_error(provider_error, &|t, max| {
+                    self.host.logger.redact_bounded(t, max)
+                })))
             }
             Ok(Err(trap)) => {
                 let e = classify(

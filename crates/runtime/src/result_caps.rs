@@ -258,19 +258,20 @@ impl Capped for ProviderInfo {
 }
 
 /// Cuts a driver's error message to [`MAX_ERROR_MESSAGE_BYTES`] on a character boundary.
+/// `bounded_redact(text, max)` returns at most `max` bytes of `text` with every known secret
+/// replaced, redacting before it cuts (the host passes `DriverLogger::redact_bounded`): a
+/// secret across the cut must not survive as a prefix.
 pub fn cap_error(
     e: crate::bindings::types::ProviderError,
+    bounded_redact: &dyn Fn(&str, usize) -> String,
 ) -> crate::bindings::types::ProviderError {
     use crate::bindings::types::ProviderError as E;
     let cut = |m: String| {
+        let kept = bounded_redact(&m, MAX_ERROR_MESSAGE_BYTES);
         if m.len() <= MAX_ERROR_MESSAGE_BYTES {
-            m
+            kept
         } else {
-            format!(
-                "{}… [cut {} bytes]",
-                crate::log::cut(&m, MAX_ERROR_MESSAGE_BYTES),
-                m.len() - crate::log::cut(&m, MAX_ERROR_MESSAGE_BYTES).len()
-            )
+            format!("{kept}… [cut {} bytes]", m.len().saturating_sub(kept.len()))
         }
     };
     match e {
@@ -372,18 +373,23 @@ mod tests {
 
     #[test]
     fn long_error_messages_are_cut_not_refused() {
-        let e = cap_error(ProviderError::Transient(
-            "é".repeat(MAX_ERROR_MESSAGE_BYTES),
-        ));
+        let no_secrets = |t: &str, max: usize| crate::log::cut(t, max).to_string();
+        let e = cap_error(
+            ProviderError::Transient("é".repeat(MAX_ERROR_MESSAGE_BYTES)),
+            &no_secrets,
+        );
         let ProviderError::Transient(m) = e else {
             panic!()
         };
         assert!(m.len() < MAX_ERROR_MESSAGE_BYTES + 64, "{}", m.len());
         assert!(m.ends_with("bytes]"));
-        let e = cap_error(ProviderError::RetryAfter(Retry {
-            seconds: 5,
-            reason: "r".repeat(10 * MAX_ERROR_MESSAGE_BYTES),
-        }));
+        let e = cap_error(
+            ProviderError::RetryAfter(Retry {
+                seconds: 5,
+                reason: "r".repeat(10 * MAX_ERROR_MESSAGE_BYTES),
+            }),
+            &no_secrets,
+        );
         let ProviderError::RetryAfter(r) = e else {
             panic!()
         };

@@ -391,12 +391,18 @@ impl LineWriter {
         };
         if let Some(at) = text.find(" panicked at ") {
             let location = text[at + " panicked at ".len()..].trim_end_matches(':');
-            *slot = Some(crate::log::cut(&format!("at {location}"), MAX_PANIC_LINE).to_string());
+            // Redacted before the cut: a secret across the cut would survive as a prefix.
+            *slot = Some(
+                self.logger
+                    .redact_bounded(&format!("at {location}"), MAX_PANIC_LINE),
+            );
             self.after_panic_header = true;
         } else if self.after_panic_header {
             let location = slot.take().unwrap_or_default();
-            *slot =
-                Some(crate::log::cut(&format!("{text} ({location})"), MAX_PANIC_LINE).to_string());
+            *slot = Some(
+                self.logger
+                    .redact_bounded(&format!("{text} ({location})"), MAX_PANIC_LINE),
+            );
             self.after_panic_header = false;
         }
     }

@@ -68,6 +68,35 @@ async fn a_driver_error_quoting_a_credential_is_redacted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_across_the_cut_of_a_long_error_is_redacted_not_halved() {
+    let driver = leaky_driver(Arc::new(MemorySink::default())).await;
+    let outcome = driver
+        .instance_metadata(&node("leak-error-at-cut"), &scope())
+        .await;
+    let Err(CallError::Provider(ProviderError::Permanent(message))) = &outcome.result else {
+        panic!(
+            "expected the driver's permanent error, got {:?}",
+            outcome.result
+        );
+    };
+    assert!(
+        message.ends_with("bytes]"),
+        "the message was cut: {}",
+        message.len()
+    );
+    // Redacted first, then cut: the cut falls inside the mark, and no prefix of the credential
+    // of 6 bytes or more is left (cut first, then redacted, "AK-fro" would be).
+    assert!(
+        !message.contains(&API_KEY[..6]),
+        "a prefix of the credential survived"
+    );
+    assert!(
+        message.contains("x[redac"),
+        "the mark starts where the credential did"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_reason_and_message_quoting_a_credential_are_redacted() {
     let driver = leaky_driver(Arc::new(MemorySink::default())).await;
     let outcome = driver

@@ -11,8 +11,8 @@ use super::network::{Readiness, readiness};
 use super::{Lb, on_public_network, service_tags};
 use crate::model::{IpBlock, PublicNetwork};
 
-/// Seconds before the next ensure when an assignment conflicted and the re-read found the block
-/// still unassigned on a READY network (the other party's change may still be settling).
+/// Seconds before the next ensure while a block is in a passing state (neither unassigned nor
+/// assigned nor failed, e.g. `unassigning`): it is assigned once it is unassigned.
 pub(super) const CONFLICT_RETRY_SECS: u32 = 5;
 
 /// Where a block stands with respect to the configured network.
@@ -138,13 +138,13 @@ impl Lb<'_> {
         let network = self.read_network()?;
         self.check_network_takes(service, &fresh, &network)?;
         if status == 409 {
-            return Err(ProviderError::retry_after(
-                CONFLICT_RETRY_SECS,
-                format!(
-                    "assigning IP block {} to the public network {} answered 409 (conflict), and a re-read finds the block {} and the network READY; the assignment is tried again",
-                    fresh.id, self.network, fresh.status
-                ),
-            ));
+            // Transient, not retry-after: the first retry comes as soon (the controllers' backoff
+            // starts at 5 s), but a conflict that lasts is no race, so it must back off and be
+            // seen (a Warning event each time) while a billed block waits unassigned.
+            return Err(ProviderError::Transient(format!(
+                "assigning IP block {} to the public network {} answered 409 (conflict), and a re-read finds the block {} and the network READY; the assignment is tried again with backoff (if this repeats, check the network's IP block limit and overlapping blocks in the PhoenixNAP portal)",
+                fresh.id, self.network, fresh.status
+            )));
         }
         Err(ProviderError::Permanent(format!(
             "assigning IP block {} to the public network {} answered {status}, although the block is {} in {} and the network is READY in {}; the block is kept: check both in the PhoenixNAP portal",

@@ -156,6 +156,15 @@ impl Instances for Hostile {
                     self.api_key, self.token
                 )));
             }
+            // The credential straddles the host's 4 KiB cut of an error message.
+            "leak-error-at-cut" => {
+                return Err(ProviderError::Permanent(format!(
+                    "{}{}{}",
+                    "x".repeat(4096 - 6),
+                    self.api_key,
+                    "y".repeat(100)
+                )));
+            }
             "leak-event" => {
                 wasm_ccm_sdk::cluster::warning(
                     &format!("Leak{}{}", self.api_key, self.token),

@@ -1632,3 +1632,37 @@ async fn an_absent_floating_ip_creates_no_load_balancer() {
         .collect();
     assert_eq!(assigned, ["5.102.150.123/32", "5.102.150.200/32"]);
 }
+
+/// A pool whose every wanted member the API refuses (400) would end the call with no backend
+/// (its old members were deleted first): the call fails with `invalid-config` naming the pool
+/// and the API's answer, never a success with an empty pool; the next call adds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_every_member_is_refused_fails_the_call() {
+    let c = cloud().await;
+    let svc = service(&[]);
+    c.ensure(&svc, &[node("worker-2")])
+        .await
+        .result
+        .expect("ensure on worker-2");
+    assert_eq!(c.member_names(), ["10.1.1.12:30080", "10.2.2.12:30080"]);
+    // Member creation only, every attempt of the call.
+    c.sim.faults().fail_next(
+        Match::path("/v1/load-balancers/pools/").with_method("POST"),
+        400,
+        10,
+    );
+    let o = c.ensure(&svc, &[node("worker-1")]).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::InvalidConfig(m)
+            if m.contains("pool tcp") && m.contains("10.1.1.11:30080") && m.contains("Simulated failure")),
+        "{:?}",
+        o.result
+    );
+    assert!(c.member_names().is_empty(), "{:?}", c.member_names());
+    assert_eq!(warnings(&o, "MembersRefused").len(), 1, "{:?}", o.events);
+    c.sim.faults().clear();
+
+    let o = c.ensure(&svc, &[node("worker-1")]).await;
+    o.result.as_ref().expect("the next ensure adds it");
+    assert_eq!(c.member_names(), ["10.1.1.11:30080"]);
+}

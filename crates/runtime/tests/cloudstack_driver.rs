@@ -2172,3 +2172,110 @@ async fn a_vm_expunged_before_the_assignment_is_dropped_and_the_rest_assigned() 
         "{left:?}"
     );
 }
+
+/// A node without a providerID whose name comes to match a second VM is ambiguous: it is left
+/// out (a Warning), but its VM, already a member, is never taken off the rules for it (an
+/// ambiguous answer never deletes), and the other VM of that name is not added; by ensure and
+/// by update alike.
+#[tokio::test]
+async fn a_second_vm_of_a_members_name_neither_removes_nor_adds() {
+    let c = cloud().await;
+    let svc = web('y', vec![port(Protocol::Tcp, 80, 30080)]);
+    let r = ensure(&c, &svc, &NODES).await.expect("ensure");
+    let all = ids(&c.sim, &NODES);
+    assert_eq!(members(&rules(&c.sim)[0]), all);
+    // Taken before the second VM exists: `ids` then names the first VM of that name.
+    let without_3 = ids(&c.sim, &["k8s-node-1", "k8s-node-2"]);
+    c.sim.add_vm(SeedVm {
+        nics: vec![SeedNic {
+            network: "k8s-net".into(),
+            ip: "10.1.1.221".into(),
+            ip6: None,
+        }],
+        ..SeedVm::new("k8s-node-1", "zone1")
+    });
+    c.sim.clear_requests();
+    let svc = common::apply(svc, &r);
+    let o = c
+        .driver
+        .load_balancer_ensure(&svc, &nodes(&NODES), &scope())
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("ensure again");
+    assert_eq!(members(&rules(&c.sim)[0]), all);
+    assert!(
+        left.len() == 1 && left[0].contains("k8s-node-1") && left[0].contains("2 CloudStack VMs"),
+        "{left:?}"
+    );
+    let o = c
+        .driver
+        .load_balancer_update(&svc, &nodes(&NODES), &scope())
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("update");
+    assert_eq!(members(&rules(&c.sim)[0]), all);
+    assert!(
+        left.len() == 1 && left[0].contains("k8s-node-1"),
+        "{left:?}"
+    );
+    assert!(commands(&c.sim).is_empty(), "{:?}", commands(&c.sim));
+    // Another node going away is still removed; the ambiguous one's member stays.
+    c.driver
+        .load_balancer_update(&svc, &nodes(&["k8s-node-1", "k8s-node-2"]), &scope())
+        .await
+        .into_result()
+        .expect("update without node 3");
+    assert_eq!(members(&rules(&c.sim)[0]), without_3);
+}
+
+/// A public IP already associated for the Service (claimed by this instance, or tagged by one
+/// that was killed before the rules) fixes the network, as existing rules do: the rules are
+/// created on the IP's network, not on the one most nodes are on (CloudStack would refuse
+/// rules on another network than their IP's), and nodes off it are left out.
+#[tokio::test]
+async fn an_associated_ip_fixes_the_network_of_new_rules() {
+    for restarted in [false, true] {
+        let c = cloud().await;
+        let svc = web('z', vec![port(Protocol::Tcp, 80, 30080)]);
+        crash_after(&c, &svc, "createTags", None).await;
+        let left = allocated_ips(&c.sim);
+        assert_eq!(left.len(), 1, "{left:#?}");
+        let ip_network = left[0]["associatednetworkid"]
+            .as_str()
+            .expect("an isolated network's IP")
+            .to_string();
+        // Most nodes are now on the VPC tier.
+        for (name, ip) in [
+            ("k8s-vpc-node-2", "10.1.2.12"),
+            ("k8s-vpc-node-3", "10.1.2.13"),
+        ] {
+            c.sim.add_vm(SeedVm::new(name, "zone1").nic("k8s-tier", ip));
+        }
+        let names = [
+            "k8s-node-1",
+            "k8s-vpc-node-1",
+            "k8s-vpc-node-2",
+            "k8s-vpc-node-3",
+        ];
+        let driver = if restarted {
+            fresh(&c.sim).await
+        } else {
+            c.driver
+        };
+        let o = driver
+            .load_balancer_ensure(&svc, &nodes(&names), &scope())
+            .await;
+        let left_out = warnings(&o.events, "BackendsLeftOut");
+        o.into_result().expect("ensure");
+        let r = rules(&c.sim);
+        assert_eq!(r.len(), 1, "{r:#?}");
+        assert_eq!(r[0]["networkid"].as_str(), Some(ip_network.as_str()));
+        assert_eq!(members(&r[0]), ids(&c.sim, &["k8s-node-1"]));
+        // The IP was adopted, never a second one associated.
+        assert_eq!(allocated_ips(&c.sim).len(), 1);
+        assert!(
+            left_out.len() == 1 && left_out[0].contains("k8s-vpc-node-3"),
+            "{left_out:?}"
+        );
+    }
+}

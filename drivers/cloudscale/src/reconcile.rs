@@ -93,10 +93,14 @@ fn busy_or(api: &Api, lb: &LoadBalancer, e: ProviderError) -> ProviderError {
 ///
 /// A member the API refuses with a 400 is left out for the rest of the call (with a
 /// `MembersRefused` Warning event naming it), so one bad member does not keep the good ones
-/// from being added; the next call tries it again. A 409 or 423 (a race with another client) is
-/// answered by reading the state again in the next pass, never taken as a definite failure.
+/// from being added; the next call tries it again. A pool whose every wanted member was
+/// refused is reconciled like the others, but the call then ends with `invalid-config` naming
+/// it: its old members were deleted, so reporting success would hide a pool with no backend.
+/// A 409 or 423 (a race with another client) is answered by reading the state again in the
+/// next pass, never taken as a definite failure.
 pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer, ProviderError> {
     let mut desired = desired.clone();
+    let mut emptied = Vec::new();
     for _ in 0..MAX_PASSES {
         let lb = match find(api, uuid, &desired.name)? {
             Some(lb) => lb,
@@ -128,7 +132,16 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
         }
         let mut refused = Vec::new();
         match pass(api, &desired, &lb, &mut refused) {
-            Ok(Pass::Done) => return Ok(lb),
+            Ok(Pass::Done) if emptied.is_empty() => return Ok(lb),
+            Ok(Pass::Done) => {
+                return Err(ProviderError::invalid_config(format!(
+                    "the cloudscale API refused every member of {}, so no node gets traffic \
+                     through it (the rest of load balancer {:?} is in place); check the nodes' \
+                     private addresses and subnets",
+                    emptied.join("; "),
+                    desired.name
+                )));
+            }
             Ok(Pass::Again) => {}
             Err(e) if api::is_conflict(&e) => {
                 log::warn(
@@ -138,7 +151,7 @@ pub fn ensure(api: &Api, uuid: &str, desired: &DesiredLb) -> Result<LoadBalancer
             }
             Err(e) => return Err(busy_or(api, &lb, e)),
         }
-        leave_out_refused(&mut desired, &refused);
+        emptied.extend(leave_out_refused(&mut desired, &refused));
     }
     // Not retry-after: a difference that never settles must show up as a Warning event.
     Err(ProviderError::transient(format!(
@@ -176,14 +189,29 @@ struct Refused {
 }
 
 /// Drops the refused members from `desired` for the rest of the call and reports them in one
-/// Warning event.
-fn leave_out_refused(desired: &mut DesiredLb, refused: &[Refused]) {
+/// Warning event. Returns each pool left with no wanted member by it (`pool P: the API's
+/// answer`), which the call must not report as a success.
+fn leave_out_refused(desired: &mut DesiredLb, refused: &[Refused]) -> Vec<String> {
+    let mut emptied = Vec::new();
     if refused.is_empty() {
-        return;
+        return emptied;
     }
-    for r in refused {
-        if let Some(pool) = desired.pools.iter_mut().find(|p| p.name == r.pool) {
-            pool.members.retain(|m| m.name != r.member);
+    for pool in &mut desired.pools {
+        let here: Vec<&Refused> = refused.iter().filter(|r| r.pool == pool.name).collect();
+        if here.is_empty() {
+            continue;
+        }
+        pool.members
+            .retain(|m| !here.iter().any(|r| r.member == m.name));
+        if pool.members.is_empty() {
+            emptied.push(format!(
+                "pool {} ({})",
+                pool.name,
+                here.iter()
+                    .map(|r| format!("{}: {}", r.member, r.why))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
         }
     }
     cluster::warning(
@@ -199,6 +227,7 @@ fn leave_out_refused(desired: &mut DesiredLb, refused: &[Refused]) {
                 .join("; ")
         ),
     );
+    emptied
 }
 
 #[derive(PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! for within a per-call budget.
 
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -239,19 +240,27 @@ impl Api {
     }
 
     /// One pass of [`Api::list`]; `None` when `count` changed between pages.
+    ///
+    /// Items are kept once by `id`: offsets that shift between pages can return an item twice,
+    /// and a VM seen twice would look like two VMs of one name (an ambiguous node). A later page
+    /// of only items already seen means the set shifted under the offsets, so what it pushed
+    /// out of view is unknown: an error, never a short list taken for the whole one.
     fn list_once<T: DeserializeOwned>(
         &self,
         command: &str,
         params: &Params,
         key: &str,
     ) -> Result<Option<Vec<T>>, ProviderError> {
-        let (count, mut items) = self.list_page::<T>(command, params.clone(), key)?;
-        let size = items.len();
-        if size == 0 || items.len() >= count {
-            return Ok(Some(items));
+        let (count, first) = self.list_page(command, params.clone(), key)?;
+        let size = first.len();
+        let mut items = Vec::new();
+        let mut seen = BTreeSet::new();
+        merge_page(&mut items, &mut seen, first);
+        if size == 0 || size >= count {
+            return typed(command, key, items).map(Some);
         }
         for page in 2..=MAX_PAGES {
-            let (now, batch) = self.list_page::<T>(
+            let (now, batch) = self.list_page(
                 command,
                 params
                     .clone()
@@ -268,9 +277,13 @@ impl Api {
             }
             // A short page is the last one.
             let last = batch.len() < size;
-            items.extend(batch);
+            if !batch.is_empty() && merge_page(&mut items, &mut seen, batch) == 0 {
+                return Err(ProviderError::Transient(format!(
+                    "{command}: page {page} from CloudStack held only items of earlier pages, so the list changed while it was read page by page and items may be missing; the next call reads it again"
+                )));
+            }
             if last || items.len() >= count {
-                return Ok(Some(items));
+                return typed(command, key, items).map(Some);
             }
         }
         Err(ProviderError::Transient(format!(
@@ -278,23 +291,24 @@ impl Api {
         )))
     }
 
-    /// One page of a list: `count` (0 when absent) and the items under `key`.
-    fn list_page<T: DeserializeOwned>(
+    /// One page of a list: `count` (0 when absent) and the items under `key`, as JSON.
+    fn list_page(
         &self,
         command: &str,
         params: Params,
         key: &str,
-    ) -> Result<(usize, Vec<T>), ProviderError> {
+    ) -> Result<(usize, Vec<Value>), ProviderError> {
         let body = self.call(command, params, false)?;
         let count = body.get("count").and_then(Value::as_u64).unwrap_or(0);
         let count = usize::try_from(count).unwrap_or(usize::MAX);
         let batch = match body.get(key) {
             None | Some(Value::Null) => Vec::new(),
-            Some(list) => serde_json::from_value::<Vec<T>>(list.clone()).map_err(|e| {
-                ProviderError::Transient(format!(
-                    "unexpected {command} response from CloudStack: {key} is not a list of {key} objects: {e}"
-                ))
-            })?,
+            Some(Value::Array(list)) => list.clone(),
+            Some(other) => {
+                return Err(ProviderError::Transient(format!(
+                    "unexpected {command} response from CloudStack: {key} is not a list but {other}; the next call asks again"
+                )));
+            }
         };
         Ok((count, batch))
     }
@@ -542,6 +556,32 @@ fn code_error(code: u16, message: &str) -> ProviderError {
     }
 }
 
+/// Appends the items of `batch` whose `id` is not in `seen` yet (an item without a string `id`
+/// cannot be told apart and is always kept); returns how many were appended.
+fn merge_page(items: &mut Vec<Value>, seen: &mut BTreeSet<String>, batch: Vec<Value>) -> usize {
+    let before = items.len();
+    for item in batch {
+        match item.get("id").and_then(Value::as_str) {
+            Some(id) if !seen.insert(id.to_string()) => {}
+            _ => items.push(item),
+        }
+    }
+    items.len() - before
+}
+
+/// The items of a list as `T`.
+fn typed<T: DeserializeOwned>(
+    command: &str,
+    key: &str,
+    items: Vec<Value>,
+) -> Result<Vec<T>, ProviderError> {
+    serde_json::from_value::<Vec<T>>(Value::Array(items)).map_err(|e| {
+        ProviderError::Transient(format!(
+            "unexpected {command} response from CloudStack: {key} is not a list of {key} objects: {e}"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,5 +660,30 @@ mod tests {
         assert!(is_uuid("6a3d7c2e-0000-4000-8000-00000000000a"));
         assert!(!is_uuid("my-project"));
         assert!(!is_uuid("6a3d7c2e-0000-4000-8000-00000000000"));
+    }
+
+    #[test]
+    fn pages_are_merged_once_by_id() {
+        let mut items = Vec::new();
+        let mut seen = BTreeSet::new();
+        let page = |ids: &[&str]| -> Vec<Value> {
+            ids.iter()
+                .map(|id| serde_json::json!({"id": id, "name": "web-1"}))
+                .collect()
+        };
+        assert_eq!(merge_page(&mut items, &mut seen, page(&["a", "b"])), 2);
+        // Offsets that shifted: "b" again, and "c" new.
+        assert_eq!(merge_page(&mut items, &mut seen, page(&["b", "c"])), 1);
+        // A page of only items seen before adds nothing (the caller's error).
+        assert_eq!(merge_page(&mut items, &mut seen, page(&["a", "c"])), 0);
+        let ids: Vec<&str> = items.iter().filter_map(|i| i["id"].as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        // Items without an id cannot be told apart: all kept.
+        let anonymous = vec![
+            serde_json::json!({"key": "k"}),
+            serde_json::json!({"key": "k"}),
+        ];
+        assert_eq!(merge_page(&mut items, &mut seen, anonymous), 2);
+        assert_eq!(items.len(), 5);
     }
 }

@@ -27,25 +27,33 @@ fn names(node_name: &str) -> (String, String) {
 /// The VM among `vms` whose name is the node's, by the rule above. Several VMs with that name
 /// are an error: which one is the node cannot be told.
 pub fn match_by_name<'a>(node_name: &str, vms: &'a [Vm]) -> Result<Option<&'a Vm>, ProviderError> {
+    let (wanted, found) = named(node_name, vms);
+    match found[..] {
+        [] => Ok(None),
+        [vm] => Ok(Some(vm)),
+        _ => Err(ProviderError::Permanent(format!(
+            "{} CloudStack VMs are named {wanted:?}, so node {node_name} cannot be matched by name; set its providerID to {}://<vm-uuid>",
+            found.len(),
+            provider_id::SCHEME
+        ))),
+    }
+}
+
+/// Every VM among `vms` the node's name matches, by the rule above (the full name first, the
+/// short one only when the full name matches none), with the name they matched. More than one is
+/// ambiguous; the load balancer needs all of them to keep such a node's member (see `hosts`).
+pub fn named<'a>(node_name: &str, vms: &'a [Vm]) -> (String, Vec<&'a Vm>) {
     let (full, short) = names(node_name);
-    for wanted in [&full, &short] {
+    for wanted in [full, short] {
         let found: Vec<&Vm> = vms
             .iter()
-            .filter(|vm| vm.name.eq_ignore_ascii_case(wanted))
+            .filter(|vm| vm.name.eq_ignore_ascii_case(&wanted))
             .collect();
-        match found[..] {
-            [] => continue,
-            [vm] => return Ok(Some(vm)),
-            _ => {
-                return Err(ProviderError::Permanent(format!(
-                    "{} CloudStack VMs are named {wanted:?}, so node {node_name} cannot be matched by name; set its providerID to {}://<vm-uuid>",
-                    found.len(),
-                    provider_id::SCHEME
-                )));
-            }
+        if !found.is_empty() {
+            return (wanted, found);
         }
     }
-    Ok(None)
+    (node_name.to_ascii_lowercase(), Vec::new())
 }
 
 /// The VM with this id, `None` when CloudStack has none.

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use wasm_ccm_sdk::types::{Node, ProviderError};
 
 use crate::api::{Api, Params};
-use crate::instances::match_by_name;
+use crate::instances::{match_by_name, named};
 use crate::model::Vm;
 use crate::provider_id;
 
@@ -37,6 +37,10 @@ pub struct Hosts {
     pub unmatched: Vec<String>,
     /// Nodes left out, each with why (`node: reason`).
     pub left_out: Vec<String>,
+    /// Every VM an ambiguous node name matched. Which of them is the node cannot be told, so a
+    /// member among them is not removed (an ambiguous answer never deletes), and none is added
+    /// for that node (they are not in `vm_ids` unless another node names one for certain).
+    pub keep: Vec<String>,
 }
 
 /// A node's VM, before the network is chosen.
@@ -89,9 +93,12 @@ pub fn find(api: &Api, nodes: &[Node], network: Option<&str>) -> Result<Hosts, P
         let vm = if node.provider_id.is_empty() {
             match match_by_name(&node.name, &vms) {
                 Ok(vm) => vm,
-                // Two VMs of that name: ambiguous, so neither is bound.
+                // Two VMs of that name: ambiguous, so neither is bound, and neither is taken
+                // off a rule it is a member of (it may be the node's working member).
                 Err(e) => {
                     hosts.left_out.push(format!("{}: {e}", node.name));
+                    let (_, matched) = named(&node.name, &vms);
+                    hosts.keep.extend(matched.iter().map(|vm| vm.id.clone()));
                     continue;
                 }
             }
@@ -144,6 +151,8 @@ pub fn find(api: &Api, nodes: &[Node], network: Option<&str>) -> Result<Hosts, P
     }
     hosts.vm_ids.sort();
     hosts.vm_ids.dedup();
+    hosts.keep.sort();
+    hosts.keep.dedup();
     if !hosts.vm_ids.is_empty() {
         hosts.network_id = Some(chosen);
     }

@@ -384,12 +384,15 @@ impl Lb<'_> {
         wanted.rule_cidrs = self.rule_cidrs(service, &wanted)?;
         let found = self.discover(&wanted.name)?;
         Self::refuse_while_revoking(&found)?;
-        // Existing rules fix the network; members not on it are left out.
-        let hosts = hosts::find(
-            self.api,
-            nodes,
-            found.first().map(|f| f.rule.networkid.as_str()),
-        )?;
+        // Existing rules fix the network, and so does a public IP already associated for the
+        // Service (claimed, or tagged by an instance that did not get to create the rules):
+        // CloudStack refuses rules on another network than their IP's, so a majority vote
+        // could never succeed then. Members not on it are left out.
+        let fixed = match found.first() {
+            Some(f) => Some(f.rule.networkid.clone()),
+            None => self.network_of_existing_ip(service, &wanted.name)?,
+        };
+        let hosts = hosts::find(self.api, nodes, fixed.as_deref())?;
         warn_hosts(&hosts);
         let network_id = hosts.network_id.clone().ok_or_else(|| {
             ProviderError::Transient(format!(
@@ -432,6 +435,30 @@ impl Lb<'_> {
             set_annotations,
             remove_annotations: Vec::new(),
         })
+    }
+
+    /// The isolated network of the public IP `public_ip` would take before associating one:
+    /// the one claimed earlier (while not free), else the one tagged for the Service. `None`
+    /// when there is none, or it names no network (a VPC's IP before its first rule).
+    fn network_of_existing_ip(
+        &self,
+        service: &Service,
+        lbname: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let claimed = self.state.claims.borrow().get(&service.uid).cloned();
+        let ip = match claimed {
+            Some(claim) => self
+                .ip_by_id(&claim.ip_id)?
+                .filter(|ip| !ip.is("Free") && (!ip.state.is_empty() || !ip.allocated.is_empty())),
+            None => None,
+        };
+        let ip = match ip {
+            Some(ip) => Some(ip),
+            None => self.tagged_ip(service, lbname)?,
+        };
+        Ok(ip
+            .map(|ip| ip.associatednetworkid)
+            .filter(|n| !n.is_empty()))
     }
 
     /// The public IP of the load balancer: the rules', else the one claimed earlier, else the one
@@ -753,9 +780,11 @@ impl Lb<'_> {
             .filter(|id| !current.contains(id))
             .cloned()
             .collect();
+        // A VM an ambiguous node name matched is not removed: it may be that node's working
+        // member (`Hosts::keep`; it is added only when another node names it for certain).
         let remove: Vec<&str> = current
             .iter()
-            .filter(|id| !hosts.vm_ids.contains(id))
+            .filter(|id| !hosts.vm_ids.contains(id) && !hosts.keep.contains(id))
             .map(String::as_str)
             .collect();
         for _ in 0..ASSIGN_ATTEMPTS {

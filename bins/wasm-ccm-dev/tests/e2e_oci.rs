@@ -174,7 +174,8 @@ async fn push_and_pull_refuse_bad_input_with_clear_errors() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
-    // A pull into a path that cannot be written leaves nothing behind and says why.
+    // A pull into a directory that does not exist is refused before the registry is asked,
+    // leaves nothing behind and says why.
     let missing_dir = work.path().join("no/such/dir/driver.wasm");
     let out = wasm_ccm(
         &[
@@ -190,7 +191,12 @@ async fn push_and_pull_refuse_bad_input_with_clear_errors() {
         .concat(),
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--output") && stderr(&out).contains("cannot use the directory"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!work.path().join("no").exists(), "nothing is left behind");
 
     // A path is not a reference.
     let out = wasm_ccm(&["--no-cache", "pull", "/tmp/driver.wasm", "-o", "/dev/null"]);

@@ -29,7 +29,7 @@ export const log: {
   info(message: string, fields?: Fields): void;
   warn(message: string, fields?: Fields): void;
   error(message: string, fields?: Fields): void;
-  /** Masks `secret` in every later log line of this driver. */
+  /** Masks `secret` in every later log line, error, event and answer of this driver. */
   redact(secret: string): void;
 };
 

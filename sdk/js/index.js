@@ -136,7 +136,8 @@ export function send(method, url, { headers = [], body = new Uint8Array(), json,
       case 'timeout': throw new Transient(`HTTP timeout: ${val}`);
       case 'connect': throw new Transient(`HTTP connect: ${val}`);
       case 'denied': throw new InvalidConfig(val);
-      case 'too-large': throw new Permanent(`HTTP response too large: ${val}`);
+      // The request body or the response: the host's text says which.
+      case 'too-large': throw new Permanent(`HTTP too large: ${val}`);
       case 'invalid': throw new Permanent(`invalid HTTP request: ${val}`);
       default: throw e;
     }

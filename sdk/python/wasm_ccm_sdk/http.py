@@ -97,7 +97,8 @@ def send(method, url, headers=(), body=b"", json=None, bearer=None, timeout_ms=N
         if isinstance(v, _h.HttpError_Denied):
             raise InvalidConfig(v.value)
         if isinstance(v, _h.HttpError_TooLarge):
-            raise Permanent(f"HTTP response too large: {v.value}")
+            # The request body or the response: the host's text says which.
+            raise Permanent(f"HTTP too large: {v.value}")
         raise Permanent(f"invalid HTTP request: {v.value}")
 
 

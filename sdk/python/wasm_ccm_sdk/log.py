@@ -1,5 +1,7 @@
 """Logging to the host's `log` import: lines are tagged with the driver, the function and the
-object by the host, rate-limited, and every string passed to `redact` is masked."""
+object by the host, rate-limited, and every string passed to `redact` is masked — in log lines
+and in everything else of the driver's that the host passes on (errors, events, answers; see
+wit/README.md)."""
 from wit_world.imports import log as _log
 
 redact = _log.redact

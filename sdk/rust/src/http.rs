@@ -250,9 +250,8 @@ impl From<HttpError> for ProviderError {
             HttpError::Connect(m) => ProviderError::Transient(format!("HTTP connect: {m}")),
             // The host's text already names the destination and the grant to add.
             HttpError::Denied(m) => ProviderError::InvalidConfig(m),
-            HttpError::TooLarge(m) => {
-                ProviderError::Permanent(format!("HTTP response too large: {m}"))
-            }
+            // The request body or the response: the host's text says which.
+            HttpError::TooLarge(m) => ProviderError::Permanent(format!("HTTP too large: {m}")),
             HttpError::Invalid(m) => ProviderError::Permanent(format!("invalid HTTP request: {m}")),
         }
     }

@@ -41,7 +41,8 @@ pub fn error(message: &str, fields: &[(&str, &str)]) {
 }
 
 /// Marks `secret` (a token, a password) as secret: the host replaces it in every later log line
-/// of this driver, including stdout/stderr. Call it in `init` for every credential read from the
+/// of this driver, including stdout/stderr, and in its errors, events and answers (see
+/// `wit/README.md`). Call it in `init` for every credential read from the
 /// configuration. Empty values are ignored, since redacting "" would be meaningless.
 pub fn redact(secret: &str) {
     if !secret.is_empty() {

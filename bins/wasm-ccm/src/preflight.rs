@@ -34,31 +34,24 @@ pub fn readable_files(flags: &[PathFlag<'_>]) -> anyhow::Result<()> {
 
 fn readable_file(f: &PathFlag<'_>, path: &Path) -> anyhow::Result<()> {
     let shown = path.display();
-    match std::fs::metadata(path) {
-        Err(e) => bail!(
+    let unreadable = |e: std::io::Error| {
+        anyhow::anyhow!(
             "{} {shown}: cannot read {}: {}; {}",
             f.flag,
             f.what,
             io_reason(&e),
             f.hint
-        ),
-        Ok(m) if m.is_dir() => bail!(
+        )
+    };
+    if std::fs::metadata(path).map_err(unreadable)?.is_dir() {
+        bail!(
             "{} {shown} is a directory, not {}; {}",
             f.flag,
             f.what,
             f.hint
-        ),
-        Ok(_) => match std::fs::File::open(path) {
-            Ok(_) => Ok(()),
-            Err(e) => bail!(
-                "{} {shown}: cannot read {}: {}; {}",
-                f.flag,
-                f.what,
-                io_reason(&e),
-                f.hint
-            ),
-        },
+        );
     }
+    std::fs::File::open(path).map(drop).map_err(unreadable)
 }
 
 /// A directory flag (`--cert-dir`, `--cache-dir`) must name a directory when it exists (it is

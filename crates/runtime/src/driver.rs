@@ -25,7 +25,7 @@ use crate::engine::{EngineOptions, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::http::{HttpCapability, HttpInterceptor, HttpLimits};
 use crate::log::{DriverLogger, LogLimits, LogSink, TracingSink, is_secret_env_name};
-use crate::result_caps::{Capped, cap_error, redact_error};
+use crate::result_caps::{Capped, cap_error};
 use crate::special_addr::HostAddresses;
 use crate::state::{DriverHost, InstanceState};
 use crate::surface::{self, Surface};
@@ -591,7 +591,7 @@ impl DriverInner {
             slot.guests
                 .provider
                 .call_init(&mut slot.store, &o.context, &o.config, &self.env);
-        let result = match tokio::time::timeout(o.init_timeout, call).await {
+        match tokio::time::timeout(o.init_timeout, call).await {
             Ok(Ok(Ok(()))) => Ok(slot),
             Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e, &|t, max| {
                 self.host.logger.redact_bounded(t, max)
@@ -611,8 +611,7 @@ impl DriverInner {
                 deadline: o.init_timeout,
             }
             .into()),
-        };
-        result.map_err(|e| self.redact_call_error(e))
+        }
     }
 
     fn take_idle(&self) -> Option<Slot> {
@@ -741,7 +740,7 @@ impl DriverInner {
             }
         };
         Outcome {
-            result: result.map_err(|e| self.redact_call_error(e)),
+            result,
             events,
             http,
             elapsed: started.elapsed(),
@@ -754,35 +753,6 @@ impl DriverInner {
     fn redact(&self, s: &mut String) {
         if let std::borrow::Cow::Owned(r) = self.host.logger.redact(s) {
             *s = r;
-        }
-    }
-
-    /// An error with every driver-supplied text in it redacted: the driver's own message, the
-    /// panic line a trap quotes, the error `init` returned. The controllers put these texts into
-    /// events, log lines and `wasm-ccm-dev call` output.
-    fn redact_call_error(&self, e: CallError) -> CallError {
-        match e {
-            CallError::Provider(mut p) => {
-                redact_error(&mut p, &|s| self.redact(s));
-                CallError::Provider(p)
-            }
-            CallError::Host(HostError::Trap {
-                driver,
-                function,
-                mut detail,
-            }) => {
-                self.redact(&mut detail);
-                CallError::Host(HostError::Trap {
-                    driver,
-                    function,
-                    detail,
-                })
-            }
-            CallError::Host(HostError::InitFailed { driver, mut error }) => {
-                redact_error(&mut error, &|s| self.redact(s));
-                CallError::Host(HostError::InitFailed { driver, error })
-            }
-            other => other,
         }
     }
 

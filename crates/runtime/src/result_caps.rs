@@ -288,20 +288,6 @@ pub fn cap_error(
     }
 }
 
-/// Passes the message of a driver's error (or its retry reason) through `redact`.
-pub fn redact_error(e: &mut crate::bindings::types::ProviderError, redact: &dyn Fn(&mut String)) {
-    use crate::bindings::types::ProviderError as E;
-    match e {
-        E::NotFound(m)
-        | E::InvalidConfig(m)
-        | E::Unauthorized(m)
-        | E::Transient(m)
-        | E::Permanent(m) => redact(m),
-        E::RetryAfter(r) => redact(&mut r.reason),
-        E::NotImplemented | E::ImplementedElsewhere | E::RateLimited(_) => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

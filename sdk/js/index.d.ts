@@ -4,7 +4,7 @@
 import type {
   Ingress, NodeAddress,
 } from 'wasm-ccm:provider/types@0.1.0';
-import type { Service } from 'wasm-ccm:provider/types@0.1.0';
+import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.1.0';
 
 /** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
 export class ProviderError extends Error {
@@ -34,8 +34,15 @@ export const log: {
 };
 
 export const cluster: {
-  /** The Services of type LoadBalancer in the cluster (the host's read-only view). */
+  /** Every Service of type LoadBalancer (each call copies all of them; prefer the queries). */
   loadBalancerServices(): Service[];
+  /** The LoadBalancer Services carrying annotation `key` (with one of `values`, when given). */
+  servicesWithAnnotation(key: string, values?: string[]): Service[];
+  /** The LoadBalancer Services using one of `ips` as loadBalancerIP or ingress IP. */
+  servicesWithAddress(ips: string[]): Service[];
+  /** The nodes of an `ensure`/`update` node set, fetched from the host once per generation.
+   * `defineInterface` calls it: a driver's `ensure(service, nodes)` receives the nodes. */
+  nodesOf(nodeSet: NodeSet): Node[];
   /** A Normal event on the object of the current call. */
   normal(reason: string, message: string): void;
   /** A Warning event on the object of the current call. */

@@ -56,8 +56,25 @@ export const log = {
   redact: (secret) => hostLog.redact(secret),
 };
 
+// The nodes of the last node-set generation fetched: an instance lives for many calls, so an
+// unchanged set is copied in once, not once per Service.
+let cachedNodes = { generation: undefined, nodes: [] };
+
 export const cluster = {
+  /** Every LoadBalancer Service (each call copies all of them; prefer the two queries). */
   loadBalancerServices: () => hostCluster.loadBalancerServices(),
+  /** The LoadBalancer Services carrying annotation `key` (with one of `values`, when given). */
+  servicesWithAnnotation: (key, values = []) => hostCluster.servicesWithAnnotation(key, values),
+  /** The LoadBalancer Services using one of `ips` as loadBalancerIP or ingress IP. */
+  servicesWithAddress: (ips) => hostCluster.servicesWithAddress(ips),
+  /** The nodes of an `ensure`/`update` node set, fetched once per generation
+   * (`defineInterface` calls it, so a driver's `ensure` and `update` receive the nodes). */
+  nodesOf: (nodeSet) => {
+    if (cachedNodes.generation !== nodeSet.generation) {
+      cachedNodes = { generation: nodeSet.generation, nodes: hostCluster.nodes() };
+    }
+    return cachedNodes.nodes;
+  },
   normal: (reason, message) => hostCluster.event('normal', reason, message),
   warning: (reason, message) => hostCluster.event('warning', reason, message),
 };
@@ -156,17 +173,24 @@ export const http = {
 
 // Functions whose WIT result is a bool, per interface.
 const BOOL_RESULTS = { instances: ['instanceExists', 'instanceShutdown'] };
+// Functions that take a node set (generation and count), per interface: the driver receives
+// its nodes.
+const NODE_SET_ARGS = { 'load-balancer': ['ensure', 'update'], loadBalancer: ['ensure', 'update'] };
 
 /** Wraps an exported interface (`provider`, `instances`, `loadBalancer`, `routes`): a thrown
  * `ProviderError` reaches the host as its WIT error; anything else is a bug, logged with its
  * stack before the call traps; a bool result must be a bool. */
 export function defineInterface(name, impl) {
   const bools = BOOL_RESULTS[name] ?? [];
+  const nodeSets = NODE_SET_ARGS[name] ?? [];
   const out = {};
   for (const [fn, f] of Object.entries(impl)) {
     out[fn] = (...args) => {
       let result;
       try {
+        if (nodeSets.includes(fn) && args[1]?.generation !== undefined) {
+          args = [args[0], cluster.nodesOf(args[1])];
+        }
         result = f(...args);
       } catch (e) {
         if (e instanceof ProviderError) throw e;

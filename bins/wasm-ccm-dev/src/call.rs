@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
+use wasm_ccm_runtime::error::sanitize;
 use wasm_ccm_runtime::json::{provider_error_json, service_from_json};
+use wasm_ccm_runtime::log::{Level, LogRecord, LogSink, Source};
 use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{
-    CallError, CallScope, Described, DriverOptions, InstanceMode, StaticCluster,
+    CallError, CallScope, Described, DriverOptions, HostError, InstanceMode, Runtime, StaticCluster,
 };
 
 use crate::GlobalArgs;
@@ -58,6 +60,67 @@ pub(crate) struct CallArgs {
     /// redacted); replay it with `wasm-ccm-dev conformance --cloud cassette:FILE`.
     #[arg(long, value_name = "FILE")]
     record_http: Option<PathBuf>,
+    /// Print every log line of the driver on stderr as it is written, at every level (debug and
+    /// trace too), whatever `--log` says. A crash's backtrace is printed with or without it.
+    #[arg(long)]
+    debug: bool,
+}
+
+/// The runtime of the kit's `call` and `conformance`: the product's (`--allocation`, the cache),
+/// plus wasmtime's backtrace details, so that a crash of a driver built with debug info shows
+/// `file:line`. The product leaves them off (see `EngineOptions::default`); an author debugging
+/// their own driver is who needs them. The cache keys differ, so the two never share an entry.
+pub(crate) fn dev_runtime(global: &GlobalArgs) -> anyhow::Result<Runtime> {
+    global.runtime_with_backtrace_details(true)
+}
+
+/// Prints the whole backtrace of a crashed call on stderr (the error line after it carries only
+/// the short form).
+fn print_backtrace(e: &HostError) {
+    if let HostError::Trap {
+        function,
+        backtrace,
+        ..
+    } = e
+        && !backtrace.is_empty()
+    {
+        eprintln!(
+            "wasm-ccm: {function} crashed; backtrace, innermost frame first:\n{}",
+            backtrace.full().trim_end()
+        );
+    }
+}
+
+/// `--debug`: every driver log line on stderr, unfiltered. The lines are already redacted by
+/// the host; control characters are replaced so a line cannot rewrite the terminal.
+struct DebugSink;
+
+impl LogSink for DebugSink {
+    fn emit(&self, r: &LogRecord<'_>) {
+        let level = match r.level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        let source = match r.source {
+            Source::Driver => "log",
+            Source::Stdout => "stdout",
+            Source::Stderr => "stderr",
+            Source::Host => "host",
+        };
+        let fields: String = r
+            .fields
+            .iter()
+            .map(|(k, v)| format!(" {}={:?}", sanitize(k), sanitize(v)))
+            .collect();
+        eprintln!(
+            "driver {level:<5} {source} {}: {}{fields}",
+            r.function,
+            sanitize(r.message)
+        );
+    }
 }
 
 fn read_json_arg(text: &str, what: &str) -> anyhow::Result<Value> {
@@ -104,7 +167,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
                 .collect::<anyhow::Result<Vec<_>>>()?
         }
     };
-    let runtime = global.runtime()?;
+    let runtime = dev_runtime(global)?;
     let compiled = runtime.compile_file(&args.driver).await?;
     let recorder = args
         .record_http
@@ -132,7 +195,22 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
             .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),
         ..Default::default()
     };
-    let driver = runtime.load(&compiled, opts).await?;
+    let opts = if args.debug {
+        DriverOptions {
+            log_sink: Arc::new(DebugSink),
+            ..opts
+        }
+    } else {
+        opts
+    };
+    let driver = match runtime.load(&compiled, opts).await {
+        Ok(d) => d,
+        Err(e) => {
+            // `info` and `init` may crash too.
+            print_backtrace(&e);
+            return Err(e.into());
+        }
+    };
     let scope = CallScope {
         object: String::new(),
         cluster: Arc::new(StaticCluster(cluster)),
@@ -170,6 +248,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
             );
             Ok(ExitCode::from(1))
         }
-        Err(CallError::Host(h)) => Err(h.into()),
+        Err(CallError::Host(h)) => {
+            print_backtrace(&h);
+            Err(h.into())
+        }
     }
 }

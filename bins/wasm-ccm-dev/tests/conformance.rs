@@ -282,6 +282,55 @@ fn a_trap_on_500_fails_the_500_checks() {
 }
 
 #[test]
+fn the_report_lists_each_crash_with_its_whole_backtrace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, report) = conformance(
+        BROKEN_DRIVER,
+        &broken_scenario(dir.path(), "trap-on-500"),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let crashes = report["crashes"].as_array().expect("a crashes list");
+    let functions: BTreeSet<&str> = crashes
+        .iter()
+        .filter_map(|c| c["function"].as_str())
+        .collect();
+    assert_eq!(
+        functions,
+        BTreeSet::from([
+            "instances.instance-metadata",
+            "instances.instance-exists",
+            "load-balancer.ensure",
+            "load-balancer.delete",
+        ])
+    );
+    for c in crashes {
+        let detail = c["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with(
+                "panicked: the cloud answered 500 (at tests/drivers/broken/src/lib.rs:"
+            ),
+            "{c}"
+        );
+        let frames = c["backtrace"]["frames"].as_array().expect("frames");
+        assert!(!frames.is_empty() && frames.len() <= 32, "{c}");
+    }
+    // The text report prints them too.
+    let text = wasm_ccm()
+        .args(["conformance", BROKEN_DRIVER, "--scenario"])
+        .arg(broken_scenario(dir.path(), "trap-on-500"))
+        .args(["--max-compile-time", "10m"])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("crashes (whole backtraces, innermost frame first")
+            && text.contains("\n      #0  "),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_429_reported_as_transient_fails_the_429_checks() {
     assert_eq!(
         failures_of("rate-limit-as-transient"),

@@ -588,9 +588,13 @@ async fn watch_drops_expiry_conflicts_and_errors_are_survived() {
     sim.create(node("n1", None, true)).expect("node");
     eventually("n1 after a 410", || initialised(&sim, "n1")).await;
     // The 410 comes as an ERROR event inside a 200 watch (the log records the head's status);
-    // what shows it was taken for one is the re-list: a LIST of nodes after the compaction.
+    // what shows it was taken for one is the re-list after the compaction: a streaming list (a
+    // node WATCH with sendInitialEvents=true, as the informer asks for first) or a LIST of nodes.
     let relisted = sim.requests().into_iter().any(|r| {
-        r.seq > mark && r.resource.as_deref() == Some("nodes") && r.verb == Some(Verb::List)
+        r.seq > mark
+            && r.resource.as_deref() == Some("nodes")
+            && (r.verb == Some(Verb::List)
+                || (r.verb == Some(Verb::Watch) && r.query.contains("sendInitialEvents=true")))
     });
     assert!(
         relisted,

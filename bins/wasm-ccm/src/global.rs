@@ -65,6 +65,13 @@ impl GlobalArgs {
 
     /// The runtime these options describe.
     pub fn runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_backtrace_details(false)
+    }
+
+    /// The runtime these options describe, with wasmtime's backtrace details (DWARF `file:line`)
+    /// on or off: the kit turns them on for an author debugging a driver, the product leaves
+    /// them off (see `EngineOptions::backtrace_details`).
+    pub fn runtime_with_backtrace_details(&self, details: bool) -> anyhow::Result<Runtime> {
         let cache_dir = self.cache_root();
         let allocation = match self.allocation {
             AllocationArg::Auto => Allocation::Auto,
@@ -74,6 +81,7 @@ impl GlobalArgs {
         Ok(Runtime::new(RuntimeOptions {
             engine: EngineOptions {
                 allocation,
+                backtrace_details: details,
                 ..Default::default()
             },
             cache_dir,

@@ -58,10 +58,13 @@ pub struct RunArgs {
     /// Controllers to run: `*` (all), `name` to enable, `-name` to disable; comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
-    /// Nodes initialised concurrently.
+    /// Nodes initialised concurrently; also the workers of the periodic node address update
+    /// when --concurrent-node-status-updates is not given.
     #[arg(long, default_value_t = 1)]
     concurrent_node_syncs: usize,
-    /// Workers of the periodic address update (0: as many as --concurrent-node-syncs).
+    /// Workers concurrently updating node statuses (the periodic address refresh every
+    /// --node-status-update-frequency). If unspecified or 0, --concurrent-node-syncs is used
+    /// instead (upstream's flag and fallback since 1.36).
     #[arg(long, default_value_t = 0)]
     concurrent_node_status_updates: usize,
     /// Services synced concurrently.
@@ -841,6 +844,65 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// `wasm-ccm run`'s flags alone, parsed as the binary parses them.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    /// The controllers' settings from `run` with `flags` (and a driver, which is required).
+    fn config(flags: &[&str]) -> ControllerConfig {
+        let args = ["wasm-ccm", "--driver", "d.wasm"].iter().chain(flags);
+        Cli::try_parse_from(args)
+            .expect("flags parse")
+            .run
+            .controller_config()
+            .expect("a valid configuration")
+    }
+
+    #[test]
+    fn node_status_update_workers_fall_back_to_node_syncs() {
+        // (flags, --concurrent-node-syncs, periodic address update workers)
+        let cases: &[(&[&str], usize, usize)] = &[
+            (&[], 1, 1),
+            (&["--concurrent-node-syncs=4"], 4, 4),
+            (
+                &[
+                    "--concurrent-node-syncs=4",
+                    "--concurrent-node-status-updates=9",
+                ],
+                4,
+                9,
+            ),
+            (&["--concurrent-node-status-updates=2"], 1, 2),
+            // Upstream: 0 means unspecified.
+            (
+                &[
+                    "--concurrent-node-syncs=3",
+                    "--concurrent-node-status-updates=0",
+                ],
+                3,
+                3,
+            ),
+        ];
+        for (flags, syncs, status) in cases {
+            let c = config(flags);
+            assert_eq!(c.concurrent_node_syncs, *syncs, "{flags:?}");
+            assert_eq!(c.address_workers(), *status, "{flags:?}");
+        }
+        assert!(
+            Cli::try_parse_from([
+                "wasm-ccm",
+                "--driver=d",
+                "--concurrent-node-status-updates=-1"
+            ])
+            .is_err(),
+            "a negative count is refused, as upstream"
+        );
+    }
 
     #[test]
     fn cache_ttls_may_be_zero() {

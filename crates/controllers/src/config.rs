@@ -133,8 +133,10 @@ impl Default for ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// Workers of the periodic address loop.
-    pub(crate) fn address_workers(&self) -> usize {
+    /// Workers of the periodic address loop: `--concurrent-node-status-updates`, or
+    /// `--concurrent-node-syncs` when that is 0 (unspecified), as upstream's `ApplyTo` in
+    /// `k8s.io/cloud-provider/options/nodecontroller.go`; at least 1.
+    pub fn address_workers(&self) -> usize {
         if self.concurrent_node_status_updates == 0 {
             self.concurrent_node_syncs
         } else {
@@ -150,6 +152,21 @@ mod tests {
 
     fn parse(s: &str) -> Result<EnabledControllers, String> {
         EnabledControllers::parse(&[s.to_string()])
+    }
+
+    #[test]
+    fn address_workers_fall_back_to_node_syncs() {
+        let with = |syncs, status| ControllerConfig {
+            concurrent_node_syncs: syncs,
+            concurrent_node_status_updates: status,
+            ..ControllerConfig::default()
+        };
+        assert_eq!(ControllerConfig::default().address_workers(), 1);
+        assert_eq!(with(5, 0).address_workers(), 5);
+        assert_eq!(with(5, 2).address_workers(), 2);
+        assert_eq!(with(1, 8).address_workers(), 8);
+        // A configuration built in code with 0 syncs still gets one worker.
+        assert_eq!(with(0, 0).address_workers(), 1);
     }
 
     #[test]

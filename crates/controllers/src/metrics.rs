@@ -272,6 +272,18 @@ impl Metrics {
             .sum()
     }
 
+    /// [`Metrics::total`] over the series of `name` whose labels (`k="v",…` as rendered) satisfy
+    /// `keep`.
+    pub fn total_matching(&self, name: &str, keep: impl Fn(&str) -> bool) -> f64 {
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|((n, labels), _)| *n == name && keep(labels))
+            .map(|(_, s)| if s.count > 0 { s.count as f64 } else { s.value })
+            .sum()
+    }
+
     /// The registry in Prometheus text format.
     pub(crate) fn render(&self) -> String {
         let map = self.series.lock().unwrap_or_else(|p| p.into_inner());

@@ -104,10 +104,15 @@ impl NodeController {
     /// Claims `id` for node `name`, or names the other Node that carries or claimed it.
     fn claim_provider_id(&self, id: &str, name: &str) -> Result<(), String> {
         let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(other) = self.ctx.nodes.find(|n| {
-            n.metadata.name.as_deref() != Some(name)
-                && n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(id)
-        }) {
+        // The store's provider-ID index, not a scan: one scan per initialisation made a cold
+        // start of N nodes O(N²).
+        if let Some(other) = self
+            .ctx
+            .nodes
+            .by_index(id)
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() != Some(name))
+        {
             return Err(other.metadata.name.clone().unwrap_or_default());
         }
         if let Some(other) = claims.get(id)

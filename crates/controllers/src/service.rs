@@ -96,8 +96,10 @@ pub(crate) struct ServiceController {
     /// on restart).
     seen: Mutex<HashSet<String>>,
     node_sync: Notify,
-    /// A node-sync pass is requested or running (for [`ServiceController::pending`]).
-    node_sync_busy: std::sync::atomic::AtomicBool,
+    /// A node-sync pass is requested and has not started (for [`ServiceController::pending`]).
+    node_sync_due: std::sync::atomic::AtomicBool,
+    /// A node-sync pass is running.
+    node_sync_running: std::sync::atomic::AtomicBool,
 }
 
 impl ServiceController {
@@ -115,7 +117,8 @@ impl ServiceController {
             own_annotations: Mutex::default(),
             seen: Mutex::default(),
             node_sync: Notify::new(),
-            node_sync_busy: std::sync::atomic::AtomicBool::new(false),
+            node_sync_due: std::sync::atomic::AtomicBool::new(false),
+            node_sync_running: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -205,18 +208,25 @@ impl ServiceController {
             _ => true,
         };
         if relevant {
-            self.node_sync_busy
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-            self.node_sync.notify_one();
+            self.wake_node_sync();
         }
+    }
+
+    /// Asks for one more node-sync pass.
+    fn wake_node_sync(&self) {
+        self.node_sync_due
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.node_sync.notify_one();
     }
 
     /// Keys waiting, in flight or delayed.
     pub(crate) fn pending(&self) -> usize {
         self.queue.pending()
             + usize::from(
-                self.node_sync_busy
-                    .load(std::sync::atomic::Ordering::SeqCst),
+                self.node_sync_due.load(std::sync::atomic::Ordering::SeqCst)
+                    || self
+                        .node_sync_running
+                        .load(std::sync::atomic::Ordering::SeqCst),
             )
     }
 
@@ -462,8 +472,8 @@ impl ServiceController {
         if !has_finalizer(svc) {
             self.set_finalizer(svc, true).await?;
         }
-        let BackendSet { key: set, nodes } = self.backends.current();
-        if nodes.is_empty() {
+        let (BackendSet { key: set, nodes }, stale) = self.backends.recent();
+        if nodes.nodes().is_empty() {
             self.event(
                 &regarding,
                 true,
@@ -474,6 +484,10 @@ impl ServiceController {
             .await;
         }
         lock(&self.last_nodes).insert(key.to_string(), set);
+        if stale {
+            // The set lags the node cache (`backends.rs`): one more pass brings it up to date.
+            self.wake_node_sync();
+        }
         let result = self
             .ctx
             .finish_call(
@@ -685,19 +699,30 @@ impl ServiceController {
                     }
                 }
             }
-            // Changes arriving during a pass coalesce into one more pass.
-            self.node_sync_busy
+            // Changes arriving during a pass coalesce into one more pass. Due is cleared as the pass starts, so a wake during the pass keeps the controller
+            // pending until the pass it asked for has run (a bool set and cleared around the pass
+            // read "idle" while the next pass waited for its quiet moment).
+            self.node_sync_running
                 .store(true, std::sync::atomic::Ordering::SeqCst);
-            self.sync_backends().await;
-            self.node_sync_busy
+            self.node_sync_due
                 .store(false, std::sync::atomic::Ordering::SeqCst);
+            let stale = self.sync_backends().await;
+            self.node_sync_running
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            if stale {
+                // A Service got a set older than the node cache: one more pass.
+                self.wake_node_sync();
+            }
         }
     }
 
-    /// One node-sync pass: `update` for every load balancer whose backend set changed.
-    pub(crate) async fn sync_backends(&self) {
+    /// One node-sync pass: `update` for every load balancer whose backend set changed. Returns
+    /// whether a set older than the node cache was used (`backends.rs`): then another pass is due.
+    pub(crate) async fn sync_backends(&self) -> bool {
         let started = Instant::now();
         let keys: Vec<String> = lock(&self.last_nodes).keys().cloned().collect();
+        let used_stale = std::sync::atomic::AtomicBool::new(false);
+        let used_stale = &used_stale;
         futures::stream::iter(keys)
             .for_each_concurrent(self.ctx.config.concurrent_service_syncs.max(1), |key| {
                 async move {
@@ -706,10 +731,16 @@ impl ServiceController {
                     // The set is read under the key's lock (free: it is cached): one read before
                     // waiting could be older than what the Service's own ensure just applied,
                     // and the pass would put the older set back.
-                    let BackendSet {
-                        key: backend_set,
-                        nodes: wit_nodes,
-                    } = self.backends.current();
+                    let (
+                        BackendSet {
+                            key: backend_set,
+                            nodes: wit_nodes,
+                        },
+                        stale,
+                    ) = self.backends.recent();
+                    if stale {
+                        used_stale.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     let backend_set = &backend_set;
                     let wit_nodes = &wit_nodes;
                     // Read under the lock: the Service's own sync may just have cleaned up.
@@ -739,13 +770,14 @@ impl ServiceController {
             &[],
             started.elapsed().as_secs_f64(),
         );
+        used_stale.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn update_backends(
         &self,
         key: &str,
         svc: &Service,
-        nodes: &Arc<[wasm_ccm_runtime::types::Node]>,
+        nodes: &wasm_ccm_runtime::SharedNodes,
     ) {
         let regarding = reference(svc);
         let wit = service_to_wit(svc);
@@ -767,7 +799,7 @@ impl ServiceController {
             .finish_call("load-balancer.update", outcome, REPORTER, &regarding)
             .await;
         match result {
-            Ok(()) if nodes.is_empty() => {
+            Ok(()) if nodes.nodes().is_empty() => {
                 self.event(
                     &regarding,
                     true,
@@ -803,11 +835,16 @@ impl ServiceController {
                 self.ctx
                     .metrics
                     .inc("service_controller_nodesync_error_total", &[]);
-                let names: Vec<&str> = nodes.iter().take(20).map(|n| n.name.as_str()).collect();
+                let names: Vec<&str> = nodes
+                    .nodes()
+                    .iter()
+                    .take(20)
+                    .map(|n| n.name.as_str())
+                    .collect();
                 let message = format!(
                     "Error updating load balancer with new hosts {:?} [node names limited, total number of nodes: {}], error: {e}",
                     names,
-                    nodes.len()
+                    nodes.nodes().len()
                 );
                 // Work under way (retry-after) is not a failure worth a Warning.
                 if !in_progress(&e) {

@@ -6,7 +6,8 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 /// The finalizer that keeps a Service until its load balancer is gone.
 pub(crate) const LB_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-/// Nodes carrying this label (with a value that is not boolean false) are no backends.
+/// Nodes carrying this label (with a value other than a Go boolean false) are no backends; see
+/// [`included_by_label`].
 pub(crate) const EXCLUDE_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// The cluster autoscaler's taint on nodes it is about to remove.
 pub(crate) const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
@@ -99,7 +100,22 @@ pub(crate) fn needs_update(old: &Service, new: &Service) -> bool {
         || families(o) != families(n)
 }
 
-/// The exclusion label's verdict: absent or boolean false → included.
+/// Go's `strconv.ParseBool`: the only spellings it accepts, `None` for anything else (an empty
+/// string, other casings such as `tRUE`, surrounding spaces, `yes`).
+fn parse_go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// The exclusion label's verdict, as upstream's `nodeIncludedPredicate`
+/// (`staging/src/k8s.io/cloud-provider/controllers/service/controller.go`): label absent →
+/// included; present, its value read with `strconv.ParseBool` → included only when false; a
+/// value that does not parse (the empty value too) → excluded. Upstream excludes an unparsable
+/// value without logging; so does this (it runs for every node on every backend sync, where a
+/// log line per node and pass would flood).
 pub(crate) fn included_by_label(node: &Node) -> bool {
     match node
         .metadata
@@ -108,7 +124,7 @@ pub(crate) fn included_by_label(node: &Node) -> bool {
         .and_then(|l| l.get(EXCLUDE_LB_LABEL))
     {
         None => true,
-        Some(v) => matches!(v.as_str(), "0" | "f" | "F" | "false" | "FALSE" | "False"),
+        Some(v) => parse_go_bool(v) == Some(false),
     }
 }
 

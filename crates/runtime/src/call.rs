@@ -1,16 +1,139 @@
 //! What a caller gives a driver call and what it gets back besides the value.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::bindings::types::Service;
+use crate::bindings::types::{Node, NodeSet, Service};
 use crate::error::CallError;
 use crate::http::HttpExchange;
 
 /// The cluster as a driver may see it through the `cluster` import.
+///
+/// The two queries have default implementations that filter [`ClusterView::load_balancer_services`];
+/// a view over a large cache overrides them to look only at what matches, so a query copies
+/// only the Services it returns.
 pub trait ClusterView: Send + Sync {
     /// All Services of type LoadBalancer.
     fn load_balancer_services(&self) -> Vec<Service>;
+
+    /// The LoadBalancer Services with annotation `key` (and, when `values` is not empty, one of
+    /// those values).
+    fn services_with_annotation(&self, key: &str, values: &[String]) -> Vec<Service> {
+        self.load_balancer_services()
+            .into_iter()
+            .filter(|s| annotation_matches(&s.annotations, key, values))
+            .collect()
+    }
+
+    /// The LoadBalancer Services using one of `ips` as `spec.loadBalancerIP` or ingress IP.
+    fn services_with_address(&self, ips: &[String]) -> Vec<Service> {
+        let wanted = AddressQuery::new(ips);
+        self.load_balancer_services()
+            .into_iter()
+            .filter(|s| {
+                s.load_balancer_ip
+                    .as_deref()
+                    .is_some_and(|ip| wanted.matches(ip))
+                    || s.ingress
+                        .iter()
+                        .filter_map(|i| i.ip.as_deref())
+                        .any(|ip| wanted.matches(ip))
+            })
+            .collect()
+    }
+}
+
+/// Whether `annotations` hold `key` with one of `values` (any value when `values` is empty): the
+/// rule of `cluster.services-with-annotation`.
+pub fn annotation_matches(annotations: &[(String, String)], key: &str, values: &[String]) -> bool {
+    annotations
+        .iter()
+        .any(|(k, v)| k == key && (values.is_empty() || values.iter().any(|w| w == v)))
+}
+
+/// The addresses of a `cluster.services-with-address` query. Addresses compare as addresses
+/// (`2001:db8::1` equals `2001:0db8::1`), so a driver need not guess how a Service spelled one;
+/// text that is no address compares as trimmed text.
+pub struct AddressQuery {
+    parsed: std::collections::HashSet<IpAddr>,
+    text: std::collections::HashSet<String>,
+}
+
+impl AddressQuery {
+    /// The query for `ips`.
+    pub fn new(ips: &[String]) -> Self {
+        let mut q = AddressQuery {
+            parsed: Default::default(),
+            text: Default::default(),
+        };
+        for ip in ips {
+            match ip.trim().parse::<IpAddr>() {
+                Ok(a) => q.parsed.insert(a),
+                Err(_) => q.text.insert(ip.trim().to_string()),
+            };
+        }
+        q
+    }
+
+    /// Whether `ip` (a Service's address as written) is one of the query's.
+    pub fn matches(&self, ip: &str) -> bool {
+        match ip.trim().parse::<IpAddr>() {
+            Ok(a) => self.parsed.contains(&a),
+            Err(_) => self.text.contains(ip.trim()),
+        }
+    }
+
+    /// Whether the query asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.parsed.is_empty() && self.text.is_empty()
+    }
+}
+
+/// The backend nodes of `load-balancer.ensure` and `update`, converted once and shared.
+///
+/// Each new set gets a new generation, unique in the process, so a driver that keeps the nodes
+/// of the generation it last fetched (the SDKs do) copies them once per change of the set, not
+/// once per call: equal generations always mean equal lists.
+#[derive(Debug, Clone)]
+pub struct SharedNodes {
+    generation: u64,
+    nodes: Arc<[Node]>,
+}
+
+/// Generations are process-wide, so two drivers or two callers never hand out the same one for
+/// different lists.
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+impl SharedNodes {
+    /// A new set of `nodes` (sorted by name, as `cluster.nodes` promises) with a new generation.
+    pub fn new(nodes: impl Into<Vec<Node>>) -> Self {
+        let mut nodes: Vec<Node> = nodes.into();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        SharedNodes {
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            nodes: nodes.into(),
+        }
+    }
+
+    /// The set's generation.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &Arc<[Node]> {
+        &self.nodes
+    }
+
+    /// What crosses into the guest as the call's argument.
+    pub(crate) fn record(&self) -> NodeSet {
+        NodeSet {
+            generation: self.generation,
+            count: u32::try_from(self.nodes.len()).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 /// A cluster with no Services (the CLI, tests).
@@ -38,7 +161,7 @@ impl ClusterView for StaticCluster {
 pub struct CallScope {
     /// `namespace/name` of a Service or the name of a Node; empty when none.
     pub object: String,
-    /// What `cluster.load-balancer-services` returns.
+    /// What the `cluster` queries read.
     pub cluster: Arc<dyn ClusterView>,
 }
 

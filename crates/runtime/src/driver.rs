@@ -19,7 +19,7 @@ use crate::bindings::types::{
 };
 use crate::bindings::{FullDriver, instances, load_balancer, provider, routes};
 use crate::cache::{AotCache, CacheOutcome};
-use crate::call::{CallScope, EmptyCluster, Outcome};
+use crate::call::{CallScope, EmptyCluster, Outcome, SharedNodes};
 use crate::egress::EgressPolicy;
 use crate::engine::{EngineOptions, WasmEngine};
 use crate::error::{CallError, HostError};
@@ -264,9 +264,13 @@ impl Runtime {
                 },
             })?;
         let deadline = Instant::now() + opts.call_timeout;
-        slot.store
-            .data_mut()
-            .begin_call("provider.info", "", deadline, Arc::new(EmptyCluster));
+        slot.store.data_mut().begin_call(
+            "provider.info",
+            "",
+            deadline,
+            Arc::new(EmptyCluster),
+            None,
+        );
         let call = slot.guests.provider.call_info(&mut slot.store);
         match tokio::time::timeout(opts.call_timeout, call).await {
             Ok(Ok(info)) => Ok(info),
@@ -477,19 +481,14 @@ impl Slot {
         let deadline = Instant::now() + opts.init_timeout;
         store
             .data_mut()
-            .begin_call("instantiate", "", deadline, Arc::new(EmptyCluster));
-        let wasm_err = |e: wasmtime::Error| HostError::Wasmtime {
-            origin: origin.clone(),
-            stage: "instantiating",
-            detail: format!("{e:#}"),
-        };
+            .begin_call("instantiate", "", deadline, Arc::new(EmptyCluster), None);
         let instance = match tokio::time::timeout(
             opts.init_timeout,
             pre.instantiate_async(&mut store),
         )
         .await
         {
-            Ok(r) => r.map_err(wasm_err)?,
+            Ok(r) => r.map_err(|e| instantiate_error(&store, &origin, &e))?,
             Err(_) => {
                 return Err(HostError::Deadline {
                     driver: origin,
@@ -503,25 +502,25 @@ impl Slot {
             provider: indices
                 .provider
                 .load(&mut store, &instance)
-                .map_err(wasm_err)?,
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
             instances: indices
                 .instances
                 .as_ref()
                 .map(|i| i.load(&mut store, &instance))
                 .transpose()
-                .map_err(wasm_err)?,
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
             load_balancer: indices
                 .load_balancer
                 .as_ref()
                 .map(|i| i.load(&mut store, &instance))
                 .transpose()
-                .map_err(wasm_err)?,
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
             routes: indices
                 .routes
                 .as_ref()
                 .map(|i| i.load(&mut store, &instance))
                 .transpose()
-                .map_err(wasm_err)?,
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
         };
         Ok(Slot {
             store,
@@ -583,9 +582,13 @@ impl DriverInner {
         let mut slot = Slot::new(&self.pre, &self.indices, self.host.clone(), &self.opts).await?;
         self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.opts.init_timeout;
-        slot.store
-            .data_mut()
-            .begin_call("provider.init", "", deadline, Arc::new(EmptyCluster));
+        slot.store.data_mut().begin_call(
+            "provider.init",
+            "",
+            deadline,
+            Arc::new(EmptyCluster),
+            None,
+        );
         let o = &self.opts;
         let call =
             slot.guests
@@ -644,6 +647,17 @@ impl DriverInner {
         scope: &CallScope,
         f: impl for<'a> FnOnce(&'a mut Slot) -> CallFuture<'a, R>,
     ) -> Outcome<R> {
+        self.invoke_with_nodes(function, scope, None, f).await
+    }
+
+    /// [`DriverInner::invoke`] for a call that hands the guest a node set (`cluster.nodes`).
+    async fn invoke_with_nodes<R: Capped>(
+        &self,
+        function: &str,
+        scope: &CallScope,
+        nodes: Option<&SharedNodes>,
+        f: impl for<'a> FnOnce(&'a mut Slot) -> CallFuture<'a, R>,
+    ) -> Outcome<R> {
         let started = Instant::now();
         let Ok(_permit) = self.permits.acquire().await else {
             return Outcome::failed(
@@ -677,6 +691,7 @@ impl DriverInner {
             &scope.object,
             Instant::now() + timeout,
             scope.cluster.clone(),
+            nodes.cloned(),
         );
         slot.calls += 1;
         let result = tokio::time::timeout(timeout, f(&mut slot)).await;
@@ -783,6 +798,30 @@ impl DriverInner {
 }
 
 /// Turns a wasmtime error from a guest call into the host error that says what happened.
+/// Why instantiating failed. The guest's start code runs during instantiation, so a trap there
+/// is described like a trap in a call (cause, bounded and redacted backtrace), never by
+/// wasmtime's raw text, which quotes the driver's function names unbounded.
+fn instantiate_error(store: &Store<InstanceState>, origin: &str, e: &wasmtime::Error) -> HostError {
+    let logger = &store.data().host.logger;
+    if e.downcast_ref::<Trap>().is_some() {
+        return HostError::Trap {
+            driver: origin.into(),
+            function: "instantiate".into(),
+            detail: trap_cause(e, &store.data().last_panic()),
+            backtrace: guest_backtrace(e, &|text, max| logger.redact_bounded(text, max)),
+        };
+    }
+    HostError::Wasmtime {
+        origin: origin.into(),
+        stage: "instantiating",
+        detail: logger.redact_bounded(&format!("{e:#}"), MAX_INSTANTIATE_DETAIL),
+    }
+}
+
+/// The longest description of an instantiation failure that is not a trap (a missing export, a
+/// type mismatch): host text, bounded anyway because it may quote the component.
+const MAX_INSTANTIATE_DETAIL: usize = 2048;
+
 fn classify(
     e: &wasmtime::Error,
     driver: &str,
@@ -805,11 +844,43 @@ fn classify(
             deadline: timeout,
         };
     }
+    let logger = &slot.store.data().host.logger;
     HostError::Trap {
         driver: driver.into(),
         function: function.into(),
         detail: trap_cause(e, &slot.store.data().last_panic()),
+        backtrace: guest_backtrace(e, &|text, max| logger.redact_bounded(text, max)),
     }
+}
+
+/// The guest's stack at the trap from the `WasmBacktrace` wasmtime attaches to the error (up to
+/// `engine::build`'s frame limit), as hostile text made safe ([`crate::error::GuestBacktrace::new`]): function
+/// names come from the driver's name section and locations from its DWARF, so they go through
+/// the same redaction as every driver text. Empty when wasmtime captured none.
+fn guest_backtrace(
+    e: &wasmtime::Error,
+    redact: &dyn Fn(&str, usize) -> String,
+) -> crate::error::GuestBacktrace {
+    use crate::error::{GuestBacktrace, RawFrame, RawSymbol};
+    let Some(trace) = e.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return GuestBacktrace::default();
+    };
+    let frames = trace.frames().iter().map(|f| RawFrame {
+        module: f.module().name(),
+        func_index: f.func_index(),
+        name: f.func_name(),
+        symbols: f
+            .symbols()
+            .iter()
+            .map(|s| RawSymbol {
+                name: s.name(),
+                file: s.file(),
+                line: s.line(),
+                column: s.column(),
+            })
+            .collect(),
+    });
+    GuestBacktrace::new(frames, redact)
 }
 
 /// Bytes one guest-to-host transfer may copy: the memory limit plus 1 MiB for the canonical ABI's
@@ -856,12 +927,52 @@ pub(crate) fn trap_cause(e: &wasmtime::Error, last_panic: &Option<String>) -> St
             root
         }
     };
-    cut_chars(&cause, 500)
+    cut_line(&cause, MAX_TRAP_DETAIL_BYTES)
 }
 
-fn cut_chars(s: &str, max: usize) -> String {
-    let line = s.lines().next().unwrap_or(s);
-    line.chars().take(max).collect()
+/// Longest trap detail, in bytes: with the short backtrace and the fixed words the message stays
+/// under the 1024 bytes of a Kubernetes event note.
+const MAX_TRAP_DETAIL_BYTES: usize = 500;
+
+/// The first line of `s`, its control characters replaced (the guest's panic text reaches
+/// terminals and events), cut to `max` bytes on a character boundary.
+fn cut_line(s: &str, max: usize) -> String {
+    let line = crate::error::sanitize(s.lines().next().unwrap_or(s));
+    let mut end = line.len().min(max);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// The body of `load-balancer.ensure`/`update`: the service and the node-set record go in, and
+/// the set is the call's `cluster.nodes` answer.
+macro_rules! node_set_call {
+    ($self:ident, $function:literal, $call:ident, $service:ident, $nodes:ident, $scope:ident) => {{
+        if let Err(e) = $self.inner.require(
+            $self.inner.indices.load_balancer.is_some(),
+            "load-balancer",
+            $function,
+        ) {
+            return Outcome::failed(e, Duration::ZERO);
+        }
+        $self.inner.host.lowered.fetch_add(
+            crate::lowered::Lowered::lowered_bytes($service),
+            Ordering::Relaxed,
+        );
+        let (service, set) = ($service.clone(), $nodes.record());
+        $self
+            .inner
+            .invoke_with_nodes($function, $scope, Some($nodes), move |slot| {
+                Box::pin(async move {
+                    let Some(guest) = slot.guests.load_balancer.as_ref() else {
+                        return Ok(Err(ProviderError::NotImplemented));
+                    };
+                    guest.$call(&mut slot.store, &service, set).await
+                })
+            })
+            .await
+    }};
 }
 
 macro_rules! typed_call {
@@ -1006,36 +1117,64 @@ impl Driver {
     typed_call!(
         /// `load-balancer.get`.
         load_balancer_get, load_balancer, "load-balancer", "get", call_get, (service: &Service) -> Option<Vec<Ingress>>);
-    typed_call!(
-        /// `load-balancer.ensure` with a shared node set: the controllers convert the node set
-        /// once per change and hand every call the same `Arc` (no copy per Service).
-        load_balancer_ensure_shared, load_balancer, "load-balancer", "ensure", call_ensure, (service: &Service, nodes: &Arc<[Node]>) -> EnsureResult);
-    typed_call!(
-        /// `load-balancer.update` with a shared node set (see
-        /// [`Driver::load_balancer_ensure_shared`]).
-        load_balancer_update_shared, load_balancer, "load-balancer", "update", call_update, (service: &Service, nodes: &Arc<[Node]>) -> ());
+    /// `load-balancer.ensure` with a shared node set: the controllers convert the node set once
+    /// per change and hand every call the same [`SharedNodes`], so a driver copies it once per
+    /// change (the guest fetches it with `cluster.nodes` only for a generation it lacks).
+    pub async fn load_balancer_ensure_shared(
+        &self,
+        service: &Service,
+        nodes: &SharedNodes,
+        scope: &CallScope,
+    ) -> Outcome<EnsureResult> {
+        node_set_call!(
+            self,
+            "load-balancer.ensure",
+            call_ensure,
+            service,
+            nodes,
+            scope
+        )
+    }
 
-    /// `load-balancer.ensure` (copies `nodes` once; the controllers use
+    /// `load-balancer.update` with a shared node set (see
     /// [`Driver::load_balancer_ensure_shared`]).
+    pub async fn load_balancer_update_shared(
+        &self,
+        service: &Service,
+        nodes: &SharedNodes,
+        scope: &CallScope,
+    ) -> Outcome<()> {
+        node_set_call!(
+            self,
+            "load-balancer.update",
+            call_update,
+            service,
+            nodes,
+            scope
+        )
+    }
+
+    /// `load-balancer.ensure` with a node set of its own (a new generation each call; the
+    /// controllers use [`Driver::load_balancer_ensure_shared`]).
     pub async fn load_balancer_ensure(
         &self,
         service: &Service,
         nodes: &[Node],
         scope: &CallScope,
     ) -> Outcome<EnsureResult> {
-        self.load_balancer_ensure_shared(service, &Arc::from(nodes), scope)
+        self.load_balancer_ensure_shared(service, &SharedNodes::new(nodes), scope)
             .await
     }
 
-    /// `load-balancer.update` (copies `nodes` once; the controllers use
-    /// [`Driver::load_balancer_update_shared`]).
+    /// `load-balancer.update` with a node set of its own (see
+    /// [`Driver::load_balancer_ensure`]).
     pub async fn load_balancer_update(
         &self,
         service: &Service,
         nodes: &[Node],
         scope: &CallScope,
     ) -> Outcome<()> {
-        self.load_balancer_update_shared(service, &Arc::from(nodes), scope)
+        self.load_balancer_update_shared(service, &SharedNodes::new(nodes), scope)
             .await
     }
     typed_call!(
@@ -1114,10 +1253,24 @@ impl Driver {
             surface::PACKAGE,
             self.inner.compiled.surface.wit_version
         );
+        // `ensure` and `update` take a node set; the caller writes the nodes themselves, which
+        // become a set of their own that `cluster.nodes` returns during the call.
+        let (input, nodes) = if iface == "load-balancer" && matches!(function, "ensure" | "update")
+        {
+            match crate::json::node_set_argument(input) {
+                Ok((input, nodes)) => (input, Some(nodes)),
+                Err(msg) => {
+                    let e = HostError::BadArguments(format!("{target}: {msg}"));
+                    return Outcome::failed(e.into(), Duration::ZERO);
+                }
+            }
+        } else {
+            (input, None)
+        };
         let function = function.to_string();
         let target_owned = target.to_string();
         self.inner
-            .invoke(target, scope, move |slot| {
+            .invoke_with_nodes(target, scope, nodes.as_ref(), move |slot| {
                 Box::pin(async move {
                     crate::json::call(
                         &mut slot.store,

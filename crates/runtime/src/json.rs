@@ -600,6 +600,38 @@ pub fn service_from_json(v: &Value) -> Result<crate::types::Service, String> {
     })
 }
 
+/// The arguments of `load-balancer.ensure`/`update` as a caller writes them (`{"service": …,
+/// "nodes": [node, …]}` or `[service, [node, …]]`) turned into the WIT's (`nodes` becomes the
+/// `node-set` record) and the node set the call hands out through `cluster.nodes`.
+pub(crate) fn node_set_argument(input: Value) -> Result<(Value, crate::call::SharedNodes), String> {
+    let list = |v: &Value| -> Result<Vec<crate::types::Node>, String> {
+        match v {
+            Value::Null => Ok(Vec::new()),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, n)| node_from_json(n).map_err(|e| format!("nodes[{i}]: {e}")))
+                .collect(),
+            _ => Err("`nodes` must be an array of nodes".to_string()),
+        }
+    };
+    let record = |set: &crate::call::SharedNodes| json!({"generation": set.generation(), "count": set.nodes().len()});
+    match input {
+        Value::Object(mut m) => {
+            let nodes =
+                crate::call::SharedNodes::new(list(m.get("nodes").unwrap_or(&Value::Null))?);
+            m.insert("nodes".to_string(), record(&nodes));
+            Ok((Value::Object(m), nodes))
+        }
+        Value::Array(mut a) if a.len() == 2 => {
+            let nodes = crate::call::SharedNodes::new(list(&a[1])?);
+            a[1] = record(&nodes);
+            Ok((Value::Array(a), nodes))
+        }
+        _ => Err("pass {\"service\": …, \"nodes\": [ … ]} or [service, [nodes]]".to_string()),
+    }
+}
+
 /// A typed [`Node`](crate::types::Node) from the same JSON a dynamic call takes (WIT field names,
 /// label maps as objects, `ready` defaulting to true). For scenario files.
 pub fn node_from_json(v: &Value) -> Result<crate::types::Node, String> {

@@ -33,7 +33,8 @@ pub mod surface;
 pub use bindings::types;
 pub use cache::{AotCache, CacheOutcome};
 pub use call::{
-    CallScope, ClusterView, DriverEvent, EmptyCluster, EventKind, Outcome, StaticCluster,
+    AddressQuery, CallScope, ClusterView, DriverEvent, EmptyCluster, EventKind, Outcome,
+    SharedNodes, StaticCluster, annotation_matches,
 };
 pub use driver::{
     Compiled, Driver, DriverOptions, DriverStats, InstanceMode, Runtime, RuntimeOptions,

@@ -52,6 +52,12 @@ impl Lowered for Node {
     }
 }
 
+impl Lowered for crate::bindings::types::NodeSet {
+    fn lowered_bytes(&self) -> u64 {
+        12
+    }
+}
+
 impl<T: Lowered> Lowered for [T] {
     fn lowered_bytes(&self) -> u64 {
         HEADER + self.iter().map(Lowered::lowered_bytes).sum::<u64>()

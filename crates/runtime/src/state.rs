@@ -11,7 +11,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::{cluster, http, log as wlog, types};
-use crate::call::{ClusterView, DriverEvent, EventKind};
+use crate::call::{ClusterView, DriverEvent, EventKind, SharedNodes};
 use crate::http::{HttpCapability, HttpExchange};
 use crate::log::{DriverLogger, Level, Source};
 
@@ -46,6 +46,8 @@ pub(crate) struct CallTags {
 pub(crate) struct CallState {
     pub deadline: Instant,
     pub cluster: Arc<dyn ClusterView>,
+    /// The node set of a `load-balancer.ensure` or `update` call, for `cluster.nodes`.
+    pub nodes: Option<SharedNodes>,
     pub events: Vec<DriverEvent>,
     pub http: Vec<HttpExchange>,
 }
@@ -93,6 +95,7 @@ impl InstanceState {
             call: CallState {
                 deadline: Instant::now(),
                 cluster,
+                nodes: None,
                 events: Vec::new(),
                 http: Vec::new(),
             },
@@ -114,10 +117,12 @@ impl InstanceState {
         object: &str,
         deadline: Instant,
         cluster: Arc<dyn ClusterView>,
+        nodes: Option<SharedNodes>,
     ) {
         self.call = CallState {
             deadline,
             cluster,
+            nodes,
             events: Vec::new(),
             http: Vec::new(),
         };
@@ -284,14 +289,47 @@ impl wlog::Host for InstanceState {
     }
 }
 
+impl InstanceState {
+    /// Counts what an answer of the `cluster` import copies into the guest.
+    fn count_lowered<T: crate::lowered::Lowered + ?Sized>(&self, answer: &T) {
+        self.host
+            .lowered
+            .fetch_add(answer.lowered_bytes(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl cluster::Host for InstanceState {
     fn load_balancer_services(&mut self) -> Vec<types::Service> {
         let services = self.call.cluster.load_balancer_services();
-        self.host.lowered.fetch_add(
-            crate::lowered::Lowered::lowered_bytes(services.as_slice()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.count_lowered(services.as_slice());
         services
+    }
+
+    fn services_with_annotation(
+        &mut self,
+        key: String,
+        values: Vec<String>,
+    ) -> Vec<types::Service> {
+        let services = self.call.cluster.services_with_annotation(&key, &values);
+        self.count_lowered(services.as_slice());
+        services
+    }
+
+    fn services_with_address(&mut self, ips: Vec<String>) -> Vec<types::Service> {
+        let services = self.call.cluster.services_with_address(&ips);
+        self.count_lowered(services.as_slice());
+        services
+    }
+
+    fn nodes(&mut self) -> Vec<types::Node> {
+        let nodes = self
+            .call
+            .nodes
+            .as_ref()
+            .map(|set| set.nodes().to_vec())
+            .unwrap_or_default();
+        self.count_lowered(nodes.as_slice());
+        nodes
     }
 
     fn event(&mut self, kind: cluster::EventType, reason: String, message: String) {

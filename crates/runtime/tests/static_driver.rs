@@ -380,3 +380,83 @@ async fn inventory_mode_reads_instances_and_keeps_routes_over_http() {
         "{log:?}"
     );
 }
+
+/// What one ensure copies into the guest: the Service, the node-set record and, for a generation
+/// the instance has not seen, the nodes.
+async fn lowered_by(
+    d: &wasm_ccm_runtime::Driver,
+    svc: &Service,
+    nodes: &wasm_ccm_runtime::SharedNodes,
+) -> u64 {
+    let before = d.lowered_bytes();
+    d.load_balancer_ensure_shared(svc, nodes, &CallScope::object("default/web"))
+        .await
+        .result
+        .expect("ensure");
+    d.lowered_bytes() - before
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_set_is_copied_into_an_instance_once_per_generation() {
+    let d = load(STATIC_DRIVER, opts()).await;
+    let web = service("web", "11111111-2222-3333-4444-555555555555");
+    let many: Vec<_> = (0..200).map(|i| node(&format!("node-{i:03}"))).collect();
+    let set = wasm_ccm_runtime::SharedNodes::new(many.clone());
+    let first = lowered_by(&d, &web, &set).await;
+    let second = lowered_by(&d, &web, &set).await;
+    // Calls run one after the other, so the warm instance is reused: the second ensure of the
+    // same generation copies no node, the first copied 200.
+    assert!(
+        second * 10 < first,
+        "the same generation was copied again: {first} then {second} bytes"
+    );
+    // `update` with that generation copies nothing either.
+    let before = d.lowered_bytes();
+    d.load_balancer_update_shared(&web, &set, &CallScope::object("default/web"))
+        .await
+        .result
+        .expect("update");
+    assert!(d.lowered_bytes() - before <= second);
+    // Equal content under a new generation is fetched again: a generation, not a guess, decides.
+    let renewed = wasm_ccm_runtime::SharedNodes::new(many);
+    assert_ne!(renewed.generation(), set.generation());
+    assert_eq!(lowered_by(&d, &web, &renewed).await, first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_ensure_takes_the_nodes_themselves() {
+    let d = load(STATIC_DRIVER, opts()).await;
+    let s = CallScope::default();
+    let svc = serde_json::json!({"namespace": "default", "name": "web", "uid": "u-1",
+        "ports": [{"name": "http", "protocol": "tcp", "port": 80, "node-port": 30080}]});
+    let v = d
+        .call_json(
+            "load-balancer.ensure",
+            serde_json::json!({"service": svc, "nodes": [{"name": "node-a"}]}),
+            &s,
+        )
+        .await
+        .result
+        .expect("ensure by JSON");
+    assert_eq!(v["ingress"][0]["ip"], "192.0.2.10");
+    let e = d
+        .call_json(
+            "load-balancer.update",
+            serde_json::json!([svc, [{"name": "node-a", "colour": "red"}]]),
+            &s,
+        )
+        .await
+        .result
+        .expect_err("a node with an unknown field");
+    assert!(e.to_string().contains("nodes[0]"), "{e}");
+    let e = d
+        .call_json(
+            "load-balancer.ensure",
+            serde_json::json!({"service": svc, "nodes": "node-a"}),
+            &s,
+        )
+        .await
+        .result
+        .expect_err("nodes not a list");
+    assert!(e.to_string().contains("array of nodes"), "{e}");
+}

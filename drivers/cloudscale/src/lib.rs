@@ -133,7 +133,7 @@ fn check_floating_ip_conflicts(service: &Service, a: &Annotations) -> Result<(),
         return Ok(());
     }
     let mut conflicts = Vec::new();
-    for other in cluster::load_balancer_services() {
+    for other in cluster::services_with_annotation(annotations::LB_FLOATING_IPS, &[]) {
         if other.uid == service.uid
             || (other.namespace == service.namespace && other.name == service.name)
         {

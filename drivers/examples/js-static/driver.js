@@ -81,15 +81,12 @@ class Pool {
   }
   get empty() { return this.ranges.length === 0; }
   contains(ip) { const n = toNum(ip); return this.ranges.some((r) => r.v6 === v6(ip) && r.first <= n && n <= r.last); }
-  firstFree(taken, family) {
+  /** Every address of the pool in configuration order, of `family` ('ipv4'/'ipv6') if given. */
+  *addresses(family) {
     for (const r of this.ranges) {
       if (family !== undefined && r.v6 !== (family === 'ipv6')) continue;
-      for (let n = r.first; n <= r.last; n++) {
-        const ip = fromNum(r.v6, n);
-        if (!taken.has(ipKey(ip))) return ip;
-      }
+      for (let n = r.first; n <= r.last; n++) yield fromNum(r.v6, n);
     }
-    return null;
   }
 }
 
@@ -300,9 +297,18 @@ function lbIngress(svc, ip) {
   return ip ? [vip(ipString(ip))] : [];
 }
 
-function chooseIp(svc, others) {
-  const pool = CONFIG.pool;
-  if (pool.empty) throw new InvalidConfig('no load-balancer addresses configured: set loadBalancer.addresses in the cloud-config');
+// How many pool addresses the first query asks about, doubling up to the largest, so a fresh
+// address deep in a busy pool takes few host calls.
+const FIRST_CANDIDATES = 256;
+const MAX_CANDIDATES = 4096;
+
+/** The Services that may claim one of `ips`: only those are copied in, never every Service. */
+function claims(ips) {
+  const texts = ips.map(ipString);
+  return [...cluster.servicesWithAddress(texts), ...cluster.servicesWithAnnotation(IP_ANNOTATION, texts)];
+}
+
+function takenByOthers(svc, others) {
   const taken = new Set();
   for (const o of others) {
     if (o.uid === svc.uid) continue;
@@ -310,26 +316,44 @@ function chooseIp(svc, others) {
     if (a) taken.add(ipKey(a));
     for (const ip of ingressIps(o)) taken.add(ipKey(ip));
   }
+  return taken;
+}
+
+function chooseIp(svc) {
+  const pool = CONFIG.pool;
+  if (pool.empty) throw new InvalidConfig('no load-balancer addresses configured: set loadBalancer.addresses in the cloud-config');
   const requested = (svc.loadBalancerIp ?? '').trim();
   if (requested) {
     const ip = parseIp(requested);
     if (!ip) throw new InvalidConfig(`spec.loadBalancerIP ${JSON.stringify(requested)} is not an IP address`);
     if (!pool.contains(ip)) throw new InvalidConfig(`spec.loadBalancerIP ${ipString(ip)} is not in the address pool (loadBalancer.addresses)`);
-    if (taken.has(ipKey(ip))) throw new InvalidConfig(`spec.loadBalancerIP ${ipString(ip)} is already used by another service`);
+    if (takenByOthers(svc, claims([ip])).has(ipKey(ip))) throw new InvalidConfig(`spec.loadBalancerIP ${ipString(ip)} is already used by another service`);
     return ip;
   }
   const current = parseIp(lookup(svc.annotations, IP_ANNOTATION));
   if (current) {
-    const published = new Set(others.filter((o) => o.uid !== svc.uid).flatMap(ingressIps).map(ipKey));
+    const published = new Set(claims([current]).filter((o) => o.uid !== svc.uid).flatMap(ingressIps).map(ipKey));
     if (pool.contains(current) && !published.has(ipKey(current))) return current;
   }
-  const ip = pool.firstFree(taken, svc.ipFamilies[0]);
-  if (!ip) {
-    const msg = `no free address left in the load-balancer pool for ${svc.namespace}/${svc.name} (${taken.size} claimed by other services)`;
-    cluster.warning('AddressPoolExhausted', msg);
-    throw new Permanent(msg);
+  const candidates = pool.addresses(svc.ipFamilies[0]);
+  let asked = FIRST_CANDIDATES;
+  let claimed = 0;
+  for (;;) {
+    const chunk = [];
+    for (let next = candidates.next(); !next.done; next = candidates.next()) {
+      chunk.push(next.value);
+      if (chunk.length === asked) break;
+    }
+    if (chunk.length === 0) break;
+    const taken = takenByOthers(svc, claims(chunk));
+    const free = chunk.find((ip) => !taken.has(ipKey(ip)));
+    if (free) return free;
+    claimed += chunk.length;
+    asked = Math.min(asked * 2, MAX_CANDIDATES);
   }
-  return ip;
+  const msg = `no free address left in the load-balancer pool for ${svc.namespace}/${svc.name} (${claimed} claimed by other services)`;
+  cluster.warning('AddressPoolExhausted', msg);
+  throw new Permanent(msg);
 }
 
 export const loadBalancer = defineInterface('load-balancer', {
@@ -349,7 +373,7 @@ export const loadBalancer = defineInterface('load-balancer', {
       throw new InvalidConfig(`port ${sctp.port} (${sctp.name || 'unnamed'}) uses SCTP, which static load balancers do not support; use TCP or UDP`);
     }
     if (CONFIG.suffix && CONFIG.pool.empty) return { ingress: lbIngress(svc, null), setAnnotations: [], removeAnnotations: [] };
-    const ip = chooseIp(svc, cluster.loadBalancerServices());
+    const ip = chooseIp(svc);
     const result = { ingress: lbIngress(svc, ip), setAnnotations: [], removeAnnotations: [] };
     if (lookup(svc.annotations, IP_ANNOTATION) !== ipString(ip)) result.setAnnotations.push([IP_ANNOTATION, ipString(ip)]);
     return result;

@@ -7,6 +7,7 @@ Build (see sdk/README.md, "Write a driver in Python"):
         -p . -p ../../../sdk/python -p deps -o python_static.wasm
 """
 import ipaddress
+import itertools
 
 import yaml  # PyYAML, pure-Python (the libyaml C extension is absent in the component)
 
@@ -179,17 +180,13 @@ class Pool:
     def contains(self, ip):
         return any(v == ip.version and a <= int(ip) <= b for v, a, b in self.ranges)
 
-    def first_free(self, taken, family=None):
+    def addresses(self, family=None):
+        """Every address of the pool in configuration order, of `family` (4 or 6) if given."""
         for v, a, b in self.ranges:
             if family and v != family:
                 continue
-            n = a
-            while n <= b:
-                ip = ipaddress.ip_address(n) if v == 4 else ipaddress.IPv6Address(n)
-                if ip not in taken:
-                    return ip
-                n += 1
-        return None
+            for n in range(a, b + 1):
+                yield ipaddress.ip_address(n) if v == 4 else ipaddress.IPv6Address(n)
 
 
 def _is_dns_name(s):
@@ -340,10 +337,19 @@ def lb_ingress(svc, ip):
     return [vip(str(ip))] if ip is not None else []
 
 
-def choose_ip(svc, others):
-    pool = CONFIG["pool"]
-    if not pool:
-        raise InvalidConfig("no load-balancer addresses configured: set loadBalancer.addresses in the cloud-config")
+# How many pool addresses the first query asks about, doubling up to the largest, so a fresh
+# address deep in a busy pool takes few host calls.
+FIRST_CANDIDATES, MAX_CANDIDATES = 256, 4096
+
+
+def _claims(ips):
+    """The Services that may claim one of `ips`: only those are copied in, never every Service."""
+    texts = [str(ip) for ip in ips]
+    return (cluster.services_with_address(texts)
+            + cluster.services_with_annotation(IP_ANNOTATION, texts))
+
+
+def _taken_by_others(svc, others):
     taken = set()
     for o in others:
         if o.uid == svc.uid:
@@ -352,6 +358,13 @@ def choose_ip(svc, others):
         if a:
             taken.add(a)
         taken |= _ingress_ips(o)
+    return taken
+
+
+def choose_ip(svc):
+    pool = CONFIG["pool"]
+    if not pool:
+        raise InvalidConfig("no load-balancer addresses configured: set loadBalancer.addresses in the cloud-config")
     requested = (svc.load_balancer_ip or "").strip()
     if requested:
         ip = _parse_ip(requested)
@@ -359,25 +372,33 @@ def choose_ip(svc, others):
             raise InvalidConfig(f"spec.loadBalancerIP {requested!r} is not an IP address")
         if not pool.contains(ip):
             raise InvalidConfig(f"spec.loadBalancerIP {ip} is not in the address pool (loadBalancer.addresses)")
-        if ip in taken:
+        if ip in _taken_by_others(svc, _claims([ip])):
             raise InvalidConfig(f"spec.loadBalancerIP {ip} is already used by another service")
         return ip
     current = _parse_ip(lookup(svc.annotations, IP_ANNOTATION) or "")
     if current is not None:
         published = set()
-        for o in others:
+        for o in _claims([current]):
             if o.uid != svc.uid:
                 published |= _ingress_ips(o)
         if pool.contains(current) and current not in published:
             return current
     family = {IpFamily.IPV4: 4, IpFamily.IPV6: 6}.get(svc.ip_families[0]) if svc.ip_families else None
-    ip = pool.first_free(taken, family)
-    if ip is None:
-        msg = (f"no free address left in the load-balancer pool for {svc.namespace}/{svc.name} "
-               f"({len(taken)} claimed by other services)")
-        cluster.warning("AddressPoolExhausted", msg)
-        raise Permanent(msg)
-    return ip
+    candidates, asked, claimed = pool.addresses(family), FIRST_CANDIDATES, 0
+    while True:
+        chunk = list(itertools.islice(candidates, asked))
+        if not chunk:
+            break
+        taken = _taken_by_others(svc, _claims(chunk))
+        for ip in chunk:
+            if ip not in taken:
+                return ip
+        claimed += len(chunk)
+        asked = min(asked * 2, MAX_CANDIDATES)
+    msg = (f"no free address left in the load-balancer pool for {svc.namespace}/{svc.name} "
+           f"({claimed} claimed by other services)")
+    cluster.warning("AddressPoolExhausted", msg)
+    raise Permanent(msg)
 
 
 @export
@@ -403,7 +424,7 @@ class LoadBalancer(exports.LoadBalancer):
                     f"port {p.port} ({p.name or 'unnamed'}) uses SCTP, which static load balancers do not support; use TCP or UDP")
         if CONFIG["suffix"] and not CONFIG["pool"]:
             return EnsureResult(lb_ingress(svc, None), [], [])
-        ip = choose_ip(svc, cluster.load_balancer_services())
+        ip = choose_ip(svc)
         result = EnsureResult(lb_ingress(svc, ip), [], [])
         if lookup(svc.annotations, IP_ANNOTATION) != str(ip):
             result.set_annotations.append((IP_ANNOTATION, str(ip)))

@@ -74,16 +74,30 @@ fn ingress_ips(service: &Service) -> impl Iterator<Item = IpAddr> + '_ {
         .filter_map(|ip| ip.parse().ok())
 }
 
+/// The Services that may claim one of the given addresses (by annotation, `spec.loadBalancerIP`
+/// or ingress). The driver asks the host (`cluster.services-with-address` and
+/// `services-with-annotation`); tests pass a list. Returning more Services than those is harmless.
+pub type Claims<'a> = &'a dyn Fn(&[IpAddr]) -> Vec<Service>;
+
+/// How many pool addresses the first query asks about; each next query asks about twice as many
+/// (up to [`MAX_CANDIDATES`]), so a fresh address deep in a busy pool takes few host calls.
+const FIRST_CANDIDATES: usize = 256;
+/// The largest query.
+const MAX_CANDIDATES: usize = 4096;
+
 /// Chooses the service's address:
 /// 1. `spec.loadBalancerIP` when set — it must be in the pool and not claimed by another service;
 /// 2. else the address in the annotation, while it is still in the pool and no other service
 ///    already publishes it (a Service copied with its annotation does not steal the original's
 ///    address);
 /// 3. else the first free pool address of the service's primary IP family.
+///
+/// Only the Services that may claim a candidate are asked for, never every Service: the cost of
+/// an ensure does not grow with the number of Services once the service has its address.
 pub fn choose_ip(
     service: &Service,
     pool: &AddressPool,
-    others: &[Service],
+    claims: Claims<'_>,
 ) -> Result<IpAddr, AllocationError> {
     if pool.is_empty() {
         return Err(AllocationError::Invalid(
@@ -91,7 +105,6 @@ pub fn choose_ip(
                 .to_string(),
         ));
     }
-    let taken = claimed_by_others(service, others);
 
     if let Some(requested) = service
         .load_balancer_ip
@@ -109,7 +122,7 @@ pub fn choose_ip(
                 "spec.loadBalancerIP {ip} is not in the address pool (loadBalancer.addresses)"
             )));
         }
-        if taken.contains(&ip) {
+        if claimed_by_others(service, &claims(&[ip])).contains(&ip) {
             return Err(AllocationError::Invalid(format!(
                 "spec.loadBalancerIP {ip} is already used by another service"
             )));
@@ -121,7 +134,7 @@ pub fn choose_ip(
         .annotation(IP_ANNOTATION)
         .and_then(|v| v.trim().parse::<IpAddr>().ok())
     {
-        let published_by_others: HashSet<IpAddr> = others
+        let published_by_others: HashSet<IpAddr> = claims(&[ip])
             .iter()
             .filter(|s| s.uid != service.uid)
             .flat_map(ingress_ips)
@@ -136,13 +149,25 @@ pub fn choose_ip(
         Some(IpFamily::Ipv6) => Some(Family::V6),
         None => None,
     };
-    pool.first_free(&taken, family).ok_or_else(|| {
-        AllocationError::Exhausted(format!(
-            "no free address left in the load-balancer pool for {} ({} claimed by other services)",
-            service.key(),
-            taken.len()
-        ))
-    })
+    let mut candidates = pool.addresses(family);
+    let mut asked = FIRST_CANDIDATES;
+    let mut claimed = 0usize;
+    loop {
+        let chunk: Vec<IpAddr> = candidates.by_ref().take(asked).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let taken = claimed_by_others(service, &claims(&chunk));
+        if let Some(ip) = chunk.iter().find(|ip| !taken.contains(ip)) {
+            return Ok(*ip);
+        }
+        claimed += chunk.len();
+        asked = (asked * 2).min(MAX_CANDIDATES);
+    }
+    Err(AllocationError::Exhausted(format!(
+        "no free address left in the load-balancer pool for {} ({claimed} claimed by other services)",
+        service.key(),
+    )))
 }
 
 /// The ingress for an allocated address: a hostname `<namespace>-<name>.<suffix>` when a suffix
@@ -209,6 +234,41 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// `choose_ip` with the host's answers taken from a fixed list of Services.
+    fn choose(me: &Service, p: &AddressPool, all: &[Service]) -> Result<IpAddr, AllocationError> {
+        let all = all.to_vec();
+        choose_ip(me, p, &move |_| all.clone())
+    }
+
+    #[test]
+    fn first_free_asks_only_about_candidates_in_growing_chunks() {
+        let p = pool(&["10.0.0.0/22"]);
+        let me = svc("me");
+        let addresses: Vec<IpAddr> = p.addresses(None).take(301).collect();
+        let others: Vec<Service> = addresses[..300]
+            .iter()
+            .enumerate()
+            .map(|(i, ip)| annotated(&format!("o{i}"), &ip.to_string()))
+            .collect();
+        let asked = std::cell::RefCell::new(Vec::new());
+        let claims = |ips: &[IpAddr]| {
+            asked.borrow_mut().push(ips.len());
+            others
+                .iter()
+                .filter(|s| {
+                    s.annotation(IP_ANNOTATION)
+                        .is_some_and(|v| ips.contains(&v.parse().unwrap()))
+                })
+                .cloned()
+                .collect()
+        };
+        assert_eq!(choose_ip(&me, &p, &claims), Ok(addresses[300]));
+        assert_eq!(
+            *asked.borrow(),
+            vec![FIRST_CANDIDATES, 2 * FIRST_CANDIDATES]
+        );
+    }
+
     #[test]
     fn names_follow_upstream() {
         let s = svc("9b0e3c4e-1d2f-4a5b-8c6d-7e8f9a0b1c2d");
@@ -224,7 +284,7 @@ mod tests {
         let mut other = svc("o2");
         other.ingress.push(Ingress::vip("192.0.2.17"));
         let all = vec![annotated("o1", "192.0.2.10"), other, me.clone()];
-        assert_eq!(choose_ip(&me, &p, &all), Ok(ip("192.0.2.18")));
+        assert_eq!(choose(&me, &p, &all), Ok(ip("192.0.2.18")));
     }
 
     #[test]
@@ -232,11 +292,11 @@ mod tests {
         let p = pool(&["192.0.2.10", "192.0.2.16/30"]);
         let me = annotated("me", "192.0.2.18");
         assert_eq!(
-            choose_ip(&me, &p, std::slice::from_ref(&me)),
+            choose(&me, &p, std::slice::from_ref(&me)),
             Ok(ip("192.0.2.18"))
         );
         let gone = annotated("me", "198.51.100.1");
-        assert_eq!(choose_ip(&gone, &p, &[]), Ok(ip("192.0.2.10")));
+        assert_eq!(choose(&gone, &p, &[]), Ok(ip("192.0.2.10")));
     }
 
     #[test]
@@ -245,11 +305,8 @@ mod tests {
         let mut original = annotated("orig", "192.0.2.10");
         original.ingress.push(Ingress::vip("192.0.2.10"));
         let copy = annotated("copy", "192.0.2.10");
-        assert_eq!(
-            choose_ip(&copy, &p, &[original.clone()]),
-            Ok(ip("192.0.2.11"))
-        );
-        assert_eq!(choose_ip(&original, &p, &[copy]), Ok(ip("192.0.2.10")));
+        assert_eq!(choose(&copy, &p, &[original.clone()]), Ok(ip("192.0.2.11")));
+        assert_eq!(choose(&original, &p, &[copy]), Ok(ip("192.0.2.10")));
     }
 
     #[test]
@@ -257,18 +314,18 @@ mod tests {
         let p = pool(&["192.0.2.16/30"]);
         let mut me = svc("me");
         me.load_balancer_ip = Some("192.0.2.18".into());
-        assert_eq!(choose_ip(&me, &p, &[]), Ok(ip("192.0.2.18")));
+        assert_eq!(choose(&me, &p, &[]), Ok(ip("192.0.2.18")));
         let taken = vec![annotated("x", "192.0.2.18")];
         assert!(
-            matches!(choose_ip(&me, &p, &taken), Err(AllocationError::Invalid(m)) if m.contains("already used"))
+            matches!(choose(&me, &p, &taken), Err(AllocationError::Invalid(m)) if m.contains("already used"))
         );
         me.load_balancer_ip = Some("192.0.2.19".into());
         assert!(
-            matches!(choose_ip(&me, &p, &[]), Err(AllocationError::Invalid(m)) if m.contains("not in the address pool"))
+            matches!(choose(&me, &p, &[]), Err(AllocationError::Invalid(m)) if m.contains("not in the address pool"))
         );
         me.load_balancer_ip = Some("nope".into());
         assert!(matches!(
-            choose_ip(&me, &p, &[]),
+            choose(&me, &p, &[]),
             Err(AllocationError::Invalid(_))
         ));
     }
@@ -278,11 +335,11 @@ mod tests {
         let p = pool(&["192.0.2.10"]);
         let me = svc("me");
         assert!(matches!(
-            choose_ip(&me, &p, &[annotated("x", "192.0.2.10")]),
+            choose(&me, &p, &[annotated("x", "192.0.2.10")]),
             Err(AllocationError::Exhausted(_))
         ));
         assert!(matches!(
-            choose_ip(&me, &AddressPool::default(), &[]),
+            choose(&me, &AddressPool::default(), &[]),
             Err(AllocationError::Invalid(_))
         ));
     }
@@ -292,7 +349,7 @@ mod tests {
         let p = pool(&["192.0.2.10", "2001:db8::1"]);
         let mut me = svc("me");
         me.ip_families = vec![IpFamily::Ipv6];
-        assert_eq!(choose_ip(&me, &p, &[]), Ok(ip("2001:db8::1")));
+        assert_eq!(choose(&me, &p, &[]), Ok(ip("2001:db8::1")));
     }
 
     #[test]

@@ -201,8 +201,13 @@ impl LoadBalancer for StaticDriver {
                 service, None, suffix,
             )));
         }
-        let others = cluster::load_balancer_services();
-        let ip = match lb::choose_ip(service, &self.config.pool, &others) {
+        let claims = |ips: &[std::net::IpAddr]| {
+            let ips: Vec<String> = ips.iter().map(ToString::to_string).collect();
+            let mut services = cluster::services_with_address(&ips);
+            services.extend(cluster::services_with_annotation(lb::IP_ANNOTATION, &ips));
+            services
+        };
+        let ip = match lb::choose_ip(service, &self.config.pool, &claims) {
             Ok(ip) => ip,
             Err(AllocationError::Invalid(m)) => return Err(ProviderError::InvalidConfig(m)),
             Err(AllocationError::Exhausted(m)) => {

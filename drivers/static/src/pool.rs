@@ -125,25 +125,22 @@ impl AddressPool {
 
     /// The first address (in configuration order) that is not in `taken`, of `family` if given.
     pub fn first_free(&self, taken: &HashSet<IpAddr>, family: Option<Family>) -> Option<IpAddr> {
-        for r in &self.ranges {
-            match family {
-                Some(Family::V4) if r.v6 => continue,
-                Some(Family::V6) if !r.v6 => continue,
-                _ => {}
-            }
-            let mut n = r.first;
-            loop {
-                let ip = from_num(r.v6, n);
-                if !taken.contains(&ip) {
-                    return Some(ip);
-                }
-                if n == r.last {
-                    break;
-                }
-                n += 1;
-            }
-        }
-        None
+        self.addresses(family).find(|ip| !taken.contains(ip))
+    }
+
+    /// Every address of the pool in configuration order, of `family` if given.
+    pub fn addresses(&self, family: Option<Family>) -> impl Iterator<Item = IpAddr> + '_ {
+        self.ranges
+            .iter()
+            .filter(move |r| match family {
+                Some(Family::V4) => !r.v6,
+                Some(Family::V6) => r.v6,
+                None => true,
+            })
+            .flat_map(|r| {
+                // `first..=last` never overflows, even for a range ending at the last address.
+                (r.first..=r.last).map(move |n| from_num(r.v6, n))
+            })
     }
 }
 

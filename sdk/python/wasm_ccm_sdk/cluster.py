@@ -2,6 +2,28 @@
 from wit_world.imports import cluster as _c
 
 load_balancer_services = _c.load_balancer_services
+"""Every LoadBalancer Service (each call copies all of them; prefer the two queries below)."""
+
+services_with_annotation = _c.services_with_annotation
+"""`services_with_annotation(key, values)`: the LoadBalancer Services carrying annotation `key`
+(with one of `values`, when not empty)."""
+
+services_with_address = _c.services_with_address
+"""`services_with_address(ips)`: the LoadBalancer Services using one of `ips` as
+`spec.loadBalancerIP` or as an ingress IP (compared as addresses)."""
+
+# The nodes of the last node-set generation fetched: an instance lives for many calls, so an
+# unchanged set is copied in once, not once per Service.
+_nodes = (None, [])
+
+
+def nodes_of(node_set):
+    """The nodes of an `ensure`/`update` node set, fetched once per generation. `@export` calls
+    it, so a driver's `ensure` and `update` receive the list of nodes."""
+    global _nodes
+    if _nodes[0] != node_set.generation:
+        _nodes = (node_set.generation, _c.nodes())
+    return _nodes[1]
 
 
 def normal(reason, message):

@@ -11,8 +11,12 @@ import traceback
 
 from componentize_py_types import Err
 
-from . import log
+from . import cluster, log
 from .errors import ProviderError
+
+# `load-balancer.ensure` and `update` take a node set (a generation and a count); the driver's
+# methods receive its nodes.
+_TAKES_NODE_SET = ("ensure", "update")
 
 
 def _wit_return(cls, name):
@@ -26,9 +30,13 @@ def _wit_return(cls, name):
 def _guard(cls, name, fn):
     wants_bool = _wit_return(cls, name) is bool
 
+    takes_node_set = name in _TAKES_NODE_SET
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
+            if takes_node_set and len(args) == 3 and hasattr(args[2], "generation"):
+                args = (args[0], args[1], cluster.nodes_of(args[2]))
             result = fn(*args, **kwargs)
         except ProviderError as e:
             raise Err(e.to_wit()) from None

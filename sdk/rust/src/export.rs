@@ -153,17 +153,19 @@ macro_rules! __wasm_ccm_impl_load_balancer {
             }
             fn ensure(
                 service: $crate::types::Service,
-                nodes: ::std::vec::Vec<$crate::types::Node>,
+                nodes: $crate::types::NodeSet,
             ) -> ::core::result::Result<$crate::types::EnsureResult, $crate::types::ProviderError>
             {
+                let nodes = $crate::cluster::nodes_of(&nodes);
                 $cell.with(|cell| {
                     cell.with(|d| <$driver as $crate::LoadBalancer>::ensure(d, &service, &nodes))
                 })
             }
             fn update(
                 service: $crate::types::Service,
-                nodes: ::std::vec::Vec<$crate::types::Node>,
+                nodes: $crate::types::NodeSet,
             ) -> ::core::result::Result<(), $crate::types::ProviderError> {
+                let nodes = $crate::cluster::nodes_of(&nodes);
                 $cell.with(|cell| {
                     cell.with(|d| <$driver as $crate::LoadBalancer>::update(d, &service, &nodes))
                 })

@@ -7,8 +7,8 @@ pub use crate::bindings::wasm_ccm::provider::cluster::EventType;
 pub use crate::bindings::wasm_ccm::provider::log::Level;
 pub use crate::bindings::wasm_ccm::provider::types::{
     AddressType, Context, EnsureResult, Ingress, InstanceMetadata, IpFamily, IpMode, Node,
-    NodeAddress, Protocol, ProviderInfo, Retry, Route, Service, ServicePort, SessionAffinity,
-    Taint, TrafficPolicy,
+    NodeAddress, NodeSet, Protocol, ProviderInfo, Retry, Route, Service, ServicePort,
+    SessionAffinity, Taint, TrafficPolicy,
 };
 pub use crate::error::ProviderError;
 

@@ -1,6 +1,10 @@
 //! Helpers for the tests of `deploy/`: the repository's paths, the rendering of overlays with
-//! `kubectl kustomize`, the parsing of what they render, and the schema round trip that finds
-//! fields the Kubernetes API does not know.
+//! `kubectl kustomize`, the parsing of what they render, the schema round trip that finds
+//! fields the Kubernetes API does not know, the rendered release files of `deploy/release/`,
+//! and the metric names that `/metrics` exports and PromQL expressions use.
+
+pub mod promql;
+pub mod release;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +21,16 @@ pub fn deploy_dir() -> PathBuf {
 /// `deploy/overlays/`: one kustomization per driver and delivery style.
 pub fn overlays_dir() -> PathBuf {
     deploy_dir().join("overlays")
+}
+
+/// `deploy/monitoring/`: the PodMonitor, the alerting rules and the dashboard.
+pub fn monitoring_dir() -> PathBuf {
+    deploy_dir().join("monitoring")
+}
+
+/// `deploy/release/`: one rendered YAML per overlay and one for monitoring, for `kubectl apply -f`.
+pub fn release_dir() -> PathBuf {
+    deploy_dir().join("release")
 }
 
 /// The names of the directories under [`overlays_dir`], sorted.
@@ -176,7 +190,7 @@ pub fn objects(yaml: &str) -> Result<Vec<Object>, String> {
 /// A field the schema does not know is dropped on the way, so comparing the result with
 /// `json` ([`schema_diff`]) finds it.
 pub fn through_schema(json: &Value) -> Result<Value, String> {
-    use k8s_openapi::api::{apps, core, rbac};
+    use k8s_openapi::api::{apps, core, networking, policy, rbac};
     let api_version = json["apiVersion"].as_str().unwrap_or_default();
     let kind = json["kind"].as_str().unwrap_or_default();
     match (api_version, kind) {
@@ -186,6 +200,8 @@ pub fn through_schema(json: &Value) -> Result<Value, String> {
         ("v1", "Service") => via::<core::v1::Service>(json),
         ("apps/v1", "Deployment") => via::<apps::v1::Deployment>(json),
         ("apps/v1", "DaemonSet") => via::<apps::v1::DaemonSet>(json),
+        ("policy/v1", "PodDisruptionBudget") => via::<policy::v1::PodDisruptionBudget>(json),
+        ("networking.k8s.io/v1", "NetworkPolicy") => via::<networking::v1::NetworkPolicy>(json),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => via::<rbac::v1::ClusterRole>(json),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             via::<rbac::v1::ClusterRoleBinding>(json)

@@ -10,7 +10,10 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use wasm_ccm_deploy_tests::{Object, kubectls, kustomize, objects, overlay_names, overlays_dir};
 
@@ -32,6 +35,8 @@ struct DriverSpec {
     cloud_config: Option<&'static str>,
     /// `--allow-egress` values (the driver's declared defaults apply when empty).
     egress: &'static [&'static str],
+    /// TCP ports the NetworkPolicy opens for the cloud's API beyond HTTPS (443).
+    api_ports: &'static [i32],
 }
 
 /// One use of a Secret key by the pod (`S`: `&'static str` in the tables, `String` when read
@@ -83,6 +88,8 @@ const DRIVERS: &[DriverSpec] = &[
         }],
         cloud_config: None,
         egress: &[],
+        // https://api.cloudscale.ch
+        api_ports: &[],
     },
     DriverSpec {
         name: "cloudstack",
@@ -96,6 +103,9 @@ const DRIVERS: &[DriverSpec] = &[
         cloud_config: Some("/config/cloud-config"),
         // A placeholder the operator replaces (deploy/README.md says so).
         egress: &["https://cloudstack.example"],
+        // The operator's api-url: https on 443 or 8443, http on 8080 (the management server's
+        // defaults).
+        api_ports: &[8443, 8080],
     },
     DriverSpec {
         name: "phoenixnap",
@@ -108,6 +118,8 @@ const DRIVERS: &[DriverSpec] = &[
         }],
         cloud_config: Some("/etc/cloud-sa/cloud-sa.json"),
         egress: &[],
+        // https://api.phoenixnap.com, https://auth.phoenixnap.com
+        api_ports: &[],
     },
 ];
 
@@ -1377,5 +1389,207 @@ fn the_example_secrets_are_the_upstream_ones_and_not_applied() {
             path.display()
         );
         assert_eq!(found, wanted, "{}", path.display());
+    }
+}
+
+/// Whether `selector` selects a pod with `labels` (matchLabels and matchExpressions).
+fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            other => panic!("unknown selector operator {other}"),
+        }
+    });
+    // An empty selector selects everything in a PDB; ours must name the pods.
+    let named = selector
+        .match_labels
+        .as_ref()
+        .is_some_and(|l| !l.is_empty())
+        || selector
+            .match_expressions
+            .as_ref()
+            .is_some_and(|e| !e.is_empty());
+    named && by_labels && by_expressions
+}
+
+/// The pod labels of a Deployment's template.
+fn pod_labels(d: &Deployment) -> BTreeMap<String, String> {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.clone())
+        .and_then(|m| m.labels)
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_deployment_with_more_than_one_replica_has_a_disruption_budget() {
+    for r in renders() {
+        let budgets: Vec<(String, Option<String>, PodDisruptionBudget)> = r
+            .objects
+            .iter()
+            .filter(|o| o.kind == "PodDisruptionBudget")
+            .map(|o| (o.id(), o.namespace.clone(), o.typed()))
+            .collect();
+        let deployments: Vec<(String, Option<String>, Deployment)> = r
+            .objects
+            .iter()
+            .filter(|o| o.kind == "Deployment")
+            .map(|o| (o.id(), o.namespace.clone(), o.typed()))
+            .collect();
+        for (id, ns, d) in &deployments {
+            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let labels = pod_labels(d);
+            let covering: Vec<&(String, Option<String>, PodDisruptionBudget)> = budgets
+                .iter()
+                .filter(|(_, bns, b)| {
+                    bns == ns
+                        && b.spec
+                            .as_ref()
+                            .and_then(|s| s.selector.as_ref())
+                            .is_some_and(|sel| selects(sel, &labels))
+                })
+                .collect();
+            if replicas <= 1 {
+                continue;
+            }
+            assert_eq!(
+                covering.len(),
+                1,
+                "{}: {id} runs {replicas} replicas, so exactly one PodDisruptionBudget must select its pods (add one beside it in deploy/base); found {:?}",
+                context(r),
+                covering.iter().map(|c| &c.0).collect::<Vec<_>>()
+            );
+            let spec = covering[0].2.spec.clone().unwrap_or_default();
+            // The budget lets a drain take one replica at a time, never all of them.
+            let allowed = match (&spec.max_unavailable, &spec.min_available) {
+                (Some(IntOrString::Int(n)), None) => *n,
+                (None, Some(IntOrString::Int(n))) => replicas - n,
+                other => panic!(
+                    "{}: {}: give maxUnavailable or minAvailable as a number, not {other:?}",
+                    context(r),
+                    covering[0].0
+                ),
+            };
+            assert!(
+                (1..replicas).contains(&allowed),
+                "{}: {} allows {allowed} of {replicas} replicas to be disrupted at once; it must allow at least 1 and fewer than all",
+                context(r),
+                covering[0].0
+            );
+        }
+        // No budget without pods: each selects the pods of some Deployment of the render.
+        for (id, ns, b) in &budgets {
+            let sel = b
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.clone())
+                .unwrap_or_else(|| panic!("{}: {id} has no selector", context(r)));
+            assert!(
+                deployments
+                    .iter()
+                    .any(|(_, dns, d)| dns == ns && selects(&sel, &pod_labels(d))),
+                "{}: {id} selects the pods of no Deployment",
+                context(r)
+            );
+        }
+    }
+}
+
+#[test]
+fn the_network_policy_allows_egress_to_dns_the_api_server_and_the_cloud_only() {
+    for (r, overlay) in checked_renders() {
+        let d = the_deployment(r);
+        let labels = pod_labels(&d);
+        let policies: Vec<(String, NetworkPolicy)> = r
+            .objects
+            .iter()
+            .filter(|o| o.kind == "NetworkPolicy")
+            .map(|o| (o.id(), o.typed()))
+            .collect();
+        assert_eq!(
+            policies.len(),
+            1,
+            "{}: one NetworkPolicy expected (deploy/base/networkpolicy.yaml)",
+            context(r)
+        );
+        let (id, policy) = &policies[0];
+        let spec = policy.spec.clone().unwrap_or_default();
+        assert!(
+            spec.pod_selector
+                .as_ref()
+                .is_some_and(|sel| selects(sel, &labels)),
+            "{}: {id} does not select the wasm-ccm pods",
+            context(r)
+        );
+        assert_eq!(
+            spec.policy_types.as_deref(),
+            Some(&["Egress".to_string()][..]),
+            "{}: {id} restricts egress only (ingress to the metrics port and the probes stays open)",
+            context(r)
+        );
+        assert!(
+            spec.ingress.is_none(),
+            "{}: {id}: no ingress rules",
+            context(r)
+        );
+        let mut allowed = BTreeSet::new();
+        for rule in spec.egress.clone().unwrap_or_default() {
+            // NetworkPolicy cannot name a host; the rules open ports, to any address.
+            assert!(
+                rule.to.is_none(),
+                "{}: {id}: a rule with peers ({:?}); the cloud APIs have no fixed addresses",
+                context(r),
+                rule.to
+            );
+            let ports = rule.ports.unwrap_or_else(|| {
+                panic!(
+                    "{}: {id}: a rule without ports opens everything",
+                    context(r)
+                )
+            });
+            for p in ports {
+                assert_eq!(p.end_port, None, "{}: {id}: no port ranges", context(r));
+                let port = match p.port {
+                    Some(IntOrString::Int(n)) => n,
+                    other => panic!("{}: {id}: port {other:?} is not a number", context(r)),
+                };
+                allowed.insert((p.protocol.unwrap_or_else(|| "TCP".into()), port));
+            }
+        }
+        let mut wanted: BTreeSet<(String, i32)> = [
+            // DNS through the node's resolver (dnsPolicy Default)
+            ("UDP", 53),
+            ("TCP", 53),
+            // the API server: its own port, or 443
+            ("TCP", 6443),
+            // the cloud's API and the driver registry
+            ("TCP", 443),
+        ]
+        .into_iter()
+        .map(|(p, n)| (p.to_string(), n))
+        .collect();
+        wanted.extend(
+            overlay
+                .driver
+                .api_ports
+                .iter()
+                .map(|n| ("TCP".to_string(), *n)),
+        );
+        assert_eq!(
+            allowed,
+            wanted,
+            "{}: {id} must open exactly DNS, the API server and the {} API (see deploy/README.md, \"Network policy\")",
+            context(r),
+            overlay.driver.name
+        );
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod configmap;
 pub mod kubectl;
+pub mod kubernetes_validate;
 pub mod polyglot;
 pub mod product;
 pub mod pypi;

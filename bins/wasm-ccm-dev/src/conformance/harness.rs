@@ -12,7 +12,7 @@ use wasm_ccm_runtime::{
 };
 
 use super::faults::FaultLayer;
-use super::report::Meter;
+use super::report::{Crash, Meter};
 
 /// How many times `ensure` is called while the driver answers `retry-after`.
 const MAX_CONVERGE_PASSES: usize = 10;
@@ -36,6 +36,8 @@ pub(super) struct Harness {
     pub denied: BTreeSet<String>,
     /// Whether `retry-after` must really be waited for.
     pub real_cloud: bool,
+    /// Calls that crashed, with their whole backtraces, for the report.
+    pub crashes: Vec<Crash>,
 }
 
 /// Requests of one call: how many, and the mutating ones as `METHOD url`.
@@ -85,6 +87,7 @@ impl Harness {
             meter: Meter::default(),
             denied: BTreeSet::new(),
             real_cloud,
+            crashes: Vec::new(),
         })
     }
 
@@ -99,8 +102,14 @@ impl Harness {
         self.note_denied(function, outcome)
     }
 
-    /// Notes refused egress only (for calls whose cost is not representative, e.g. faulted).
+    /// Notes refused egress and a crash only (for calls whose cost is not representative, e.g.
+    /// faulted).
     pub(super) fn note_denied<T>(&mut self, function: &str, outcome: &Outcome<T>) -> Traffic {
+        if let Err(CallError::Host(e)) = &outcome.result
+            && let Some(crash) = Crash::of(function, e)
+        {
+            Crash::add(&mut self.crashes, crash);
+        }
         for h in &outcome.http {
             if h.error.as_deref() == Some("denied") {
                 self.denied

@@ -35,7 +35,7 @@ use crate::cassette::Recorder;
 use crate::units::parse_duration;
 use cloud::{CloudChoice, CloudUnderTest};
 use harness::Harness;
-use report::{Checks, Report, Summary};
+use report::{Checks, Crash, Report, Summary};
 use robustness::Target;
 use scenario::{Scenario, substitute};
 
@@ -190,12 +190,12 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
     let size = bytes.len();
 
     // One runtime for everything (a component only runs on the engine that compiled it),
-    // without the cache so the compile time is the real one.
-    let runtime = GlobalArgs {
+    // without the cache so the compile time is the real one; with backtrace details, so that a
+    // crash of a driver built with debug info shows file:line.
+    let runtime = crate::call::dev_runtime(&GlobalArgs {
         no_cache: true,
         ..global.clone()
-    }
-    .runtime()?;
+    })?;
     let mut checks = Checks::new("0.1");
     let compiled = static_checks::run(
         &runtime,
@@ -214,6 +214,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
         checks = rebase(checks, &compiled.surface.wit_version);
     }
     let mut measurements = Vec::new();
+    let mut crashes = Vec::new();
     let mut cloud_label = String::new();
     if let Some(compiled) = compiled {
         let cloud = CloudUnderTest::start(&choice, &scenario).await?;
@@ -229,7 +230,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
         };
         let opts = driver_options(&scenario, &cloud, args.call_timeout);
         match Harness::load(&runtime, &compiled, opts, transport, cloud.real).await {
-            Err(e) => checks.check("provider/init", None, Err(e.to_string())),
+            Err(e) => {
+                crashes.extend(Crash::of("provider.init", &e));
+                checks.check("provider/init", None, Err(e.to_string()))
+            }
             Ok(mut h) => {
                 checks.check(
                     "provider/init",
@@ -238,6 +242,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
                 );
                 behave(&mut h, &scenario, level, &mut checks).await;
                 measurements = h.meter.measurements();
+                crashes = std::mem::take(&mut h.crashes);
             }
         }
         if let Some(replayer) = &cloud.replayer {
@@ -275,6 +280,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
         cloud: cloud_label,
         results: checks.results,
         measurements,
+        crashes,
         summary: Summary::default(),
     }
     .summarise();

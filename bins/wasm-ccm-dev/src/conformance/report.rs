@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
+use wasm_ccm_runtime::HostError;
+use wasm_ccm_runtime::error::GuestBacktrace;
 
 /// The outcome of one check on one subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,6 +40,70 @@ pub(super) struct Measurement {
     pub max_requests: usize,
 }
 
+/// A call that crashed during the run. The failed check's message carries the short form of its
+/// backtrace; the report lists the whole one once per distinct crash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct Crash {
+    /// The call, as `interface.function`.
+    pub function: String,
+    /// The trap, with the panic line when the driver printed one.
+    pub detail: String,
+    /// How many calls crashed this way.
+    pub calls: usize,
+    /// Innermost frame first, bounded and redacted by the host.
+    pub backtrace: GuestBacktrace,
+}
+
+/// Distinct crashes a report lists; a driver that crashes everywhere would otherwise bury the
+/// results under copies of one bug.
+const MAX_CRASHES: usize = 10;
+
+impl Crash {
+    /// The crash `e` is, if it is one.
+    pub(super) fn of(function: &str, e: &HostError) -> Option<Crash> {
+        match e {
+            HostError::Trap {
+                detail, backtrace, ..
+            } => Some(Crash {
+                function: function.to_string(),
+                detail: detail.clone(),
+                calls: 1,
+                backtrace: backtrace.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Adds `crash` to `crashes`, counting it when the same crash is already there.
+    pub(super) fn add(crashes: &mut Vec<Crash>, crash: Crash) {
+        let room = crashes.len() < MAX_CRASHES;
+        let same = crashes.iter_mut().find(|c| {
+            c.function == crash.function
+                && c.detail == crash.detail
+                && c.backtrace == crash.backtrace
+        });
+        match same {
+            Some(c) => c.calls += 1,
+            None if room => crashes.push(crash),
+            None => {}
+        }
+    }
+
+    /// The text form: the call and its detail, then the backtrace.
+    fn text(&self) -> String {
+        let calls = if self.calls == 1 {
+            String::new()
+        } else {
+            format!(" ({} calls)", self.calls)
+        };
+        let mut out = format!("{}{calls}: {}\n", self.function, self.detail);
+        for line in self.backtrace.full().lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        out
+    }
+}
+
 /// The whole run.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Report {
@@ -49,6 +115,8 @@ pub(super) struct Report {
     pub cloud: String,
     pub results: Vec<CheckResult>,
     pub measurements: Vec<Measurement>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub crashes: Vec<Crash>,
     pub summary: Summary,
 }
 
@@ -207,6 +275,17 @@ impl Report {
                 let _ = writeln!(out, "     {}", r.message);
             }
         }
+        if !self.crashes.is_empty() {
+            let _ = writeln!(
+                out,
+                "\ncrashes (whole backtraces, innermost frame first; the first {MAX_CRASHES} distinct):"
+            );
+            for c in &self.crashes {
+                for line in c.text().lines() {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+        }
         if !self.measurements.is_empty() {
             let _ = writeln!(
                 out,
@@ -293,6 +372,10 @@ impl Report {
                 }
             }
         }
+        if !self.crashes.is_empty() {
+            let text: String = self.crashes.iter().map(Crash::text).collect();
+            let _ = writeln!(out, "  <system-err>{}</system-err>", xml(&text));
+        }
         out.push_str("</testsuite>\n");
         out
     }
@@ -344,6 +427,7 @@ mod tests {
             cloud: "sim:static".into(),
             results: checks.results,
             measurements: vec![],
+            crashes: vec![],
             summary: Summary::default(),
         }
         .summarise()

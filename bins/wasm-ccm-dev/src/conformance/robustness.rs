@@ -217,6 +217,7 @@ mod tests {
             driver: "d".into(),
             function: "f".into(),
             detail: "unreachable".into(),
+            backtrace: Default::default(),
         }));
         assert!(!passes(judge(Fault::Http500, true, &outcome(trap, 1))));
         let ok = || outcome(Ok("()".into()), 1);

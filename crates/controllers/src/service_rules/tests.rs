@@ -353,6 +353,66 @@ fn backend_predicates_table() {
     }
 }
 
+/// Every spelling Go's `strconv.ParseBool` accepts, and values it refuses, as the exclusion
+/// label's value (upstream `nodeIncludedPredicate`: false keeps the node, true or unparsable
+/// excludes it).
+#[test]
+fn exclusion_label_is_read_as_a_go_boolean() {
+    let included = |value: Option<&str>| {
+        let labels = match value {
+            Some(v) => json!({EXCLUDE_LB_LABEL: v}),
+            None => json!({"other": "label"}),
+        };
+        let n = node(json!({"metadata": {"labels": labels}}));
+        assert_eq!(
+            included_by_label(&n),
+            is_backend(&n),
+            "the label alone decides for a plain node ({value:?})"
+        );
+        included_by_label(&n)
+    };
+    let cases: &[(Option<&str>, bool)] = &[
+        (None, true),
+        // ParseBool's false spellings keep the node.
+        (Some("0"), true),
+        (Some("f"), true),
+        (Some("F"), true),
+        (Some("false"), true),
+        (Some("FALSE"), true),
+        (Some("False"), true),
+        // Its true spellings exclude it.
+        (Some("1"), false),
+        (Some("t"), false),
+        (Some("T"), false),
+        (Some("true"), false),
+        (Some("TRUE"), false),
+        (Some("True"), false),
+        // Anything ParseBool refuses excludes it.
+        (Some(""), false),
+        (Some("junk"), false),
+        (Some("fAlSe"), false),
+        (Some("no"), false),
+        (Some("off"), false),
+        (Some(" false"), false),
+        (Some("false "), false),
+        (Some("00"), false),
+        (Some("karpenter"), false),
+    ];
+    for (value, want) in cases {
+        assert_eq!(included(*value), *want, "label value {value:?}");
+    }
+    for (value, want) in [
+        ("true", Some(true)),
+        ("T", Some(true)),
+        ("0", Some(false)),
+        ("False", Some(false)),
+        ("", None),
+        ("yes", None),
+    ] {
+        assert_eq!(parse_go_bool(value), want, "{value:?}");
+    }
+}
+
 #[test]
 fn should_sync_updated_node_table() {
     let cases = [

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use rand::Rng;
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::discovery;
 use super::error::{self, ApiError};
 use super::meta::{finalizers, meta_str};
@@ -23,6 +22,7 @@ use super::store::{ListPage, ObjKey, Preconditions, Scope, WatchFrom, decode_con
 use super::table;
 use super::validation;
 use super::watch::{self, WatchParams};
+use super::{Shared, WatchList};
 
 /// Answers a request that no fault intercepted.
 pub(crate) fn serve(
@@ -159,7 +159,7 @@ fn resource_request(
         }
         (Verb::List, _) => {
             let filter = filter(req, rt, namespace, None)?;
-            validate_list_options(req, false)?;
+            validate_list_options(req, false, sim.watch_list())?;
             let limit = match req.query.get("limit").map(|l| l.parse::<usize>()) {
                 Some(Ok(0)) | None => None,
                 Some(Ok(n)) => Some(n),
@@ -471,20 +471,31 @@ fn too_large(rv: u64, current: u64) -> ApiError {
 }
 
 /// `ValidateListOptions` (k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/
-/// validation.go): list and watch parameters the apiserver refuses with 422.
-fn validate_list_options(req: &ApiRequest, watch: bool) -> Result<(), ApiError> {
+/// validation.go): list and watch parameters the apiserver refuses with 422, as the apiserver
+/// `watch_list` says answers them ([`WatchList`]).
+fn validate_list_options(
+    req: &ApiRequest,
+    watch: bool,
+    watch_list: WatchList,
+) -> Result<(), ApiError> {
     let q = |k: &str| req.query.get(k).map(String::as_str).unwrap_or("");
     let matching = q("resourceVersionMatch");
-    let send_initial = req.query.contains_key("sendInitialEvents");
+    // Before 1.27 `ListOptions` had no `sendInitialEvents`: the parameter decoder drops it.
+    let send_initial =
+        watch_list != WatchList::Unsupported && req.query.contains_key("sendInitialEvents");
     let bookmarks = matches!(q("allowWatchBookmarks"), "true" | "1");
     let mut errs = Vec::new();
-    if watch {
+    if watch && watch_list != WatchList::Unsupported {
         if send_initial {
             if matching != "NotOlderThan" {
                 errs.push("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".to_string());
             }
             if !bookmarks {
                 errs.push("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".to_string());
+            }
+            // `validateWatchOptions(options, isWatchListFeatureEnabled)` since 1.27.
+            if watch_list == WatchList::GateDisabled {
+                errs.push("sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".to_string());
             }
         }
         if !matching.is_empty() {
@@ -499,7 +510,14 @@ fn validate_list_options(req: &ApiRequest, watch: bool) -> Result<(), ApiError> 
             }
         }
     } else {
+        // The list rules, which before 1.27 were the watch rules too, with one more first.
         if !matching.is_empty() {
+            if watch {
+                errs.push(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch"
+                        .to_string(),
+                );
+            }
             if q("resourceVersion").is_empty() {
                 errs.push("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".to_string());
             }
@@ -670,10 +688,12 @@ fn watch(
     table: Option<Option<String>>,
 ) -> Result<Response, ApiError> {
     let filter = filter(req, rt, namespace, name)?;
-    validate_list_options(req, true)?;
+    let watch_list = sim.watch_list();
+    validate_list_options(req, true, watch_list)?;
     let rv = watch::parse_resource_version(req.query.get("resourceVersion").map(String::as_str))?;
     let flag = |k: &str| req.query.get(k).is_some_and(|v| v == "true" || v == "1");
-    let send_initial = flag("sendInitialEvents");
+    // An apiserver before 1.27 never decoded `sendInitialEvents`: a plain watch.
+    let send_initial = watch_list != WatchList::Unsupported && flag("sendInitialEvents");
     let bookmarks = flag("allowWatchBookmarks");
     let timeout = match req.query.get("timeoutSeconds").map(|t| t.parse::<u64>()) {
         Some(Ok(s)) if s > 0 => Duration::from_secs(s),

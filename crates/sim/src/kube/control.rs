@@ -8,6 +8,7 @@
 //! | `GET /sim/counts`, `DELETE /sim/counts` | the counters (total and by resource), reset them |
 //! | `POST /sim/compact`, `POST /sim/drop-watches` | as the library calls |
 //! | `POST /sim/seed` with YAML/JSON objects | insert or replace objects |
+//! | `GET /sim/watch-list`, `PUT /sim/watch-list` with `{"watch_list": "gate_disabled"}` | whether streaming lists are served ([`WatchList`]) |
 //!
 //! Control requests are neither logged, counted nor subject to faults.
 
@@ -15,14 +16,15 @@ use std::time::Duration;
 
 use axum::http::Method;
 use axum::response::Response;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::Shared;
 use super::error::ApiError;
 use super::faults::FaultCommand;
 use super::resources::RESOURCES;
 use super::seed;
 use super::server::{error_response, value_response};
+use super::{Shared, WatchList};
 
 /// Serves one control request.
 pub(crate) fn handle(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Response {
@@ -96,11 +98,25 @@ fn run(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Value, 
             }
             Ok(json!({"ok": true, "seeded": count}))
         }
+        ("GET", "/sim/watch-list") => Ok(json!({"watch_list": sim.watch_list()})),
+        ("PUT", "/sim/watch-list") => {
+            let setting: WatchListSetting = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid watch-list setting: {e}")))?;
+            sim.set_watch_list(setting.watch_list);
+            Ok(json!({"watch_list": setting.watch_list}))
+        }
         _ => Err(ApiError::new(
             404,
             format!("no control endpoint {method} {path}"),
         )),
     }
+}
+
+/// The body of `PUT /sim/watch-list`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchListSetting {
+    watch_list: WatchList,
 }
 
 fn apply(sim: &Shared, command: FaultCommand) {

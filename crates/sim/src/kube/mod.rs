@@ -49,9 +49,10 @@ mod validation;
 mod watch;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::serving::{self, Served};
@@ -76,6 +77,51 @@ pub(crate) struct Shared {
     addr: SocketAddr,
     /// The CA certificate (PEM) in TLS mode ([`KubeSim::start_tls`]).
     ca_pem: Option<String>,
+    /// Whether streaming lists are served ([`KubeSim::set_watch_list`]).
+    watch_list: Mutex<WatchList>,
+}
+
+impl Shared {
+    /// The apiserver's support for streaming lists now.
+    pub(crate) fn watch_list(&self) -> WatchList {
+        *self
+            .watch_list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// See [`KubeSim::set_watch_list`].
+    pub(crate) fn set_watch_list(&self, watch_list: WatchList) {
+        *self
+            .watch_list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = watch_list;
+    }
+}
+
+/// How the simulated apiserver answers a streaming list (KEP-3157 WatchList: a watch with
+/// `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true`
+/// that ends its initial events with a bookmark annotated `k8s.io/initial-events-end`). Each
+/// variant answers as that kube-apiserver's `ValidateListOptions`
+/// (k8s.io/apimachinery pkg/apis/meta/internalversion/validation/validation.go, called by
+/// `ListResource` in k8s.io/apiserver pkg/endpoints/handlers/get.go, which wraps the field
+/// errors in a 422 `Invalid` of `ListOptions.meta.k8s.io`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchList {
+    /// A kube-apiserver with the `WatchList` feature gate on: streaming lists are served.
+    #[default]
+    Enabled,
+    /// A kube-apiserver 1.27 or later with the `WatchList` feature gate off
+    /// (`ValidateListOptions(opts, false)`): a watch with `sendInitialEvents` is a 422 whose
+    /// cause is `sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless
+    /// the WatchList feature gate is enabled`.
+    GateDisabled,
+    /// A kube-apiserver 1.19 to 1.26, before `sendInitialEvents` existed (the validation of
+    /// apimachinery commit e4014e39, replaced in 1.27 by d27c2084): the parameter decoder drops
+    /// the unknown `sendInitialEvents`, and `resourceVersionMatch` on a watch is a 422 whose
+    /// cause is `resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch`.
+    Unsupported,
 }
 
 /// Tunables of a simulator; [`KubeSimOptions::default`] is what [`KubeSim::start`] uses.
@@ -88,6 +134,9 @@ pub struct KubeSimOptions {
     pub watch_buffer: usize,
     /// Whether request records are kept from the start (counters always count).
     pub request_log: bool,
+    /// Whether streaming lists are served, or refused as an apiserver without them refuses
+    /// them ([`WatchList`]).
+    pub watch_list: WatchList,
 }
 
 impl Default for KubeSimOptions {
@@ -96,6 +145,7 @@ impl Default for KubeSimOptions {
             history_limit: HISTORY_LIMIT,
             watch_buffer: WATCH_BUFFER,
             request_log: true,
+            watch_list: WatchList::Enabled,
         }
     }
 }
@@ -210,6 +260,7 @@ impl KubeSim {
             rbac: rbac::Rbac::default(),
             addr,
             ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()),
+            watch_list: Mutex::new(options.watch_list),
         });
         shared.log.set_enabled(options.request_log);
         let router = server::router(shared.clone());
@@ -482,6 +533,18 @@ impl KubeSim {
     /// Turns keeping request records on (the default) or off; counters always count.
     pub fn set_request_log(&self, enabled: bool) {
         self.shared.log.set_enabled(enabled);
+    }
+
+    /// Switches streaming lists on or off for every later request, like restarting the
+    /// apiserver with another `WatchList` feature gate or version ([`WatchList`]); open watches
+    /// are not touched. Also `PUT /sim/watch-list`.
+    pub fn set_watch_list(&self, watch_list: WatchList) {
+        self.shared.set_watch_list(watch_list);
+    }
+
+    /// Whether streaming lists are served now ([`KubeSim::set_watch_list`]).
+    pub fn watch_list(&self) -> WatchList {
+        self.shared.watch_list()
     }
 
     /// Request totals by verb since start or the last [`KubeSim::reset_counts`].

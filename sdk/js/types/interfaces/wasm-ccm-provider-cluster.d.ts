@@ -1,15 +1,33 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
 declare module 'wasm-ccm:provider/cluster@0.1.0' {
   /**
-   * All Services of type LoadBalancer in the cluster (for cross-service checks such as a
-   * floating IP claimed twice).
+   * All Services of type LoadBalancer in the cluster. Each call copies every one of them into
+   * the guest; prefer the two queries below, which copy only the Services that matter.
    */
   export function loadBalancerServices(): Array<Service>;
+  /**
+   * The Services of type LoadBalancer that carry the annotation `key` and, when `values` is
+   * not empty, whose value is one of `values` (compared exactly). For cross-service checks
+   * such as a floating IP claimed twice.
+   */
+  export function servicesWithAnnotation(key: string, values: Array<string>): Array<Service>;
+  /**
+   * The Services of type LoadBalancer that use one of `ips` as `spec.loadBalancerIP` or in
+   * `status.loadBalancer.ingress[].ip` (compared as addresses, so `2001:db8::1` matches
+   * `2001:0db8::1`). For an address pool: which of these addresses are taken?
+   */
+  export function servicesWithAddress(ips: Array<string>): Array<Service>;
+  /**
+   * The backend nodes of the current `load-balancer.ensure` or `update` call (its
+   * `node-set`), in name order; empty in any other call. Fetch them once per generation.
+   */
+  export function nodes(): Array<Node>;
   /**
    * Record a Kubernetes event on the object of the current call. `reason` is UpperCamelCase.
    */
   export function event(kind: EventType, reason: string, message: string): void;
   export type Service = import('wasm-ccm:provider/types@0.1.0').Service;
+  export type Node = import('wasm-ccm:provider/types@0.1.0').Node;
   /**
    * Severity of an event.
    * # Variants

@@ -9,21 +9,22 @@ declare module 'wasm-ccm:provider/load-balancer@0.1.0' {
    */
   export function name(service: Service): string;
   /**
-   * Create or update the load balancer so it matches `service` and sends traffic to `nodes`.
-   * Idempotent: a second call with the same inputs changes nothing in the cloud.
+   * Create or update the load balancer so it matches `service` and sends traffic to the nodes
+   * of `nodes` (read them with `cluster.nodes`). Idempotent: a second call with the same inputs
+   * changes nothing in the cloud.
    */
-  export function ensure(service: Service, nodes: Array<Node>): EnsureResult;
+  export function ensure(service: Service, nodes: NodeSet): EnsureResult;
   /**
    * Only the set of backend nodes changed.
    */
-  export function update(service: Service, nodes: Array<Node>): void;
+  export function update(service: Service, nodes: NodeSet): void;
   /**
    * Delete the load balancer; succeeds when it does not exist.
    */
   export { _delete as delete };
   function _delete(service: Service): void;
   export type Service = import('wasm-ccm:provider/types@0.1.0').Service;
-  export type Node = import('wasm-ccm:provider/types@0.1.0').Node;
+  export type NodeSet = import('wasm-ccm:provider/types@0.1.0').NodeSet;
   export type Ingress = import('wasm-ccm:provider/types@0.1.0').Ingress;
   export type EnsureResult = import('wasm-ccm:provider/types@0.1.0').EnsureResult;
   export type ProviderError = import('wasm-ccm:provider/types@0.1.0').ProviderError;

@@ -131,6 +131,24 @@ declare module 'wasm-ccm:provider/types@0.1.0' {
     ready: boolean,
   }
   /**
+   * The backend nodes of a `load-balancer.ensure` or `update` call, by reference: the nodes
+   * themselves come from `cluster.nodes` during that call. The host converts a node set once
+   * per change and hands the same generation to every call while it is unchanged, so a driver
+   * that keeps the nodes of the last generation it fetched copies them once per change, not
+   * once per Service (the SDKs do this for you).
+   */
+  export interface NodeSet {
+    /**
+     * Equal generations mean equal node lists for the life of the host process; a new list
+     * always gets a new generation.
+     */
+    generation: bigint,
+    /**
+     * How many nodes `cluster.nodes` returns during this call.
+     */
+    count: number,
+  }
+  /**
    * What the cloud knows about the instance behind a node (InstancesV2 `InstanceMetadata`).
    */
   export interface InstanceMetadata {

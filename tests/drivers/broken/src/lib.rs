@@ -10,8 +10,12 @@
 //! | `rate-limit-as-transient` | reports a 429 as `transient` |
 //! | `egress-outside` | also asks a URL it was never granted (a loopback port, so nothing could leave) |
 //! | `hidden-state` | `get` answers from memory of what this instance created |
+//! | `panic-deep` | every `instances` call recurses `depth` frames into `crash::descend` and panics there with `panic` |
 //!
-//! Config (JSON): `{"url": "http://…", "token": "…", "bug": "…"}`.
+//! Config (JSON): `{"url": "http://…", "token": "…", "bug": "…"}`; `panic-deep` also reads
+//! `depth` (default 3) and `panic` (the panic message), and `mark`, a value `init` registers
+//! with `log.redact`: the backtrace tests put it in a panic message or a function name and look
+//! for it redacted.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -37,6 +41,7 @@ enum Bug {
     RateLimitAsTransient,
     EgressOutside,
     HiddenState,
+    PanicDeep,
 }
 
 #[derive(Deserialize)]
@@ -47,10 +52,39 @@ struct Config {
     token: String,
     #[serde(default = "no_bug")]
     bug: Bug,
+    /// `panic-deep`: frames of `crash::descend` under the panic.
+    #[serde(default = "three")]
+    depth: u32,
+    /// `panic-deep`: the panic message.
+    #[serde(default)]
+    panic: String,
+    /// Registered with `log.redact` in `init` when not empty.
+    #[serde(default)]
+    mark: String,
 }
 
 fn no_bug() -> Bug {
     Bug::None
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// The `panic-deep` bug: a stack of one named function, for the backtrace tests.
+mod crash {
+    /// Recurses `depth` frames, then panics with `message`. Never inlined, and its frame is kept
+    /// alive across the call, so every level is a real frame in the backtrace.
+    #[inline(never)]
+    pub(crate) fn descend(depth: u32, message: &str) -> u32 {
+        let frame = [depth; 4];
+        std::hint::black_box(&frame);
+        if depth == 0 {
+            panic!("{message}");
+        }
+        let below = descend(depth - 1, message);
+        std::hint::black_box(below).wrapping_add(frame[1])
+    }
 }
 
 #[derive(Deserialize)]
@@ -107,6 +141,9 @@ impl Broken {
     }
 
     fn find(&self, node: &Node) -> Result<Option<Instance>, ProviderError> {
+        if self.config.bug == Bug::PanicDeep {
+            crash::descend(self.config.depth, &self.config.panic);
+        }
         if self.config.bug == Bug::EgressOutside {
             // Ignored on purpose: the bug is asking at all. An ungranted loopback port (discard,
             // 9) rather than a real metadata endpoint: were the host's check ever to regress,
@@ -203,6 +240,7 @@ impl Provider for Broken {
     ) -> Result<Self, ProviderError> {
         let config: Config = serde_json::from_slice(&config)
             .map_err(|e| ProviderError::InvalidConfig(format!("cloud-config: {e}")))?;
+        wasm_ccm_sdk::log::redact(&config.mark);
         Ok(Broken {
             config,
             remembered: RefCell::default(),

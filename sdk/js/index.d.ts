@@ -5,6 +5,7 @@ import type {
   Ingress, NodeAddress,
 } from 'wasm-ccm:provider/types@0.1.0';
 import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.1.0';
+import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.1.0';
 
 /** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
 export class ProviderError extends Error {
@@ -40,6 +41,8 @@ export const cluster: {
   servicesWithAnnotation(key: string, values?: string[]): Service[];
   /** The LoadBalancer Services using one of `ips` as loadBalancerIP or ingress IP. */
   servicesWithAddress(ips: string[]): Service[];
+  /** Which of `ips` the LoadBalancer Services hold (loadBalancerIP, ingress IP or `annotation`). */
+  addressClaims(ips: string[], annotation?: string): AddressClaim[];
   /** The nodes of an `ensure`/`update` node set, fetched from the host once per generation.
    * `defineInterface` calls it: a driver's `ensure(service, nodes)` receives the nodes. */
   nodesOf(nodeSet: NodeSet): Node[];

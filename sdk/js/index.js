@@ -67,6 +67,9 @@ export const cluster = {
   servicesWithAnnotation: (key, values = []) => hostCluster.servicesWithAnnotation(key, values),
   /** The LoadBalancer Services using one of `ips` as loadBalancerIP or ingress IP. */
   servicesWithAddress: (ips) => hostCluster.servicesWithAddress(ips),
+  /** Which of `ips` the LoadBalancer Services hold (as loadBalancerIP, ingress IP or the value of
+   * `annotation`): `{ ip, serviceUid, usedAs }` records, for an address pool asking about many. */
+  addressClaims: (ips, annotation = '') => hostCluster.addressClaims(ips, annotation),
   /** The nodes of an `ensure`/`update` node set, fetched once per generation
    * (`defineInterface` calls it, so a driver's `ensure` and `update` receive the nodes). */
   nodesOf: (nodeSet) => {

@@ -7,8 +7,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
+use wasm_ccm_runtime::AddressClaim;
 use wasm_ccm_runtime::{
     AddressQuery, CallError, CallScope, ClusterView, Driver, DriverEvent, EventKind, Outcome,
+    claims_of,
 };
 
 use crate::answer_rules::{
@@ -181,17 +183,22 @@ fn seen_addresses<'a>(s: &'a Service, write: Option<&'a PendingWrite>) -> Vec<&'
         .and_then(|spec| spec.load_balancer_ip.as_deref())
         .into_iter()
         .collect();
-    match write {
-        Some(w) => ips.extend(w.ingress.iter().filter_map(|i| i.ip.as_deref())),
-        None => ips.extend(
-            s.status
-                .iter()
-                .filter_map(|st| st.load_balancer.as_ref())
-                .flat_map(|lb| lb.ingress.iter().flatten())
-                .filter_map(|i| i.ip.as_deref()),
-        ),
-    }
+    ips.extend(seen_ingress_ips(s, write));
     ips
+}
+
+/// The ingress IPs a driver sees on `s`: this controller's pending ingress, else the status.
+fn seen_ingress_ips<'a>(s: &'a Service, write: Option<&'a PendingWrite>) -> Vec<&'a str> {
+    match write {
+        Some(w) => w.ingress.iter().filter_map(|i| i.ip.as_deref()).collect(),
+        None => s
+            .status
+            .iter()
+            .filter_map(|st| st.load_balancer.as_ref())
+            .flat_map(|lb| lb.ingress.iter().flatten())
+            .filter_map(|i| i.ip.as_deref())
+            .collect(),
+    }
 }
 
 impl ClusterView for StoreCluster {
@@ -210,6 +217,41 @@ impl ClusterView for StoreCluster {
         self.services_where(|s, write| {
             seen_annotation(s, write, key).is_some_and(|v| values.is_empty() || values.contains(v))
         })
+    }
+
+    fn address_claims(&self, ips: &[String], annotation: &str) -> Vec<AddressClaim> {
+        let wanted = AddressQuery::new(ips);
+        let mut out = Vec::new();
+        if wanted.is_empty() {
+            return out;
+        }
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut key = String::new();
+        // Nothing is converted: each Service's addresses are read where they are, so a query
+        // about thousands of candidates costs a scan and copies only the claims.
+        for s in self.store.list().iter().filter(|s| wants_load_balancer(s)) {
+            key.clear();
+            key.push_str(s.metadata.namespace.as_deref().unwrap_or_default());
+            key.push('/');
+            key.push_str(s.metadata.name.as_deref().unwrap_or_default());
+            let write = pending.get(key.as_str());
+            let value = (!annotation.is_empty())
+                .then(|| seen_annotation(s, write, annotation))
+                .flatten();
+            let load_balancer_ip = s
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.load_balancer_ip.as_deref());
+            claims_of(
+                s.metadata.uid.as_deref().unwrap_or_default(),
+                load_balancer_ip,
+                value,
+                seen_ingress_ips(s, write),
+                &wanted,
+                &mut out,
+            );
+        }
+        out
     }
 
     fn services_with_address(&self, ips: &[String]) -> Vec<wasm_ccm_runtime::types::Service> {
@@ -807,6 +849,38 @@ mod tests {
         );
         // Every query agrees with the full list it narrows.
         assert_eq!(names(view.load_balancer_services()), ["a", "b", "c"]);
+
+        // Claims: addresses and UIDs, in the query's spelling, with the pending overlay (c's
+        // new annotation and ingress; a's removed annotation and ingress claim nothing).
+        use wasm_ccm_runtime::AddressUse;
+        let mut claims: Vec<(String, String, AddressUse)> = view
+            .address_claims(
+                &q(&["10.0.0.7", "2001:0DB8::1", "10.0.0.1", "10.0.0.9"]),
+                "x/ip",
+            )
+            .into_iter()
+            .map(|c| (c.ip, c.service_uid, c.used_as))
+            .collect();
+        claims.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+        assert_eq!(
+            claims,
+            [
+                (
+                    "10.0.0.7".to_string(),
+                    "c".to_string(),
+                    AddressUse::Annotation
+                ),
+                ("10.0.0.7".to_string(), "c".to_string(), AddressUse::Ingress),
+                (
+                    "2001:0DB8::1".to_string(),
+                    "b".to_string(),
+                    AddressUse::LoadBalancerIp
+                ),
+            ]
+        );
+        assert!(view.address_claims(&[], "x/ip").is_empty());
+        // Without an annotation name, annotations claim nothing.
+        assert_eq!(view.address_claims(&q(&["10.0.0.7"]), "").len(), 1);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::bindings::cluster::{AddressClaim, AddressUse};
 use crate::bindings::types::{Node, NodeSet, Service};
 use crate::error::CallError;
 use crate::http::HttpExchange;
@@ -43,6 +44,61 @@ pub trait ClusterView: Send + Sync {
             })
             .collect()
     }
+
+    /// Which of `ips` LoadBalancer Services hold, and how ([`claims_of`]).
+    fn address_claims(&self, ips: &[String], annotation: &str) -> Vec<AddressClaim> {
+        let wanted = AddressQuery::new(ips);
+        let mut out = Vec::new();
+        if wanted.is_empty() {
+            return out;
+        }
+        for s in self.load_balancer_services() {
+            let value = (!annotation.is_empty())
+                .then(|| s.annotations.iter().find(|(k, _)| k == annotation))
+                .flatten()
+                .map(|(_, v)| v.as_str());
+            claims_of(
+                &s.uid,
+                s.load_balancer_ip.as_deref(),
+                value,
+                s.ingress.iter().filter_map(|i| i.ip.as_deref()),
+                &wanted,
+                &mut out,
+            );
+        }
+        out
+    }
+}
+
+/// The claims of one Service on the addresses of `wanted` (the rule of `cluster.address-claims`):
+/// its `spec.loadBalancerIP`, the value of the query's annotation (when it has one) and its
+/// ingress IPs, each reported with the query's spelling of the address.
+pub fn claims_of<'a>(
+    uid: &str,
+    load_balancer_ip: Option<&str>,
+    annotation_value: Option<&str>,
+    ingress_ips: impl IntoIterator<Item = &'a str>,
+    wanted: &AddressQuery,
+    out: &mut Vec<AddressClaim>,
+) {
+    let mut claim = |ip: &str, used_as: AddressUse| {
+        if let Some(spelled) = wanted.spelling(ip) {
+            out.push(AddressClaim {
+                ip: spelled.to_string(),
+                service_uid: uid.to_string(),
+                used_as,
+            });
+        }
+    };
+    if let Some(ip) = load_balancer_ip {
+        claim(ip, AddressUse::LoadBalancerIp);
+    }
+    if let Some(ip) = annotation_value {
+        claim(ip, AddressUse::Annotation);
+    }
+    for ip in ingress_ips {
+        claim(ip, AddressUse::Ingress);
+    }
 }
 
 /// Whether `annotations` hold `key` with one of `values` (any value when `values` is empty): the
@@ -53,11 +109,12 @@ pub fn annotation_matches(annotations: &[(String, String)], key: &str, values: &
         .any(|(k, v)| k == key && (values.is_empty() || values.iter().any(|w| w == v)))
 }
 
-/// The addresses of a `cluster.services-with-address` query. Addresses compare as addresses
-/// (`2001:db8::1` equals `2001:0db8::1`), so a driver need not guess how a Service spelled one;
-/// text that is no address compares as trimmed text.
+/// The addresses of a `cluster.services-with-address` or `address-claims` query. Addresses
+/// compare as addresses (`2001:db8::1` equals `2001:0db8::1`), so a driver need not guess how a
+/// Service spelled one; text that is no address compares as trimmed text.
 pub struct AddressQuery {
-    parsed: std::collections::HashSet<IpAddr>,
+    /// Each address with the query's spelling of it.
+    parsed: std::collections::HashMap<IpAddr, String>,
     text: std::collections::HashSet<String>,
 }
 
@@ -70,18 +127,27 @@ impl AddressQuery {
         };
         for ip in ips {
             match ip.trim().parse::<IpAddr>() {
-                Ok(a) => q.parsed.insert(a),
-                Err(_) => q.text.insert(ip.trim().to_string()),
-            };
+                Ok(a) => {
+                    q.parsed.entry(a).or_insert_with(|| ip.clone());
+                }
+                Err(_) => {
+                    q.text.insert(ip.trim().to_string());
+                }
+            }
         }
         q
     }
 
     /// Whether `ip` (a Service's address as written) is one of the query's.
     pub fn matches(&self, ip: &str) -> bool {
+        self.spelling(ip).is_some()
+    }
+
+    /// The query's spelling of `ip` (a Service's address as written), if it asked for it.
+    pub fn spelling(&self, ip: &str) -> Option<&str> {
         match ip.trim().parse::<IpAddr>() {
-            Ok(a) => self.parsed.contains(&a),
-            Err(_) => self.text.contains(ip.trim()),
+            Ok(a) => self.parsed.get(&a).map(String::as_str),
+            Err(_) => self.text.get(ip.trim()).map(String::as_str),
         }
     }
 

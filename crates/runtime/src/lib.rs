@@ -30,11 +30,12 @@ pub mod special_addr;
 mod state;
 pub mod surface;
 
+pub use bindings::cluster::{AddressClaim, AddressUse};
 pub use bindings::types;
 pub use cache::{AotCache, CacheOutcome};
 pub use call::{
     AddressQuery, CallScope, ClusterView, DriverEvent, EmptyCluster, EventKind, Outcome,
-    SharedNodes, StaticCluster, annotation_matches,
+    SharedNodes, StaticCluster, annotation_matches, claims_of,
 };
 pub use driver::{
     Compiled, Driver, DriverOptions, DriverStats, InstanceMode, Runtime, RuntimeOptions,

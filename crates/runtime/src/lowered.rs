@@ -52,6 +52,12 @@ impl Lowered for Node {
     }
 }
 
+impl Lowered for crate::bindings::cluster::AddressClaim {
+    fn lowered_bytes(&self) -> u64 {
+        text(&self.ip) + text(&self.service_uid) + 1
+    }
+}
+
 impl Lowered for crate::bindings::types::NodeSet {
     fn lowered_bytes(&self) -> u64 {
         12

@@ -321,6 +321,16 @@ impl cluster::Host for InstanceState {
         services
     }
 
+    fn address_claims(
+        &mut self,
+        ips: Vec<String>,
+        annotation: String,
+    ) -> Vec<cluster::AddressClaim> {
+        let claims = self.call.cluster.address_claims(&ips, &annotation);
+        self.count_lowered(claims.as_slice());
+        claims
+    }
+
     fn nodes(&mut self) -> Vec<types::Node> {
         let nodes = self
             .call

@@ -6,7 +6,9 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use wasm_ccm_sdk::types::{Ingress, IpFamily, Protocol, ProviderError, Service};
+use wasm_ccm_sdk::types::{
+    AddressClaim, AddressUse, Ingress, IpFamily, Protocol, ProviderError, Service,
+};
 
 use crate::pool::{AddressPool, Family};
 
@@ -51,33 +53,28 @@ pub enum AllocationError {
 }
 
 /// The addresses claimed by services other than `service` (matched by UID): their annotation and
-/// their published ingress IPs.
-pub fn claimed_by_others(service: &Service, all: &[Service]) -> HashSet<IpAddr> {
-    let mut taken = HashSet::new();
-    for other in all.iter().filter(|s| s.uid != service.uid) {
-        if let Some(ip) = other
-            .annotation(IP_ANNOTATION)
-            .and_then(|v| v.trim().parse().ok())
-        {
-            taken.insert(ip);
-        }
-        taken.extend(ingress_ips(other));
-    }
-    taken
-}
-
-fn ingress_ips(service: &Service) -> impl Iterator<Item = IpAddr> + '_ {
-    service
-        .ingress
+/// their published ingress IPs (a `spec.loadBalancerIP` that was never granted claims nothing).
+pub fn claimed_by_others(service: &Service, claims: &[AddressClaim]) -> HashSet<IpAddr> {
+    claims
         .iter()
-        .filter_map(|i| i.ip.as_deref())
-        .filter_map(|ip| ip.parse().ok())
+        .filter(|c| c.service_uid != service.uid && c.used_as != AddressUse::LoadBalancerIp)
+        .filter_map(|c| c.ip.trim().parse().ok())
+        .collect()
 }
 
-/// The Services that may claim one of the given addresses (by annotation, `spec.loadBalancerIP`
-/// or ingress). The driver asks the host (`cluster.services-with-address` and
-/// `services-with-annotation`); tests pass a list. Returning more Services than those is harmless.
-pub type Claims<'a> = &'a dyn Fn(&[IpAddr]) -> Vec<Service>;
+/// The addresses other services publish in their status.
+fn published_by_others(service: &Service, claims: &[AddressClaim]) -> HashSet<IpAddr> {
+    claims
+        .iter()
+        .filter(|c| c.service_uid != service.uid && c.used_as == AddressUse::Ingress)
+        .filter_map(|c| c.ip.trim().parse().ok())
+        .collect()
+}
+
+/// Who holds which of the given addresses (by annotation, `spec.loadBalancerIP` or ingress):
+/// the driver asks the host (`cluster.address-claims`), which answers with addresses and UIDs, not
+/// whole Services; tests answer from a list.
+pub type Claims<'a> = &'a dyn Fn(&[IpAddr]) -> Vec<AddressClaim>;
 
 /// How many pool addresses the first query asks about; each next query asks about twice as many
 /// (up to [`MAX_CANDIDATES`]), so a fresh address deep in a busy pool takes few host calls.
@@ -134,12 +131,7 @@ pub fn choose_ip(
         .annotation(IP_ANNOTATION)
         .and_then(|v| v.trim().parse::<IpAddr>().ok())
     {
-        let published_by_others: HashSet<IpAddr> = claims(&[ip])
-            .iter()
-            .filter(|s| s.uid != service.uid)
-            .flat_map(ingress_ips)
-            .collect();
-        if pool.contains(ip) && !published_by_others.contains(&ip) {
+        if pool.contains(ip) && !published_by_others(service, &claims(&[ip])).contains(&ip) {
             return Ok(ip);
         }
     }
@@ -234,10 +226,48 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// What `cluster.address-claims` answers for `ips` and the annotation, from a list of
+    /// Services (the host's rule, `wasm_ccm_runtime::claims_of`, over WIT Services).
+    fn claims_from(all: &[Service], ips: &[IpAddr]) -> Vec<AddressClaim> {
+        let mut out = Vec::new();
+        for s in all {
+            let mut claim = |text: &str, used_as| {
+                if let Ok(ip) = text.trim().parse::<IpAddr>()
+                    && ips.contains(&ip)
+                {
+                    out.push(AddressClaim {
+                        ip: ip.to_string(),
+                        service_uid: s.uid.clone(),
+                        used_as,
+                    });
+                }
+            };
+            if let Some(ip) = &s.load_balancer_ip {
+                claim(ip, AddressUse::LoadBalancerIp);
+            }
+            if let Some(ip) = s.annotation(IP_ANNOTATION) {
+                claim(ip, AddressUse::Annotation);
+            }
+            for i in &s.ingress {
+                if let Some(ip) = &i.ip {
+                    claim(ip, AddressUse::Ingress);
+                }
+            }
+        }
+        out
+    }
+
     /// `choose_ip` with the host's answers taken from a fixed list of Services.
     fn choose(me: &Service, p: &AddressPool, all: &[Service]) -> Result<IpAddr, AllocationError> {
-        let all = all.to_vec();
-        choose_ip(me, p, &move |_| all.clone())
+        choose_ip(me, p, &|ips| claims_from(all, ips))
+    }
+
+    #[test]
+    fn a_requested_but_ungranted_address_claims_nothing() {
+        let p = pool(&["192.0.2.10", "192.0.2.11"]);
+        let mut asking = svc("asking");
+        asking.load_balancer_ip = Some("192.0.2.10".into());
+        assert_eq!(choose(&svc("me"), &p, &[asking]), Ok(ip("192.0.2.10")));
     }
 
     #[test]
@@ -253,14 +283,7 @@ mod tests {
         let asked = std::cell::RefCell::new(Vec::new());
         let claims = |ips: &[IpAddr]| {
             asked.borrow_mut().push(ips.len());
-            others
-                .iter()
-                .filter(|s| {
-                    s.annotation(IP_ANNOTATION)
-                        .is_some_and(|v| ips.contains(&v.parse().unwrap()))
-                })
-                .cloned()
-                .collect()
+            claims_from(&others, ips)
         };
         assert_eq!(choose_ip(&me, &p, &claims), Ok(addresses[300]));
         assert_eq!(

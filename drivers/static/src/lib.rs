@@ -203,9 +203,7 @@ impl LoadBalancer for StaticDriver {
         }
         let claims = |ips: &[std::net::IpAddr]| {
             let ips: Vec<String> = ips.iter().map(ToString::to_string).collect();
-            let mut services = cluster::services_with_address(&ips);
-            services.extend(cluster::services_with_annotation(lb::IP_ANNOTATION, &ips));
-            services
+            cluster::address_claims(&ips, lb::IP_ANNOTATION)
         };
         let ip = match lb::choose_ip(service, &self.config.pool, &claims) {
             Ok(ip) => ip,

@@ -12,6 +12,11 @@ services_with_address = _c.services_with_address
 """`services_with_address(ips)`: the LoadBalancer Services using one of `ips` as
 `spec.loadBalancerIP` or as an ingress IP (compared as addresses)."""
 
+address_claims = _c.address_claims
+"""`address_claims(ips, annotation)`: which of `ips` the LoadBalancer Services hold (as
+`spec.loadBalancerIP`, an ingress IP or the value of `annotation`), as `AddressClaim(ip,
+service_uid, used_as)`: addresses and UIDs only, for an address pool asking about many at once."""
+
 # The nodes of the last node-set generation fetched: an instance lives for many calls, so an
 # unchanged set is copied in once, not once per Service.
 _nodes = (None, [])

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::bindings::wasm_ccm::provider::cluster as imports;
-use crate::types::{EventType, Node, NodeSet, Service};
+use crate::types::{AddressClaim, EventType, Node, NodeSet, Service};
 
 /// All Services of type LoadBalancer in the cluster. Each call copies every one of them into the
 /// driver; prefer [`services_with_annotation`] and [`services_with_address`].
@@ -23,6 +23,13 @@ pub fn services_with_annotation(key: &str, values: &[String]) -> Vec<Service> {
 /// (compared as addresses). For an address pool: which of these are taken?
 pub fn services_with_address(ips: &[String]) -> Vec<Service> {
     imports::services_with_address(ips)
+}
+
+/// Which of `ips` the LoadBalancer Services hold, as `spec.loadBalancerIP`, as an ingress IP or
+/// as the value of annotation `annotation` (empty: none), compared as addresses. Answers with
+/// addresses and UIDs only: for an address pool asking about many candidates at once.
+pub fn address_claims(ips: &[String], annotation: &str) -> Vec<AddressClaim> {
+    imports::address_claims(ips, annotation)
 }
 
 thread_local! {

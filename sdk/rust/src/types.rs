@@ -3,7 +3,7 @@
 //! Everything here is re-exported from the generated bindings, so the values are exactly what
 //! crosses the component boundary.
 
-pub use crate::bindings::wasm_ccm::provider::cluster::EventType;
+pub use crate::bindings::wasm_ccm::provider::cluster::{AddressClaim, AddressUse, EventType};
 pub use crate::bindings::wasm_ccm::provider::log::Level;
 pub use crate::bindings::wasm_ccm::provider::types::{
     AddressType, Context, EnsureResult, Ingress, InstanceMetadata, IpFamily, IpMode, Node,

@@ -18,6 +18,13 @@ declare module 'wasm-ccm:provider/cluster@0.1.0' {
    */
   export function servicesWithAddress(ips: Array<string>): Array<Service>;
   /**
+   * Which of `ips` the Services of type LoadBalancer hold, as `spec.loadBalancerIP`, as an
+   * ingress IP or as the value of the annotation `annotation` (empty: no annotation), compared
+   * as addresses. Answers with addresses and UIDs, not whole Services: for an address pool
+   * asking which of thousands of candidates are taken.
+   */
+  export function addressClaims(ips: Array<string>, annotation: string): Array<AddressClaim>;
+  /**
    * The backend nodes of the current `load-balancer.ensure` or `update` call (its
    * `node-set`), in name order; empty in any other call. Fetch them once per generation.
    */
@@ -37,4 +44,36 @@ declare module 'wasm-ccm:provider/cluster@0.1.0' {
    * ## `"warning"`
    */
   export type EventType = 'normal' | 'warning';
+  /**
+   * Where a Service holds an address.
+   * # Variants
+   * 
+   * ## `"load-balancer-ip"`
+   * 
+   * `spec.loadBalancerIP`: asked for, not necessarily granted.
+   * ## `"annotation"`
+   * 
+   * The value of the annotation the query named.
+   * ## `"ingress"`
+   * 
+   * `status.loadBalancer.ingress[].ip`: published.
+   */
+  export type AddressUse = 'load-balancer-ip' | 'annotation' | 'ingress';
+  /**
+   * An address a LoadBalancer Service holds (`address-claims`).
+   */
+  export interface AddressClaim {
+    /**
+     * The address as the query spelled it.
+     */
+    ip: string,
+    /**
+     * The Service's UID.
+     */
+    serviceUid: string,
+    /**
+     * Where the Service holds it.
+     */
+    usedAs: AddressUse,
+  }
 }

@@ -130,10 +130,10 @@ pub fn choose_ip(
     if let Some(ip) = service
         .annotation(IP_ANNOTATION)
         .and_then(|v| v.trim().parse::<IpAddr>().ok())
+        && pool.contains(ip)
+        && !published_by_others(service, &claims(&[ip])).contains(&ip)
     {
-        if pool.contains(ip) && !published_by_others(service, &claims(&[ip])).contains(&ip) {
-            return Ok(ip);
-        }
+        return Ok(ip);
     }
 
     let family = match service.ip_families.first() {

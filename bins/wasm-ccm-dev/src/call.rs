@@ -7,9 +7,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use wasm_ccm_runtime::error::sanitize;
-use wasm_ccm_runtime::json::{provider_error_json, service_from_json};
 use wasm_ccm_runtime::log::{Level, LogRecord, LogSink, Source};
-use wasm_ccm_runtime::types::Context;
+use wasm_ccm_runtime::types::{Context, Service};
 use wasm_ccm_runtime::{
     CallError, CallScope, Described, DriverOptions, HostError, InstanceMode, Runtime, StaticCluster,
 };
@@ -154,17 +153,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
         None => Vec::new(),
         Some(text) => {
             let v = read_json_arg(text, "--cluster-services")?;
-            let items = v
-                .as_array()
-                .context("--cluster-services must be a JSON array of services")?;
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    service_from_json(s)
-                        .map_err(|e| anyhow::anyhow!("--cluster-services[{i}]: {e}"))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?
+            if !v.is_array() {
+                anyhow::bail!("--cluster-services must be a JSON array of services");
+            }
+            wasm_ccm_runtime::json::from_value::<Vec<Service>>(&v, "--cluster-services")
+                .map_err(anyhow::Error::msg)?
         }
     };
     let runtime = dev_runtime(global)?;
@@ -239,7 +232,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
         Err(CallError::Provider(p)) => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&json!({ "error": provider_error_json(&p) }))?
+                serde_json::to_string_pretty(&json!({ "error": serde_json::to_value(&p)? }))?
             );
             eprintln!(
                 "wasm-ccm: {} returned an error: {}",

@@ -15,10 +15,10 @@ use std::sync::Mutex;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use wasm_ccm_runtime::bindings::http::{HttpError, Request, Response};
 use wasm_ccm_runtime::http::{
     Forward, HttpInterceptor, Intercepted, error_case, method_name, strip_query,
 };
+use wasm_ccm_runtime::http::{HttpError, Request, Response};
 
 /// The format version written and understood.
 const VERSION: u32 = 1;
@@ -401,7 +401,7 @@ impl HttpInterceptor for Replayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_ccm_runtime::bindings::http::Method;
+    use wasm_ccm_runtime::http::Method;
 
     fn req(method: Method, url: &str, body: &str) -> Request {
         Request {

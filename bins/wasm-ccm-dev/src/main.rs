@@ -1,12 +1,13 @@
 //! `wasm-ccm-dev`: the developer kit beside the product binary `wasm-ccm`. Everything a driver
-//! author and a contributor use: the playground, conformance, `call`, the cloud simulators and
-//! the chaos soak. The shipped drivers are embedded (bytes, not paths), so the playground works
+//! author and a contributor use: the playground, conformance, `call`, the cloud simulators,
+//! the chaos soak and `new` (a driver project to start from). The shipped drivers are embedded (bytes, not paths), so the playground works
 //! from an installed binary in any directory.
 
 mod call;
 mod cassette;
 mod clouds;
 mod conformance;
+mod new;
 mod playground;
 mod scale;
 mod soak;
@@ -46,6 +47,9 @@ enum Command {
     /// process, `wasm-ccm run` with the static driver; time to converge, peak RSS, driver calls,
     /// bytes lowered into guests, Kubernetes requests, writes in a quiet period.
     Scale(scale::ScaleArgs),
+    /// Generate a driver project (Rust, Python or JavaScript) that builds with one command and
+    /// passes conformance as generated, with its scenario and a CI workflow.
+    New(new::NewArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
             }
             Command::Soak(args) => soak::run(&cli.global, args).await,
             Command::Scale(args) => scale::run(&cli.global, args).await,
+            Command::New(args) => new::run(args),
         }
     })
 }

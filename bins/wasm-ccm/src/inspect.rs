@@ -61,56 +61,58 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
             "info-problem": verdict.as_ref().err(),
             "egress-warnings": wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress),
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
-        println!("file:                {}", compiled.origin);
-        println!("sha256:              {}", compiled.sha256);
-        println!(
+        crate::outln!("file:                {}", compiled.origin)?;
+        crate::outln!("sha256:              {}", compiled.sha256)?;
+        crate::outln!(
             "size:                {} bytes ({:.1} KiB)",
             compiled.size,
             compiled.size as f64 / 1024.0
-        );
-        println!("wit:                 wasm-ccm:provider@{}", s.wit_version);
-        println!("exports:             {}", s.exports.names().join(", "));
-        println!("imports:             {}", s.imports.join(", "));
-        println!(
+        )?;
+        crate::outln!("wit:                 wasm-ccm:provider@{}", s.wit_version)?;
+        crate::outln!("exports:             {}", s.exports.names().join(", "))?;
+        crate::outln!("imports:             {}", s.imports.join(", "))?;
+        crate::outln!(
             "load:                {:.1} ms ({})",
             compiled.load_time.as_secs_f64() * 1000.0,
             format!("cache {:?}", compiled.cache).to_lowercase()
-        );
-        println!("name:                {}", info.name);
-        println!("version:             {}", info.version);
-        println!("provider-id scheme:  {}://", info.provider_id_scheme);
-        println!(
+        )?;
+        crate::outln!("name:                {}", info.name)?;
+        crate::outln!("version:             {}", info.version)?;
+        crate::outln!("provider-id scheme:  {}://", info.provider_id_scheme)?;
+        crate::outln!(
             "default egress:      {}",
             if info.default_egress.is_empty() {
                 "(none)".to_string()
             } else {
                 info.default_egress.join(", ")
             }
-        );
-        println!(
+        )?;
+        crate::outln!(
             "env prefixes:        {}",
             if info.env_prefixes.is_empty() {
                 "(none)".to_string()
             } else {
                 info.env_prefixes.join(", ")
             }
-        );
-        println!(
+        )?;
+        crate::outln!(
             "annotation prefixes: {}",
             if info.annotation_prefixes.is_empty() {
                 "(none)".to_string()
             } else {
                 info.annotation_prefixes.join(", ")
             }
-        );
+        )?;
         for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress) {
-            println!("warning:             default egress: {warning}");
+            crate::outln!("warning:             default egress: {warning}")?;
         }
         match &verdict {
-            Ok(()) => println!("info:                valid"),
-            Err(e) => println!("info:                INVALID, the host will not load it: {e}"),
+            Ok(()) => crate::outln!("info:                valid")?,
+            Err(e) => {
+                crate::outln!("info:                INVALID, the host will not load it: {e}")?
+            }
         }
     }
     // A driver the host refuses to load is not fit to ship: fail scripts that inspect it.

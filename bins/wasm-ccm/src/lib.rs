@@ -9,15 +9,53 @@ pub mod global;
 pub mod inspect;
 pub mod preflight;
 pub mod run;
+pub mod signing;
 pub mod source;
 pub mod units;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 pub use global::{GlobalArgs, init_logging};
 
+/// Standard output was closed by its reader (`wasm-ccm verify … | head -1`): the command stops
+/// quietly, as a filter's writer does, instead of panicking like `println!`.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes one line to standard output (locked, flushed). A closed pipe is [`StdoutClosed`],
+/// which [`block_on_command`] turns into a quiet exit; any other failure is an error naming
+/// stdout. Use it through [`outln!`].
+pub fn write_stdout_line(line: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::anyhow!("cannot write to standard output: {e}")),
+    }
+}
+
+/// `println!` for the commands' results: `outln!(…)?` returns [`StdoutClosed`] on a closed pipe
+/// instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_stdout_line(::std::format_args!($($arg)*))
+    };
+}
+
 /// Runs `command` on a multi-threaded tokio runtime and turns its result into the exit code:
-/// the command's own code, or 2 with `program: error` on stderr.
+/// the command's own code, or 2 with `program: error` on stderr. A reader that closed standard
+/// output early ([`StdoutClosed`]) ends the command quietly with success: what was asked for
+/// was done, only its report was not wanted in full.
 pub fn block_on_command<F>(program: &str, command: F) -> ExitCode
 where
     F: std::future::Future<Output = anyhow::Result<ExitCode>>,
@@ -34,6 +72,7 @@ where
     };
     match runtime.block_on(command) {
         Ok(code) => code,
+        Err(e) if e.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{program}: {}", preflight::one_line(&e));
             ExitCode::from(2)

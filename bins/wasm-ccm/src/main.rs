@@ -1,12 +1,12 @@
 //! `wasm-ccm`: the cloud-controller-manager whose cloud drivers are sandboxed WebAssembly
 //! components. This binary is what runs in a cluster and in an operator's CI: `run`, `push`,
-//! `pull` and `inspect`. The developer tools (playground, conformance, call, simulators, soak)
+//! `pull`, `sign`, `verify` and `inspect`. The developer tools (playground, conformance, call, simulators, soak)
 //! are in `wasm-ccm-dev`.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, source};
+use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, signing, source};
 
 /// A Kubernetes cloud-controller-manager whose cloud drivers are sandboxed WebAssembly components.
 #[derive(Parser, Debug)]
@@ -27,6 +27,11 @@ enum Command {
     Push(source::PushArgs),
     /// Pull a driver from a registry (any common Wasm layout), verify it and write it to a file.
     Pull(source::PullArgs),
+    /// Sign a driver with a cosign-compatible key: an OCI artifact (signature stored in the
+    /// registry as cosign does) or a file (signature written beside it).
+    Sign(signing::SignArgs),
+    /// Verify a driver's signatures against --verify-config/--verify-key, as `run` does.
+    Verify(signing::VerifyCmdArgs),
     /// Show what a driver is: WIT version, exports, imports, info(), sha256, size, compile time.
     Inspect(inspect::InspectArgs),
 }
@@ -39,6 +44,8 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(&cli.global, *args).await,
             Command::Push(args) => source::push(&cli.global, args).await,
             Command::Pull(args) => source::pull(&cli.global, args).await,
+            Command::Sign(args) => signing::sign(&cli.global, args).await,
+            Command::Verify(args) => signing::verify(&cli.global, args).await,
             Command::Inspect(args) => inspect::run(&cli.global, args).await,
         }
     })

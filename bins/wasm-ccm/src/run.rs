@@ -23,7 +23,8 @@ use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
 
 use crate::GlobalArgs;
-use crate::source::{DriverSource, RegistryArgs, fetch};
+use crate::signing::VerifyArgs;
+use crate::source::{DriverSource, RegistryArgs, fetch_verified};
 use crate::units::{parse_duration, parse_size};
 
 /// Booleans take Go's forms: `--flag`, `--flag=true`, `--flag=false` (`ArgAction::Set` with an
@@ -49,6 +50,8 @@ pub struct RunArgs {
     driver_watch_interval: Duration,
     #[command(flatten)]
     registry: RegistryArgs,
+    #[command(flatten)]
+    verify: VerifyArgs,
     /// Path to a kubeconfig (default: in-cluster, then $KUBECONFIG / ~/.kube/config).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
@@ -339,15 +342,43 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
 
 /// Compiles and initialises new bytes of a watched driver; a failure is a refusal with a
 /// reason for the metric.
-fn reload_loader(runtime: Runtime, opts: DriverOptions) -> Loader {
+fn reload_loader(runtime: Runtime, opts: DriverOptions, check: Option<SignatureCheck>) -> Loader {
     Arc::new(move |origin: String, bytes: Vec<u8>| {
-        let (runtime, opts) = (runtime.clone(), opts.clone());
+        let (runtime, opts, check) = (runtime.clone(), opts.clone(), check.clone());
         Box::pin(async move {
+            // The signature is checked before a byte is compiled: a reload whose signature
+            // fails is refused like any bad reload (the old version keeps serving).
+            if let Some(check) = &check {
+                crate::signing::verify_file(&check.policy, &check.driver, &bytes, &check.signature)
+                    .map_err(|message| Refusal {
+                        reason: "signature",
+                        message,
+                    })?;
+            }
             let compiled = runtime.compile(&origin, bytes).await.map_err(refusal)?;
             let driver = runtime.load(&compiled, opts).await.map_err(refusal)?;
             Ok(Arc::new(driver))
         })
     })
+}
+
+/// What a reload of a file driver must pass when a signature policy is configured.
+#[derive(Clone)]
+struct SignatureCheck {
+    policy: Arc<wasm_ccm_oci::Policy>,
+    driver: PathBuf,
+    signature: PathBuf,
+}
+
+fn reload_check(
+    verify: &VerifyArgs,
+    driver: &std::path::Path,
+) -> anyhow::Result<Option<SignatureCheck>> {
+    Ok(verify.policy()?.map(|policy| SignatureCheck {
+        policy: Arc::new(policy),
+        driver: driver.to_path_buf(),
+        signature: verify.signature_path(driver),
+    }))
 }
 
 fn refusal(e: HostError) -> Refusal {
@@ -484,6 +515,7 @@ impl RunArgs {
                 hint: kubeconfig_hint,
             },
         ])?;
+        self.verify.preflight(source)?;
         // Only when it exists: the Deployment mounts an optional Secret (absent: anonymous).
         readable_files(&[PathFlag {
             flag: "--registry-config",
@@ -715,6 +747,18 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             .with_context(|| format!("cannot read --cloud-config {}", p.display()))?,
         None => Vec::new(),
     };
+    // The driver is read or pulled, and its signature verified, before the cluster is
+    // contacted: a refused driver never compiles, and the API server never sees its process.
+    let fetching = std::time::Instant::now();
+    let fetched = fetch_verified(
+        global,
+        &source,
+        &args.registry,
+        args.driver_sha256.as_deref(),
+        &args.verify,
+    )
+    .await?;
+    let fetch_time = fetching.elapsed();
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let serving = match tls {
         Some(tls) => Some(args.serving(tls).await?),
@@ -722,13 +766,6 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     };
     let facts = cluster_facts(&client).await;
     let loading = std::time::Instant::now();
-    let fetched = fetch(
-        global,
-        &source,
-        &args.registry,
-        args.driver_sha256.as_deref(),
-    )
-    .await?;
     let runtime = global.runtime()?;
     let opts = driver_options(DriverSpec {
         config: cloud_config,
@@ -743,7 +780,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     });
     let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
     let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
-    let driver_load_time = loading.elapsed();
+    let driver_load_time = fetch_time + loading.elapsed();
     if driver.name() != provider {
         bail!(
             "--cloud-provider={provider:?} but the driver {} is {:?}; pass --cloud-provider={:?} or the right --driver",
@@ -778,7 +815,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
                 path: path.clone(),
                 interval: args.driver_watch_interval,
                 pinned_sha256: args.driver_sha256.clone(),
-                load: reload_loader(runtime.clone(), opts),
+                load: reload_loader(runtime.clone(), opts, reload_check(&args.verify, path)?),
                 regarding,
             })
         }

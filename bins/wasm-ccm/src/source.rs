@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use wasm_ccm_oci::{BlobCache, Client, ClientOptions, ComponentInfo, DockerConfig, Reference};
 
 use crate::GlobalArgs;
+use crate::signing::VerifyArgs;
 
 /// `--driver`: a path, or `oci://REGISTRY/REPO@sha256:…` (a tag is resolved and logged).
 #[derive(Debug, Clone)]
@@ -91,18 +92,70 @@ pub async fn fetch(
     registry: &RegistryArgs,
     pinned_sha256: Option<&str>,
 ) -> anyhow::Result<Fetched> {
+    fetch_verified(
+        global,
+        source,
+        registry,
+        pinned_sha256,
+        &VerifyArgs::default(),
+    )
+    .await
+}
+
+/// [`fetch`], with the signature policy of `verify` (when it names one) checked first: an OCI
+/// driver's Wasm layer is not fetched, and a file driver's bytes are not returned, unless the
+/// policy holds.
+pub async fn fetch_verified(
+    global: &GlobalArgs,
+    source: &DriverSource,
+    registry: &RegistryArgs,
+    pinned_sha256: Option<&str>,
+    verify: &VerifyArgs,
+) -> anyhow::Result<Fetched> {
+    let policy = verify.policy()?;
     let fetched = match source {
-        DriverSource::File(path) => Fetched {
-            origin: path.display().to_string(),
-            bytes: std::fs::read(path)
-                .with_context(|| format!("cannot read --driver {}", path.display()))?,
-        },
+        DriverSource::File(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read --driver {}", path.display()))?;
+            if let Some(policy) = &policy {
+                let started = std::time::Instant::now();
+                let verdict =
+                    crate::signing::verify_file(policy, path, &bytes, &verify.signature_path(path))
+                        .map_err(anyhow::Error::msg)?;
+                tracing::info!(
+                    driver = %path.display(),
+                    matched = %verdict.matched.join("; "),
+                    micros = started.elapsed().as_micros() as u64,
+                    "driver signature verified"
+                );
+            }
+            Fetched {
+                origin: path.display().to_string(),
+                bytes,
+            }
+        }
         DriverSource::Oci(reference) => {
             let client = registry.client()?;
             let cache = global
                 .cache_root()
                 .map(|dir| BlobCache::new(dir.join("oci")));
-            let pulled = client.pull(reference, cache.as_ref()).await?;
+            let pulled = match &policy {
+                Some(policy) => {
+                    let started = std::time::Instant::now();
+                    let (pulled, verified) = client
+                        .pull_verified(reference, cache.as_ref(), policy)
+                        .await?;
+                    tracing::info!(
+                        reference = %pulled.pinned,
+                        matched = %verified.verdict.matched.join("; "),
+                        cached_signatures = verified.from_cache,
+                        millis = started.elapsed().as_millis() as u64,
+                        "driver signature verified"
+                    );
+                    pulled
+                }
+                None => client.pull(reference, cache.as_ref()).await?,
+            };
             if reference.digest.is_none() {
                 tracing::warn!(
                     reference = %reference,
@@ -153,6 +206,10 @@ pub struct PushArgs {
     driver: PathBuf,
     /// Where to push: `oci://REGISTRY/REPO:TAG`.
     reference: String,
+    /// Sign the pushed manifest with this key (as `wasm-ccm sign --key` does): cosign.key
+    /// (password in COSIGN_PASSWORD) or an unencrypted PKCS#8 PEM ECDSA P-256 key.
+    #[arg(long, value_name = "FILE")]
+    sign_key: Option<PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -161,6 +218,11 @@ pub struct PushArgs {
 /// layout and prints the digest-pinned reference to deploy.
 pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCode> {
     let reference = Reference::parse(&args.reference).map_err(anyhow::Error::msg)?;
+    // The key is read first: a wrong path or password fails before anything is pushed.
+    let key = match &args.sign_key {
+        Some(path) => Some(crate::signing::signing_key(path)?),
+        None => None,
+    };
     let bytes = std::fs::read(&args.driver)
         .with_context(|| format!("cannot read {}", args.driver.display()))?;
     let runtime = global.runtime()?;
@@ -204,7 +266,10 @@ pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCod
         compiled.sha256,
         pushed.manifest_digest
     );
-    println!("{}", pushed.pinned);
+    if let Some(key) = &key {
+        crate::signing::sign_oci(&args.registry, &pushed.pinned, key, &Default::default()).await?;
+    }
+    crate::outln!("{}", pushed.pinned)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -218,6 +283,8 @@ pub struct PullArgs {
     output: PathBuf,
     #[command(flatten)]
     registry: RegistryArgs,
+    #[command(flatten)]
+    verify: VerifyArgs,
 }
 
 /// Pulls a driver (through the cache), checks it is a component, writes it, and prints the
@@ -232,7 +299,8 @@ pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCod
     }
     // The output's directory is checked before the registry is contacted.
     crate::preflight::output_dir("--output", &args.output)?;
-    let fetched = fetch(global, &source, &args.registry, None).await?;
+    args.verify.preflight(&source)?;
+    let fetched = fetch_verified(global, &source, &args.registry, None, &args.verify).await?;
     wasm_ccm_runtime::surface::check_bytes(&fetched.origin, &fetched.bytes)?;
     // Write then rename, so a failed pull never leaves half a driver where one is expected.
     let tmp = args.output.with_extension("wasm.partial");
@@ -246,6 +314,6 @@ pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCod
         fetched.bytes.len(),
         hex::encode(Sha256::digest(&fetched.bytes))
     );
-    println!("{}", fetched.origin);
+    crate::outln!("{}", fetched.origin)?;
     Ok(ExitCode::SUCCESS)
 }

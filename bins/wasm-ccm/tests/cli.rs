@@ -32,7 +32,7 @@ fn the_product_has_only_the_in_cluster_commands() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         commands(&help),
-        ["run", "push", "pull", "inspect", "help"],
+        ["run", "push", "pull", "sign", "verify", "inspect", "help"],
         "{help}"
     );
 }

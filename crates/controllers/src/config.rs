@@ -2,46 +2,44 @@
 
 use std::time::Duration;
 
-/// The four controllers, by upstream's canonical name.
-pub(crate) const CONTROLLERS: [(&str, &str); 4] = [
-    ("cloud-node-controller", "cloud-node"),
-    ("cloud-node-lifecycle-controller", "cloud-node-lifecycle"),
-    ("service-lb-controller", "service"),
-    ("node-route-controller", "route"),
-];
+use crate::registry::{CONTROLLERS, position};
 
-/// Which controllers run.
+/// Which controllers run: a set over the table in `registry.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnabledControllers {
-    /// `cloud-node`: initialises new nodes and keeps their addresses current.
-    pub node: bool,
-    /// `cloud-node-lifecycle`: deletes nodes whose instance is gone, taints shut-down ones.
-    pub lifecycle: bool,
-    /// `service`: load balancers for Services of type LoadBalancer.
-    pub service: bool,
-    /// `route`: cloud routes for the nodes' pod CIDRs.
-    pub route: bool,
+    /// Bit `i` set: `CONTROLLERS[i]` runs.
+    mask: u8,
 }
 
 impl EnabledControllers {
-    /// All four (upstream's `*`).
-    pub(crate) const ALL: EnabledControllers = EnabledControllers {
-        node: true,
-        lifecycle: true,
-        service: true,
-        route: true,
+    /// Every controller (upstream's `*`: all are on by default).
+    pub const ALL: EnabledControllers = EnabledControllers {
+        mask: ((1u16 << CONTROLLERS.len()) - 1) as u8,
     };
 
+    /// No controller.
+    pub const NONE: EnabledControllers = EnabledControllers { mask: 0 };
+
+    /// Whether the controller named `name` (canonical or alias) runs; unknown names do not.
+    pub fn is_enabled(&self, name: &str) -> bool {
+        position(name).is_some_and(|i| self.mask & (1 << i) != 0)
+    }
+
+    /// The canonical names of the controllers that run, in upstream's order.
+    pub fn names(&self) -> Vec<&'static str> {
+        CONTROLLERS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.mask & (1 << i) != 0)
+            .map(|(_, c)| c.name)
+            .collect()
+    }
+
     /// Parses `--controllers` with upstream's rules: `*` enables every controller that is on by
-    /// default (all four), `name` enables, `-name` disables, the first explicit mention of a
+    /// default (all of them), `name` enables, `-name` disables, the first explicit mention of a
     /// controller wins, aliases map to canonical names, unknown names are an error.
     pub fn parse(items: &[String]) -> Result<Self, String> {
-        let canonical = |name: &str| {
-            CONTROLLERS
-                .iter()
-                .position(|(full, alias)| *full == name || *alias == name)
-        };
-        let mut explicit: [Option<bool>; 4] = [None; 4];
+        let mut explicit: Vec<Option<bool>> = vec![None; CONTROLLERS.len()];
         let mut star = false;
         for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
             if item.is_empty() {
@@ -55,10 +53,10 @@ impl EnabledControllers {
                 Some(name) => (false, name),
                 None => (true, item),
             };
-            let Some(i) = canonical(name) else {
+            let Some(i) = position(name) else {
                 let known: Vec<String> = CONTROLLERS
                     .iter()
-                    .map(|(f, a)| format!("{f} ({a})"))
+                    .map(|c| format!("{} ({})", c.name, c.alias))
                     .collect();
                 return Err(format!(
                     "--controllers: unknown controller {name:?}; known: *, {}",
@@ -67,13 +65,12 @@ impl EnabledControllers {
             };
             explicit[i].get_or_insert(on);
         }
-        let pick = |i: usize| explicit[i].unwrap_or(star);
-        Ok(EnabledControllers {
-            node: pick(0),
-            lifecycle: pick(1),
-            service: pick(2),
-            route: pick(3),
-        })
+        let mask = explicit
+            .iter()
+            .enumerate()
+            .filter(|(_, on)| on.unwrap_or(star))
+            .fold(0u8, |mask, (i, _)| mask | (1 << i));
+        Ok(EnabledControllers { mask })
     }
 }
 
@@ -171,46 +168,33 @@ mod tests {
 
     #[test]
     fn controllers_flag_table() {
-        let all = EnabledControllers::ALL;
-        assert_eq!(parse("*"), Ok(all));
+        let names = |s: &str| parse(s).map(|c| c.names());
+        let all = EnabledControllers::ALL.names();
+        assert_eq!(all.len(), 4);
+        assert_eq!(names("*"), Ok(all.clone()));
+        let no_route = vec![
+            "cloud-node-controller",
+            "cloud-node-lifecycle-controller",
+            "service-lb-controller",
+        ];
+        assert_eq!(names("*,-route"), Ok(no_route.clone()));
+        assert_eq!(names("-node-route-controller,*"), Ok(no_route));
         assert_eq!(
-            parse("*,-route"),
-            Ok(EnabledControllers {
-                route: false,
-                ..all
-            })
-        );
-        assert_eq!(
-            parse("-node-route-controller,*"),
-            Ok(EnabledControllers {
-                route: false,
-                ..all
-            })
-        );
-        assert_eq!(
-            parse("service,cloud-node"),
-            Ok(EnabledControllers {
-                node: true,
-                lifecycle: false,
-                service: true,
-                route: false
-            })
+            names("service,cloud-node"),
+            Ok(vec!["cloud-node-controller", "service-lb-controller"])
         );
         // The first explicit mention wins.
-        assert_eq!(parse("service,-service").map(|c| c.service), Ok(true));
         assert_eq!(
-            parse(""),
-            Ok(EnabledControllers {
-                node: false,
-                lifecycle: false,
-                service: false,
-                route: false
-            })
+            parse("service,-service").map(|c| c.is_enabled("service")),
+            Ok(true)
         );
+        assert_eq!(parse(""), Ok(EnabledControllers::NONE));
         let err = parse("*,nodes").unwrap_err();
         assert!(
             err.contains("unknown controller \"nodes\"") && err.contains("cloud-node"),
             "{err}"
         );
+        assert!(EnabledControllers::ALL.is_enabled("cloud-node-lifecycle"));
+        assert!(!EnabledControllers::ALL.is_enabled("nodes"));
     }
 }

@@ -2,27 +2,25 @@
 //! (counted), the caches, the event recorders, the metrics and the configuration.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use wasm_ccm_runtime::AddressClaim;
 use wasm_ccm_runtime::{
-    AddressQuery, CallError, CallScope, ClusterView, Driver, DriverEvent, EventKind, Outcome,
-    claims_of,
+    AddressQuery, CallError, CallScope, ClusterView, DriverEvent, EventKind, Outcome, claims_of,
 };
 
 use crate::answer_rules::{
     EVENT_ACTION_LIMIT, EVENT_NOTE_LIMIT, EVENT_REASON_LIMIT, EVENT_REPORTING_INSTANCE_LIMIT,
     REPLACEMENT_EVENT_REASON, Violation, check_event_reason, cut_to_bytes, shown,
 };
+use crate::cloud::{CloudProvider, SharedCloud};
 use crate::config::ControllerConfig;
 use crate::convert::service_to_wit;
 use crate::informer::Store;
 use crate::metrics::Metrics;
 use crate::queue::TokenBucket;
-use crate::reload::DriverSlot;
 use crate::service_rules::wants_load_balancer;
 
 /// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted.
@@ -263,30 +261,40 @@ impl ClusterView for StoreCluster {
     }
 }
 
-/// The driver with metrics around every call.
+/// The cloud behind the seam ([`CloudProvider`]) with metrics around every call.
 pub(crate) struct Cloud {
-    driver: Arc<DriverSlot>,
+    provider: SharedCloud,
     metrics: Arc<Metrics>,
     cluster: Arc<StoreCluster>,
 }
 
 impl Cloud {
-    /// Wraps the slot of the driver in service.
+    /// Wraps `provider` (in production the slot of the driver in service).
     pub(crate) fn new(
-        driver: Arc<DriverSlot>,
+        provider: SharedCloud,
         metrics: Arc<Metrics>,
         cluster: Arc<StoreCluster>,
     ) -> Self {
         Cloud {
-            driver,
+            provider,
             metrics,
             cluster,
         }
     }
 
-    /// The driver in service now (a reload may swap it between calls, never during one).
-    pub(crate) fn driver(&self) -> Arc<Driver> {
-        self.driver.get()
+    /// The calls to the cloud (a reload may swap the driver between calls, never during one).
+    pub(crate) fn api(&self) -> &dyn CloudProvider {
+        self.provider.as_ref()
+    }
+
+    /// The cloud's name (the driver's), for messages and metric labels.
+    pub(crate) fn name(&self) -> String {
+        self.provider.name()
+    }
+
+    /// The provider-ID scheme the driver declared (`<scheme>://…`).
+    pub(crate) fn provider_id_scheme(&self) -> String {
+        self.provider.info().provider_id_scheme
     }
 
     /// The cluster view the driver sees.
@@ -313,61 +321,26 @@ impl Cloud {
             Err(CallError::Provider(p)) => p.case(),
             Err(CallError::Host(_)) => "host-error",
         };
-        let driver = self.driver();
-        let driver = driver.name();
+        let driver = self.provider.name();
         self.metrics.inc(
             "wasm_ccm_driver_calls_total",
             &[
-                ("driver", driver),
+                ("driver", &driver),
                 ("function", function),
                 ("result", result),
             ],
         );
         self.metrics.observe(
             "wasm_ccm_driver_call_duration_seconds",
-            &[("driver", driver), ("function", function)],
+            &[("driver", &driver), ("function", function)],
             outcome.elapsed.as_secs_f64(),
         );
         (outcome.result, outcome.events)
     }
 
-    /// Copies the driver's own counters into the registry (at scrape time).
+    /// Copies the cloud's own counters into the registry (at scrape time).
     pub(crate) fn export_counters(&self) {
-        let current = self.driver();
-        let driver = current.name();
-        self.metrics.clear("wasm_ccm_driver_http_requests_total");
-        for ((host, status), n) in current.http_counters() {
-            self.metrics.set(
-                "wasm_ccm_driver_http_requests_total",
-                &[("driver", driver), ("host", &host), ("status", &status)],
-                n as f64,
-            );
-        }
-        self.metrics.set(
-            "wasm_ccm_driver_dropped_log_lines_total",
-            &[("driver", driver)],
-            current.dropped_log_lines() as f64,
-        );
-        self.metrics.set(
-            "wasm_ccm_driver_lowered_bytes_total",
-            &[("driver", driver)],
-            current.lowered_bytes() as f64,
-        );
-        let stats = current.stats();
-        self.metrics.set(
-            "wasm_ccm_driver_instances_total",
-            &[("driver", driver)],
-            stats
-                .instances_created
-                .load(std::sync::atomic::Ordering::Relaxed) as f64,
-        );
-        self.metrics.set(
-            "wasm_ccm_driver_instances_recycled_total",
-            &[("driver", driver)],
-            stats
-                .instances_recycled
-                .load(std::sync::atomic::Ordering::Relaxed) as f64,
-        );
+        self.provider.export_counters(&self.metrics);
     }
 }
 
@@ -561,9 +534,8 @@ impl Ctx {
             "wasm_ccm_driver_answers_refused_total",
             &[("rule", v.rule.name())],
         );
-        let driver = self.cloud.driver();
         tracing::warn!(
-            driver = %driver.name(),
+            driver = %self.cloud.name(),
             function,
             object = %regarding.name.as_deref().unwrap_or_default(),
             rule = v.rule.name(),
@@ -592,7 +564,7 @@ impl Ctx {
         for v in violations {
             self.count_refusal(function, regarding, v);
         }
-        let driver = self.cloud.driver();
+        let driver = self.cloud.name();
         // The rules first: the details may be cut at the apiserver's 1024 bytes.
         let mut rules: Vec<&str> = Vec::new();
         for v in violations {
@@ -602,7 +574,7 @@ impl Ctx {
         }
         let note = format!(
             "driver {} answered {function} with parts that were not written (rules: {}): {}",
-            shown(driver.name()),
+            shown(&driver),
             rules.join(", "),
             violations
                 .iter()
@@ -663,9 +635,9 @@ impl Ctx {
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
-        let driver = self.cloud.driver();
-        let scheme = driver.info().provider_id_scheme.as_str();
-        if !crate::answer_rules::is_foreign_provider_id(existing, scheme) {
+        let driver = self.cloud.name();
+        let scheme = self.cloud.provider_id_scheme();
+        if !crate::answer_rules::is_foreign_provider_id(existing, &scheme) {
             return false;
         }
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -691,9 +663,9 @@ impl Ctx {
             "node {name} has provider ID {}, which is not of the driver's scheme {}; the driver {} is not asked about it and the node is never initialised, deleted or tainted by this controller manager",
             shown(existing),
             shown(&format!("{scheme}://")),
-            shown(driver.name())
+            shown(&driver)
         );
-        tracing::info!(node = %name, provider_id = %existing, driver = %driver.name(), "skipping a node of another provider: {message}");
+        tracing::info!(node = %name, provider_id = %existing, driver = %driver, "skipping a node of another provider: {message}");
         self.events
             .publish(
                 reporter,
@@ -708,29 +680,6 @@ impl Ctx {
     }
 }
 
-/// Whether the driver said the work is under way (`retry-after`): progress, not a failure worth
-/// a Warning event.
-pub(crate) fn in_progress(e: &CallError) -> bool {
-    matches!(
-        e,
-        CallError::Provider(wasm_ccm_runtime::types::ProviderError::RetryAfter(_))
-    )
-}
-
-/// The delay a driver error asks for (`retry-after`, `rate-limited(seconds)`), if any.
-pub(crate) fn requested_delay(e: &CallError) -> Option<Duration> {
-    use wasm_ccm_runtime::types::ProviderError;
-    match e {
-        CallError::Provider(ProviderError::RetryAfter(r)) => {
-            Some(Duration::from_secs(r.seconds.into()))
-        }
-        CallError::Provider(ProviderError::RateLimited(Some(s))) => {
-            Some(Duration::from_secs((*s).into()))
-        }
-        _ => None,
-    }
-}
-
 /// A 64-bit digest of an event note, to tell a repeated refusal from a new one.
 fn note_digest(note: &str) -> u64 {
     use std::hash::{Hash, Hasher};
@@ -742,7 +691,7 @@ fn note_digest(note: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_ccm_runtime::types::{Ingress, ProviderError, Retry};
+    use wasm_ccm_runtime::types::Ingress;
 
     fn lb_service(
         name: &str,
@@ -881,29 +830,5 @@ mod tests {
         assert!(view.address_claims(&[], "x/ip").is_empty());
         // Without an annotation name, annotations claim nothing.
         assert_eq!(view.address_claims(&q(&["10.0.0.7"]), "").len(), 1);
-    }
-
-    #[test]
-    fn driver_requested_delays_are_exact_and_everything_else_backs_off() {
-        let p = |e| CallError::Provider(e);
-        assert_eq!(
-            requested_delay(&p(ProviderError::RetryAfter(Retry {
-                seconds: 42,
-                reason: "busy".into()
-            }))),
-            Some(Duration::from_secs(42))
-        );
-        assert_eq!(
-            requested_delay(&p(ProviderError::RateLimited(Some(7)))),
-            Some(Duration::from_secs(7))
-        );
-        for other in [
-            ProviderError::RateLimited(None),
-            ProviderError::Transient("x".into()),
-            ProviderError::InvalidConfig("x".into()),
-            ProviderError::NotFound("x".into()),
-        ] {
-            assert_eq!(requested_delay(&p(other)), None);
-        }
     }
 }

@@ -21,9 +21,11 @@
 
 mod answer_rules;
 mod backends;
+mod cloud;
 mod config;
 mod context;
 mod convert;
+mod error;
 mod informer;
 mod leader;
 mod lifecycle;
@@ -31,10 +33,12 @@ pub mod metrics;
 mod node;
 mod node_rules;
 mod queue;
+mod registry;
 mod reload;
 mod route;
 mod route_rules;
 mod run;
+mod runner;
 pub mod server;
 mod service;
 mod service_rules;
@@ -44,3 +48,8 @@ pub use config::{ControllerConfig, EnabledControllers};
 pub use leader::{LeaderConfig, default_identity};
 pub use reload::{DriverSlot, Loader, Refusal, ReloadOptions};
 pub use run::{Exit, RunOptions, Running, run, start_controllers};
+
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+mod upstream_tables;

@@ -98,11 +98,11 @@ impl LifecycleController {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let scope = self.ctx.cloud.scope(&name);
-        let driver = self.ctx.cloud.driver();
+        let cloud = self.ctx.cloud.api();
         let outcome = if shutdown {
-            driver.instance_shutdown(&wit, &scope).await
+            cloud.instance_shutdown(&wit, &scope).await
         } else {
-            driver.instance_exists(&wit, &scope).await
+            cloud.instance_exists(&wit, &scope).await
         };
         self.ctx
             .finish_call(function, outcome, REPORTER, &reference(node))
@@ -121,7 +121,7 @@ impl LifecycleController {
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
-        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        let scheme = self.ctx.cloud.provider_id_scheme();
         if is_foreign_provider_id(existing, &scheme) {
             if !ready || tainted {
                 self.ctx

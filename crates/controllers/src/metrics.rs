@@ -92,6 +92,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Keys re-added after a failure.",
     ),
     (
+        "wasm_ccm_reconcile_errors_total",
+        Kind::Counter,
+        "Failed reconciles by controller and kind (kubernetes, a driver error case, host-error, in-progress, answer-refused).",
+    ),
+    (
         "workqueue_depth",
         Kind::Gauge,
         "Keys waiting in a work queue.",

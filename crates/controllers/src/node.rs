@@ -18,13 +18,22 @@ use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
     sanitize_metadata,
 };
-use crate::context::{Ctx, is_status, reference, requested_delay};
+use crate::context::{Ctx, is_status, reference};
 use crate::convert::{node_to_wit, to_kube_address};
+use crate::error::ReconcileError;
 use crate::node_rules::{
     PROVIDED_NODE_IP, UNINITIALIZED_TAINT, addresses_changed, beta_to_ga, init_labels,
     merge_addresses,
 };
-use crate::queue::{Backoff, TokenBucket, WorkQueue};
+use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
+
+/// Upstream's node controller queue: 5 ms doubling to 1000 s per node, and client-go's default
+/// global limiter (10 qps, burst 100).
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(5),
+    cap: Duration::from_secs(1000),
+    bucket: Some((10.0, 100)),
+};
 
 /// Reporter name of the node controller's events.
 pub(crate) const REPORTER: &str = "cloud-node-controller";
@@ -52,32 +61,10 @@ fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// Why a sync failed, and how soon to retry.
-#[derive(Debug)]
-pub(crate) struct SyncError {
-    pub(crate) message: String,
-    pub(crate) retry_after: Option<Duration>,
-    /// The driver said work is under way (`retry-after`): not a failure worth a Warning event.
-    pub(crate) in_progress: bool,
-}
-
-impl From<kube::Error> for SyncError {
-    fn from(e: kube::Error) -> Self {
-        SyncError {
-            message: format!("Kubernetes API: {e}"),
-            retry_after: None,
-            in_progress: false,
-        }
-    }
-}
-
 /// The node controller.
 pub(crate) struct NodeController {
     ctx: Arc<Ctx>,
-    queue: Arc<WorkQueue<String>>,
-    backoff: Backoff<String>,
-    /// The global limiter of upstream's default controller rate limiter (10 qps, burst 100).
-    retry_bucket: TokenBucket,
+    runner: Arc<Runner>,
     /// The last failure reported per node, so a repeated failure is one event series.
     last_failure: Mutex<HashMap<String, String>>,
     /// Provider IDs this controller is writing (ID → node name): two nodes initialised at the
@@ -92,10 +79,8 @@ impl NodeController {
     /// A controller over `ctx`; call [`NodeController::handle`] from the node informer.
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(NodeController {
+            runner: Runner::new("node", RETRY, Arc::clone(&ctx.metrics)),
             ctx,
-            queue: WorkQueue::new(),
-            backoff: Backoff::new(Duration::from_millis(5), Duration::from_secs(1000)),
-            retry_bucket: TokenBucket::new(10.0, 100),
             last_failure: Mutex::default(),
             claims: Mutex::default(),
         })
@@ -131,76 +116,31 @@ impl NodeController {
     /// Informer callback: adds and updates enqueue the node (deletes need nothing).
     pub(crate) fn handle(&self, _old: Option<&Node>, new: Option<&Node>) {
         if let Some(node) = new {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            if self.queue.add(name) {
-                self.ctx
-                    .metrics
-                    .inc("workqueue_adds_total", &[("name", "node")]);
-            }
+            self.runner
+                .enqueue(node.metadata.name.clone().unwrap_or_default());
         }
     }
 
     /// Keys waiting, in flight or delayed.
     pub(crate) fn pending(&self) -> usize {
-        self.queue.pending()
+        self.runner.pending()
     }
 
     /// Runs the workers and the address loop until `cancel`.
     pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
         self.ctx.nodes.wait_synced().await;
-        let workers = self.ctx.config.concurrent_node_syncs.max(1);
-        let mut tasks = Vec::new();
-        for _ in 0..workers {
-            let me = Arc::clone(&self);
-            tasks.push(tokio::spawn(async move { me.worker().await }));
-        }
         let me = Arc::clone(&self);
         let loop_cancel = cancel.clone();
-        tasks.push(tokio::spawn(
-            async move { me.address_loop(loop_cancel).await },
-        ));
-        cancel.cancelled().await;
-        self.queue.close();
-        for t in tasks {
-            let _ = t.await;
-        }
-    }
-
-    async fn worker(&self) {
-        while let Some(name) = self.queue.get().await {
-            let result = self.sync(&name).await;
-            match result {
-                Ok(()) => {
-                    self.backoff.forget(&name);
-                    self.last_failure
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&name);
-                }
-                Err(e) => {
-                    let delay = e.retry_after.unwrap_or_else(|| {
-                        self.backoff
-                            .next_delay(&name)
-                            .max(self.retry_bucket.reserve())
-                    });
-                    tracing::warn!(node = %name, error = %e.message, retry_in = ?delay, "failed to sync node");
-                    self.ctx
-                        .metrics
-                        .inc("workqueue_retries_total", &[("name", "node")]);
-                    self.queue.add_after(name.clone(), delay);
-                }
-            }
-            self.queue.done(&name);
-            self.ctx.metrics.set(
-                "workqueue_depth",
-                &[("name", "node")],
-                self.queue.len() as f64,
-            );
-        }
+        let address_loop = tokio::spawn(async move { me.address_loop(loop_cancel).await });
+        let workers = self.ctx.config.concurrent_node_syncs;
+        Arc::clone(&self.runner)
+            .run(Arc::clone(&self), workers, cancel)
+            .await;
+        let _ = address_loop.await;
     }
 
     /// One node: initialise it if it carries the taint, else reconcile its labels.
-    pub(crate) async fn sync(&self, name: &str) -> Result<(), SyncError> {
+    pub(crate) async fn sync(&self, name: &str) -> Result<(), ReconcileError> {
         let Some(node) = self.ctx.nodes.get(name) else {
             return Ok(());
         };
@@ -256,7 +196,7 @@ impl NodeController {
         action: &str,
         message: String,
         violation: Violation,
-    ) -> SyncError {
+    ) -> ReconcileError {
         self.ctx
             .report_refusals(
                 REPORTER,
@@ -266,14 +206,10 @@ impl NodeController {
                 std::slice::from_ref(&violation),
             )
             .await;
-        SyncError {
-            message,
-            retry_after: None,
-            in_progress: false,
-        }
+        ReconcileError::refused(message)
     }
 
-    async fn initialize(&self, node: &Node) -> Result<(), SyncError> {
+    async fn initialize(&self, node: &Node) -> Result<(), ReconcileError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let result = self
@@ -282,7 +218,7 @@ impl NodeController {
                 "instances.instance-metadata",
                 self.ctx
                     .cloud
-                    .driver()
+                    .api()
                     .instance_metadata(&wit, &self.ctx.cloud.scope(&name))
                     .await,
                 REPORTER,
@@ -294,7 +230,7 @@ impl NodeController {
         let regarding = reference(node);
         // The provider ID decides which instance the whole answer describes: one that breaks a
         // rule refuses the answer (nothing of it is written).
-        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        let scheme = self.ctx.cloud.provider_id_scheme();
         let checked = check_provider_id(&meta.provider_id, &scheme, &existing_provider_id, None)
             .and_then(|()| {
                 let id = if meta.provider_id.is_empty() {
@@ -329,13 +265,9 @@ impl NodeController {
             )
             .await;
         if meta.provider_id.is_empty() && existing_provider_id.is_empty() {
-            return Err(SyncError {
-                message: format!(
-                    "cannot initialize node {name}: the driver returned no provider ID and the node has none; a node is never initialised without one (fix the driver)"
-                ),
-                retry_after: None,
-                in_progress: false,
-            });
+            return Err(ReconcileError::refused(format!(
+                "cannot initialize node {name}: the driver returned no provider ID and the node has none; a node is never initialised without one (fix the driver)"
+            )));
         }
         let cloud_addresses: Vec<NodeAddress> =
             meta.addresses.iter().map(to_kube_address).collect();
@@ -345,11 +277,7 @@ impl NodeController {
             &current_addresses(node),
             annotation(node, PROVIDED_NODE_IP),
         )
-        .map_err(|e| SyncError {
-            message: format!("cannot initialize node {name}: {e}"),
-            retry_after: None,
-            in_progress: false,
-        })?
+        .map_err(|e| ReconcileError::invalid(format!("cannot initialize node {name}: {e}")))?
         .map(dedupe_addresses);
         let labels = node.metadata.labels.clone().unwrap_or_default();
         let plan = init_labels(&labels, &meta);
@@ -461,7 +389,7 @@ impl NodeController {
         &self,
         name: &str,
         addresses: &[NodeAddress],
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ReconcileError> {
         let patch = json!({ "status": { "addresses": addresses } });
         self.ctx
             .kube
@@ -477,7 +405,7 @@ impl NodeController {
         Ok(())
     }
 
-    async fn reconcile_labels(&self, node: &Node) -> Result<(), SyncError> {
+    async fn reconcile_labels(&self, node: &Node) -> Result<(), ReconcileError> {
         let labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
         let changes = beta_to_ga(&labels);
         if changes.is_empty() {
@@ -529,14 +457,14 @@ impl NodeController {
             .await;
     }
 
-    async fn update_node_addresses(&self, node: &Node) -> Result<(), SyncError> {
+    async fn update_node_addresses(&self, node: &Node) -> Result<(), ReconcileError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let existing = node
             .spec
             .as_ref()
             .and_then(|s| s.provider_id.clone())
             .unwrap_or_default();
-        let scheme = self.ctx.cloud.driver().info().provider_id_scheme.clone();
+        let scheme = self.ctx.cloud.provider_id_scheme();
         // Another provider's node: its addresses are not this driver's to say. Skipped quietly
         // (a mixed cluster would otherwise log every node every period; the lifecycle and node
         // controllers report such nodes when they would have acted on them).
@@ -548,7 +476,7 @@ impl NodeController {
             "instances.instance-metadata",
             self.ctx
                 .cloud
-                .driver()
+                .api()
                 .instance_metadata(&node_to_wit(node), &self.ctx.cloud.scope(&name))
                 .await,
         );
@@ -578,11 +506,7 @@ impl NodeController {
         let cloud: Vec<NodeAddress> = addresses.iter().map(to_kube_address).collect();
         let current = current_addresses(node);
         let merged = merge_addresses(&cloud, &current, annotation(node, PROVIDED_NODE_IP))
-            .map_err(|e| SyncError {
-                message: e.to_string(),
-                retry_after: None,
-                in_progress: false,
-            })?
+            .map_err(|e| ReconcileError::invalid(e.to_string()))?
             .map(dedupe_addresses);
         if let Some(addresses) = merged
             && addresses_changed(&current, &addresses)
@@ -593,8 +517,25 @@ impl NodeController {
     }
 }
 
+impl Reconciler for NodeController {
+    fn reconcile<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Action, ReconcileError>> {
+        Box::pin(async move {
+            self.sync(name).await?;
+            // Healthy again: the next failure is news (a new Warning event).
+            self.last_failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(name);
+            Ok(Action::Done)
+        })
+    }
+}
+
 /// A driver error as a sync failure, with the wording operators search for.
-fn driver_failure(name: &str, e: &CallError) -> SyncError {
+fn driver_failure(name: &str, e: &CallError) -> ReconcileError {
     use wasm_ccm_runtime::types::ProviderError;
     let message = match e {
         CallError::Provider(ProviderError::NotFound(m)) => format!(
@@ -605,9 +546,5 @@ fn driver_failure(name: &str, e: &CallError) -> SyncError {
         }
         other => format!("cannot initialize node {name}: driver error: {other}"),
     };
-    SyncError {
-        message,
-        retry_after: requested_delay(e),
-        in_progress: false,
-    }
+    ReconcileError::driver(message, e)
 }

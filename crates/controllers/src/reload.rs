@@ -9,7 +9,8 @@
 //! in atomically. Calls in flight finish on the version they started on. A bad version is
 //! refused with a Warning event and a metric, and the old one keeps serving. The same bad
 //! content is not tried again until the file changes, except after a refusal a passing outage
-//! may have caused (`init` failed, the load was cut short), which is retried every minute.
+//! may have caused (`init` failed, the load was cut short) or a signature that did not match (its
+//! file may arrive after the driver's), which is retried every minute.
 
 use std::future::Future;
 use std::os::unix::fs::MetadataExt as _;
@@ -58,7 +59,7 @@ impl DriverSlot {
 #[derive(Debug, Clone)]
 pub struct Refusal {
     /// A metric label: `not-a-component`, `wit-version`, `init-failed`, `digest-mismatch`,
-    /// `incompatible`, `unreadable`, `load-failed`.
+    /// `signature`, `incompatible`, `unreadable`, `load-failed`.
     pub reason: &'static str,
     /// What went wrong and what to do.
     pub message: String,
@@ -309,9 +310,10 @@ async fn publish(events: &Events, opts: &ReloadOptions, warning: bool, reason: &
 const RETRY_TRANSIENT: Duration = Duration::from_secs(60);
 
 /// Refusals the same bytes may not earn next time: `init` failing on an unreachable cloud, a
-/// load cut short.
+/// load cut short, a signature that did not match (its file may be mounted apart from the
+/// driver's and arrive later: the same bytes with a new signature must be tried again).
 fn transient(reason: &str) -> bool {
-    matches!(reason, "init-failed" | "load-failed")
+    matches!(reason, "init-failed" | "load-failed" | "signature")
 }
 
 fn short(sha256: &str) -> &str {
@@ -323,6 +325,21 @@ mod tests {
     use super::*;
     use wasm_ccm_drivers::hostile_with_info;
     use wasm_ccm_runtime::{DriverOptions, Runtime};
+
+    #[test]
+    fn refusals_a_later_mount_may_cure_are_retried() {
+        for reason in ["init-failed", "load-failed", "signature"] {
+            assert!(transient(reason), "{reason}");
+        }
+        for reason in [
+            "not-a-component",
+            "wit-version",
+            "incompatible",
+            "digest-mismatch",
+        ] {
+            assert!(!transient(reason), "{reason}");
+        }
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_version_with_another_provider_id_scheme_is_refused() {

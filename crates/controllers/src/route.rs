@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::{Ctx, reference};
 use crate::convert::node_to_wit;
+use crate::error::ReconcileError;
 use crate::route_rules::{Cidr, RouteNode, network_condition, plan_routes};
 
 /// Reporter name of the route controller's events.
@@ -43,23 +44,27 @@ impl RouteController {
                 _ = ticker.tick() => {}
             }
             if let Err(e) = self.reconcile().await {
-                tracing::warn!(error = %e, "route reconciliation failed; retrying next period");
+                tracing::warn!(kind = e.kind.label(), error = %e, "route reconciliation failed; retrying next period");
+                self.ctx.metrics.inc(
+                    "wasm_ccm_reconcile_errors_total",
+                    &[("controller", "route"), ("kind", e.kind.label())],
+                );
             }
         }
     }
 
     /// One reconcile pass.
-    pub(crate) async fn reconcile(&self) -> Result<(), String> {
+    pub(crate) async fn reconcile(&self) -> Result<(), ReconcileError> {
         self.ctx
             .metrics
             .inc("route_controller_route_sync_total", &[]);
-        let driver = self.ctx.cloud.driver();
         let scope = self.ctx.cloud.scope("");
-        let (routes, _) = self
-            .ctx
-            .cloud
-            .observe("routes.list", driver.routes_list(&scope).await);
-        let routes = routes.map_err(|e| format!("could not list routes: {e}"))?;
+        let (routes, _) = self.ctx.cloud.observe(
+            "routes.list",
+            self.ctx.cloud.api().routes_list(&scope).await,
+        );
+        let routes = routes
+            .map_err(|e| ReconcileError::driver(format!("could not list routes: {e}"), &e))?;
         let nodes: Vec<Arc<Node>> = self.ctx.nodes.list();
         let route_nodes: Vec<RouteNode> = nodes
             .iter()
@@ -88,7 +93,7 @@ impl RouteController {
                 let (result, _) = self
                     .ctx
                     .cloud
-                    .observe("routes.delete", self.ctx.cloud.driver().routes_delete(&route, &scope).await);
+                    .observe("routes.delete", self.ctx.cloud.api().routes_delete(&route, &scope).await);
                 match result {
                     Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
                     Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
@@ -105,7 +110,7 @@ impl RouteController {
                         "routes.create",
                         self.ctx
                             .cloud
-                            .driver()
+                            .api()
                             .routes_create(&create.name_hint, &create.route, &scope)
                             .await,
                     );

@@ -153,7 +153,10 @@ pub(crate) fn plan_routes(routes: &[Route], nodes: &[RouteNode], cluster: &[Cidr
     let mut updates: BTreeSet<(String, String)> = BTreeSet::new();
     for node in nodes.iter().filter(|n| !n.pod_cidrs.is_empty()) {
         let entry = plan.status.entry(node.name.clone()).or_default();
-        for cidr in &node.pod_cidrs {
+        // A CIDR listed twice is one route (upstream's "duplicate pod cidr" case): a second
+        // create of the same route fails on a real cloud, every period.
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for cidr in node.pod_cidrs.iter().filter(|c| seen.insert(c.as_str())) {
             let existing = routes.iter().find(|r| {
                 r.target_node == node.name && r.destination_cidr == *cidr && !r.blackhole
             });

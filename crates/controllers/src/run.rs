@@ -10,18 +10,16 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Driver;
 
+use crate::cloud::SharedCloud;
 use crate::config::ControllerConfig;
 use crate::context::{Cloud, Ctx, Events, Kube, StoreCluster};
-use crate::informer::Informer;
+use crate::informer::{Informer, Store};
 use crate::leader::{LeaderConfig, LeaderElector};
-use crate::lifecycle::LifecycleController;
 use crate::metrics::Metrics;
-use crate::node::{NodeController, is_uninitialized};
+use crate::node::is_uninitialized;
+use crate::registry::{CONTROLLERS, Pending, Wiring};
 use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
-use crate::route::RouteController;
-use crate::route_rules::parse_cluster_cidrs;
 use crate::server::{Health, Serving, serve};
-use crate::service::ServiceController;
 use crate::user_agent::{user_agent, with_user_agent};
 
 /// How `wasm-ccm run` runs.
@@ -52,16 +50,14 @@ pub enum Exit {
 /// Handles to a running set of controllers, for the playground and tests.
 pub struct Running {
     pub(crate) ctx: Arc<Ctx>,
-    pub(crate) node: Option<Arc<NodeController>>,
-    pub(crate) service: Option<Arc<ServiceController>>,
+    pub(crate) pending: Vec<Arc<dyn Pending>>,
     tasks: JoinSet<()>,
 }
 
 impl Running {
-    /// Keys queued, in flight or waiting for a retry in the node and service queues.
+    /// Keys queued, in flight or waiting for a retry in the controllers' queues.
     pub fn pending(&self) -> usize {
-        self.node.as_ref().map_or(0, |n| n.pending())
-            + self.service.as_ref().map_or(0, |s| s.pending())
+        self.pending.iter().map(|p| p.pending()).sum()
     }
 
     /// Waits for every task after the cancel token fired.
@@ -70,7 +66,8 @@ impl Running {
     }
 }
 
-/// Starts informers and the enabled controllers; they stop on `cancel`.
+/// Starts informers and the enabled controllers over the driver in `driver`; they stop on
+/// `cancel`.
 pub fn start_controllers(
     client: Client,
     driver: Arc<DriverSlot>,
@@ -79,10 +76,20 @@ pub fn start_controllers(
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
-    let mut node_informer = Informer::new(Api::<Node>::all(client.clone()));
-    let mut service_informer = Informer::new(Api::<Service>::all(client.clone()));
-    let services = service_informer.store();
-    let ctx = Arc::new(Ctx {
+    start_with_cloud(client, driver, config, metrics, identity, cancel)
+}
+
+/// The context every controller shares, over the informers' stores.
+pub(crate) fn new_ctx(
+    client: Client,
+    cloud: SharedCloud,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    identity: &str,
+    nodes: Store<Node>,
+    services: Store<Service>,
+) -> Arc<Ctx> {
+    Arc::new(Ctx {
         kube: Kube::new(
             client.clone(),
             config.kube_api_qps,
@@ -90,69 +97,78 @@ pub fn start_controllers(
             Arc::clone(&metrics),
         ),
         cloud: Cloud::new(
-            Arc::clone(&driver),
+            cloud,
             Arc::clone(&metrics),
             Arc::new(StoreCluster::new(services.clone())),
         ),
-        events: Events::new(client.clone(), identity.to_string()),
-        metrics: Arc::clone(&metrics),
-        nodes: node_informer.store(),
+        events: Events::new(client, identity.to_string()),
+        metrics,
+        nodes,
         services,
-        config: config.clone(),
+        config,
         refusals: Default::default(),
-    });
-    let mut tasks = JoinSet::new();
+    })
+}
+
+/// [`start_controllers`] over any [`CloudProvider`] (the crate's tests pass a fake cloud).
+pub(crate) fn start_with_cloud(
+    client: Client,
+    cloud: SharedCloud,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    identity: &str,
+    cancel: CancellationToken,
+) -> Running {
+    let mut node_informer = Informer::new(Api::<Node>::all(client.clone()));
+    let mut service_informer = Informer::new(Api::<Service>::all(client.clone()));
     // A reload never changes the exports (it is refused if it would), so this stays true.
-    let exports = driver.get().compiled().surface.exports;
-    let mut node = None;
-    if config.controllers.node || config.controllers.lifecycle {
-        if !exports.instances {
+    let exports = cloud.exports();
+    let ctx = new_ctx(
+        client,
+        cloud,
+        config.clone(),
+        metrics,
+        identity,
+        node_informer.store(),
+        service_informer.store(),
+    );
+    let mut tasks = JoinSet::new();
+    let mut pending: Vec<Arc<dyn Pending>> = Vec::new();
+    for entry in CONTROLLERS {
+        if !config.controllers.is_enabled(entry.name) || !(entry.switched_on)(&config) {
+            continue;
+        }
+        if !entry.needs.met_by(&exports) {
+            let interface = entry.needs.interface();
+            if entry.needs.missing_is_notable() {
+                tracing::warn!(
+                    controller = entry.name,
+                    "the driver exports no `{interface}` interface: the {} is not started",
+                    entry.title
+                );
+            } else {
+                tracing::info!(
+                    controller = entry.name,
+                    "the driver exports no `{interface}` interface: the {} is not started",
+                    entry.title
+                );
+            }
+            continue;
+        }
+        let mut wiring = Wiring {
+            ctx: &ctx,
+            nodes: &mut node_informer,
+            services: &mut service_informer,
+            tasks: &mut tasks,
+            cancel: &cancel,
+            pending: &mut pending,
+        };
+        if let Err(e) = (entry.start)(&mut wiring) {
             tracing::error!(
-                "the driver exports no `instances` interface: the node and node-lifecycle controllers are not started"
+                controller = entry.name,
+                "the {} is disabled: {e}",
+                entry.title
             );
-        } else {
-            if config.controllers.node {
-                let c = NodeController::new(Arc::clone(&ctx));
-                let h = Arc::clone(&c);
-                node_informer.on_change(move |old, new| h.handle(old, new));
-                tasks.spawn(Arc::clone(&c).run(cancel.clone()));
-                node = Some(c);
-            }
-            if config.controllers.lifecycle {
-                tasks.spawn(LifecycleController::new(Arc::clone(&ctx)).run(cancel.clone()));
-            }
-        }
-    }
-    let mut service = None;
-    if config.controllers.service {
-        if !exports.load_balancer {
-            tracing::warn!(
-                "the driver exports no `load-balancer` interface: the service controller is not started"
-            );
-        } else {
-            let c = ServiceController::new(Arc::clone(&ctx));
-            let (hs, hn) = (Arc::clone(&c), Arc::clone(&c));
-            service_informer.on_change(move |old, new| hs.handle_service(old, new));
-            node_informer.on_change(move |old, new| hn.handle_node(old, new));
-            tasks.spawn(Arc::clone(&c).run(cancel.clone()));
-            service = Some(c);
-        }
-    }
-    if config.controllers.route && config.configure_cloud_routes {
-        if !exports.routes {
-            tracing::info!(
-                "the driver exports no `routes` interface: the route controller is not started"
-            );
-        } else {
-            match parse_cluster_cidrs(&config.cluster_cidr) {
-                Ok(cidrs) => {
-                    tasks.spawn(RouteController::new(Arc::clone(&ctx), cidrs).run(cancel.clone()));
-                }
-                // Upstream exits here; a CCM that cannot run routes can still run everything else.
-                Err(e) => tracing::error!(
-                    "the route controller is disabled: {e}; pass --cluster-cidr, or --configure-cloud-routes=false to silence this"
-                ),
-            }
         }
     }
     // Housekeeping for drivers that keep caches or tokens fresh.
@@ -168,7 +184,7 @@ pub fn start_controllers(
             let cloud = &housekeeping_ctx.cloud;
             let (result, _) = cloud.observe(
                 "provider.housekeeping",
-                cloud.driver().housekeeping(&cloud.scope("")).await,
+                cloud.api().housekeeping(&cloud.scope("")).await,
             );
             if let Err(e) = result {
                 tracing::warn!(error = %e, "driver housekeeping failed");
@@ -202,8 +218,7 @@ pub fn start_controllers(
     tasks.spawn(service_informer.run(cancel.clone()));
     Running {
         ctx,
-        node,
-        service,
+        pending,
         tasks,
     }
 }

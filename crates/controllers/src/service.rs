@@ -20,11 +20,12 @@ use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
 use crate::backends::{BackendSet, Backends};
-use crate::context::{Ctx, PendingWrite, in_progress, is_status, reference, requested_delay};
+use crate::context::{Ctx, PendingWrite, is_status, reference};
 use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
+use crate::error::in_progress;
+use crate::error::{ReconcileError, requested_delay};
 use crate::informer::key_of;
-use crate::node::SyncError;
-use crate::queue::{Backoff, WorkQueue};
+use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
 use crate::service_rules::{
     BackendKey, LB_FINALIZER, has_finalizer, may_update_backends, needs_cleanup, needs_update,
     should_sync_updated_node, wants_load_balancer,
@@ -64,19 +65,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn fail(message: String, e: &CallError) -> SyncError {
-    SyncError {
-        message,
-        retry_after: requested_delay(e),
-        in_progress: in_progress(e),
-    }
+fn fail(message: String, e: &CallError) -> ReconcileError {
+    ReconcileError::driver(message, e)
 }
+
+/// Upstream's service queue: 5 s doubling to 300 s per Service, no global limiter.
+const RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_secs(5),
+    cap: Duration::from_secs(300),
+    bucket: None,
+};
 
 /// The service controller.
 pub(crate) struct ServiceController {
     ctx: Arc<Ctx>,
-    queue: Arc<WorkQueue<String>>,
-    backoff: Backoff<String>,
+    runner: Arc<Runner>,
     /// The last copy synced per key: finds the old load balancer after a delete+recreate and
     /// deletes the load balancers of Services deleted without the finalizer.
     cache: Mutex<HashMap<String, Arc<Service>>>,
@@ -108,9 +111,8 @@ impl ServiceController {
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(ServiceController {
             backends: Backends::new(ctx.nodes.clone()),
+            runner: Runner::new("service", RETRY, Arc::clone(&ctx.metrics)),
             ctx,
-            queue: WorkQueue::new(),
-            backoff: Backoff::new(Duration::from_secs(5), Duration::from_secs(300)),
             cache: Mutex::default(),
             last_nodes: Mutex::default(),
             key_locks: Mutex::default(),
@@ -123,11 +125,7 @@ impl ServiceController {
     }
 
     fn enqueue(&self, key: String) {
-        if self.queue.add(key) {
-            self.ctx
-                .metrics
-                .inc("workqueue_adds_total", &[("name", "service")]);
-        }
+        self.runner.enqueue(key);
     }
 
     /// Whether the only relevant change is the annotations this controller just wrote.
@@ -221,7 +219,7 @@ impl ServiceController {
 
     /// Keys waiting, in flight or delayed.
     pub(crate) fn pending(&self) -> usize {
-        self.queue.pending()
+        self.runner.pending()
             + usize::from(
                 self.node_sync_due.load(std::sync::atomic::Ordering::SeqCst)
                     || self
@@ -234,69 +232,18 @@ impl ServiceController {
     pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
         self.ctx.nodes.wait_synced().await;
         self.ctx.services.wait_synced().await;
-        let mut tasks = Vec::new();
-        for _ in 0..self.ctx.config.concurrent_service_syncs.max(1) {
-            let me = Arc::clone(&self);
-            tasks.push(tokio::spawn(async move { me.worker().await }));
-        }
         let me = Arc::clone(&self);
         let loop_cancel = cancel.clone();
-        tasks.push(tokio::spawn(
-            async move { me.node_sync_loop(loop_cancel).await },
-        ));
-        cancel.cancelled().await;
-        self.queue.close();
-        for t in tasks {
-            let _ = t.await;
-        }
-    }
-
-    async fn worker(&self) {
-        while let Some(key) = self.queue.get().await {
-            self.ctx
-                .metrics
-                .inc("service_controller_loadbalancer_sync_total", &[]);
-            match self.sync(&key).await {
-                Ok(()) => self.backoff.forget(&key),
-                Err(e) => {
-                    // A load balancer still being built is progress, not a failure: upstream
-                    // CCMs wait inside the call and record nothing meanwhile.
-                    if let Some(svc) = self.ctx.services.get(&key).filter(|_| !e.in_progress) {
-                        self.event(
-                            &reference(svc.as_ref()),
-                            true,
-                            "SyncLoadBalancerFailed",
-                            &format!("Error syncing load balancer: {}", e.message),
-                            "SyncLoadBalancer",
-                        )
-                        .await;
-                    }
-                    // A driver's retry-after is honoured exactly; everything else backs off.
-                    let delay = e
-                        .retry_after
-                        .unwrap_or_else(|| self.backoff.next_delay(&key));
-                    if e.in_progress {
-                        tracing::info!(service = %key, reason = %e.message, retry_in = ?delay, "load balancer in progress");
-                    } else {
-                        tracing::warn!(service = %key, error = %e.message, retry_in = ?delay, "failed to sync load balancer");
-                    }
-                    self.ctx
-                        .metrics
-                        .inc("workqueue_retries_total", &[("name", "service")]);
-                    self.queue.add_after(key.clone(), delay);
-                }
-            }
-            self.queue.done(&key);
-            self.ctx.metrics.set(
-                "workqueue_depth",
-                &[("name", "service")],
-                self.queue.len() as f64,
-            );
-        }
+        let node_sync = tokio::spawn(async move { me.node_sync_loop(loop_cancel).await });
+        let workers = self.ctx.config.concurrent_service_syncs;
+        Arc::clone(&self.runner)
+            .run(Arc::clone(&self), workers, cancel)
+            .await;
+        let _ = node_sync.await;
     }
 
     /// One Service key (upstream `syncService`).
-    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+    pub(crate) async fn sync(&self, key: &str) -> Result<(), ReconcileError> {
         let key_lock = self.key_lock(key);
         let _held = key_lock.lock().await;
         self.sync_locked(key).await
@@ -307,7 +254,7 @@ impl ServiceController {
         Arc::clone(lock(&self.key_locks).entry(key.to_string()).or_default())
     }
 
-    async fn sync_locked(&self, key: &str) -> Result<(), SyncError> {
+    async fn sync_locked(&self, key: &str) -> Result<(), ReconcileError> {
         let Some(svc) = self.ctx.services.get(key) else {
             let cached = lock(&self.cache).get(key).cloned();
             if let Some(old) = cached {
@@ -349,7 +296,7 @@ impl ServiceController {
         let outcome = self
             .ctx
             .cloud
-            .driver()
+            .api()
             .load_balancer_delete(&cleanup_view(svc), &self.ctx.cloud.scope(key))
             .await;
         match self
@@ -362,7 +309,7 @@ impl ServiceController {
         }
     }
 
-    async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), SyncError> {
+    async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), ReconcileError> {
         if wants_load_balancer(old) {
             let regarding = reference(old);
             let result = self.release(key, old, &regarding).await;
@@ -405,7 +352,7 @@ impl ServiceController {
         .await;
     }
 
-    async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), SyncError> {
+    async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), ReconcileError> {
         let regarding = reference(svc);
         let wit = cleanup_view(svc);
         let scope = self.ctx.cloud.scope(key);
@@ -413,11 +360,7 @@ impl ServiceController {
             .ctx
             .finish_call(
                 "load-balancer.get",
-                self.ctx
-                    .cloud
-                    .driver()
-                    .load_balancer_get(&wit, &scope)
-                    .await,
+                self.ctx.cloud.api().load_balancer_get(&wit, &scope).await,
                 REPORTER,
                 &regarding,
             )
@@ -449,7 +392,7 @@ impl ServiceController {
         key: &str,
         svc: &Service,
         first_sync: bool,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ReconcileError> {
         if svc.metadata.deletion_timestamp.is_some() && !has_finalizer(svc) {
             // Terminating without our finalizer: adding one is rejected, and there is nothing
             // of ours to clean up.
@@ -494,12 +437,8 @@ impl ServiceController {
                 "load-balancer.ensure",
                 self.ctx
                     .cloud
-                    .driver()
-                    .load_balancer_ensure_shared(
-                        &service_to_wit(svc),
-                        &nodes,
-                        &self.ctx.cloud.scope(key),
-                    )
+                    .api()
+                    .load_balancer_ensure(&service_to_wit(svc), &nodes, &self.ctx.cloud.scope(key))
                     .await,
                 REPORTER,
                 &regarding,
@@ -511,7 +450,7 @@ impl ServiceController {
             Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
         };
         // Everything the driver asked for is checked before it is written (`answer_rules`).
-        let policy = AnnotationPolicy::new(&self.ctx.cloud.driver().info().annotation_prefixes);
+        let policy = AnnotationPolicy::new(&self.ctx.cloud.api().info().annotation_prefixes);
         let current_annotations = svc.metadata.annotations.clone().unwrap_or_default();
         let (annotations, mut violations) = sanitize_annotations(
             &result.set_annotations,
@@ -574,7 +513,7 @@ impl ServiceController {
 
     /// Adds or removes the finalizer through the status subresource (upstream's RBAC grants
     /// the service controller `services/status` only), locked on the resourceVersion.
-    async fn set_finalizer(&self, svc: &Service, present: bool) -> Result<(), SyncError> {
+    async fn set_finalizer(&self, svc: &Service, present: bool) -> Result<(), ReconcileError> {
         let mut finalizers: Vec<String> = svc
             .metadata
             .finalizers
@@ -605,14 +544,10 @@ impl ServiceController {
             Ok(_) => Ok(()),
             // Gone once the last finalizer went: nothing left to do.
             Err(e) if !present && is_status(&e, 404) => Ok(()),
-            Err(e) => Err(SyncError {
-                message: format!(
-                    "failed to {} finalizer {LB_FINALIZER}: {e}",
-                    if present { "add" } else { "remove" }
-                ),
-                retry_after: None,
-                in_progress: false,
-            }),
+            Err(e) => Err(ReconcileError::kube(format!(
+                "failed to {} finalizer {LB_FINALIZER}: {e}",
+                if present { "add" } else { "remove" }
+            ))),
         }
     }
 
@@ -622,7 +557,7 @@ impl ServiceController {
         svc: &Service,
         set: &[(String, String)],
         remove: &[String],
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ReconcileError> {
         let mut changes = serde_json::Map::new();
         let mut expected = svc.metadata.annotations.clone().unwrap_or_default();
         for (k, v) in set {
@@ -643,10 +578,10 @@ impl ServiceController {
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
             )
             .await
-            .map_err(|e| SyncError {
-                message: format!("failed to write the annotations the driver asked for: {e}"),
-                retry_after: None,
-                in_progress: false,
+            .map_err(|e| {
+                ReconcileError::kube(format!(
+                    "failed to write the annotations the driver asked for: {e}"
+                ))
             })?;
         Ok(())
     }
@@ -657,7 +592,7 @@ impl ServiceController {
         &self,
         svc: &Service,
         ingress: &[LoadBalancerIngress],
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), ReconcileError> {
         let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
         let (api, name) = self.api_of(svc);
         match self
@@ -671,11 +606,9 @@ impl ServiceController {
         {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(SyncError {
-                message: format!("failed to update load balancer status: {e}"),
-                retry_after: None,
-                in_progress: false,
-            }),
+            Err(e) => Err(ReconcileError::kube(format!(
+                "failed to update load balancer status: {e}"
+            ))),
         }
     }
 
@@ -786,8 +719,8 @@ impl ServiceController {
         let outcome = self
             .ctx
             .cloud
-            .driver()
-            .load_balancer_update_shared(&wit, nodes, &scope)
+            .api()
+            .load_balancer_update(&wit, nodes, &scope)
             .await;
         self.ctx.metrics.observe(
             "service_controller_update_loadbalancer_host_latency_seconds",
@@ -823,11 +756,7 @@ impl ServiceController {
             Err(e) => {
                 let (exists, _) = self.ctx.cloud.observe(
                     "load-balancer.get",
-                    self.ctx
-                        .cloud
-                        .driver()
-                        .load_balancer_get(&wit, &scope)
-                        .await,
+                    self.ctx.cloud.api().load_balancer_get(&wit, &scope).await,
                 );
                 if matches!(exists, Ok(None)) {
                     return;
@@ -859,11 +788,49 @@ impl ServiceController {
                 }
                 // A full ensure follows: now, or when the driver asked.
                 lock(&self.last_nodes).remove(key);
-                self.queue.add_after(
+                self.runner.enqueue_after(
                     key.to_string(),
                     requested_delay(&e).unwrap_or(Duration::ZERO),
                 );
             }
         }
+    }
+}
+
+impl Reconciler for ServiceController {
+    fn reconcile<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Action, ReconcileError>> {
+        Box::pin(async move {
+            self.ctx
+                .metrics
+                .inc("service_controller_loadbalancer_sync_total", &[]);
+            self.sync(key).await.map(|()| Action::Done)
+        })
+    }
+
+    /// Upstream's `SyncLoadBalancerFailed` Warning; a load balancer still being built is
+    /// progress, not a failure (upstream CCMs wait inside the call and record nothing).
+    fn on_error<'a>(
+        &'a self,
+        key: &'a str,
+        e: &'a ReconcileError,
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if e.in_progress() {
+                return;
+            }
+            if let Some(svc) = self.ctx.services.get(key) {
+                self.event(
+                    &reference(svc.as_ref()),
+                    true,
+                    "SyncLoadBalancerFailed",
+                    &format!("Error syncing load balancer: {}", e.message),
+                    "SyncLoadBalancer",
+                )
+                .await;
+            }
+        })
     }
 }

@@ -128,7 +128,7 @@ impl Client {
         Ok(())
     }
 
-    fn endpoint(&self, reference: &Reference, tail: &str) -> anyhow::Result<Url> {
+    pub(crate) fn endpoint(&self, reference: &Reference, tail: &str) -> anyhow::Result<Url> {
         let scheme = if self.plain_http(&reference.registry) {
             "http"
         } else {
@@ -147,7 +147,7 @@ impl Client {
 
     /// Sends a request to `url`, answering an authentication challenge once. The registry's
     /// credentials go only to the registry's own origin.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         reference: &Reference,
         scope: &str,
@@ -441,12 +441,25 @@ impl Client {
         reference: &Reference,
         cache: Option<&BlobCache>,
     ) -> anyhow::Result<Pulled> {
+        self.pull_with_manifest(reference, cache, None).await
+    }
+
+    /// [`Client::pull`], with the manifest's bytes when the caller already fetched them (for
+    /// the digest `reference` is pinned to; they are checked against it).
+    pub(crate) async fn pull_with_manifest(
+        &self,
+        reference: &Reference,
+        cache: Option<&BlobCache>,
+        fetched: Option<Vec<u8>>,
+    ) -> anyhow::Result<Pulled> {
         let cached = |digest: &str| cache.and_then(|c| c.get(digest));
-        let mut from_cache = true;
+        let mut from_cache = fetched.is_none();
+        let fetched =
+            fetched.filter(|b| reference.digest.as_deref() == Some(digest_of(b).as_str()));
         let (mut manifest_bytes, manifest_digest) = match reference
             .digest
             .as_deref()
-            .and_then(|d| cached(d).map(|b| (b, d)))
+            .and_then(|d| fetched.or_else(|| cached(d)).map(|b| (b, d)))
         {
             Some((bytes, digest)) => (bytes, digest.to_string()),
             None => {
@@ -531,7 +544,11 @@ impl Client {
         })
     }
 
-    async fn fetch_manifest(&self, reference: &Reference, what: &str) -> anyhow::Result<Vec<u8>> {
+    pub(crate) async fn fetch_manifest(
+        &self,
+        reference: &Reference,
+        what: &str,
+    ) -> anyhow::Result<Vec<u8>> {
         let url = self.endpoint(reference, &format!("manifests/{what}"))?;
         let accept = [
             OCI_MANIFEST,
@@ -555,7 +572,7 @@ impl Client {
         read_limited(response, MAX_MANIFEST_BYTES, "the manifest").await
     }
 
-    async fn fetch_blob(
+    pub(crate) async fn fetch_blob(
         &self,
         reference: &Reference,
         digest: &str,
@@ -607,7 +624,11 @@ fn parse_manifest(bytes: &[u8], reference: &Reference) -> anyhow::Result<Manifes
     Ok(manifest)
 }
 
-async fn read_limited(mut response: Response, limit: usize, what: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) async fn read_limited(
+    mut response: Response,
+    limit: usize,
+    what: &str,
+) -> anyhow::Result<Vec<u8>> {
     if let Some(len) = response.content_length()
         && len > limit as u64
     {
@@ -628,7 +649,7 @@ async fn read_limited(mut response: Response, limit: usize, what: &str) -> anyho
 }
 
 /// The registry's error, with the codes and messages of its `{"errors": […]}` body.
-async fn registry_error(response: Response, doing: &str) -> anyhow::Error {
+pub(crate) async fn registry_error(response: Response, doing: &str) -> anyhow::Error {
     let status = response.status();
     let body = read_limited(response, 64 << 10, "the error body")
         .await

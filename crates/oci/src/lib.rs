@@ -12,15 +12,25 @@
 //! - Credentials come from a dockerconfigjson file ([`DockerConfig`]); Basic and Bearer-token
 //!   challenges are answered. Plain HTTP is used only for loopback registries and those named
 //!   insecure.
+//! - Signatures ([`signature`], [`keys`], [`policy`]): cosign's key-based signatures (simple
+//!   signing, the `sha256-….sig` tag and the referrers API), checked against a Kubewarden-style
+//!   [`Policy`] before the Wasm layer is fetched ([`Client::pull_verified`]), made by
+//!   [`Client::sign`]; blob signatures for file drivers ([`signature::blob_signature`]).
 
 pub mod artifact;
 pub mod auth;
 pub mod cache;
 pub mod client;
+pub mod keys;
+pub mod policy;
 pub mod reference;
+pub mod signature;
 
 pub use artifact::ComponentInfo;
 pub use auth::DockerConfig;
 pub use cache::BlobCache;
 pub use client::{Client, ClientOptions, Pulled, Pushed};
+pub use keys::{PublicKey, SigningKey};
+pub use policy::{Policy, Verdict};
 pub use reference::Reference;
+pub use signature::{SignedArtifact, Verified};

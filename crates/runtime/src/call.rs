@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::bindings::cluster::{AddressClaim, AddressUse};
-use crate::bindings::types::{Node, NodeSet, Service};
 use crate::error::CallError;
 use crate::http::HttpExchange;
+use crate::model::cluster::{AddressClaim, AddressUse};
+use crate::model::types::{Node, NodeSet, Service};
 
 /// The cluster as a driver may see it through the `cluster` import.
 ///

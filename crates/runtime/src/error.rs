@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::bindings::types::ProviderError;
+use crate::model::types::ProviderError;
 
 /// A failure of the host while loading or calling a driver (as opposed to an error the driver
 /// itself reported, which is a [`ProviderError`]).
@@ -199,7 +199,7 @@ impl From<HostError> for CallError {
     }
 }
 
-/// A human sentence for a provider error (the generated `Display` is the debug form).
+/// A human sentence for a provider error (its own `Display` is the WIT case and the message).
 pub struct Described<'a>(pub &'a ProviderError);
 
 impl fmt::Display for Described<'_> {
@@ -215,23 +215,6 @@ impl fmt::Display for Described<'_> {
             ProviderError::RetryAfter(r) => write!(f, "retry after {}s: {}", r.seconds, r.reason),
             ProviderError::Transient(m) => write!(f, "transient: {m}"),
             ProviderError::Permanent(m) => write!(f, "permanent: {m}"),
-        }
-    }
-}
-
-impl ProviderError {
-    /// The WIT name of the case, e.g. `not-found`; used in metrics labels and JSON.
-    pub fn case(&self) -> &'static str {
-        match self {
-            ProviderError::NotFound(_) => "not-found",
-            ProviderError::NotImplemented => "not-implemented",
-            ProviderError::ImplementedElsewhere => "implemented-elsewhere",
-            ProviderError::InvalidConfig(_) => "invalid-config",
-            ProviderError::Unauthorized(_) => "unauthorized",
-            ProviderError::RateLimited(_) => "rate-limited",
-            ProviderError::RetryAfter(_) => "retry-after",
-            ProviderError::Transient(_) => "transient",
-            ProviderError::Permanent(_) => "permanent",
         }
     }
 }

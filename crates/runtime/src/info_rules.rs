@@ -6,8 +6,8 @@
 //! `env-prefixes: ["A", …, "Z"]` and receive the whole process environment (other tools'
 //! credentials, `KUBERNETES_*`). Each rule below says why it exists.
 
-use crate::bindings::types::ProviderInfo;
 use crate::log::shown;
+use crate::model::types::ProviderInfo;
 
 /// Longest driver name and provider-ID scheme (a DNS label: they end up in metric labels and
 /// provider IDs).

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::bindings::types::{Ingress, Node, NodeAddress, Route, Service};
+use crate::model::cluster::AddressClaim;
+use crate::model::types::{Ingress, Node, NodeAddress, NodeSet, Route, Service};
 
 /// A value the host lowers into a guest.
 pub(crate) trait Lowered {
@@ -52,13 +53,13 @@ impl Lowered for Node {
     }
 }
 
-impl Lowered for crate::bindings::cluster::AddressClaim {
+impl Lowered for AddressClaim {
     fn lowered_bytes(&self) -> u64 {
         text(&self.ip) + text(&self.service_uid) + 1
     }
 }
 
-impl Lowered for crate::bindings::types::NodeSet {
+impl Lowered for NodeSet {
     fn lowered_bytes(&self) -> u64 {
         12
     }

@@ -8,7 +8,9 @@
 //! with a Warning event. Every cap is listed in `wit/README.md`; a result over a cap is refused
 //! whole as [`crate::HostError::ResultOverCap`].
 
-use crate::bindings::types::{EnsureResult, Ingress, InstanceMetadata, ProviderInfo, Route};
+use crate::model::types::{
+    EnsureResult, Ingress, InstanceMetadata, ProviderError, ProviderInfo, Route,
+};
 
 /// Longest string in a result (a provider ID, an address, a label or annotation value).
 pub const MAX_STRING_BYTES: usize = 64 * 1024;
@@ -213,40 +215,6 @@ impl Capped for Vec<Route> {
     }
 }
 
-/// Results of dynamic calls (`wasm-ccm-dev call`, conformance) are checked by shape only: strings and
-/// lists within the largest caps above.
-impl Capped for serde_json::Value {
-    fn check_caps(&self) -> Result<(), String> {
-        match self {
-            serde_json::Value::String(s) => string("string", s),
-            serde_json::Value::Array(items) => {
-                count("list", items.len(), MAX_ROUTES)?;
-                items.iter().try_for_each(Capped::check_caps)
-            }
-            serde_json::Value::Object(map) => map.values().try_for_each(Capped::check_caps),
-            _ => Ok(()),
-        }
-    }
-    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
-        match self {
-            serde_json::Value::String(s) => redact(s),
-            serde_json::Value::Array(items) => {
-                items.iter_mut().for_each(|v| v.redact_strings(redact))
-            }
-            // Keys too: a dynamic answer is printed whole by `wasm-ccm-dev call`.
-            serde_json::Value::Object(map) => {
-                let taken = std::mem::take(map);
-                for (mut k, mut v) in taken {
-                    redact(&mut k);
-                    v.redact_strings(redact);
-                    map.insert(k, v);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
 impl Capped for ProviderInfo {
     fn check_caps(&self) -> Result<(), String> {
         // `info` has its own, stricter rules (`crate::info_rules`), checked at load.
@@ -262,10 +230,10 @@ impl Capped for ProviderInfo {
 /// replaced, redacting before it cuts (the host passes `DriverLogger::redact_bounded`): a
 /// secret across the cut must not survive as a prefix.
 pub fn cap_error(
-    e: crate::bindings::types::ProviderError,
+    e: ProviderError,
     bounded_redact: &dyn Fn(&str, usize) -> String,
-) -> crate::bindings::types::ProviderError {
-    use crate::bindings::types::ProviderError as E;
+) -> ProviderError {
+    use ProviderError as E;
     let cut = |m: String| {
         let kept = bounded_redact(&m, MAX_ERROR_MESSAGE_BYTES);
         if m.len() <= MAX_ERROR_MESSAGE_BYTES {
@@ -291,7 +259,7 @@ pub fn cap_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::types::{AddressType, IpMode, NodeAddress, ProviderError, Retry};
+    use crate::model::types::{AddressType, IpMode, NodeAddress, Retry};
 
     fn metadata() -> InstanceMetadata {
         InstanceMetadata {

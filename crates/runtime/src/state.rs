@@ -1,55 +1,24 @@
-//! What each driver instance's `Store` holds, and the host side of the driver's imports.
+//! What each driver instance's `Store` holds: WASI, the memory limiter, the call's tags and the
+//! capabilities' state. The host side of the driver's imports is in [`crate::capability`].
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::bindings::{cluster, http, log as wlog, types};
-use crate::call::{ClusterView, DriverEvent, EventKind, SharedNodes};
-use crate::http::{HttpCapability, HttpExchange};
-use crate::log::{DriverLogger, Level, Source};
+use crate::call::{CallScope, SharedNodes};
+use crate::capability::log::Source;
+use crate::capability::log::stdio::LogOutput;
 
-/// Events a single call may record; more are dropped with a log line.
-const MAX_EVENTS_PER_CALL: usize = 50;
-/// HTTP exchanges a single call keeps a record of (for conformance and the request log); the
-/// requests beyond are still made and counted, only not recorded.
-const MAX_EXCHANGES_PER_CALL: usize = 256;
-const MAX_EVENT_MESSAGE: usize = 1024;
-/// Longest event reason kept from a driver (the controllers refuse one over 128 bytes and quote a
-/// shortened form of it).
-const MAX_EVENT_REASON_BYTES: usize = 512;
-
-/// What all instances of one driver share.
-pub(crate) struct DriverHost {
-    pub name: String,
-    pub logger: Arc<DriverLogger>,
-    pub http: Arc<HttpCapability>,
-    /// Bytes copied into the driver's instances, arguments and imports' answers
-    /// ([`crate::lowered`]).
-    pub lowered: std::sync::atomic::AtomicU64,
-}
+use crate::capability::{CallState, DriverHost};
 
 /// Function and object of the call in progress, shared with the stdout/stderr writers.
 #[derive(Default, Clone)]
 pub(crate) struct CallTags {
     pub function: String,
     pub object: String,
-}
-
-/// Per-call state, reset when a call begins.
-pub(crate) struct CallState {
-    pub deadline: Instant,
-    pub cluster: Arc<dyn ClusterView>,
-    /// The node set of a `load-balancer.ensure` or `update` call, for `cluster.nodes`.
-    pub nodes: Option<SharedNodes>,
-    pub events: Vec<DriverEvent>,
-    pub http: Vec<HttpExchange>,
 }
 
 /// The data of one driver instance's store.
@@ -66,19 +35,10 @@ pub(crate) struct InstanceState {
 }
 
 impl InstanceState {
-    pub(crate) fn new(
-        host: Arc<DriverHost>,
-        memory_limit: usize,
-        cluster: Arc<dyn ClusterView>,
-    ) -> Self {
+    pub(crate) fn new(host: Arc<DriverHost>, memory_limit: usize) -> Self {
         let tags = Arc::new(Mutex::new(CallTags::default()));
         let panic = Arc::new(Mutex::new(None));
-        let out = |source| LogOutput {
-            logger: host.logger.clone(),
-            tags: tags.clone(),
-            panic: panic.clone(),
-            source,
-        };
+        let out = |source| LogOutput::new(host.logger.clone(), tags.clone(), panic.clone(), source);
         // Deny-by-default WASI: no preopens, no environment, no arguments, no sockets, no DNS;
         // clocks and randomness only. stdout and stderr become log lines.
         let wasi = WasiCtxBuilder::new()
@@ -92,13 +52,7 @@ impl InstanceState {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(memory_limit),
-            call: CallState {
-                deadline: Instant::now(),
-                cluster,
-                nodes: None,
-                events: Vec::new(),
-                http: Vec::new(),
-            },
+            call: CallState::begin(Instant::now(), &CallScope::default(), None),
             host,
             tags,
             panic,
@@ -110,34 +64,24 @@ impl InstanceState {
         self.panic.lock().ok().and_then(|p| p.clone())
     }
 
-    /// Starts a call: new deadline, empty event and request lists.
+    /// Starts a call of `function` for `scope`: new deadline, fresh per-call state of every
+    /// capability (`nodes` is the node set of a `load-balancer.ensure` or `update`).
     pub(crate) fn begin_call(
         &mut self,
         function: &str,
-        object: &str,
+        scope: &CallScope,
         deadline: Instant,
-        cluster: Arc<dyn ClusterView>,
         nodes: Option<SharedNodes>,
     ) {
-        self.call = CallState {
-            deadline,
-            cluster,
-            nodes,
-            events: Vec::new(),
-            http: Vec::new(),
-        };
+        self.call = CallState::begin(deadline, scope, nodes);
         self.limiter.begin_call();
         if let Ok(mut p) = self.panic.lock() {
             *p = None;
         }
         if let Ok(mut t) = self.tags.lock() {
             t.function = function.to_string();
-            t.object = object.to_string();
+            t.object = scope.object.clone();
         }
-    }
-
-    fn tags(&self) -> CallTags {
-        self.tags.lock().map(|t| t.clone()).unwrap_or_default()
     }
 }
 
@@ -239,255 +183,6 @@ impl ResourceLimiter for MemoryLimiter {
 
     fn tables(&self) -> usize {
         MAX_TABLES
-    }
-}
-
-impl types::Host for InstanceState {}
-
-impl http::Host for InstanceState {
-    async fn send(&mut self, request: http::Request) -> Result<http::Response, http::HttpError> {
-        let capability = self.host.http.clone();
-        let (result, mut exchange) = capability.send(request, self.call.deadline).await;
-        if self.call.http.len() < MAX_EXCHANGES_PER_CALL {
-            exchange.url = self.host.logger.redact_bounded(&exchange.url, 4 * 1024);
-            self.call.http.push(exchange);
-        }
-        result
-    }
-}
-
-impl wlog::Host for InstanceState {
-    fn log(&mut self, level: wlog::Level, message: String, fields: Vec<(String, String)>) {
-        let level = match level {
-            wlog::Level::Trace => Level::Trace,
-            wlog::Level::Debug => Level::Debug,
-            wlog::Level::Info => Level::Info,
-            wlog::Level::Warn => Level::Warn,
-            wlog::Level::Error => Level::Error,
-        };
-        // Per-instance tags: the lock is never contended, and borrowing avoids copying them.
-        let Ok(tags) = self.tags.lock() else {
-            return;
-        };
-        self.host.logger.log(
-            level,
-            Source::Driver,
-            &tags.function,
-            &tags.object,
-            &message,
-            &fields,
-        );
-    }
-
-    fn redact(&mut self, secret: String) {
-        let Ok(tags) = self.tags.lock() else {
-            return;
-        };
-        self.host
-            .logger
-            .add_driver_secret(&secret, &tags.function, &tags.object);
-    }
-}
-
-impl InstanceState {
-    /// Counts what an answer of the `cluster` import copies into the guest.
-    fn count_lowered<T: crate::lowered::Lowered + ?Sized>(&self, answer: &T) {
-        self.host
-            .lowered
-            .fetch_add(answer.lowered_bytes(), std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl cluster::Host for InstanceState {
-    fn load_balancer_services(&mut self) -> Vec<types::Service> {
-        let services = self.call.cluster.load_balancer_services();
-        self.count_lowered(services.as_slice());
-        services
-    }
-
-    fn services_with_annotation(
-        &mut self,
-        key: String,
-        values: Vec<String>,
-    ) -> Vec<types::Service> {
-        let services = self.call.cluster.services_with_annotation(&key, &values);
-        self.count_lowered(services.as_slice());
-        services
-    }
-
-    fn services_with_address(&mut self, ips: Vec<String>) -> Vec<types::Service> {
-        let services = self.call.cluster.services_with_address(&ips);
-        self.count_lowered(services.as_slice());
-        services
-    }
-
-    fn address_claims(
-        &mut self,
-        ips: Vec<String>,
-        annotation: String,
-    ) -> Vec<cluster::AddressClaim> {
-        let claims = self.call.cluster.address_claims(&ips, &annotation);
-        self.count_lowered(claims.as_slice());
-        claims
-    }
-
-    fn nodes(&mut self) -> Vec<types::Node> {
-        let nodes = self
-            .call
-            .nodes
-            .as_ref()
-            .map(|set| set.nodes().to_vec())
-            .unwrap_or_default();
-        self.count_lowered(nodes.as_slice());
-        nodes
-    }
-
-    fn event(&mut self, kind: cluster::EventType, reason: String, message: String) {
-        let tags = self.tags();
-        // The controllers validate the reason (UpperCamelCase, ≤ 128 bytes) and quote a refused
-        // one; here it is kept from growing the host and redacted (before any cut, so no part of
-        // a secret survives it).
-        let reason = self
-            .host
-            .logger
-            .redact_bounded(&reason, MAX_EVENT_REASON_BYTES);
-        if self.call.events.len() >= MAX_EVENTS_PER_CALL {
-            self.host.logger.log(Level::Warn, Source::Host, &tags.function, &tags.object,
-                &format!("driver {} recorded more than {MAX_EVENTS_PER_CALL} events in one call; dropping event {reason}", self.host.name), &[]);
-            return;
-        }
-        let message = self.host.logger.redact_bounded(&message, MAX_EVENT_MESSAGE);
-        let kind = match kind {
-            cluster::EventType::Normal => EventKind::Normal,
-            cluster::EventType::Warning => EventKind::Warning,
-        };
-        self.call.events.push(DriverEvent {
-            kind,
-            reason,
-            message,
-        });
-    }
-}
-
-/// Turns a driver's stdout or stderr into log lines.
-struct LogOutput {
-    logger: Arc<DriverLogger>,
-    tags: Arc<Mutex<CallTags>>,
-    panic: Arc<Mutex<Option<String>>>,
-    source: Source,
-}
-
-impl IsTerminal for LogOutput {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl StdoutStream for LogOutput {
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(LineWriter {
-            logger: self.logger.clone(),
-            tags: self.tags.clone(),
-            panic: self.panic.clone(),
-            source: self.source,
-            pending: Vec::new(),
-            after_panic_header: false,
-        })
-    }
-}
-
-struct LineWriter {
-    logger: Arc<DriverLogger>,
-    tags: Arc<Mutex<CallTags>>,
-    panic: Arc<Mutex<Option<String>>>,
-    source: Source,
-    pending: Vec<u8>,
-    /// The previous line was Rust's `thread '…' panicked at FILE:LINE:COL:` header, so this one
-    /// is the panic message.
-    after_panic_header: bool,
-}
-
-/// Longest panic line kept for a trap message.
-const MAX_PANIC_LINE: usize = 400;
-
-impl LineWriter {
-    fn emit(&mut self, line: &[u8]) {
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches(['\r', '\n']);
-        // Rust's panic output starts with an empty line; an empty record says nothing.
-        if text.trim().is_empty() {
-            return;
-        }
-        if self.source == Source::Stderr {
-            self.remember_panic(text);
-        }
-        let tags = self.tags.lock().map(|t| t.clone()).unwrap_or_default();
-        let level = if self.source == Source::Stderr {
-            Level::Warn
-        } else {
-            Level::Info
-        };
-        self.logger
-            .log(level, self.source, &tags.function, &tags.object, text, &[]);
-    }
-}
-
-impl LineWriter {
-    fn remember_panic(&mut self, text: &str) {
-        let Ok(mut slot) = self.panic.lock() else {
-            return;
-        };
-        if let Some(at) = text.find(" panicked at ") {
-            let location = text[at + " panicked at ".len()..].trim_end_matches(':');
-            // Redacted before the cut: a secret across the cut would survive as a prefix.
-            *slot = Some(
-                self.logger
-                    .redact_bounded(&format!("at {location}"), MAX_PANIC_LINE),
-            );
-            self.after_panic_header = true;
-        } else if self.after_panic_header {
-            let location = slot.take().unwrap_or_default();
-            *slot = Some(
-                self.logger
-                    .redact_bounded(&format!("{text} ({location})"), MAX_PANIC_LINE),
-            );
-            self.after_panic_header = false;
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for LineWriter {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut TaskContext<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.pending.extend_from_slice(buf);
-        while let Some(pos) = self.pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=pos).collect();
-            self.emit(&line);
-        }
-        // A driver printing without newlines must not grow the host: flush long partial lines.
-        if self.pending.len() >= 8 * 1024 {
-            let line = std::mem::take(&mut self.pending);
-            self.emit(&line);
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        _cx: &mut TaskContext<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if !self.pending.is_empty() {
-            let line = std::mem::take(&mut self.pending);
-            self.emit(&line);
-        }
-        Poll::Ready(Ok(()))
     }
 }
 

@@ -4,6 +4,7 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::capability;
 use crate::error::HostError;
 
 /// The WIT package every driver implements.
@@ -181,10 +182,11 @@ fn check_import(origin: &str, import: &str) -> Result<(), HostError> {
         hint: hint.into(),
     };
     if let Some((iface, version)) = split_interface(import) {
-        if !["http", "log", "cluster", "types"].contains(&iface) {
-            return Err(refuse(
-                "wasm-ccm:provider offers the imports http, log and cluster",
-            ));
+        if !capability::provides(iface) {
+            return Err(refuse(&format!(
+                "wasm-ccm:provider offers the imports {}",
+                capability::names_in_prose()
+            )));
         }
         if !is_supported(version) {
             return Err(refuse(
@@ -193,18 +195,17 @@ fn check_import(origin: &str, import: &str) -> Result<(), HostError> {
         }
         return Ok(());
     }
-    if import.starts_with("wasi:http/") {
-        return Err(refuse(
-            "drivers reach the network only through the wasm-ccm:provider/http import (the SDKs' HTTP client), never wasi:http",
-        ));
+    if let Some(hint) = capability::stand_in_hint(import) {
+        return Err(refuse(hint));
     }
     if import.starts_with("wasi:") && import.contains("@0.2.") {
         // Linked deny-by-default: filesystem, sockets and environment exist but grant nothing.
         return Ok(());
     }
-    Err(refuse(
-        "a driver may import wasm-ccm:provider/{http,log,cluster} and WASI 0.2 interfaces (which are deny-by-default)",
-    ))
+    Err(refuse(&format!(
+        "a driver may import wasm-ccm:provider/{} and WASI 0.2 interfaces (which are deny-by-default)",
+        capability::names_as_set()
+    )))
 }
 
 #[cfg(test)]
@@ -241,7 +242,22 @@ mod tests {
                 .to_string()
                 .contains("wasm-ccm:provider/http")
         );
-        assert!(check_import("d", "acme:secret/keys@1.0.0").is_err());
+        let e = check_import("d", "acme:secret/keys@1.0.0")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("wasm-ccm:provider/{http,log,cluster} and WASI 0.2"),
+            "{e}"
+        );
+        let e = check_import("d", "wasm-ccm:provider/kubernetes@0.1.0")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("offers the imports http, log and cluster"),
+            "{e}"
+        );
+        assert!(check_import("d", "wasm-ccm:provider/types@0.1.0").is_ok());
+        assert!(check_import("d", "wasm-ccm:provider/cluster@0.1.0").is_ok());
         assert!(check_import("d", "wasm-ccm:provider/kubernetes@0.1.0").is_err());
     }
 }

@@ -17,7 +17,7 @@ use common::{Reply, load, node_with, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_drivers::HOSTILE_DRIVER;
-use wasm_ccm_runtime::bindings::http::Response;
+use wasm_ccm_runtime::http::Response;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted};
 use wasm_ccm_runtime::special_addr::HostAddresses;
 use wasm_ccm_runtime::types::ProviderError;

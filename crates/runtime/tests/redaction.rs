@@ -146,7 +146,7 @@ async fn a_panic_line_quoting_a_credential_is_redacted_in_the_trap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dynamic_call_answer_is_redacted_too() {
-    // `wasm-ccm-dev call` prints what `call_dynamic` returns.
+    // `wasm-ccm-dev call` prints what `call_json` returns.
     let driver = leaky_driver(Arc::new(MemorySink::default())).await;
     let outcome = driver
         .call_json(

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use wasm_ccm_runtime::bindings::http::{HttpError, Response};
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted, method_name};
+use wasm_ccm_runtime::http::{HttpError, Response};
 
 /// Seconds the injected 429 asks the driver to wait.
 pub(super) const RETRY_AFTER_SECONDS: u32 = 7;

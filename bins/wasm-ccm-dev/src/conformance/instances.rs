@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use wasm_ccm_runtime::json::address_type_name;
 use wasm_ccm_runtime::types::{AddressType, InstanceMetadata, Node, ProviderError, ProviderInfo};
 use wasm_ccm_runtime::{CallError, Driver, Outcome};
 
@@ -258,7 +257,7 @@ fn well_formed(m: &InstanceMetadata, expect: &Expectation) -> Result<String, Str
     let mut problems = Vec::new();
     let mut seen = HashSet::new();
     for a in &m.addresses {
-        let kind = address_type_name(a.kind);
+        let kind = a.kind.wit_name();
         if !seen.insert((kind, a.address.as_str())) {
             problems.push(format!("address {kind} {} is listed twice", a.address));
         }
@@ -319,7 +318,7 @@ fn expected(m: &InstanceMetadata, e: &Expectation) -> Result<String, String> {
     {
         let render = |list: &[wasm_ccm_runtime::types::NodeAddress]| {
             list.iter()
-                .map(|a| format!("{} {}", address_type_name(a.kind), a.address))
+                .map(|a| format!("{} {}", a.kind, a.address))
                 .collect::<Vec<_>>()
                 .join(", ")
         };

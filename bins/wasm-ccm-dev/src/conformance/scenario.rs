@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail};
 use serde::Deserialize;
 use serde_json::Value;
-use wasm_ccm_runtime::json::{address_from_json, node_from_json, service_from_json};
+use wasm_ccm_runtime::json::from_value;
 use wasm_ccm_runtime::types::{Node, NodeAddress, Service};
 
 /// A parsed, validated scenario.
@@ -166,7 +166,7 @@ struct RawExpect {
     #[serde(default)]
     region: Option<String>,
     #[serde(default)]
-    addresses: Option<Vec<Value>>,
+    addresses: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -201,14 +201,17 @@ impl Scenario {
             .unknown_nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| node_from_json(n).map_err(|e| anyhow::anyhow!("unknown-nodes[{i}]: {e}")))
+            .map(|(i, n)| {
+                from_value::<Node>(n, "node")
+                    .map_err(|e| anyhow::anyhow!("unknown-nodes[{i}]: {e}"))
+            })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let services = raw
             .services
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let service = service_from_json(&s.service)
+                let service = from_value::<Service>(&s.service, "service")
                     .map_err(|e| anyhow::anyhow!("services[{i}]: {e}"))?;
                 for b in &s.backends {
                     if !nodes.iter().any(|n| &n.node.name == b) {
@@ -275,17 +278,12 @@ impl Scenario {
 }
 
 fn known_node(raw: &RawNode) -> Result<KnownNode, String> {
-    let node = node_from_json(&raw.node)?;
+    let node = from_value::<Node>(&raw.node, "node")?;
     let e = &raw.expect;
     let addresses = e
         .addresses
         .as_ref()
-        .map(|list| {
-            list.iter()
-                .enumerate()
-                .map(|(i, a)| address_from_json(a, &format!("expect.addresses[{i}]")))
-                .collect::<Result<Vec<_>, _>>()
-        })
+        .map(|list| from_value::<Vec<NodeAddress>>(list, "expect.addresses"))
         .transpose()?;
     Ok(KnownNode {
         node,

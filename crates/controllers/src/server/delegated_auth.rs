@@ -609,18 +609,21 @@ impl Inner {
             ..Default::default()
         };
         let api = kube::Api::<TokenReview>::all(self.authentication.clone());
-        let result =
-            tokio::time::timeout_at(deadline, api.create(&PostParams::default(), &review)).await;
-        let Ok(result) = result else {
+        let result = with_retries(deadline, || async {
+            let result = api.create(&PostParams::default(), &review).await;
+            self.count(
+                "apiserver_delegated_authn_request_total",
+                &status_code(&result, "201"),
+            );
+            result
+        })
+        .await;
+        let Some(result) = result else {
             self.count("apiserver_delegated_authn_request_total", "<error>");
             return Err(AuthnError::Review(format!(
                 "no answer within {REVIEW_TIMEOUT:?}"
             )));
         };
-        self.count(
-            "apiserver_delegated_authn_request_total",
-            &status_code(&result, "201"),
-        );
         let answered = result.map_err(|e| AuthnError::Review(e.to_string()))?;
         let user = match answered.status {
             None => None,
@@ -667,18 +670,21 @@ impl Inner {
             spec,
             ..Default::default()
         };
-        let result =
-            tokio::time::timeout_at(deadline, api.create(&PostParams::default(), &review)).await;
-        let Ok(result) = result else {
+        let result = with_retries(deadline, || async {
+            let result = api.create(&PostParams::default(), &review).await;
+            self.count(
+                "apiserver_delegated_authz_request_total",
+                &status_code(&result, "201"),
+            );
+            result
+        })
+        .await;
+        let Some(result) = result else {
             self.count("apiserver_delegated_authz_request_total", "<error>");
             return Err(format!(
                 "SubjectAccessReview: no answer within {REVIEW_TIMEOUT:?}"
             ));
         };
-        self.count(
-            "apiserver_delegated_authz_request_total",
-            &status_code(&result, "201"),
-        );
         let answered = result.map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
         let status = answered.status.unwrap_or_default();
         let denied = status.denied == Some(true);
@@ -708,6 +714,68 @@ impl Inner {
     fn count(&self, name: &str, code: &str) {
         self.metrics.inc(name, &[("code", code)]);
     }
+}
+
+/// Attempts of one review, as upstream's `DefaultAuthWebhookRetryBackoff` (500 ms, factor 1.5,
+/// jitter 0.2, 5 steps, `k8s.io/apiserver/pkg/server/options/authentication.go`).
+const REVIEW_ATTEMPTS: u32 = 5;
+const REVIEW_RETRY_FIRST: Duration = Duration::from_millis(500);
+
+/// Whether a failed review is worth another attempt, as upstream's `webhook.DefaultShouldRetry`:
+/// a broken connection, a 500 or 504, a 429, or any answer that asks for a delay. A 4xx
+/// answer is final (a retry would get the same).
+fn should_retry(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => {
+            matches!(status.code, 429 | 500 | 504)
+                || status
+                    .details
+                    .as_ref()
+                    .is_some_and(|d| d.retry_after_seconds > 0)
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or the attempts or the deadline run out;
+/// `None` when the deadline passed with no answer. The waits grow by 1.5 with up to 20% jitter
+/// (so replicas restarted together do not retry in step), and a wait that would end past the
+/// deadline is not started: the last error is returned instead.
+async fn with_retries<T, F, Fut>(
+    deadline: Instant,
+    mut attempt: F,
+) -> Option<Result<T, kube::Error>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut wait = REVIEW_RETRY_FIRST;
+    for n in 1..=REVIEW_ATTEMPTS {
+        let result = tokio::time::timeout_at(deadline, attempt()).await.ok()?;
+        match result {
+            Err(e) if n < REVIEW_ATTEMPTS && should_retry(&e) => {
+                let jittered = wait.mul_f64(1.0 + 0.2 * jitter());
+                if Instant::now() + jittered >= deadline {
+                    return Some(Err(e));
+                }
+                tracing::debug!(error = %e, retry_in = ?jittered, "delegated review failed; retrying");
+                tokio::time::sleep(jittered).await;
+                wait = wait.mul_f64(1.5);
+            }
+            other => return Some(other),
+        }
+    }
+    None
+}
+
+/// A number in [0, 1) from the clock's sub-second part: enough to spread retries, no RNG needed.
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1_000) / 1_000.0
 }
 
 /// The HTTP status of a review call, for the `code` label.
@@ -949,6 +1017,8 @@ mod tests {
         calls: Arc<Mutex<Vec<String>>>,
         gate: Arc<Semaphore>,
         answer: Arc<Answer>,
+        /// HTTP codes answered (as `Status` failures) before the next normal answers.
+        failures: Arc<Mutex<VecDeque<u16>>>,
     }
 
     /// The status a fake review gets, from the request path and the review sent.
@@ -962,7 +1032,17 @@ mod tests {
                 calls: Arc::default(),
                 gate: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
                 answer: Arc::new(answer),
+                failures: Arc::default(),
             }
+        }
+
+        /// Answers the next calls with these failure codes, in order.
+        fn failing(self, codes: &[u16]) -> FakeApi {
+            self.failures
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(codes);
+            self
         }
 
         /// Holds every call until [`FakeApi::release`].
@@ -1013,6 +1093,23 @@ mod tests {
                     .push(path.clone());
                 if let Ok(permit) = this.gate.acquire().await {
                     permit.forget();
+                }
+                let failure = this
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .pop_front();
+                if let Some(code) = failure {
+                    let status = serde_json::json!({
+                        "kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Failure", "message": "injected", "reason": "InternalError",
+                        "code": code,
+                    });
+                    return Ok(http::Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(axum::body::Body::from(status.to_string()))
+                        .expect("a response"));
                 }
                 let mut answer = body;
                 answer["status"] = (this.answer)(&path, &answer);
@@ -1220,5 +1317,52 @@ mod tests {
             .expect_err("throttled");
         assert!(err.contains("throttled"), "{err}");
         assert_eq!(api.calls("/tokenreviews"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_reviews_are_retried_with_backoff_and_client_errors_are_not() {
+        // Two 500s, then an answer: one authentication, three calls, ~0.5 s + ~0.75 s apart.
+        let api = FakeApi::new(plain_answers).failing(&[500, 500]);
+        let auth = auth_with(&api, UPSTREAM);
+        let started = Instant::now();
+        let user = auth
+            .authenticate(Some("Bearer good"))
+            .await
+            .expect("a user");
+        assert_eq!(user.name, "jane");
+        assert_eq!(api.calls("/tokenreviews"), 3);
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(1_250) && waited <= Duration::from_millis(1_500),
+            "{waited:?}"
+        );
+        // A 403 is final: one call, the error, nothing cached.
+        let api = FakeApi::new(plain_answers).failing(&[403]);
+        let auth = auth_with(&api, UPSTREAM);
+        let err = auth
+            .authenticate(Some("Bearer good"))
+            .await
+            .expect_err("403");
+        assert!(
+            matches!(&err, AuthnError::Review(e) if e.contains("injected")),
+            "{err:?}"
+        );
+        assert_eq!(api.calls("/tokenreviews"), 1);
+        // Lasting 500s: five attempts (upstream's steps), then the error; never an allow.
+        let api = FakeApi::new(plain_answers).failing(&[500; 10]);
+        let auth = auth_with(&api, UPSTREAM);
+        let anonymous = User::anonymous();
+        let err = auth
+            .authorize(&anonymous, "get", "/metrics")
+            .await
+            .expect_err("lasting 500");
+        assert!(err.contains("SubjectAccessReview failed"), "{err}");
+        assert_eq!(api.calls("/subjectaccessreviews"), 5);
+        // A 429 is retried too, and the next answer counts.
+        let api = FakeApi::new(plain_answers).failing(&[429]);
+        let auth = auth_with(&api, UPSTREAM);
+        let decision = auth.authorize(&anonymous, "get", "/metrics").await;
+        assert_eq!(decision, Ok(Decision::Forbid("no".into())));
+        assert_eq!(api.calls("/subjectaccessreviews"), 2);
     }
 }

@@ -25,6 +25,9 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::ResolvesServerCert;
+
+use super::cert_reload::ReloadingCert;
 
 /// Upstream's `PairName` for the cloud-controller-manager
 /// (`cmd/cloud-controller-manager/app/options/options.go`).
@@ -273,27 +276,59 @@ impl MinTlsVersion {
 
 /// The rustls configuration serving `cert` over HTTP/1.1 with ring's cryptography, TLS
 /// `min_version` and newer.
+///
+/// A pair read from files is read again when the files change (`cert_reload.rs`), checked every
+/// [`CHECK_EVERY`](super::cert_reload::CHECK_EVERY) until the configuration is dropped.
 pub fn server_config(
     cert: ServingCert,
     min_version: MinTlsVersion,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    let (config, reloading) = server_config_parts(cert, min_version)?;
+    if let Some(reloading) = reloading {
+        reloading.watch(super::cert_reload::CHECK_EVERY);
+    }
+    Ok(config)
+}
+
+/// [`server_config`] without the watch: the configuration and, for a pair from files, what
+/// reloads it (tests call its `check`).
+pub(crate) fn server_config_parts(
+    cert: ServingCert,
+    min_version: MinTlsVersion,
+) -> Result<(Arc<ServerConfig>, Option<Arc<ReloadingCert>>), TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let files = cert.files.clone();
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(min_version.protocol_versions())
-        .and_then(|b| {
-            b.with_no_client_auth()
-                .with_single_cert(cert.chain, cert.key)
-        })
-        .map_err(|source| match files {
-            Some((cert, key)) if !cert.as_os_str().is_empty() => {
-                TlsError::Config { cert, key, source }
-            }
-            _ => TlsError::GeneratedConfig(source),
-        })?;
+    let files = cert
+        .files
+        .clone()
+        .filter(|(cert, _)| !cert.as_os_str().is_empty());
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(min_version.protocol_versions());
+    let (mut config, reloading) = match files {
+        Some((cert_file, key_file)) => {
+            let reloading = ReloadingCert::load(&cert_file, &key_file, provider)?;
+            let config = builder
+                .map_err(|source| TlsError::Config {
+                    cert: cert_file,
+                    key: key_file,
+                    source,
+                })?
+                .with_no_client_auth()
+                .with_cert_resolver(Arc::clone(&reloading) as Arc<dyn ResolvesServerCert>);
+            (config, Some(reloading))
+        }
+        None => {
+            let config = builder
+                .and_then(|b| {
+                    b.with_no_client_auth()
+                        .with_single_cert(cert.chain, cert.key)
+                })
+                .map_err(TlsError::GeneratedConfig)?;
+            (config, None)
+        }
+    };
     // The router speaks HTTP/1.1 only (axum's `http1` feature).
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), reloading))
 }
 
 /// `certutil.CanReadCertAndKey`: both readable → reuse, neither → generate, one → error.
@@ -387,12 +422,18 @@ fn read(what: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn read_chain(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(super) fn read_chain(
+    what: &'static str,
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let bytes = read(what, path)?;
     parse_chain(what, path, &bytes)
 }
 
-fn read_key(what: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(super) fn read_key(
+    what: &'static str,
+    path: &Path,
+) -> Result<PrivateKeyDer<'static>, TlsError> {
     let bytes = read(what, path)?;
     parse_key(what, path, &bytes)
 }

@@ -86,6 +86,31 @@ pub(crate) fn validate(old: Option<&Value>, new: &Value) -> Result<(), Vec<Strin
             );
         }
     }
+    // ValidateNode (pkg/apis/core/validation/validation.go): more than one pod CIDR must be a
+    // dual-stack pair (one IPv4, one IPv6), and none may repeat.
+    let texts: Vec<&str> = cidrs
+        .into_iter()
+        .flatten()
+        .map(|c| c.as_str().unwrap_or(""))
+        .collect();
+    if texts.len() > 1 {
+        let family = |t: &str| parse_cidr_sloppy(t).then(|| t.contains(':'));
+        let dual_stack = texts.len() == 2
+            && matches!((family(texts[0]), family(texts[1])), (Some(a), Some(b)) if a != b);
+        if !dual_stack {
+            let shown: Vec<String> = texts.iter().map(|t| format!("{t:?}")).collect();
+            errs.invalid(
+                "spec.podCIDRs",
+                &format!("[]string{{{}}}", shown.join(", ")),
+                "may specify no more than one CIDR for each IP family",
+            );
+        }
+        for (i, text) in texts.iter().enumerate() {
+            if texts[..i].contains(text) {
+                errs.duplicate(&format!("spec.podCIDRs[{i}]"), &format!("{text:?}"));
+            }
+        }
+    }
     let taints = new
         .get("spec")
         .and_then(|s| s.get("taints"))
@@ -162,6 +187,36 @@ mod tests {
             {"type": "InternalIP", "address": "10.0.0.15"},
             {"type": "ExternalIP", "address": "10.0.0.15"}]}});
         assert_eq!(validate(Some(&old), &other_type), Ok(()));
+    }
+
+    #[test]
+    fn more_than_one_pod_cidr_is_a_dual_stack_pair_without_repeats() {
+        let with = |cidrs: serde_json::Value| json!({"spec": {"podCIDRs": cidrs}});
+        assert_eq!(
+            validate(None, &with(json!(["10.0.0.0/24", "fd00::/64"]))),
+            Ok(())
+        );
+        let errs = validate(None, &with(json!(["10.0.0.0/24", "10.0.0.0/24"])))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.podCIDRs: Invalid value: ")
+                && errs[0].ends_with("may specify no more than one CIDR for each IP family"),
+            "{errs:?}"
+        );
+        assert!(
+            errs[1].starts_with("spec.podCIDRs[1]: Duplicate value: "),
+            "{errs:?}"
+        );
+        assert!(validate(None, &with(json!(["10.0.0.0/24", "10.1.0.0/24"]))).is_err());
+        assert!(
+            validate(
+                None,
+                &with(json!(["10.0.0.0/24", "fd00::/64", "10.1.0.0/24"]))
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The `http` capability: the driver's one way out of the sandbox.
+//! The HTTP client behind the `http` capability: the driver's one way out of the sandbox.
 //!
 //! Every request is checked against the egress policy before it leaves, every resolved address
 //! again at connect time (in the DNS resolver, so no connection is ever opened to a refused
@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::Url;
 
-use crate::bindings::http::{HttpError, Method, Request, Response};
 use crate::egress::{Denied, EgressPolicy, SpecialAddress};
+use crate::model::http::{HttpError, Method, Request, Response};
 
 /// Limits on a driver's HTTP traffic.
 #[derive(Debug, Clone, Copy)]
@@ -587,13 +587,7 @@ fn is_token_request(req: &Request) -> bool {
 
 /// The WIT case name of an [`HttpError`].
 pub fn error_case(e: &HttpError) -> &'static str {
-    match e {
-        HttpError::Denied(_) => "denied",
-        HttpError::Timeout(_) => "timeout",
-        HttpError::Connect(_) => "connect",
-        HttpError::TooLarge(_) => "too-large",
-        HttpError::Invalid(_) => "invalid",
-    }
+    e.case()
 }
 
 /// `url` without its query (queries may carry signatures or keys), for messages and logs.

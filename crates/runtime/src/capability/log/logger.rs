@@ -1,4 +1,5 @@
-//! The `log` capability: driver log lines into the host's log, tagged, rate-limited and redacted.
+//! The logger behind the `log` capability: driver log lines into the host's log, tagged,
+//! rate-limited and redacted. Every driver text the host quotes goes through its redactor.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,106 @@
+// The {{name}} wasm-ccm driver: node initialisation and lifecycle over an inventory API.
+//
+// As generated, the "cloud" is the inventory API of wasm-ccm-dev's `static` simulator
+// (`GET /instances`, bearer token), so the driver passes `wasm-ccm-dev conformance` as it is.
+// Make it yours: replace `listInstances` and the instance fields with your cloud's API and keep
+// the rest: the configuration checks in `init`, the lookup rules and the error mapping are what
+// the conformance checks expect.
+//
+// Build: ./build.sh (jco componentize bundles this module and the SDK into one component).
+import {
+  ADDRESS_TYPES, InvalidConfig, NotFound, Permanent, Transient, defineInterface, displayUrl, http, log,
+} from '../wasm-ccm/sdk/js/index.js';
+
+// Provider IDs are `{{name}}://<id>`: the scheme is stored on every Node, so choose it once.
+const SCHEME = '{{name}}';
+// One request may take this long; well inside the host's 30 s call deadline.
+const TIMEOUT_MS = 5000;
+
+let STATE = null; // set by init; one copy per component instance
+
+/** Every instance, as the API returns it. The SDK maps transport failures and HTTP errors to the
+ * provider errors the host acts on (429 → rate-limited with Retry-After, 401/403 → unauthorized,
+ * 5xx → transient) and a body that is not JSON to transient. */
+function listInstances() {
+  const url = `${STATE.url}/instances`;
+  const doc = http.get(url, { bearer: STATE.token, timeoutMs: TIMEOUT_MS }).errorForStatus().json();
+  const instances = doc !== null && typeof doc === 'object' ? doc.instances : undefined;
+  if (!Array.isArray(instances)
+      || !instances.every((i) => i !== null && typeof i === 'object' && typeof i.name === 'string')) {
+    // A cloud answering nonsense is failing, not empty: never "not found" here.
+    throw new Transient(`unexpected answer from ${displayUrl(url)}: expected {"instances": [{"name": …}, …]}`);
+  }
+  return instances;
+}
+
+/** The instance ID in the node's provider ID; undefined when it has none yet (look it up by name
+ * then). Another provider's ID is an error, never "not found": false from instanceExists makes
+ * the host delete the Node. */
+function instanceId(node) {
+  if (!node.providerId) return undefined;
+  const prefix = `${SCHEME}://`;
+  const id = node.providerId.startsWith(prefix) ? node.providerId.slice(prefix.length) : '';
+  if (!id) {
+    throw new InvalidConfig(`node ${node.name} has provider ID ${JSON.stringify(node.providerId)}, which is not ${SCHEME}://<id>`);
+  }
+  return id;
+}
+
+/** The instance behind the node: by provider ID when it has one, else by name. undefined only
+ * when the cloud answered and the instance is not there. */
+function find(node) {
+  const wanted = instanceId(node);
+  return listInstances().find((i) => (wanted === undefined ? i.name === node.name : (i.id || i.name) === wanted));
+}
+
+function mustFind(node) {
+  const i = find(node);
+  if (i === undefined) throw new NotFound(`no instance for node ${node.name} in the inventory`);
+  return i;
+}
+
+export const provider = defineInterface('provider', {
+  info: () => ({
+    // The operator's --cloud-provider value.
+    name: '{{name}}', version: '0.1.0', providerIdScheme: SCHEME,
+    // Your API's address. The operator's --allow-egress replaces it (the conformance scenario
+    // points the driver at a simulator that way).
+    defaultEgress: ['https://api.example.com'],
+    // Only environment variables with these prefixes reach init.
+    envPrefixes: ['{{ENV}}_'],
+    // Service annotation keys the driver may set or remove (its own domain).
+    annotationPrefixes: ['{{name}}.example.com/'],
+  }),
+  init(ctx, config, env) {
+    const value = (name) => env.find(([k]) => k === name)?.[1]?.trim() || undefined;
+    const url = value('{{ENV}}_API_URL') ?? 'https://api.example.com';
+    if (!url.startsWith('https://') && !url.startsWith('http://')) {
+      throw new InvalidConfig(`{{ENV}}_API_URL ${JSON.stringify(url)} is not an http(s):// URL; set it to the API's address`);
+    }
+    const token = value('{{ENV}}_API_TOKEN');
+    if (!token) throw new InvalidConfig('{{ENV}}_API_TOKEN is not set; put the API token in it');
+    // Never let the token reach a log line.
+    log.redact(token);
+    STATE = { url: url.replace(/\/+$/, ''), token };
+  },
+  housekeeping() {},
+});
+
+export const instances = defineInterface('instances', {
+  instanceExists: (node) => find(node) !== undefined,
+  instanceShutdown: (node) => mustFind(node).shutdown === true,
+  instanceMetadata(node) {
+    const i = mustFind(node);
+    const addresses = (i.addresses ?? []).map((a) => {
+      const kind = a !== null && typeof a === 'object' && Object.hasOwn(ADDRESS_TYPES, a.type) ? ADDRESS_TYPES[a.type] : undefined;
+      if (kind === undefined || typeof a.address !== 'string') {
+        throw new Permanent(`instance ${i.name} has an address the driver cannot read: ${JSON.stringify(a)}`);
+      }
+      return { kind, address: a.address };
+    });
+    return {
+      providerId: `${SCHEME}://${i.id || i.name}`, instanceType: String(i.type ?? ''), zone: String(i.zone ?? ''),
+      region: String(i.region ?? ''), addresses, additionalLabels: [],
+    };
+  },
+});

@@ -1,0 +1,126 @@
+"""The {{name}} wasm-ccm driver: node initialisation and lifecycle over an inventory API.
+
+As generated, the "cloud" is the inventory API of wasm-ccm-dev's `static` simulator
+(`GET /instances`, bearer token), so the driver passes `wasm-ccm-dev conformance` as it is. Make
+it yours: replace `list_instances` and the instance fields with your cloud's API and keep the
+rest: the configuration checks in `init`, the lookup rules and the error mapping are what the
+conformance checks expect.
+
+Build: ./build.sh (componentize-py packs this module, the SDK and CPython into one component).
+"""
+from wit_world import exports
+from wasm_ccm_sdk import (
+    ADDRESS_TYPES, InstanceMetadata, InvalidConfig, NodeAddress, NotFound, Permanent,
+    ProviderInfo, Transient, export, http, log,
+)
+
+# Provider IDs are `{{name}}://<id>`: the scheme is stored on every Node, so choose it once.
+SCHEME = "{{name}}"
+# One request may take this long; well inside the host's 30 s call deadline.
+TIMEOUT_MS = 5000
+
+# componentize-py makes a new object of each exported class per call: state lives in the module
+# (one copy per component instance), set by init.
+STATE = None
+
+
+def list_instances():
+    """Every instance, as the API returns it. The SDK maps transport failures and HTTP errors to
+    the provider errors the host acts on (429 → rate-limited with Retry-After, 401/403 →
+    unauthorized, 5xx → transient) and a body that is not JSON to transient."""
+    url = f"{STATE['url']}/instances"
+    doc = http.get(url, bearer=STATE["token"], timeout_ms=TIMEOUT_MS).error_for_status().json()
+    instances = doc.get("instances") if isinstance(doc, dict) else None
+    if not isinstance(instances, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("name"), str) for i in instances):
+        # A cloud answering nonsense is failing, not empty: never "not found" here.
+        raise Transient(f"unexpected answer from {http.display_url(url)}: "
+                        "expected {\"instances\": [{\"name\": …}, …]}")
+    return instances
+
+
+def instance_id(node):
+    """The instance ID in the node's provider ID; None when it has none yet (look it up by name
+    then). Another provider's ID is an error, never "not found": False from instance_exists
+    makes the host delete the Node."""
+    if not node.provider_id:
+        return None
+    prefix = f"{SCHEME}://"
+    iid = node.provider_id[len(prefix):] if node.provider_id.startswith(prefix) else ""
+    if not iid:
+        raise InvalidConfig(f"node {node.name} has provider ID {node.provider_id!r}, "
+                            f"which is not {SCHEME}://<id>")
+    return iid
+
+
+def find(node):
+    """The instance behind the node: by provider ID when it has one, else by name. None only
+    when the cloud answered and the instance is not there."""
+    wanted = instance_id(node)
+    for i in list_instances():
+        if wanted is None and i["name"] == node.name:
+            return i
+        if wanted is not None and (i.get("id") or i["name"]) == wanted:
+            return i
+    return None
+
+
+def require(node):
+    i = find(node)
+    if i is None:
+        raise NotFound(f"no instance for node {node.name} in the inventory")
+    return i
+
+
+@export
+class Provider(exports.Provider):
+    def info(self):
+        return ProviderInfo(
+            # The operator's --cloud-provider value.
+            name="{{name}}", version="0.1.0", provider_id_scheme=SCHEME,
+            # Your API's address. The operator's --allow-egress replaces it (the conformance
+            # scenario points the driver at a simulator that way).
+            default_egress=["https://api.example.com"],
+            # Only environment variables with these prefixes reach init.
+            env_prefixes=["{{ENV}}_"],
+            # Service annotation keys the driver may set or remove (its own domain).
+            annotation_prefixes=["{{name}}.example.com/"])
+
+    def init(self, ctx, config, env):
+        global STATE
+        values = {k: v.strip() for k, v in env if v.strip()}
+        url = values.get("{{ENV}}_API_URL", "https://api.example.com")
+        if not url.startswith(("https://", "http://")):
+            raise InvalidConfig(f"{{ENV}}_API_URL {url!r} is not an http(s):// URL; "
+                                "set it to the API's address")
+        token = values.get("{{ENV}}_API_TOKEN")
+        if not token:
+            raise InvalidConfig("{{ENV}}_API_TOKEN is not set; put the API token in it")
+        # Never let the token reach a log line.
+        log.redact(token)
+        STATE = {"url": url.rstrip("/"), "token": token}
+
+    def housekeeping(self):
+        pass
+
+
+@export
+class Instances(exports.Instances):
+    def instance_exists(self, node):
+        return find(node) is not None
+
+    def instance_shutdown(self, node):
+        return require(node).get("shutdown") is True
+
+    def instance_metadata(self, node):
+        i = require(node)
+        addresses = []
+        for a in i.get("addresses") or []:
+            kind = ADDRESS_TYPES.get(a.get("type")) if isinstance(a, dict) else None
+            if kind is None or not isinstance(a.get("address"), str):
+                raise Permanent(f"instance {i['name']} has an address the driver cannot read: {a!r}")
+            addresses.append(NodeAddress(kind, a["address"]))
+        return InstanceMetadata(
+            provider_id=f"{SCHEME}://{i.get('id') or i['name']}",
+            instance_type=str(i.get("type") or ""), zone=str(i.get("zone") or ""),
+            region=str(i.get("region") or ""), addresses=addresses, additional_labels=[])

@@ -1,0 +1,126 @@
+//! The harness itself: a node initialised and a load balancer ensured and deleted in process.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::node::NodeController;
+use crate::runner::Reconciler;
+use crate::service::ServiceController;
+use crate::test_support::{FakeCloud, Harness, instance, lb_service_json, node_json};
+
+#[tokio::test]
+async fn a_tainted_node_is_initialised_from_the_fake_cloud() {
+    let cloud = FakeCloud::default();
+    cloud.add_instance("n1", instance("i-1"));
+    let h = Harness::start(cloud, vec![node_json("n1", None, true, true)]).await;
+    let c = NodeController::new(Arc::clone(&h.ctx));
+    c.reconcile("n1").await.expect("initialised");
+    let node = h.node("n1").expect("node");
+    assert_eq!(
+        node.pointer("/spec/providerID"),
+        Some(&Value::from("fake://i-1"))
+    );
+    assert_eq!(node.pointer("/spec/taints"), None, "{node}");
+    assert_eq!(
+        node.pointer("/metadata/labels/node.kubernetes.io~1instance-type"),
+        Some(&Value::from("standard"))
+    );
+}
+
+#[tokio::test]
+async fn a_load_balancer_is_ensured_then_deleted_in_process() {
+    let h = Harness::start(
+        FakeCloud::default(),
+        vec![
+            node_json("n1", Some("fake://i-1"), false, true),
+            lb_service_json("default", "web"),
+        ],
+    )
+    .await;
+    let c = ServiceController::new(Arc::clone(&h.ctx));
+    c.reconcile("default/web").await.expect("ensured");
+    let svc = h.service("default", "web").expect("service");
+    assert_eq!(
+        svc.pointer("/status/loadBalancer/ingress/0/ip"),
+        Some(&Value::from("192.0.2.10")),
+        "{svc}"
+    );
+    assert_eq!(
+        h.cloud.backends.lock().unwrap().get("default/web"),
+        Some(&vec!["n1".to_string()])
+    );
+    // Back to ClusterIP: the load balancer goes, and so do the finalizer and the ingress.
+    let api: kube::Api<k8s_openapi::api::core::v1::Service> =
+        kube::Api::namespaced(h.client.clone(), "default");
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80, "protocol": "TCP", "targetPort": 8080}]}})),
+    )
+    .await
+    .expect("patch");
+    h.settle().await;
+    c.reconcile("default/web").await.expect("cleaned up");
+    assert_eq!(
+        h.cloud.calls_of("load-balancer.delete"),
+        1,
+        "{:?}",
+        h.cloud.calls()
+    );
+    let svc = h.service("default", "web").expect("service");
+    assert_eq!(svc.pointer("/metadata/finalizers"), None, "{svc}");
+    assert!(h.cloud.balancers.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn controllers_start_from_the_table_by_flag_switch_and_export() {
+    use crate::config::{ControllerConfig, EnabledControllers};
+    use crate::run::start_with_cloud;
+    use tokio_util::sync::CancellationToken;
+    use wasm_ccm_runtime::surface::Exports;
+
+    let h = Harness::start(FakeCloud::default(), Vec::new()).await;
+    let started = |exports: Exports, controllers: &str, routes: bool| {
+        let cloud = FakeCloud {
+            exports,
+            ..FakeCloud::default()
+        };
+        let config = ControllerConfig {
+            controllers: EnabledControllers::parse(&[controllers.to_string()]).expect("flag"),
+            configure_cloud_routes: routes,
+            ..ControllerConfig::default()
+        };
+        let cancel = CancellationToken::new();
+        let running = start_with_cloud(
+            h.client.clone(),
+            Arc::new(cloud),
+            config,
+            Arc::new(crate::metrics::Metrics::default()),
+            "test",
+            cancel.clone(),
+        );
+        cancel.cancel();
+        // The queue-driven controllers started (node, service), by their pending counters.
+        running.pending.len()
+    };
+    let all = Exports {
+        instances: true,
+        load_balancer: true,
+        routes: true,
+    };
+    assert_eq!(started(all, "*", true), 2);
+    assert_eq!(started(all, "*,-service", true), 1);
+    assert_eq!(started(all, "service", false), 1);
+    let no_lb = Exports {
+        load_balancer: false,
+        ..all
+    };
+    assert_eq!(
+        started(no_lb, "*", true),
+        1,
+        "no load-balancer export: no service controller"
+    );
+    let nothing = Exports::default();
+    assert_eq!(started(nothing, "*", true), 0);
+}

@@ -1,0 +1,724 @@
+//! cosign signatures of drivers, found and made in the registry with no other service.
+//!
+//! The layout is cosign's "simple signing" one: for the manifest `sha256:H`, the tag
+//! `sha256-H.sig` in the same repository holds an image manifest whose layers are JSON
+//! payloads naming the signed manifest's digest; each layer's annotation
+//! `dev.cosignproject.cosign/signature` is the base64 ECDSA signature of that payload. The same
+//! manifests are also found through the OCI referrers API (`GET /v2/REPO/referrers/sha256:H`)
+//! when the registry has it.
+//!
+//! A driver is verified before its Wasm layer is fetched ([`Client::pull_verified`]): resolve the
+//! reference to a manifest digest, find the signatures, check the [`Policy`], then pull the
+//! layer from that (signed) manifest, checked against its digest. Signature manifests and
+//! payloads go to the [`BlobCache`] with an index per signed digest, so a restart re-verifies
+//! them from disk (the signatures are checked again, not a stored verdict) and contacts nothing.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context as _, anyhow, bail};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use reqwest::StatusCode;
+use reqwest::header::ACCEPT;
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::{
+    Descriptor, MAX_MANIFEST_BYTES, Manifest, OCI_INDEX, OCI_MANIFEST, digest_of,
+};
+use crate::cache::BlobCache;
+use crate::client::{Client, Pulled};
+use crate::keys::SigningKey;
+use crate::policy::{Policy, Verdict};
+use crate::reference::{Reference, parse_digest};
+
+/// The media type of a simple-signing payload layer.
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation holding the base64 signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// `critical.type` of a container image signature payload.
+pub const SIMPLE_SIGNING_TYPE: &str = "cosign container image signature";
+/// The `artifactType` of a simple-signing manifest attached as a referrer.
+pub const COSIGN_SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
+/// The prefix of Sigstore bundle artifact types (cosign 3's default format).
+const SIGSTORE_BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.dev.sigstore.bundle";
+/// The config media type cosign gives signature manifests.
+const IMAGE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+/// At most this many signature layers and referrers are read: a hostile registry must not
+/// make a start fetch without end.
+const MAX_SIGNATURES: usize = 64;
+/// The largest payload read (cosign's are a few hundred bytes).
+const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// `sha256-<hex>.sig`: the tag cosign stores the signatures of `digest` under.
+pub fn signature_tag(digest: &str) -> String {
+    format!("{}.sig", digest.replacen(':', "-", 1))
+}
+
+/// A simple-signing payload (the fields verified).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SimpleSigning {
+    /// What the signature is about.
+    pub critical: Critical,
+    /// Signer-chosen annotations (`cosign sign -a key=value`); `null` when none.
+    pub optional: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+/// The payload's `critical` part.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Critical {
+    /// The repository the signer named.
+    pub identity: Identity,
+    /// The signed manifest.
+    pub image: Image,
+    /// Always [`SIMPLE_SIGNING_TYPE`].
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// `critical.identity`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Identity {
+    /// `registry/repository`. Not checked on verification, like cosign by default: a mirrored
+    /// artifact keeps its signatures.
+    #[serde(rename = "docker-reference")]
+    pub docker_reference: String,
+}
+
+/// `critical.image`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Image {
+    /// `sha256:<hex>` of the signed manifest.
+    #[serde(rename = "docker-manifest-digest")]
+    pub docker_manifest_digest: String,
+}
+
+impl SimpleSigning {
+    /// The annotation `key` as text (strings as they are, other JSON values as JSON).
+    pub fn annotation(&self, key: &str) -> Option<String> {
+        let value = self.optional.as_ref()?.get(key)?;
+        Some(match value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }
+}
+
+/// The payload cosign signs for `digest` in `docker_reference` (`registry/repository`), in
+/// cosign's field order.
+pub fn simple_signing_payload(
+    docker_reference: &str,
+    digest: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Vec<u8> {
+    let payload = SimpleSigning {
+        critical: Critical {
+            identity: Identity {
+                docker_reference: docker_reference.to_string(),
+            },
+            image: Image {
+                docker_manifest_digest: digest.to_string(),
+            },
+            kind: SIMPLE_SIGNING_TYPE.to_string(),
+        },
+        optional: (!annotations.is_empty()).then(|| {
+            annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect()
+        }),
+    };
+    serde_json::to_vec(&payload).expect("a payload serialises")
+}
+
+/// What a signature covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signed {
+    /// A simple-signing payload naming a manifest digest (OCI drivers).
+    Payload,
+    /// The bytes themselves (a `.wasm` file, `cosign sign-blob`).
+    Blob,
+}
+
+/// One signature found: the signed bytes, the signature, and where it was found.
+#[derive(Debug, Clone)]
+pub struct SignatureLayer {
+    /// What the signature covers ([`Signed::Payload`]: these bytes are the JSON payload).
+    pub signed: Signed,
+    /// The signed bytes.
+    pub payload: Vec<u8>,
+    /// The DER signature, or why there is none usable (not base64, a Sigstore bundle, …).
+    pub signature: Result<Vec<u8>, String>,
+    /// `tag sha256-….sig layer 0`, `referrer sha256:… layer 0` or a file path.
+    pub origin: String,
+}
+
+/// A verified driver's verdict and whether the registry was asked.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The manifest digest the signatures are for.
+    pub manifest_digest: String,
+    /// The policy entries satisfied.
+    pub verdict: Verdict,
+    /// Whether the signatures came from the cache (no request).
+    pub from_cache: bool,
+}
+
+/// What [`Client::sign`] pushed.
+#[derive(Debug, Clone)]
+pub struct SignedArtifact {
+    /// The signed manifest's digest.
+    pub manifest_digest: String,
+    /// Where the signature lives (`…:sha256-….sig`).
+    pub signature_reference: Reference,
+    /// The signature manifest's digest.
+    pub signature_manifest_digest: String,
+    /// The signing key's fingerprint.
+    pub key: String,
+}
+
+/// The cosign v2 `sign-blob --bundle` file (`base64Signature`) and the Sigstore bundle's
+/// `messageSignature`, the two JSON shapes a blob signature comes in.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlobSignatureFile {
+    base64_signature: Option<String>,
+    message_signature: Option<MessageSignature>,
+}
+
+#[derive(Deserialize)]
+struct MessageSignature {
+    signature: String,
+    #[serde(rename = "messageDigest")]
+    message_digest: Option<MessageDigest>,
+}
+
+#[derive(Deserialize)]
+struct MessageDigest {
+    algorithm: String,
+    digest: String,
+}
+
+/// Reads a blob signature beside a file driver: base64 text (`cosign sign-blob
+/// --output-signature`), cosign's `--bundle` JSON, or a Sigstore bundle's message signature.
+/// `origin` names the file in messages.
+pub fn blob_signature(bytes: &[u8], signature_file: &[u8], origin: &str) -> SignatureLayer {
+    let text = String::from_utf8_lossy(signature_file);
+    let text = text.trim();
+    let signature = if text.starts_with('{') {
+        match serde_json::from_str::<BlobSignatureFile>(text) {
+            Ok(BlobSignatureFile {
+                base64_signature: Some(sig),
+                ..
+            }) => decode_signature(&sig),
+            Ok(BlobSignatureFile {
+                message_signature: Some(message),
+                ..
+            }) => match message.message_digest {
+                Some(d) if d.algorithm != "SHA2_256" => Err(format!(
+                    "the bundle's digest algorithm is {}, not SHA2_256",
+                    d.algorithm
+                )),
+                Some(d)
+                    if B64.decode(&d.digest).ok().as_deref()
+                        != Some(sha256(bytes).as_slice()) =>
+                {
+                    Err("the bundle is for other bytes (its messageDigest differs from the file's sha256)".to_string())
+                }
+                _ => decode_signature(&message.signature),
+            },
+            Ok(_) => Err("the JSON has neither base64Signature nor messageSignature".to_string()),
+            Err(e) => Err(format!("the signature file is JSON but not a cosign bundle: {e}")),
+        }
+    } else {
+        decode_signature(text)
+    };
+    SignatureLayer {
+        signed: Signed::Blob,
+        payload: bytes.to_vec(),
+        signature,
+        origin: origin.to_string(),
+    }
+}
+
+/// `cosign sign-blob --output-signature`'s text for `bytes`: the base64 signature.
+pub fn sign_blob(key: &SigningKey, bytes: &[u8]) -> Result<String, String> {
+    key.sign(bytes).map(|sig| B64.encode(sig))
+}
+
+fn sha256(bytes: &[u8]) -> Vec<u8> {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).to_vec()
+}
+
+fn decode_signature(text: &str) -> Result<Vec<u8>, String> {
+    B64.decode(text.trim())
+        .map_err(|e| format!("its signature is not base64 ({e})"))
+}
+
+/// The layers of a signature manifest (already digest-checked) whose payloads `blob` returns.
+fn layers_of(
+    manifest: &Manifest,
+    origin: &str,
+    mut blob: impl FnMut(&Descriptor) -> Option<Vec<u8>>,
+) -> Option<Vec<SignatureLayer>> {
+    let mut out = Vec::new();
+    for (i, layer) in manifest.layers.iter().enumerate().take(MAX_SIGNATURES) {
+        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
+            continue;
+        }
+        let payload = blob(layer)?;
+        let signature = match layer.annotations.get(SIGNATURE_ANNOTATION) {
+            Some(sig) => decode_signature(sig),
+            None => Err(format!(
+                "the layer has no {SIGNATURE_ANNOTATION} annotation"
+            )),
+        };
+        out.push(SignatureLayer {
+            signed: Signed::Payload,
+            payload,
+            signature,
+            origin: format!("{origin} layer {i}"),
+        });
+    }
+    Some(out)
+}
+
+/// The cache's index of the signature manifests of one digest.
+#[derive(Serialize, Deserialize)]
+struct SignatureIndex {
+    /// (origin, signature manifest digest).
+    manifests: Vec<(String, String)>,
+}
+
+fn index_path(cache: &BlobCache, digest: &str) -> Option<std::path::PathBuf> {
+    let digest = parse_digest(digest).ok()?;
+    Some(
+        cache
+            .dir()
+            .join("signatures")
+            .join(format!("{}.json", digest.replacen(':', "-", 1))),
+    )
+}
+
+/// The signatures of `digest` recorded in the cache, if every blob is still there and intact.
+pub fn cached_signatures(cache: &BlobCache, digest: &str) -> Option<Vec<SignatureLayer>> {
+    let bytes = std::fs::read(index_path(cache, digest)?).ok()?;
+    let index: SignatureIndex = serde_json::from_slice(&bytes).ok()?;
+    let mut out = Vec::new();
+    for (origin, manifest_digest) in &index.manifests {
+        let manifest: Manifest = serde_json::from_slice(&cache.get(manifest_digest)?).ok()?;
+        out.extend(layers_of(&manifest, origin, |d| cache.get(&d.digest))?);
+    }
+    Some(out)
+}
+
+fn write_index(cache: &BlobCache, digest: &str, manifests: &[(String, String)]) {
+    let Some(path) = index_path(cache, digest) else {
+        return;
+    };
+    let index = SignatureIndex {
+        manifests: manifests.to_vec(),
+    };
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir_all(path.parent().expect("index paths have a parent"))?;
+        std::fs::write(&tmp, serde_json::to_vec(&index).expect("serialises"))?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(path = %path.display(), "cannot write the signature cache: {e}");
+    }
+}
+
+/// An OCI index's entries as the referrers API lists them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Referrers {
+    #[serde(default)]
+    manifests: Vec<Referrer>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Referrer {
+    digest: String,
+    #[serde(default)]
+    artifact_type: Option<String>,
+}
+
+impl Client {
+    /// The manifest digest `reference` names (asking the registry only for a tag), and the
+    /// manifest's bytes when they were fetched.
+    pub async fn resolve(
+        &self,
+        reference: &Reference,
+        cache: Option<&BlobCache>,
+    ) -> anyhow::Result<(String, Option<Vec<u8>>)> {
+        if let Some(digest) = &reference.digest {
+            return Ok((digest.clone(), None));
+        }
+        let bytes = self
+            .fetch_manifest(reference, reference.manifest_ref())
+            .await?;
+        let digest = digest_of(&bytes);
+        if let Some(c) = cache {
+            c.put(&digest, &bytes);
+        }
+        Ok((digest, Some(bytes)))
+    }
+
+    /// GET of a manifest that may be absent: `None` on 404.
+    async fn optional_manifest(
+        &self,
+        reference: &Reference,
+        what: &str,
+        accept: &str,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
+        let url = self.endpoint(reference, what)?;
+        let scope = format!("repository:{}:pull", reference.repository);
+        let response = self
+            .send(reference, &scope, &url, |http| {
+                http.get(url.clone()).header(ACCEPT, accept)
+            })
+            .await?;
+        match response.status() {
+            StatusCode::NOT_FOUND => Ok(None),
+            s if s.is_success() => Ok(Some(
+                crate::client::read_limited(response, MAX_MANIFEST_BYTES, "a signature manifest")
+                    .await?,
+            )),
+            _ => Err(crate::client::registry_error(
+                response,
+                &format!("reading {what} of {reference}"),
+            )
+            .await),
+        }
+    }
+
+    /// The signature manifests of `digest`: referrers whose artifact type is cosign's, then
+    /// the `sha256-….sig` tag. Returns (origin, manifest digest, manifest).
+    async fn signature_manifests(
+        &self,
+        reference: &Reference,
+        digest: &str,
+    ) -> anyhow::Result<(
+        Vec<(String, String, Vec<u8>, Manifest)>,
+        Vec<SignatureLayer>,
+    )> {
+        let mut found = Vec::new();
+        let mut unsupported = Vec::new();
+        // The referrers API: a registry without it answers 404 (distribution 2.8) or another
+        // client error; either way the tag scheme below still finds cosign 2's signatures.
+        let referrers = self
+            .optional_manifest(reference, &format!("referrers/{digest}"), OCI_INDEX)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "no referrers API; using the signature tag");
+                None
+            });
+        if let Some(bytes) = referrers
+            && let Ok(list) = serde_json::from_slice::<Referrers>(&bytes)
+        {
+            for entry in list.manifests.into_iter().take(MAX_SIGNATURES) {
+                let kind = entry.artifact_type.unwrap_or_default();
+                if parse_digest(&entry.digest).is_err() {
+                    continue;
+                }
+                let origin = format!("referrer {}", entry.digest);
+                if kind == COSIGN_SIGNATURE_ARTIFACT_TYPE {
+                    let bytes = self.fetch_manifest(reference, &entry.digest).await?;
+                    if digest_of(&bytes) != entry.digest {
+                        bail!(
+                            "registry {} answered the referrer {} with other bytes",
+                            reference.registry,
+                            entry.digest
+                        );
+                    }
+                    let manifest = parse_signature_manifest(&bytes, reference)?;
+                    found.push((origin, entry.digest, bytes, manifest));
+                } else if kind.starts_with(SIGSTORE_BUNDLE_ARTIFACT_TYPE) {
+                    unsupported.push(SignatureLayer {
+                        signed: Signed::Payload,
+                        payload: Vec::new(),
+                        signature: Err("a Sigstore bundle (cosign 3's default format), which this build does not verify: sign with `wasm-ccm sign`, or `cosign sign --new-bundle-format=false`".to_string()),
+                        origin,
+                    });
+                }
+            }
+        }
+        let tag = signature_tag(digest);
+        let tagged = Reference {
+            tag: Some(tag.clone()),
+            digest: None,
+            ..reference.clone()
+        };
+        if let Some(bytes) = self
+            .optional_manifest(&tagged, &format!("manifests/{tag}"), OCI_MANIFEST)
+            .await?
+        {
+            let manifest_digest = digest_of(&bytes);
+            if !found.iter().any(|(_, d, _, _)| *d == manifest_digest) {
+                let manifest = parse_signature_manifest(&bytes, reference)?;
+                found.push((format!("tag {tag}"), manifest_digest, bytes, manifest));
+            }
+        }
+        Ok((found, unsupported))
+    }
+
+    /// The signatures of `digest` from the registry, stored in `cache` with an index.
+    pub async fn signatures(
+        &self,
+        reference: &Reference,
+        digest: &str,
+        cache: Option<&BlobCache>,
+    ) -> anyhow::Result<Vec<SignatureLayer>> {
+        let (manifests, mut layers) = self.signature_manifests(reference, digest).await?;
+        let mut index = Vec::new();
+        for (origin, manifest_digest, manifest_bytes, manifest) in &manifests {
+            let mut payloads = BTreeMap::new();
+            for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
+                if layer.media_type == SIMPLE_SIGNING_MEDIA_TYPE
+                    && !payloads.contains_key(&layer.digest)
+                {
+                    let bytes = self
+                        .fetch_blob(reference, &layer.digest, MAX_PAYLOAD_BYTES)
+                        .await?;
+                    payloads.insert(layer.digest.clone(), bytes);
+                }
+            }
+            let found = layers_of(manifest, origin, |d| payloads.get(&d.digest).cloned())
+                .expect("every payload was fetched");
+            if let Some(c) = cache {
+                for (d, bytes) in &payloads {
+                    c.put(d, bytes);
+                }
+                c.put(manifest_digest, manifest_bytes);
+            }
+            index.push((origin.clone(), manifest_digest.clone()));
+            layers.extend(found);
+        }
+        if let Some(c) = cache {
+            write_index(c, digest, &index);
+        }
+        Ok(layers)
+    }
+
+    /// Verifies `reference` against `policy`: from the cached signatures when they satisfy it
+    /// (no request for a digest reference), else from the registry. The error says what failed
+    /// and what to do.
+    pub async fn verify(
+        &self,
+        reference: &Reference,
+        cache: Option<&BlobCache>,
+        policy: &Policy,
+    ) -> anyhow::Result<(Verified, Option<Vec<u8>>)> {
+        let (digest, manifest) = self.resolve(reference, cache).await?;
+        if let Some(c) = cache
+            && let Some(layers) = cached_signatures(c, &digest)
+            && let Ok(verdict) = policy.evaluate(&digest, &layers)
+        {
+            return Ok((
+                Verified {
+                    manifest_digest: digest,
+                    verdict,
+                    from_cache: true,
+                },
+                manifest,
+            ));
+        }
+        let layers = self.signatures(reference, &digest, cache).await?;
+        let verdict = policy.evaluate(&digest, &layers).map_err(|why| {
+            anyhow!(
+                "{}: signature verification failed: {why}. Sign the driver with the key the policy names (`wasm-ccm sign --key KEY {}`), or pin a digest that is signed",
+                reference.pinned(&digest),
+                reference.pinned(&digest)
+            )
+        })?;
+        Ok((
+            Verified {
+                manifest_digest: digest,
+                verdict,
+                from_cache: false,
+            },
+            manifest,
+        ))
+    }
+
+    /// [`Client::verify`], then [`Client::pull`] of the signed manifest: the Wasm layer is
+    /// fetched only after the signatures verified, and is checked against the signed digest.
+    pub async fn pull_verified(
+        &self,
+        reference: &Reference,
+        cache: Option<&BlobCache>,
+        policy: &Policy,
+    ) -> anyhow::Result<(Pulled, Verified)> {
+        let (verified, manifest) = self.verify(reference, cache, policy).await?;
+        let pinned = reference.pinned(&verified.manifest_digest);
+        let pulled = self.pull_with_manifest(&pinned, cache, manifest).await?;
+        Ok((pulled, verified))
+    }
+
+    /// Signs the manifest `reference` names with `key` and stores the signature as cosign
+    /// does: a layer added to the `sha256-….sig` manifest (kept signatures stay).
+    pub async fn sign(
+        &self,
+        reference: &Reference,
+        key: &SigningKey,
+        annotations: &BTreeMap<String, String>,
+    ) -> anyhow::Result<SignedArtifact> {
+        // The manifest is fetched even for a digest: signing a digest that is not in the
+        // repository (a typo) would publish a signature for nothing.
+        let bytes = self
+            .fetch_manifest(reference, reference.manifest_ref())
+            .await?;
+        let digest = digest_of(&bytes);
+        if let Some(want) = &reference.digest
+            && *want != digest
+        {
+            bail!(
+                "registry {} answered {reference} with a manifest whose digest is {digest}",
+                reference.registry
+            );
+        }
+        let payload = simple_signing_payload(
+            &format!("{}/{}", reference.registry, reference.repository),
+            &digest,
+            annotations,
+        );
+        let signature = B64.encode(key.sign(&payload).map_err(anyhow::Error::msg)?);
+        let tag = signature_tag(&digest);
+        let tagged = Reference {
+            tag: Some(tag.clone()),
+            digest: None,
+            ..reference.clone()
+        };
+        let mut layers = match self
+            .optional_manifest(&tagged, &format!("manifests/{tag}"), OCI_MANIFEST)
+            .await?
+        {
+            Some(existing) => {
+                parse_signature_manifest(&existing, reference)
+                    .with_context(|| format!("the existing {tag} cannot be extended"))?
+                    .layers
+            }
+            None => Vec::new(),
+        };
+        let layer = Descriptor {
+            media_type: SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
+            digest: digest_of(&payload),
+            size: payload.len() as u64,
+            annotations: [(SIGNATURE_ANNOTATION.to_string(), signature)]
+                .into_iter()
+                .collect(),
+            platform: None,
+        };
+        // ECDSA signatures are randomised: the same key signing twice adds a second layer,
+        // as cosign does; a verifier needs only one.
+        layers.push(layer);
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "",
+            "config": {},
+            "created": "0001-01-01T00:00:00Z",
+            "history": [{"created": "0001-01-01T00:00:00Z"}],
+            "os": "",
+            "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>()},
+        }))
+        .expect("serialises");
+        let manifest = Manifest {
+            schema_version: 2,
+            media_type: Some(OCI_MANIFEST.to_string()),
+            config: Some(Descriptor {
+                media_type: IMAGE_CONFIG.to_string(),
+                digest: digest_of(&config),
+                size: config.len() as u64,
+                annotations: BTreeMap::new(),
+                platform: None,
+            }),
+            layers,
+            manifests: Vec::new(),
+            annotations: BTreeMap::new(),
+        };
+        let manifest_bytes = serde_json::to_vec(&manifest).expect("serialises");
+        let signature_manifest_digest = self
+            .push_manifest(
+                &tagged,
+                OCI_MANIFEST,
+                &manifest_bytes,
+                &[payload.as_slice(), config.as_slice()],
+            )
+            .await?;
+        Ok(SignedArtifact {
+            manifest_digest: digest,
+            signature_reference: tagged,
+            signature_manifest_digest,
+            key: key.public_key().fingerprint(),
+        })
+    }
+}
+
+fn parse_signature_manifest(bytes: &[u8], reference: &Reference) -> anyhow::Result<Manifest> {
+    let manifest: Manifest = serde_json::from_slice(bytes).with_context(|| {
+        format!("{reference}: a signature manifest is not valid JSON of an OCI manifest")
+    })?;
+    for layer in &manifest.layers {
+        parse_digest(&layer.digest)
+            .map_err(|e| anyhow!("{reference}: a signature manifest is refused: {e}"))?;
+    }
+    Ok(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_is_cosigns_shape() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let payload = simple_signing_payload("r.example/x", &digest, &BTreeMap::new());
+        assert_eq!(
+            String::from_utf8(payload).unwrap(),
+            format!(
+                "{{\"critical\":{{\"identity\":{{\"docker-reference\":\"r.example/x\"}},\"image\":{{\"docker-manifest-digest\":\"{digest}\"}},\"type\":\"cosign container image signature\"}},\"optional\":null}}"
+            )
+        );
+        assert_eq!(
+            signature_tag(&digest),
+            format!("sha256-{}.sig", "a".repeat(64))
+        );
+    }
+
+    #[test]
+    fn blob_signature_files_in_three_shapes() {
+        let key = SigningKey::from_pkcs8_der(&SigningKey::generate_pkcs8().unwrap()).unwrap();
+        let sig = sign_blob(&key, b"wasm").unwrap();
+        let plain = blob_signature(b"wasm", sig.as_bytes(), "f");
+        assert!(
+            key.public_key()
+                .verify(b"wasm", plain.signature.as_ref().unwrap())
+        );
+        let bundle = format!("{{\"base64Signature\":\"{sig}\",\"cert\":\"\"}}");
+        assert!(
+            blob_signature(b"wasm", bundle.as_bytes(), "f")
+                .signature
+                .is_ok()
+        );
+        let digest = B64.encode(sha256(b"wasm"));
+        let v3 = format!(
+            "{{\"messageSignature\":{{\"messageDigest\":{{\"algorithm\":\"SHA2_256\",\"digest\":\"{digest}\"}},\"signature\":\"{sig}\"}}}}"
+        );
+        assert!(
+            blob_signature(b"wasm", v3.as_bytes(), "f")
+                .signature
+                .is_ok()
+        );
+        let other = blob_signature(b"other", v3.as_bytes(), "f");
+        assert!(other.signature.unwrap_err().contains("other bytes"));
+        assert!(
+            blob_signature(b"wasm", b"%%%", "f")
+                .signature
+                .unwrap_err()
+                .contains("base64")
+        );
+    }
+}

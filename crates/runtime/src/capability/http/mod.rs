@@ -1,0 +1,225 @@
+//! The `http` capability: the driver's one way out of the sandbox.
+//!
+//! Every request is checked against the egress policy ([`crate::egress`]) before it leaves,
+//! every resolved address again at connect time, and every redirect hop again; bodies and
+//! headers are capped. The client that does this is [`HttpCapability`]; an [`HttpInterceptor`]
+//! may stand between its checks and the network (conformance faults and cassettes).
+//!
+//! As a capability unit (see `crate::capability`):
+//! - config: the operator's egress grants (or the driver's declared defaults), the host's own
+//!   addresses, [`HttpLimits`] and the interceptor, from the driver's options (`from_options`);
+//! - per-driver state: one [`HttpCapability`] in the driver's `DriverHost`;
+//! - per-call state: `HttpCall`, the requests the call made, for its `Outcome`;
+//! - host view: `HttpHost`, which implements `http::Host`.
+
+mod client;
+
+// The public `wasm_ccm_runtime::http` API is the client's, unchanged by the move into the
+// capability unit.
+pub use self::client::*;
+// What a driver sends and gets back, in the host model: the types an `HttpInterceptor` sees.
+pub use crate::model::http::{HttpError, Method, Request, Response};
+
+use std::time::Instant;
+
+use wasmtime::component::{HasData, Linker};
+
+use super::CapabilityInfo;
+use crate::bindings::http as wit;
+use crate::driver::DriverOptions;
+use crate::egress::EgressPolicy;
+use crate::error::HostError;
+use crate::state::InstanceState;
+use crate::wit::Convert;
+
+use super::log::DriverLogger;
+
+/// The capability's entry in [`crate::capability::ALL`].
+pub(crate) const INFO: CapabilityInfo = CapabilityInfo {
+    name: "http",
+    stands_in_for: &[(
+        "wasi:http/",
+        "drivers reach the network only through the wasm-ccm:provider/http import (the SDKs' HTTP client), never wasi:http",
+    )],
+    add_to_linker,
+};
+
+/// HTTP exchanges a single call keeps a record of (for conformance and the request log); the
+/// requests beyond are still made and counted, only not recorded.
+pub(crate) const MAX_EXCHANGES_PER_CALL: usize = 256;
+
+/// Longest recorded URL after redaction: a driver's secret in the URL is replaced before it is
+/// cut, so no part of it survives.
+const MAX_REDACTED_URL_BYTES: usize = 4 * 1024;
+
+/// The client of a loaded driver: `egress` from the operator, or else the driver's declared
+/// `default_egress`, checked against the host's own addresses.
+pub(crate) fn from_options(
+    driver: &str,
+    default_egress: &[String],
+    opts: &DriverOptions,
+) -> Result<HttpCapability, HostError> {
+    let patterns = opts.egress.as_deref().unwrap_or(default_egress);
+    let policy = EgressPolicy::parse(patterns)
+        .map_err(|e| {
+            // The operator's own grant is quoted as-is; a bad default is the driver's fault and
+            // the message says so.
+            HostError::InvalidEgress(if opts.egress.is_some() {
+                e
+            } else {
+                format!("driver {driver} declares a bad default egress pattern: {e}")
+            })
+        })?
+        .with_host_addresses(opts.host_addresses.clone());
+    Ok(HttpCapability::new(policy, opts.http)
+        .map_err(HostError::InvalidEgress)?
+        .with_interceptor(opts.http_interceptor.clone()))
+}
+
+/// The client of a driver before `info` ran: it grants nothing.
+pub(crate) fn bare(opts: &DriverOptions) -> Result<HttpCapability, HostError> {
+    HttpCapability::new(EgressPolicy::default(), opts.http).map_err(HostError::InvalidEgress)
+}
+
+/// The requests one call made.
+#[derive(Default)]
+pub(crate) struct HttpCall {
+    /// At most [`MAX_EXCHANGES_PER_CALL`], URLs redacted.
+    pub exchanges: Vec<HttpExchange>,
+}
+
+/// What `http.send` needs of an instance's state.
+pub(crate) struct HttpHost<'a> {
+    client: &'a HttpCapability,
+    logger: &'a DriverLogger,
+    deadline: Instant,
+    call: &'a mut HttpCall,
+}
+
+impl<'a> HttpHost<'a> {
+    /// A view of the driver's client and the call's record.
+    pub(crate) fn new(
+        client: &'a HttpCapability,
+        logger: &'a DriverLogger,
+        deadline: Instant,
+        call: &'a mut HttpCall,
+    ) -> Self {
+        HttpHost {
+            client,
+            logger,
+            deadline,
+            call,
+        }
+    }
+}
+
+impl wit::Host for HttpHost<'_> {
+    async fn send(&mut self, request: wit::Request) -> Result<wit::Response, wit::HttpError> {
+        let (result, mut exchange) = self.client.send(request.into(), self.deadline).await;
+        if self.call.exchanges.len() < MAX_EXCHANGES_PER_CALL {
+            exchange.url = self
+                .logger
+                .redact_bounded(&exchange.url, MAX_REDACTED_URL_BYTES);
+            self.call.exchanges.push(exchange);
+        }
+        result.convert()
+    }
+}
+
+/// Selects [`HttpHost`] as what the bindings call.
+struct HttpData;
+
+impl HasData for HttpData {
+    type Data<'a> = HttpHost<'a>;
+}
+
+fn view(s: &mut InstanceState) -> HttpHost<'_> {
+    HttpHost::new(
+        &s.host.http,
+        &s.host.logger,
+        s.call.deadline,
+        &mut s.call.http,
+    )
+}
+
+fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+    wit::add_to_linker::<_, HttpData>(linker, view)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::capability::log::{LogLimits, NullSink};
+    use crate::model::http::{Method, Request};
+
+    fn request(url: &str) -> Request {
+        Request {
+            method: Method::Get,
+            url: url.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            timeout_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_records_its_requests_bounded_and_redacted() {
+        let opts = DriverOptions::default();
+        let client = bare(&opts).expect("client");
+        let logger = DriverLogger::new("d", Arc::new(NullSink), LogLimits::default());
+        logger.add_secret("s3cr3t-token-value");
+        let mut call = HttpCall::default();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut host = HttpHost::new(&client, &logger, deadline, &mut call);
+        for _ in 0..MAX_EXCHANGES_PER_CALL + 3 {
+            // Nothing is granted, so every request is refused before it leaves.
+            let request = request("https://s3cr3t-token-value.example/x").into();
+            let sent = wit::Host::send(&mut host, request);
+            assert!(sent.await.is_err());
+        }
+        assert_eq!(call.exchanges.len(), MAX_EXCHANGES_PER_CALL);
+        let url = &call.exchanges[0].url;
+        assert!(!url.contains("s3cr3t-token-value"), "{url}");
+    }
+
+    #[test]
+    fn the_operators_grant_replaces_the_drivers_default() {
+        let opts = DriverOptions {
+            egress: Some(vec!["https://api.example.com".into()]),
+            ..Default::default()
+        };
+        let defaults = ["https://default.example.com".to_string()];
+        let client = from_options("acme", &defaults, &opts).expect("valid");
+        assert_eq!(client.policy().patterns(), vec!["https://api.example.com"]);
+        let client = from_options("acme", &defaults, &DriverOptions::default()).expect("valid");
+        assert_eq!(
+            client.policy().patterns(),
+            vec!["https://default.example.com"]
+        );
+    }
+
+    #[test]
+    fn a_bad_default_is_blamed_on_the_driver_and_a_bad_grant_quoted_as_is() {
+        let bad = ["http://[::1".to_string()];
+        let e = from_options("acme", &bad, &DriverOptions::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("driver acme declares a bad default egress pattern"),
+            "{e}"
+        );
+        let opts = DriverOptions {
+            egress: Some(bad.to_vec()),
+            ..Default::default()
+        };
+        let e = from_options("acme", &[], &opts)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!e.is_empty() && !e.contains("declares"), "{e}");
+    }
+}

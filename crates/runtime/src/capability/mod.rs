@@ -1,0 +1,224 @@
+//! The host capabilities: the `wasm-ccm:provider` imports a driver may use, each one unit.
+//!
+//! Every capability has the same shape, in `capability/<name>.rs` or `capability/<name>/`:
+//!
+//! - its config: what it takes from the [`DriverOptions`] (a `from_options`-style constructor
+//!   of its per-driver state, kept in [`DriverHost`]);
+//! - its per-call state, a field of [`CallState`], reset by [`CallState::begin`];
+//! - a host view (a small struct borrowing just what it needs from [`InstanceState`]) that
+//!   implements the bindgen `Host` trait of its interface, so the capability does not depend on
+//!   the rest of the store's data;
+//! - its `INFO`, a [`CapabilityInfo`] whose `add_to_linker` links that one interface through the
+//!   view with bindgen's per-interface `add_to_linker`;
+//! - its unit tests.
+//!
+//! [`ALL`] is the one list that names them: the linker is built from it and
+//! [`crate::surface`] derives the imports it accepts and its hints from it.
+
+pub(crate) mod cluster;
+pub mod http;
+pub mod log;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::types;
+use crate::call::{CallScope, SharedNodes};
+use crate::driver::DriverOptions;
+use crate::error::HostError;
+use crate::model::types::ProviderInfo;
+use crate::state::InstanceState;
+
+/// One host capability, as the linker and the import checks see it.
+pub(crate) struct CapabilityInfo {
+    /// Its interface in `wasm-ccm:provider`, e.g. `http`.
+    pub name: &'static str,
+    /// Interfaces outside `wasm-ccm:provider` that this capability stands in for, each a name
+    /// prefix (`wasi:http/`) with the hint a driver importing it gets: a driver built with the
+    /// standard interface is refused with a pointer to the capability.
+    pub stands_in_for: &'static [(&'static str, &'static str)],
+    /// Links the interface's host functions into the linker.
+    pub add_to_linker: fn(&mut Linker<InstanceState>) -> wasmtime::Result<()>,
+}
+
+/// Every capability, in the order the hints name them.
+pub(crate) const ALL: &[CapabilityInfo] = &[http::INFO, log::INFO, cluster::INFO];
+
+/// Interfaces of `wasm-ccm:provider` that hold only types other interfaces use: a driver may
+/// import them, and they grant nothing.
+pub(crate) const TYPE_INTERFACES: &[&str] = &["types"];
+
+/// Whether `iface` (an interface name of `wasm-ccm:provider`) is one the host provides.
+pub(crate) fn provides(iface: &str) -> bool {
+    TYPE_INTERFACES.contains(&iface) || ALL.iter().any(|c| c.name == iface)
+}
+
+/// The capabilities' names as prose: `http, log and cluster`.
+pub(crate) fn names_in_prose() -> String {
+    match ALL.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.name.to_string(),
+        Some((last, rest)) => {
+            let rest: Vec<&str> = rest.iter().map(|c| c.name).collect();
+            format!("{} and {}", rest.join(", "), last.name)
+        }
+    }
+}
+
+/// The capabilities' names as a WIT path set: `{http,log,cluster}`.
+pub(crate) fn names_as_set() -> String {
+    let names: Vec<&str> = ALL.iter().map(|c| c.name).collect();
+    format!("{{{}}}", names.join(","))
+}
+
+/// The hint for an import one of the capabilities stands in for, if any.
+pub(crate) fn stand_in_hint(import: &str) -> Option<&'static str> {
+    ALL.iter()
+        .flat_map(|c| c.stands_in_for)
+        .find(|(prefix, _)| import.starts_with(prefix))
+        .map(|(_, hint)| *hint)
+}
+
+/// Links the type-only interfaces and every capability in [`ALL`].
+pub(crate) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+    // `types` has no functions, but a component importing it still needs the instance defined.
+    types::add_to_linker::<_, HasSelf<InstanceState>>(linker, |s| s)?;
+    for capability in ALL {
+        (capability.add_to_linker)(linker)?;
+    }
+    Ok(())
+}
+
+impl types::Host for InstanceState {}
+
+/// What all instances of one driver share: its name, the capabilities' per-driver state and the
+/// lowered-bytes counter.
+pub(crate) struct DriverHost {
+    /// The driver's name (from `info`), or its origin before `info` ran.
+    pub name: String,
+    /// The `log` capability's logger; also the redactor of every driver text the host quotes.
+    pub logger: Arc<log::DriverLogger>,
+    /// The `http` capability's client and egress policy.
+    pub http: Arc<http::HttpCapability>,
+    /// Bytes copied into the driver's instances, arguments and imports' answers
+    /// ([`crate::lowered`]).
+    pub lowered: AtomicU64,
+}
+
+impl DriverHost {
+    /// The state of a loaded driver: the egress the operator granted (or the driver's declared
+    /// defaults) and a logger that knows the secrets of `env` and of the cloud config.
+    pub(crate) fn new(
+        info: &ProviderInfo,
+        opts: &DriverOptions,
+        env: &[(String, String)],
+    ) -> Result<Self, HostError> {
+        let http = http::from_options(&info.name, &info.default_egress, opts)?;
+        let logger = log::from_options(&info.name, opts, env);
+        Ok(DriverHost {
+            name: info.name.clone(),
+            logger: Arc::new(logger),
+            http: Arc::new(http),
+            lowered: AtomicU64::new(0),
+        })
+    }
+
+    /// The state of a driver whose `info` has not run yet: no egress at all, and log lines
+    /// tagged with where the driver came from.
+    pub(crate) fn bare(origin: &str, opts: &DriverOptions) -> Result<Self, HostError> {
+        Ok(DriverHost {
+            name: origin.to_string(),
+            logger: Arc::new(log::bare(origin, opts)),
+            http: Arc::new(http::bare(opts)?),
+            lowered: AtomicU64::new(0),
+        })
+    }
+}
+
+/// Per-call state of the capabilities, replaced when a call begins.
+pub(crate) struct CallState {
+    /// When the call must end; the epoch callback interrupts the guest after it.
+    pub deadline: Instant,
+    /// The `http` capability's record of the call's requests.
+    pub http: http::HttpCall,
+    /// The `cluster` capability's view, node set and events.
+    pub cluster: cluster::ClusterCall,
+}
+
+impl CallState {
+    /// The state of a call for `scope` ending at `deadline`; `nodes` is the node set of a
+    /// `load-balancer.ensure` or `update`.
+    pub(crate) fn begin(deadline: Instant, scope: &CallScope, nodes: Option<SharedNodes>) -> Self {
+        CallState {
+            deadline,
+            http: http::HttpCall::default(),
+            cluster: cluster::ClusterCall::new(scope.cluster.clone(), nodes),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The imports of the `host` world in `wit/provider.wit` (every driver world includes it).
+    fn world_imports() -> Vec<String> {
+        let wit = include_str!("../../../../wit/provider.wit");
+        let Some(start) = wit.find("world host {") else {
+            panic!("wit/provider.wit has no world host");
+        };
+        let world = &wit[start..];
+        let end = world.find('}').unwrap_or(world.len());
+        world[..end]
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("import "))
+            .map(|l| l.trim_end_matches(';').trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_import_of_the_host_world_is_a_capability() {
+        let imports = world_imports();
+        assert!(!imports.is_empty(), "found no imports in the world");
+        for import in &imports {
+            assert!(
+                provides(import),
+                "the world imports {import}, no capability serves it"
+            );
+        }
+        for capability in ALL {
+            assert!(
+                imports.iter().any(|i| i == capability.name),
+                "capability {} is not an import of the world",
+                capability.name
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_spelled_for_hints() {
+        let mut names: Vec<&str> = ALL.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+        assert_eq!(names_in_prose(), "http, log and cluster");
+        assert_eq!(names_as_set(), "{http,log,cluster}");
+    }
+
+    #[test]
+    fn wasi_http_points_at_the_http_capability() {
+        let hint = stand_in_hint("wasi:http/outgoing-handler@0.2.0").unwrap_or_default();
+        assert!(hint.contains("wasm-ccm:provider/http"), "{hint}");
+        assert_eq!(stand_in_hint("wasi:cli/stdout@0.2.3"), None);
+    }
+
+    #[test]
+    fn the_capabilities_link_into_one_linker() {
+        let engine = wasmtime::Engine::default();
+        let mut linker = Linker::<InstanceState>::new(&engine);
+        add_to_linker(&mut linker).expect("every capability links once, without clashes");
+    }
+}

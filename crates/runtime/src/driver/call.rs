@@ -1,0 +1,386 @@
+//! The calls of a loaded driver: one method per export function (`typed_call!`,
+//! `node_set_call!`), each converting its arguments to the WIT's generated types and its answer
+//! back to the host model (`crate::wit`), and the classification of what went wrong when a
+//! guest stopped (trap, deadline, out of memory).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use wasmtime::{Store, Trap};
+
+use super::Driver;
+use super::pool::Slot;
+use crate::call::{CallScope, Outcome, SharedNodes};
+use crate::error::HostError;
+use crate::model::types::{
+    EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Route, Service,
+};
+use crate::state::InstanceState;
+use crate::wit::Convert;
+use crate::wit::v0_1::ToWit;
+
+/// Why instantiating failed. The guest's start code runs during instantiation, so a trap there
+/// is described like a trap in a call (cause, bounded and redacted backtrace), never by
+/// wasmtime's raw text, which quotes the driver's function names unbounded.
+pub(super) fn instantiate_error(
+    store: &Store<InstanceState>,
+    origin: &str,
+    e: &wasmtime::Error,
+) -> HostError {
+    let logger = &store.data().host.logger;
+    if e.downcast_ref::<Trap>().is_some() {
+        return HostError::Trap {
+            driver: origin.into(),
+            function: "instantiate".into(),
+            detail: trap_cause(e, &store.data().last_panic()),
+            backtrace: guest_backtrace(e, &|text, max| logger.redact_bounded(text, max)),
+        };
+    }
+    HostError::Wasmtime {
+        origin: origin.into(),
+        stage: "instantiating",
+        detail: logger.redact_bounded(&format!("{e:#}"), MAX_INSTANTIATE_DETAIL),
+    }
+}
+
+/// The longest description of an instantiation failure that is not a trap (a missing export, a
+/// type mismatch): host text, bounded anyway because it may quote the component.
+const MAX_INSTANTIATE_DETAIL: usize = 2048;
+
+/// Turns a wasmtime error from a guest call into the host error that says what happened.
+pub(super) fn classify(
+    e: &wasmtime::Error,
+    driver: &str,
+    function: &str,
+    slot: &Slot,
+    timeout: Duration,
+    memory_limit: usize,
+) -> HostError {
+    if slot.store.data().limiter.refused {
+        return HostError::OutOfMemory {
+            driver: driver.into(),
+            function: function.into(),
+            limit_mib: memory_limit >> 20,
+        };
+    }
+    if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return HostError::Deadline {
+            driver: driver.into(),
+            function: function.into(),
+            deadline: timeout,
+        };
+    }
+    let logger = &slot.store.data().host.logger;
+    HostError::Trap {
+        driver: driver.into(),
+        function: function.into(),
+        detail: trap_cause(e, &slot.store.data().last_panic()),
+        backtrace: guest_backtrace(e, &|text, max| logger.redact_bounded(text, max)),
+    }
+}
+
+/// The guest's stack at the trap from the `WasmBacktrace` wasmtime attaches to the error (up to
+/// `engine::build`'s frame limit), as hostile text made safe ([`crate::error::GuestBacktrace::new`]): function
+/// names come from the driver's name section and locations from its DWARF, so they go through
+/// the same redaction as every driver text. Empty when wasmtime captured none.
+fn guest_backtrace(
+    e: &wasmtime::Error,
+    redact: &dyn Fn(&str, usize) -> String,
+) -> crate::error::GuestBacktrace {
+    use crate::error::{GuestBacktrace, RawFrame, RawSymbol};
+    let Some(trace) = e.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return GuestBacktrace::default();
+    };
+    let frames = trace.frames().iter().map(|f| RawFrame {
+        module: f.module().name(),
+        func_index: f.func_index(),
+        name: f.func_name(),
+        symbols: f
+            .symbols()
+            .iter()
+            .map(|s| RawSymbol {
+                name: s.name(),
+                file: s.file(),
+                line: s.line(),
+                column: s.column(),
+            })
+            .collect(),
+    });
+    GuestBacktrace::new(frames, redact)
+}
+
+/// What made the guest stop, in words: the trap code, `exit(N)`, or the root cause wasmtime
+/// reported (hostcall fuel, a WASI limit), never the "error while executing at wasm backtrace"
+/// context that heads every wasmtime error. A panic gets the guest's own panic line when it
+/// printed one.
+pub(crate) fn trap_cause(e: &wasmtime::Error, last_panic: &Option<String>) -> String {
+    let cause = if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        format!("the driver called exit({})", exit.0)
+    } else if let Some(trap) = e.downcast_ref::<Trap>() {
+        match trap {
+            Trap::StackOverflow => "stack overflow (unbounded recursion?)".to_string(),
+            Trap::UnreachableCodeReached => match last_panic {
+                Some(panic) => format!("panicked: {panic}"),
+                None => "reached `unreachable` (a panic or abort in the driver)".to_string(),
+            },
+            // Rust and C keep big frames on a shadow stack in linear memory: its overflow is an
+            // access below address 0, not a wasm stack overflow.
+            Trap::MemoryOutOfBounds => {
+                "out-of-bounds memory access (a stack overflow of a Rust or C driver's shadow stack, or a bad pointer)".to_string()
+            }
+            Trap::IntegerDivisionByZero => "integer division by zero".to_string(),
+            Trap::IntegerOverflow => "integer overflow".to_string(),
+            Trap::OutOfFuel => "out of fuel".to_string(),
+            other => format!("wasm trap: {other}"),
+        }
+    } else {
+        let root = e.root_cause().to_string();
+        if root.contains("fuel allocated for hostcalls") {
+            format!(
+                "it tried to pass more than the host accepts in one call ({root}); results and arguments are bounded by --memory-limit"
+            )
+        } else {
+            root
+        }
+    };
+    cut_line(&cause, MAX_TRAP_DETAIL_BYTES)
+}
+
+/// Longest trap detail, in bytes: with the short backtrace and the fixed words the message stays
+/// under the 1024 bytes of a Kubernetes event note.
+const MAX_TRAP_DETAIL_BYTES: usize = 500;
+
+/// The first line of `s`, its control characters replaced (the guest's panic text reaches
+/// terminals and events), cut to `max` bytes on a character boundary.
+fn cut_line(s: &str, max: usize) -> String {
+    let line = crate::error::sanitize(s.lines().next().unwrap_or(s));
+    let mut end = line.len().min(max);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_string()
+}
+
+/// The body of `load-balancer.ensure`/`update`: the service and the node-set record go in, and
+/// the set is the call's `cluster.nodes` answer.
+macro_rules! node_set_call {
+    ($self:ident, $function:literal, $call:ident, $service:ident, $nodes:ident, $scope:ident -> $ret:ty) => {{
+        if let Err(e) = $self.inner.require(
+            $self.inner.indices.load_balancer.is_some(),
+            "load-balancer",
+            $function,
+        ) {
+            return Outcome::failed(e, Duration::ZERO);
+        }
+        $self.inner.host.lowered.fetch_add(
+            crate::lowered::Lowered::lowered_bytes($service),
+            Ordering::Relaxed,
+        );
+        let (service, set) = ($service.to_wit(), $nodes.record().into());
+        $self
+            .inner
+            .invoke_with_nodes($function, $scope, Some($nodes), move |slot| {
+                Box::pin(async move {
+                    let Some(guest) = slot.guests.load_balancer.as_ref() else {
+                        return Ok(Err(ProviderError::NotImplemented));
+                    };
+                    let answer = guest.$call(&mut slot.store, &service, set).await;
+                    answer.map(|r| -> Result<$ret, ProviderError> { r.convert() })
+                })
+            })
+            .await
+    }};
+}
+
+macro_rules! typed_call {
+    ($(#[$doc:meta])* $name:ident, $iface:ident, $iface_name:literal, $fn_name:literal, $call:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        $(#[$doc])*
+        pub async fn $name(&self, $($arg: $ty,)* scope: &CallScope) -> Outcome<$ret> {
+            let function = concat!($iface_name, ".", $fn_name);
+            if let Err(e) = self.inner.require(self.inner.indices.$iface.is_some(), $iface_name, function) {
+                return Outcome::failed(e, Duration::ZERO);
+            }
+            let lowered = 0 $(+ crate::lowered::Lowered::lowered_bytes($arg))*;
+            self.inner.host.lowered.fetch_add(lowered, Ordering::Relaxed);
+            $(let $arg = $arg.to_wit();)*
+            self.inner
+                .invoke(function, scope, move |slot| {
+                    Box::pin(async move {
+                        let Some(guest) = slot.guests.$iface.as_ref() else {
+                            return Ok(Err(ProviderError::NotImplemented));
+                        };
+                        let answer = guest.$call(&mut slot.store, $(&$arg),*).await;
+                        answer.map(|r| -> Result<$ret, ProviderError> { r.convert() })
+                    })
+                })
+                .await
+        }
+    };
+}
+
+impl Driver {
+    /// Calls `provider.housekeeping`.
+    pub async fn housekeeping(&self, scope: &CallScope) -> Outcome<()> {
+        self.inner
+            .invoke("provider.housekeeping", scope, |slot| {
+                Box::pin(async move {
+                    let answer = slot
+                        .guests
+                        .provider
+                        .call_housekeeping(&mut slot.store)
+                        .await;
+                    answer.map(|r| -> Result<(), ProviderError> { r.convert() })
+                })
+            })
+            .await
+    }
+
+    /// Calls `provider.init` again in a pooled instance (already initialised by the host when it
+    /// was made): only the dynamic call names it, for a driver author trying `init` by hand.
+    pub(super) async fn init_call(
+        &self,
+        context: crate::model::types::Context,
+        config: Vec<u8>,
+        env: Vec<(String, String)>,
+        scope: &CallScope,
+    ) -> Outcome<()> {
+        let context = context.to_wit();
+        self.inner
+            .invoke("provider.init", scope, move |slot| {
+                Box::pin(async move {
+                    let answer = slot
+                        .guests
+                        .provider
+                        .call_init(&mut slot.store, &context, &config, &env)
+                        .await;
+                    answer.map(|r| -> Result<(), ProviderError> { r.convert() })
+                })
+            })
+            .await
+    }
+
+    /// Calls `provider.info` in a pooled instance (the cached copy is [`Driver::info`]); used to
+    /// measure the cost of a call that does no work.
+    pub async fn info_call(&self, scope: &CallScope) -> Outcome<ProviderInfo> {
+        self.inner
+            .invoke("provider.info", scope, |slot| {
+                Box::pin(async move {
+                    let info = slot.guests.provider.call_info(&mut slot.store).await;
+                    info.map(|i| Ok(i.into()))
+                })
+            })
+            .await
+    }
+
+    typed_call!(
+        /// `instances.instance-exists`.
+        instance_exists, instances, "instances", "instance-exists", call_instance_exists, (node: &Node) -> bool);
+    typed_call!(
+        /// `instances.instance-shutdown`.
+        instance_shutdown, instances, "instances", "instance-shutdown", call_instance_shutdown, (node: &Node) -> bool);
+    typed_call!(
+        /// `instances.instance-metadata`.
+        instance_metadata, instances, "instances", "instance-metadata", call_instance_metadata, (node: &Node) -> InstanceMetadata);
+    typed_call!(
+        /// `load-balancer.get`.
+        load_balancer_get, load_balancer, "load-balancer", "get", call_get, (service: &Service) -> Option<Vec<Ingress>>);
+    /// `load-balancer.ensure` with a shared node set: the controllers convert the node set once
+    /// per change and hand every call the same [`SharedNodes`], so a driver copies it once per
+    /// change (the guest fetches it with `cluster.nodes` only for a generation it lacks).
+    pub async fn load_balancer_ensure_shared(
+        &self,
+        service: &Service,
+        nodes: &SharedNodes,
+        scope: &CallScope,
+    ) -> Outcome<EnsureResult> {
+        node_set_call!(
+            self,
+            "load-balancer.ensure",
+            call_ensure,
+            service,
+            nodes,
+            scope -> EnsureResult
+        )
+    }
+
+    /// `load-balancer.update` with a shared node set (see
+    /// [`Driver::load_balancer_ensure_shared`]).
+    pub async fn load_balancer_update_shared(
+        &self,
+        service: &Service,
+        nodes: &SharedNodes,
+        scope: &CallScope,
+    ) -> Outcome<()> {
+        node_set_call!(
+            self,
+            "load-balancer.update",
+            call_update,
+            service,
+            nodes,
+            scope -> ()
+        )
+    }
+
+    /// `load-balancer.ensure` with a node set of its own (a new generation each call; the
+    /// controllers use [`Driver::load_balancer_ensure_shared`]).
+    pub async fn load_balancer_ensure(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+        scope: &CallScope,
+    ) -> Outcome<EnsureResult> {
+        self.load_balancer_ensure_shared(service, &SharedNodes::new(nodes), scope)
+            .await
+    }
+
+    /// `load-balancer.update` with a node set of its own (see
+    /// [`Driver::load_balancer_ensure`]).
+    pub async fn load_balancer_update(
+        &self,
+        service: &Service,
+        nodes: &[Node],
+        scope: &CallScope,
+    ) -> Outcome<()> {
+        self.load_balancer_update_shared(service, &SharedNodes::new(nodes), scope)
+            .await
+    }
+    typed_call!(
+        /// `load-balancer.delete`.
+        load_balancer_delete, load_balancer, "load-balancer", "delete", call_delete, (service: &Service) -> ());
+    typed_call!(
+        /// `routes.list`.
+        routes_list, routes, "routes", "list", call_list, () -> Vec<Route>);
+    typed_call!(
+        /// `routes.create`.
+        routes_create, routes, "routes", "create", call_create, (name_hint: &str, route: &Route) -> ());
+    typed_call!(
+        /// `routes.delete`.
+        routes_delete, routes, "routes", "delete", call_delete, (route: &Route) -> ());
+
+    /// `load-balancer.name` (it cannot fail in the driver; host failures still can).
+    pub async fn load_balancer_name(
+        &self,
+        service: &Service,
+        scope: &CallScope,
+    ) -> Outcome<String> {
+        let function = "load-balancer.name";
+        if let Err(e) = self.inner.require(
+            self.inner.indices.load_balancer.is_some(),
+            "load-balancer",
+            function,
+        ) {
+            return Outcome::failed(e, Duration::ZERO);
+        }
+        let service = service.to_wit();
+        self.inner
+            .invoke(function, scope, move |slot| {
+                Box::pin(async move {
+                    let Some(guest) = slot.guests.load_balancer.as_ref() else {
+                        return Ok(Err(ProviderError::NotImplemented));
+                    };
+                    guest.call_name(&mut slot.store, &service).await.map(Ok)
+                })
+            })
+            .await
+    }
+}

@@ -1,0 +1,406 @@
+//! The instance pool of a loaded driver: instances with their stores (`Slot`), the semaphore
+//! that bounds calls in flight, idle instances and their recycling, and `invoke`, which runs one
+//! call in one instance under its deadline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::Semaphore;
+use wasmtime::component::InstancePre;
+use wasmtime::{Store, UpdateDeadline};
+
+use super::call::{classify, instantiate_error};
+use super::{Compiled, DriverOptions, DriverStats, InstanceMode};
+use crate::bindings::{instances, load_balancer, provider, routes};
+use crate::call::{CallScope, Outcome, SharedNodes};
+use crate::capability::DriverHost;
+use crate::engine::WasmEngine;
+use crate::error::{CallError, HostError};
+use crate::model::types::{ProviderError, ProviderInfo};
+use crate::result_caps::{Capped, cap_error};
+use crate::state::InstanceState;
+use crate::surface;
+
+/// Lookups of each exported interface's functions, resolved once per driver.
+pub(super) struct Indices {
+    pub(super) provider: provider::GuestIndices,
+    pub(super) instances: Option<instances::GuestIndices>,
+    pub(super) load_balancer: Option<load_balancer::GuestIndices>,
+    pub(super) routes: Option<routes::GuestIndices>,
+}
+
+impl Indices {
+    pub(super) fn new(
+        pre: &InstancePre<InstanceState>,
+        exports: &surface::Exports,
+        origin: &str,
+    ) -> Result<Self, HostError> {
+        let err = |e: wasmtime::Error| HostError::Wasmtime {
+            origin: origin.to_string(),
+            stage: "matching the driver's exports with wasm-ccm:provider",
+            detail: format!("{e:#}"),
+        };
+        Ok(Indices {
+            provider: provider::GuestIndices::new(pre).map_err(err)?,
+            instances: exports
+                .instances
+                .then(|| instances::GuestIndices::new(pre))
+                .transpose()
+                .map_err(err)?,
+            load_balancer: exports
+                .load_balancer
+                .then(|| load_balancer::GuestIndices::new(pre))
+                .transpose()
+                .map_err(err)?,
+            routes: exports
+                .routes
+                .then(|| routes::GuestIndices::new(pre))
+                .transpose()
+                .map_err(err)?,
+        })
+    }
+}
+
+pub(super) struct Guests {
+    pub(super) provider: provider::Guest,
+    pub(super) instances: Option<instances::Guest>,
+    pub(super) load_balancer: Option<load_balancer::Guest>,
+    pub(super) routes: Option<routes::Guest>,
+}
+
+/// One instance with its store.
+pub(super) struct Slot {
+    pub(super) store: Store<InstanceState>,
+    pub(super) guests: Guests,
+    pub(super) calls: u64,
+    pub(super) born: Instant,
+}
+
+impl Slot {
+    /// Instantiates without calling `init`.
+    pub(super) async fn new(
+        pre: &InstancePre<InstanceState>,
+        indices: &Indices,
+        host: Arc<DriverHost>,
+        opts: &DriverOptions,
+    ) -> Result<Slot, CallError> {
+        let origin = host.name.clone();
+        let mut store = Store::new(pre.engine(), InstanceState::new(host, opts.memory_limit));
+        store.limiter(|s| &mut s.limiter);
+        // What one guest-to-host transfer (an import's arguments, an export's results) may make
+        // the host allocate, copies of aliased buffers included; wasmtime's default is 128 MiB
+        // whatever the driver's own limit.
+        store.set_hostcall_fuel(hostcall_fuel(opts.memory_limit));
+        // Checked every epoch tick: past the deadline the guest traps, otherwise it yields so a
+        // busy guest never starves the tokio worker it runs on.
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().call.deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        let deadline = Instant::now() + opts.init_timeout;
+        store
+            .data_mut()
+            .begin_call("instantiate", &CallScope::default(), deadline, None);
+        let instance = match tokio::time::timeout(
+            opts.init_timeout,
+            pre.instantiate_async(&mut store),
+        )
+        .await
+        {
+            Ok(r) => r.map_err(|e| instantiate_error(&store, &origin, &e))?,
+            Err(_) => {
+                return Err(HostError::Deadline {
+                    driver: origin,
+                    function: "instantiate".into(),
+                    deadline: opts.init_timeout,
+                }
+                .into());
+            }
+        };
+        let guests = Guests {
+            provider: indices
+                .provider
+                .load(&mut store, &instance)
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
+            instances: indices
+                .instances
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
+            load_balancer: indices
+                .load_balancer
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
+            routes: indices
+                .routes
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
+        };
+        Ok(Slot {
+            store,
+            guests,
+            calls: 0,
+            born: Instant::now(),
+        })
+    }
+}
+
+pub(super) struct DriverInner {
+    pub(super) name: String,
+    pub(super) compiled: Compiled,
+    pub(super) info: ProviderInfo,
+    pub(super) pre: InstancePre<InstanceState>,
+    pub(super) indices: Indices,
+    pub(super) host: Arc<DriverHost>,
+    pub(super) env: Vec<(String, String)>,
+    pub(super) opts: DriverOptions,
+    pub(super) permits: Semaphore,
+    pub(super) idle: Mutex<Vec<Slot>>,
+    pub(super) stats: DriverStats,
+    /// Keeps the epoch ticker running while the driver lives, even if the [`Runtime`] that
+    /// loaded it is dropped: without ticks, deadlines never interrupt a runaway guest.
+    pub(super) _engine: WasmEngine,
+}
+
+pub(super) type CallFuture<'a, R> =
+    Pin<Box<dyn Future<Output = wasmtime::Result<Result<R, ProviderError>>> + Send + 'a>>;
+
+impl DriverInner {
+    pub(super) async fn new_slot(&self) -> Result<Slot, CallError> {
+        let mut slot = Slot::new(&self.pre, &self.indices, self.host.clone(), &self.opts).await?;
+        self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
+        let deadline = Instant::now() + self.opts.init_timeout;
+        slot.store
+            .data_mut()
+            .begin_call("provider.init", &CallScope::default(), deadline, None);
+        let o = &self.opts;
+        let context = o.context.clone().into();
+        let call = slot
+            .guests
+            .provider
+            .call_init(&mut slot.store, &context, &o.config, &self.env);
+        match tokio::time::timeout(o.init_timeout, call).await {
+            Ok(Ok(Ok(()))) => Ok(slot),
+            Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e.into(), &|t, max| {
+                self.host.logger.redact_bounded(t, max)
+            }))),
+            Ok(Err(e)) => Err(classify(
+                &e,
+                &self.name,
+                "provider.init",
+                &slot,
+                o.init_timeout,
+                o.memory_limit,
+            )
+            .into()),
+            Err(_) => Err(HostError::Deadline {
+                driver: self.name.clone(),
+                function: "provider.init".into(),
+                deadline: o.init_timeout,
+            }
+            .into()),
+        }
+    }
+
+    pub(super) fn take_idle(&self) -> Option<Slot> {
+        self.idle.lock().ok().and_then(|mut v| v.pop())
+    }
+
+    pub(super) fn put_back(&self, slot: Slot) {
+        let memory_high = slot.store.data().limiter.peak as f64
+            > self.opts.memory_limit as f64 * self.opts.memory_recycle_ratio;
+        if self.opts.mode == InstanceMode::Fresh
+            || slot.calls >= self.opts.max_calls_per_instance
+            || slot.born.elapsed() >= self.opts.max_instance_age
+            || memory_high
+        {
+            self.stats
+                .instances_recycled
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if let Ok(mut v) = self.idle.lock()
+            && v.len() < self.opts.max_concurrency.max(1)
+        {
+            v.push(slot);
+        }
+    }
+
+    pub(super) async fn invoke<R: Capped>(
+        &self,
+        function: &str,
+        scope: &CallScope,
+        f: impl for<'a> FnOnce(&'a mut Slot) -> CallFuture<'a, R>,
+    ) -> Outcome<R> {
+        self.invoke_with_nodes(function, scope, None, f).await
+    }
+
+    /// [`DriverInner::invoke`] for a call that hands the guest a node set (`cluster.nodes`).
+    pub(super) async fn invoke_with_nodes<R: Capped>(
+        &self,
+        function: &str,
+        scope: &CallScope,
+        nodes: Option<&SharedNodes>,
+        f: impl for<'a> FnOnce(&'a mut Slot) -> CallFuture<'a, R>,
+    ) -> Outcome<R> {
+        let started = Instant::now();
+        let Ok(_permit) = self.permits.acquire().await else {
+            return Outcome::failed(
+                HostError::UnknownFunction("driver is shutting down".into()).into(),
+                started.elapsed(),
+            );
+        };
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let idle = if self.opts.mode == InstanceMode::Warm {
+            self.take_idle()
+        } else {
+            None
+        };
+        let mut slot = match idle {
+            Some(s) => s,
+            None => match self.new_slot().await {
+                Ok(s) => s,
+                Err(CallError::Provider(p)) => {
+                    let e = HostError::InitFailed {
+                        driver: self.name.clone(),
+                        error: p,
+                    };
+                    return Outcome::failed(e.into(), started.elapsed());
+                }
+                Err(e) => return Outcome::failed(e, started.elapsed()),
+            },
+        };
+        let timeout = self.opts.call_timeout;
+        slot.store
+            .data_mut()
+            .begin_call(function, scope, Instant::now() + timeout, nodes.cloned());
+        slot.calls += 1;
+        let result = tokio::time::timeout(timeout, f(&mut slot)).await;
+        let state = slot.store.data_mut();
+        let mut events = std::mem::take(&mut state.call.cluster.events);
+        // Redacted when the driver recorded them, and again now: a secret the driver
+        // registered later in the same call must not stay in an earlier event.
+        for e in &mut events {
+            self.redact(&mut e.reason);
+            self.redact(&mut e.message);
+        }
+        let http = std::mem::take(&mut state.call.http.exchanges);
+        let peak_memory = state.limiter.peak;
+        let result = match result {
+            Ok(Ok(Ok(mut v))) => {
+                self.put_back(slot);
+                // The instance is sound (it returned normally); only this answer is refused.
+                match v.check_caps() {
+                    Ok(()) => {
+                        v.redact_strings(&|s| {
+                            if let std::borrow::Cow::Owned(r) = self.host.logger.redact_answer(s) {
+                                *s = r;
+                            }
+                        });
+                        Ok(v)
+                    }
+                    Err(detail) => Err(HostError::ResultOverCap {
+                        driver: self.name.clone(),
+                        function: function.into(),
+                        detail,
+                    }
+                    .into()),
+                }
+            }
+            Ok(Ok(Err(provider_error))) => {
+                self.put_back(slot);
+                Err(CallError::Provider(cap_error(provider_error, &|t, max| {
+                    self.host.logger.redact_bounded(t, max)
+                })))
+            }
+            Ok(Err(trap)) => {
+                let e = classify(
+                    &trap,
+                    &self.name,
+                    function,
+                    &slot,
+                    timeout,
+                    self.opts.memory_limit,
+                );
+                self.count_failure(&e);
+                Err(e.into())
+            }
+            Err(_elapsed) => {
+                let e = HostError::Deadline {
+                    driver: self.name.clone(),
+                    function: function.into(),
+                    deadline: timeout,
+                };
+                self.count_failure(&e);
+                Err(e.into())
+            }
+        };
+        Outcome {
+            result,
+            events,
+            http,
+            elapsed: started.elapsed(),
+            peak_memory,
+        }
+    }
+
+    /// Replaces every secret the host knows of (credential-named environment values, secrets
+    /// found in the cloud config, values the driver `log.redact`ed) in `s`.
+    fn redact(&self, s: &mut String) {
+        if let std::borrow::Cow::Owned(r) = self.host.logger.redact(s) {
+            *s = r;
+        }
+    }
+
+    fn count_failure(&self, e: &HostError) {
+        self.stats
+            .instances_discarded
+            .fetch_add(1, Ordering::Relaxed);
+        let counter = match e {
+            HostError::Deadline { .. } => &self.stats.deadlines,
+            HostError::OutOfMemory { .. } => &self.stats.out_of_memory,
+            _ => &self.stats.traps,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn require(
+        &self,
+        present: bool,
+        interface: &str,
+        function: &str,
+    ) -> Result<(), CallError> {
+        if present {
+            Ok(())
+        } else {
+            Err(HostError::NotExported {
+                driver: self.name.clone(),
+                interface: format!("{}/{interface}", surface::PACKAGE),
+                function: function.into(),
+            }
+            .into())
+        }
+    }
+}
+
+/// Bytes one guest-to-host transfer may copy: the memory limit plus 1 MiB for the canonical ABI's
+/// bookkeeping. That is no more than the guest could hold itself, so every argument a driver can
+/// build without aliasing reaches the host's own checks and gets their typed answer (a request
+/// body over the cap is `too-large`, not a trap); only aliased copies (one buffer passed many
+/// times) can run out of fuel, and they trap. The caps in [`crate::result_caps`] then bound the
+/// shape of results.
+fn hostcall_fuel(memory_limit: usize) -> usize {
+    memory_limit.saturating_add(1 << 20)
+}

@@ -327,7 +327,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
         sim.url().parse().context("simulator URL")?,
     ))
     .context("Kubernetes client for the simulator")?;
-    let facts = cluster_facts(&client).await;
+    let facts = cluster_facts(&client).await?;
     let config = ControllerConfig {
         cluster_name: "playground".into(),
         concurrent_node_syncs: args.concurrent_node_syncs.max(1),

@@ -81,7 +81,7 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
     // The schedule deals each kind once per round, so a run with more faults than kinds has
     // them all; kinds the cloud cannot inject are listed apart.
     let faults = s["faults"].as_object().expect("faults by kind");
-    assert_eq!(faults.len() + unsupported.len(), 16, "{s:#}");
+    assert_eq!(faults.len() + unsupported.len(), 19, "{s:#}");
     for kind in faults.keys() {
         assert!(
             count(s, &format!("/faults/{kind}")) > 0,
@@ -89,6 +89,12 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
         );
     }
     assert!(count(s, "/leader_kills") >= 1, "{s:#}");
+    // Finding 8 is fixed (`run` waits for the cluster facts): no process may need the restart.
+    assert_eq!(
+        count(s, "/processes_restarted_without_cluster_id"),
+        0,
+        "{s:#}"
+    );
     // The crash between a cloud write and the status write: the armed kill point must have
     // been reached (and its leader killed) at least once, or that path went unexercised.
     assert!(
@@ -98,6 +104,40 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
     assert!(
         count(s, "/faults/leader_kill_after_cloud_write") >= 1,
         "{s:#}"
+    );
+    // Each new fault kind fired AND took effect, by what the simulators and the proxy saw.
+    // The apiserver restart: connections refused while down or broken, and watches resuming
+    // from before it answered 410 Gone.
+    assert!(count(s, "/faults/kube_restart") >= 1, "{s:#}");
+    assert!(count(s, "/apiserver_restart/restarts") >= 1, "{s:#}");
+    assert!(
+        count(s, "/apiserver_restart/refused_connections")
+            + count(s, "/apiserver_restart/broken_connections")
+            >= 1,
+        "the restart refused and broke no connection: {s:#}"
+    );
+    assert!(
+        count(s, "/apiserver_restart/expired_watches") >= 1,
+        "no watch got 410 after a restart: {s:#}"
+    );
+    // The slowed apiserver: requests in its log waited a second or more.
+    assert!(
+        count(s, "/apiserver_slowed_requests") >= 1,
+        "no request was slowed to seconds: {s:#}"
+    );
+    // The cloud partition: the proxy refused, cut or held the processes' connections.
+    let p = "/cloud_partition/stats";
+    assert!(
+        count(s, &format!("{p}/refused_connections"))
+            + count(s, &format!("{p}/cut_connections"))
+            + count(s, &format!("{p}/held_connections"))
+            >= 1,
+        "the partition touched no connection: {s:#}"
+    );
+    // No two leaders writing at once was checked across a hand-over: two incarnations wrote.
+    assert!(
+        count(s, "/leader_writes/writers") >= 2,
+        "fewer than two processes wrote: the check saw no hand-over: {s:#}"
     );
     let ops = s["operations"].as_object().expect("operations by kind");
     assert!(!ops.is_empty(), "no operation kinds: {s:#}");
@@ -113,6 +153,7 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
 fn a_short_cloudscale_soak_keeps_every_invariant() {
     let s = soak("cloudscale", 42, 100);
     assert_clean(&s, &[]);
+    assert_members_checked(&s);
 }
 
 #[test]
@@ -120,6 +161,13 @@ fn a_short_phoenixnap_soak_keeps_every_invariant() {
     let s = soak("phoenixnap", 42, 100);
     // PhoenixNAP's API has no "busy" refusal of load balancer writes.
     assert_clean(&s, &["cloud_busy"]);
+    // Nothing in PhoenixNAP lists a load balancer's backends (kube-vip on the nodes announces
+    // the address): no member set to compare.
+    assert_eq!(
+        s["load_balancer_members_at_quiescence"],
+        Value::Null,
+        "{s:#}"
+    );
 }
 
 /// An IP associated right before a kill (or whose answer was lost) stays untagged: the
@@ -129,5 +177,19 @@ fn a_short_phoenixnap_soak_keeps_every_invariant() {
 fn a_short_cloudstack_soak_keeps_every_invariant() {
     let s = soak("cloudstack", 42, 100);
     assert_clean(&s, &[]);
+    assert_members_checked(&s);
     assert!(count(&s, "/unowned_cloud_objects_left") <= 1, "{s:#}");
+}
+
+/// The members invariant (each load balancer's members are exactly the eligible nodes, part of
+/// convergence) had member sets to compare at quiescence, none of them empty.
+fn assert_members_checked(s: &Value) {
+    let sets = s["load_balancer_members_at_quiescence"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no member sets: {s:#}"));
+    assert!(!sets.is_empty(), "no load balancer at quiescence: {s:#}");
+    assert!(
+        sets.iter().all(|n| n.as_u64().is_some_and(|n| n > 0)),
+        "{s:#}"
+    );
 }

@@ -40,6 +40,18 @@ pub(crate) struct CloudLb {
     pub addresses: Vec<String>,
 }
 
+/// One member set of a load balancer: a cloudscale pool (one per Service port), a CloudStack
+/// load balancer rule (one per port).
+#[derive(Debug, Clone)]
+pub(crate) struct MemberSet {
+    /// The pool's or rule's ID.
+    pub id: String,
+    /// The key of the Service its load balancer is named or tagged for ([`SoakCloud::owner`]).
+    pub owner: Option<String>,
+    /// Its members, each as [`SoakCloud::member_key`] names a node.
+    pub members: std::collections::BTreeSet<String>,
+}
+
 /// Requests the cloud saw since the last drain.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Tally {
@@ -130,6 +142,16 @@ pub(crate) trait SoakCloud {
     fn load_balancers(&self) -> Vec<CloudLb>;
     /// The key a Service's cloud objects are named or tagged with ([`CloudLb::owner`]).
     fn owner(&self, namespace: &str, name: &str, uid: &str) -> String;
+    /// Every member set of this cluster's load balancers; None for a cloud whose load
+    /// balancers have no members it can list (PhoenixNAP: kube-vip on the nodes announces the
+    /// address, nothing in the cloud names the backends).
+    fn member_sets(&self) -> Option<Vec<MemberSet>> {
+        None
+    }
+    /// How a member set names the node `node` (a Node object) whose instance is `instance`.
+    fn member_key(&self, _node: &Value, instance: &str) -> String {
+        instance.to_string()
+    }
     /// An annotation change the driver applies in place: (key, value).
     fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)>;
     /// Injects a cloud fault of `kind`; what was done, or None if this cloud cannot.
@@ -194,6 +216,54 @@ impl SoakCloud for Cloudscale {
 
     fn owner(&self, _namespace: &str, _name: &str, uid: &str) -> String {
         uid.to_string()
+    }
+
+    fn member_sets(&self) -> Option<Vec<MemberSet>> {
+        let sim = self.sim();
+        let lb_owner: std::collections::BTreeMap<String, Option<String>> = sim
+            .load_balancers()
+            .iter()
+            .map(|lb| {
+                (
+                    lb["uuid"].as_str().unwrap_or_default().to_string(),
+                    lb["name"]
+                        .as_str()
+                        .and_then(|n| n.strip_prefix(CLOUDSCALE_LB_PREFIX))
+                        .map(str::to_string),
+                )
+            })
+            .collect();
+        let members = sim.members();
+        Some(
+            sim.pools()
+                .iter()
+                .map(|pool| {
+                    let id = pool["uuid"].as_str().unwrap_or_default().to_string();
+                    let lb = pool["load_balancer"]["uuid"].as_str().unwrap_or_default();
+                    MemberSet {
+                        owner: lb_owner.get(lb).cloned().flatten(),
+                        members: members
+                            .iter()
+                            .filter(|m| m["pool"]["uuid"].as_str() == Some(id.as_str()))
+                            .filter_map(|m| m["address"].as_str().map(str::to_string))
+                            .collect(),
+                        id,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Members are the servers' private addresses: the Node's InternalIP.
+    fn member_key(&self, node: &Value, _instance: &str) -> String {
+        node["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["type"] == "InternalIP")
+            .and_then(|a| a["address"].as_str())
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)> {
@@ -402,6 +472,30 @@ impl SoakCloud for Cloudstack {
 
     fn owner(&self, _namespace: &str, _name: &str, uid: &str) -> String {
         cloudstack_lb_name(uid)
+    }
+
+    /// Each rule's assigned VMs (members are instance IDs, the default key).
+    fn member_sets(&self) -> Option<Vec<MemberSet>> {
+        Some(
+            self.sim()
+                .load_balancer_rules()
+                .iter()
+                .map(|r| MemberSet {
+                    id: r["id"].as_str().unwrap_or_default().to_string(),
+                    // Rules are named `<lbname>-<protocol>-<port>`.
+                    owner: r["name"]
+                        .as_str()
+                        .and_then(|n| n.rsplitn(3, '-').nth(2))
+                        .map(str::to_string),
+                    members: r["members"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|m| m.as_str().map(str::to_string))
+                        .collect(),
+                })
+                .collect(),
+        )
     }
 
     fn annotation(&self, rng: &mut SplitMix64) -> Option<(String, String)> {

@@ -2,6 +2,7 @@
 //! processes themselves. The cloud's are applied by [`super::cloud::SoakCloud::inject`], the
 //! apiserver's here, the processes' by the runner.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use wasm_ccm_sim::kube::{KubeSim, RequestMatcher};
@@ -38,6 +39,14 @@ pub(crate) enum FaultKind {
     KubeWatchExpire,
     /// apiserver latency (for a few steps).
     KubeLatency,
+    /// The apiserver slowed to seconds per request (for a few steps).
+    KubeSlow,
+    /// The apiserver restarts with its state kept: every watch and connection breaks,
+    /// connections are refused for a moment, watches resuming from before get 410 Gone.
+    KubeRestart,
+    /// A network partition between the processes and the cloud (for a while): connections
+    /// refused or held, while nodes and Services keep changing.
+    CloudPartition,
     /// SIGKILL of the leader.
     LeaderKill,
     /// SIGKILL of the leader right after a cloud write, before it could write the status.
@@ -48,7 +57,7 @@ pub(crate) enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the summary.
-    pub(crate) const ALL: [FaultKind; 16] = [
+    pub(crate) const ALL: [FaultKind; 19] = [
         FaultKind::Cloud5xx,
         FaultKind::Cloud429,
         FaultKind::CloudLatency,
@@ -62,6 +71,9 @@ impl FaultKind {
         FaultKind::KubeWatchDrop,
         FaultKind::KubeWatchExpire,
         FaultKind::KubeLatency,
+        FaultKind::KubeSlow,
+        FaultKind::KubeRestart,
+        FaultKind::CloudPartition,
         FaultKind::LeaderKill,
         FaultKind::LeaderKillAfterCloudWrite,
         FaultKind::DriverReload,
@@ -83,6 +95,9 @@ impl FaultKind {
             FaultKind::KubeWatchDrop => "kube_watch_drop",
             FaultKind::KubeWatchExpire => "kube_watch_expire",
             FaultKind::KubeLatency => "kube_latency",
+            FaultKind::KubeSlow => "kube_slow",
+            FaultKind::KubeRestart => "kube_restart",
+            FaultKind::CloudPartition => "cloud_partition",
             FaultKind::LeaderKill => "leader_kill",
             FaultKind::LeaderKillAfterCloudWrite => "leader_kill_after_cloud_write",
             FaultKind::DriverReload => "driver_reload",
@@ -94,7 +109,10 @@ impl FaultKind {
     pub(crate) fn is_timed(self) -> bool {
         matches!(
             self,
-            FaultKind::CloudLatency | FaultKind::CloudSlowJobs | FaultKind::KubeLatency
+            FaultKind::CloudLatency
+                | FaultKind::CloudSlowJobs
+                | FaultKind::KubeLatency
+                | FaultKind::KubeSlow
         )
     }
 
@@ -115,8 +133,21 @@ impl FaultKind {
 /// The resources the controllers write, for apiserver faults aimed at them.
 const WRITTEN: &[&str] = &["services", "nodes", "leases", "events"];
 
+/// The latencies of the timed apiserver faults on now (`kube_latency`, `kube_slow`): the
+/// simulator's one latency setting is their sum, so one ending leaves the other on.
+pub(super) type Latencies = BTreeMap<FaultKind, Duration>;
+
+fn apply_latency(kube: &KubeSim, latencies: &Latencies) {
+    kube.faults().set_latency(latencies.values().sum());
+}
+
 /// Injects an apiserver fault of `kind`; what was done, or None for another layer's kind.
-pub(super) fn inject_kube(kind: FaultKind, rng: &mut SplitMix64, kube: &KubeSim) -> Option<String> {
+pub(super) fn inject_kube(
+    kind: FaultKind,
+    rng: &mut SplitMix64,
+    kube: &KubeSim,
+    latencies: &mut Latencies,
+) -> Option<String> {
     let faults = kube.faults();
     match kind {
         FaultKind::Kube409 => {
@@ -164,16 +195,59 @@ pub(super) fn inject_kube(kind: FaultKind, rng: &mut SplitMix64, kube: &KubeSim)
         }
         FaultKind::KubeLatency => {
             let ms = rng.between(20, 250);
-            faults.set_latency(Duration::from_millis(ms));
+            latencies.insert(kind, Duration::from_millis(ms));
+            apply_latency(kube, latencies);
             Some(format!("apiserver latency {ms} ms"))
+        }
+        FaultKind::KubeSlow => {
+            let ms = rng.between(1000, 2500);
+            latencies.insert(kind, Duration::from_millis(ms));
+            apply_latency(kube, latencies);
+            Some(format!("apiserver slowed: {ms} ms per request"))
+        }
+        FaultKind::KubeRestart => {
+            let ms = rng.between(300, 1200);
+            // The rest of the cluster writes too (in a real one, kubelets and other
+            // controllers): the resourceVersion moves past what the CCM's informers last saw,
+            // so a watch resuming after the restart is older than the new watch cache (410),
+            // whether or not a leader renewed its lease since.
+            cluster_activity(kube);
+            kube.restart(Duration::from_millis(ms));
+            Some(format!(
+                "apiserver restarted (state kept): watches and connections broken, history forgotten, connections refused for {ms} ms"
+            ))
         }
         _ => None,
     }
 }
 
+/// A write by the rest of the cluster: a ConfigMap no controller of the CCM watches.
+fn cluster_activity(kube: &KubeSim) {
+    let bumped = kube.modify(
+        "configmaps",
+        Some("kube-system"),
+        "soak-cluster-activity",
+        |cm| {
+            let n = cm["data"]["writes"]
+                .as_str()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            cm["data"]["writes"] = serde_json::json!((n + 1).to_string());
+        },
+    );
+    if bumped.is_err() {
+        let _ = kube.create(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "soak-cluster-activity", "namespace": "kube-system"},
+            "data": {"writes": "1"},
+        }));
+    }
+}
+
 /// Ends a timed apiserver fault.
-pub(super) fn end_kube(kind: FaultKind, kube: &KubeSim) {
-    if kind == FaultKind::KubeLatency {
-        kube.faults().set_latency(Duration::ZERO);
+pub(super) fn end_kube(kind: FaultKind, kube: &KubeSim, latencies: &mut Latencies) {
+    if latencies.remove(&kind).is_some() {
+        apply_latency(kube, latencies);
     }
 }

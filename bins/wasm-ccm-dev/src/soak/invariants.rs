@@ -11,7 +11,15 @@ use serde_json::Value;
 use wasm_ccm_sim::kube::KubeSim;
 
 use super::cloud::{CloudLb, SoakCloud};
-use super::workload::{FINALIZER, Model, NAMESPACE, Shape, UNINITIALIZED};
+use super::workload::{EXCLUDE_LB_LABEL, FINALIZER, Model, NAMESPACE, Shape, UNINITIALIZED};
+
+/// The taint that takes a node out of the load balancers (the controllers'
+/// `service_rules::TO_BE_DELETED_TAINT`).
+const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+/// The bearer token prefix of the per-process kubeconfigs: `soak-<slot>-<incarnation>`.
+pub(crate) const TOKEN_PREFIX: &str = "soak-";
+/// Injected apiserver latency from which a request counts as slowed to seconds.
+const SLOW_MS: u64 = 1000;
 
 /// A broken invariant.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +42,55 @@ pub(crate) struct Continuous {
     last_seq: u64,
     /// What was already reported (each problem once).
     reported: BTreeSet<String>,
+    /// Every controller write to the apiserver (leases and events left out) by arrival:
+    /// (writer incarnation, `METHOD path status`).
+    writes: BTreeMap<u64, (String, String)>,
+    /// Cloud partitions: (first arrival during it, first arrival after it or None while on,
+    /// when it started).
+    partitions: Vec<(u64, Option<u64>, Instant)>,
+    /// Node DELETE requests seen during a partition (each checked).
+    pub partition_node_deletes: u64,
+    /// apiserver requests that waited an injected latency of a second or more.
+    pub slowed_requests: u64,
+    /// Longest injected latency a request waited, ms.
+    pub slowest_ms: u64,
+}
+
+/// The writer incarnation of a request (`a#2`), from its per-process bearer token.
+fn writer(authorization: Option<&str>) -> Option<String> {
+    let token = authorization?
+        .strip_prefix("Bearer ")?
+        .strip_prefix(TOKEN_PREFIX)?;
+    let (slot, incarnation) = token.split_once('-')?;
+    Some(format!("{slot}#{incarnation}"))
+}
+
+/// Whether a logged request is a controller write the leader alone may make: a mutation of
+/// anything but the lease (every candidate writes it) and events (a recorder's flush is not a
+/// decision).
+fn leader_write(r: &wasm_ccm_sim::kube::RequestRecord) -> bool {
+    !matches!(r.method.as_str(), "GET" | "HEAD")
+        && r.resource
+            .as_deref()
+            .is_some_and(|res| !res.starts_with("leases") && !res.starts_with("events"))
+}
+
+/// Whether a Node is a load balancer backend by the controllers' rules
+/// (`service_rules::is_backend`, upstream's stable node set): not being deleted, not excluded
+/// by the label (its value read as Go's `strconv.ParseBool`, an unparsable one excludes), not
+/// tainted `ToBeDeletedByClusterAutoscaler`. Readiness is deliberately not a rule (KEP-3458).
+/// A Node without a provider ID cannot be a member (drivers leave it out with a warning).
+pub(crate) fn eligible_backend(node: &Value) -> bool {
+    let deleting = node["metadata"]["deletionTimestamp"].is_string();
+    let included = match node["metadata"]["labels"][EXCLUDE_LB_LABEL].as_str() {
+        None => true,
+        Some(v) => matches!(v, "0" | "f" | "F" | "false" | "FALSE" | "False"),
+    };
+    let doomed = node["spec"]["taints"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["key"] == TO_BE_DELETED_TAINT));
+    let initialised = node["spec"]["providerID"].is_string();
+    !deleting && included && !doomed && initialised
 }
 
 fn ingress(svc: &Value) -> Vec<String> {
@@ -73,7 +130,72 @@ impl Continuous {
             window,
             last_seq: 0,
             reported: BTreeSet::new(),
+            writes: BTreeMap::new(),
+            partitions: Vec::new(),
+            partition_node_deletes: 0,
+            slowed_requests: 0,
+            slowest_ms: 0,
         }
+    }
+
+    /// A cloud partition starts: apiserver requests arriving from `arrival` on are during it.
+    pub(crate) fn partition_started(&mut self, arrival: u64) {
+        self.partition_ended(arrival);
+        self.partitions.push((arrival, None, Instant::now()));
+    }
+
+    /// The cloud partition ends: requests arriving from `arrival` on are after it.
+    pub(crate) fn partition_ended(&mut self, arrival: u64) {
+        if let Some(p) = self.partitions.last_mut().filter(|p| p.1.is_none()) {
+            p.1 = Some(arrival);
+        }
+    }
+
+    /// Distinct writer incarnations and hand-overs between them (runs of writes by one writer,
+    /// minus one) in the apiserver's log so far.
+    pub(crate) fn writers(&self) -> (usize, usize) {
+        let distinct: BTreeSet<&str> = self.writes.values().map(|(w, _)| w.as_str()).collect();
+        let mut runs: usize = 0;
+        let mut last: Option<&str> = None;
+        for (w, _) in self.writes.values() {
+            if last != Some(w.as_str()) {
+                runs += 1;
+                last = Some(w);
+            }
+        }
+        (distinct.len(), runs.saturating_sub(1))
+    }
+
+    /// No two leaders writing at once: by arrival order, each writer's writes form one run
+    /// (a process that loses the lease exits, and a killed one never comes back, so an
+    /// incarnation leads at most once); a writer that writes again after another one wrote was
+    /// writing while that one led. Returns (writer, its earlier write, the other's write in
+    /// between, its later write).
+    fn interleaved(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut finished: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+        let mut current: Option<(&str, u64, &str)> = None;
+        for (arrival, (w, line)) in &self.writes {
+            match current {
+                Some((cw, _, _)) if cw == w => {}
+                _ => {
+                    if let Some((cw, ca, cl)) = current {
+                        finished.insert(cw, (ca, cl));
+                    }
+                    if let Some((ea, el)) = finished.get(w.as_str()) {
+                        let (ow, oa, ol) = current.unwrap_or(("?", 0, "?"));
+                        out.push((
+                            w.clone(),
+                            format!(
+                                "{w} wrote (arrival {ea}: {el}), then {ow} wrote (arrival {oa}: {ol}), then {w} again (arrival {arrival}: {line})"
+                            ),
+                        ));
+                    }
+                }
+            }
+            current = Some((w, *arrival, line));
+        }
+        out
     }
 
     fn report(
@@ -114,7 +236,34 @@ impl Continuous {
             .collect();
         let records = kube.requests();
         let mut foreign = Vec::new();
+        let mut deletes_during_partition = Vec::new();
         for r in records.iter().filter(|r| r.seq > self.last_seq) {
+            if r.delay_ms >= SLOW_MS {
+                self.slowed_requests += 1;
+            }
+            self.slowest_ms = self.slowest_ms.max(r.delay_ms);
+            if leader_write(r)
+                && let Some(w) = writer(r.authorization.as_deref())
+            {
+                self.writes.insert(
+                    r.arrival,
+                    (w, format!("{} {} {}", r.method, r.path, r.status)),
+                );
+            }
+            if r.method == "DELETE"
+                && r.resource.as_deref() == Some("nodes")
+                && r.subresource.is_none()
+                && let Some((_, _, started)) = self
+                    .partitions
+                    .iter()
+                    .find(|(from, to, _)| r.arrival >= *from && to.is_none_or(|t| r.arrival < t))
+            {
+                deletes_during_partition.push((
+                    r.name.clone().unwrap_or_default(),
+                    *started,
+                    format!("{} {} → {}", r.method, r.path, r.status),
+                ));
+            }
             let writes = !matches!(r.method.as_str(), "GET" | "HEAD");
             if writes
                 && r.resource.as_deref() == Some("services")
@@ -138,6 +287,32 @@ impl Continuous {
                 format!("{name}/{line}"),
                 format!("Service {name} was never of the CCM's class, yet: {line}"),
             );
+        }
+
+        // No two leaders writing at once.
+        for (w, detail) in self.interleaved() {
+            self.report(&mut out, step, "no two leaders write at once", w, detail);
+        }
+
+        // No Node deleted during a cloud partition: the cloud cannot be asked whether an
+        // instance exists, so no controller may conclude that it does not. A Node whose
+        // instance the workload deleted before the partition may have been found gone before it.
+        for (name, started, line) in deletes_during_partition {
+            self.partition_node_deletes += 1;
+            let known_gone = model
+                .nodes
+                .get(&name)
+                .and_then(|n| n.instance_deleted_at)
+                .is_some_and(|at| at < started);
+            if !known_gone {
+                self.report(
+                    &mut out,
+                    step,
+                    "no Node is deleted during a cloud partition",
+                    format!("{name}/{line}"),
+                    format!("Node {name} deleted while the cloud was unreachable: {line}"),
+                );
+            }
         }
 
         // No node deleted while its instance exists: only the workload deletes instances, so
@@ -298,6 +473,33 @@ pub(crate) fn unconverged(
             )),
         }
     }
+    // Every load balancer's members are the eligible nodes, by the controllers' rules.
+    if let Some(sets) = cloud.member_sets() {
+        let eligible: BTreeSet<String> = kube
+            .list("nodes")
+            .iter()
+            .filter(|n| eligible_backend(n))
+            .filter_map(|n| {
+                let name = n["metadata"]["name"].as_str()?;
+                let instance = model.nodes.get(name).map_or("", |s| s.instance.as_str());
+                Some(cloud.member_key(n, instance))
+            })
+            .collect();
+        for set in &sets {
+            let Some(owner) = set.owner.as_deref().filter(|o| ours.contains(*o)) else {
+                continue;
+            };
+            if set.members != eligible {
+                let missing: Vec<&String> = eligible.difference(&set.members).collect();
+                let extra: Vec<&String> = set.members.difference(&eligible).collect();
+                out.push(format!(
+                    "load balancer of {} ({owner}): member set {} lacks eligible nodes {missing:?} and has ineligible members {extra:?}",
+                    owners.get(owner).map_or("?", String::as_str),
+                    set.id
+                ));
+            }
+        }
+    }
     for (name, node) in &model.nodes {
         let obj = kube.get("nodes", None, name);
         if node.instance_deleted {
@@ -324,4 +526,73 @@ pub(crate) fn unconverged(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn writers_come_from_the_per_process_tokens() {
+        assert_eq!(writer(Some("Bearer soak-a-2")).as_deref(), Some("a#2"));
+        assert_eq!(writer(Some("Bearer sim")), None);
+        assert_eq!(writer(None), None);
+    }
+
+    #[test]
+    fn a_writer_writing_again_after_another_is_two_leaders() {
+        let mut c = Continuous::new(Duration::from_secs(1));
+        for (arrival, w) in [(1, "a#1"), (2, "a#1"), (5, "b#1"), (9, "b#1")] {
+            c.writes
+                .insert(arrival, (w.into(), format!("PATCH /x/{arrival}")));
+        }
+        assert!(c.interleaved().is_empty());
+        assert_eq!(c.writers(), (2, 1));
+        // a#1's write arrived after b#1 had written: a deposed leader still writing.
+        c.writes.insert(7, ("a#1".into(), "PATCH /x/7".into()));
+        // a b a b: both wrote while the other led, each reported once.
+        let found = c.interleaved();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, "a#1");
+        assert!(found[0].1.contains("arrival 7"), "{found:?}");
+        assert_eq!(found[1].0, "b#1");
+    }
+
+    #[test]
+    fn eligible_backends_follow_the_controllers_rules() {
+        let node = |labels: Value, taints: Value, deleting: bool| {
+            let mut n = json!({
+                "metadata": {"name": "n", "labels": labels},
+                "spec": {"providerID": "x://1", "taints": taints},
+            });
+            if deleting {
+                n["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            n
+        };
+        assert!(eligible_backend(&node(json!({}), json!([]), false)));
+        assert!(eligible_backend(&node(
+            json!({EXCLUDE_LB_LABEL: "false"}),
+            json!([]),
+            false
+        )));
+        for v in ["true", "1", "", "yes"] {
+            assert!(
+                !eligible_backend(&node(json!({EXCLUDE_LB_LABEL: v}), json!([]), false)),
+                "{v:?}"
+            );
+        }
+        assert!(!eligible_backend(&node(
+            json!({}),
+            json!([{"key": TO_BE_DELETED_TAINT, "effect": "NoSchedule"}]),
+            false
+        )));
+        assert!(!eligible_backend(&node(json!({}), json!([]), true)));
+        let mut uninitialised = node(json!({}), json!([]), false);
+        uninitialised["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("providerID"));
+        assert!(!eligible_backend(&uninitialised));
+    }
 }

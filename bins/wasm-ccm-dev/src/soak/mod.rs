@@ -4,8 +4,11 @@
 //! workload operation (nodes joining and leaving, instances deleted, shut down and started,
 //! Services created, changed and deleted) or a fault from any layer (cloud 5xx, 429, latency,
 //! busy refusals, slow provisioning; apiserver 409, 5xx, 429, connection resets, dropped and
-//! expired watches, latency; SIGKILL of the leader, also right after a cloud write; driver
-//! reloads). Invariants are checked at every step and at quiescence (see [`invariants`]).
+//! expired watches, latency, seconds per request, restarts with the state kept; a network
+//! partition between the processes and the cloud ([`partition`]); SIGKILL of the leader, also
+//! right after a cloud write; driver reloads). Invariants are checked at every step and at
+//! quiescence (see [`invariants`]). Each process incarnation talks to the apiserver with its own
+//! bearer token, so the request log shows which one wrote.
 //!
 //! The schedule is a function of the seed; the timing is not. A violation prints the seed, the
 //! step and the history that led to it (every step with its number), which is what makes it
@@ -18,6 +21,7 @@ mod cloud;
 mod faults;
 mod history;
 pub(crate) mod invariants;
+mod partition;
 mod procs;
 mod rng;
 mod workload;
@@ -46,6 +50,12 @@ use workload::{Model, Op};
 /// The Lease the processes elect a leader with (`run`'s defaults).
 const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_NAME: &str = "cloud-controller-manager";
+/// How long a leader kill or a cloud partition waits for a live leader (the last one may have
+/// been killed, its lease not yet expired): a fault with no leader to hit would not fire.
+const LEADER_WAIT: Duration = Duration::from_secs(4);
+/// Steps a cloud partition that has not yet touched a connection (no leader talked to the
+/// cloud) is extended by at most, one at a time.
+const PARTITION_EXTENSION: u64 = 30;
 /// How long a kill point may wait for the leader's next load balancer write.
 const KILL_POINT_WAIT: Duration = Duration::from_secs(3);
 /// History lines printed with a violation (the file has all of them).
@@ -126,7 +136,9 @@ pub(crate) struct SoakArgs {
     keep: bool,
     /// Report the known dead ends as violations: a Node whose instance was deleted before it
     /// was initialised and is never deleted (else deleted by hand, as an operator would: drivers
-    /// that look instances up by provider ID only, as upstream), and a cloud object tagged for
+    /// that look instances up by provider ID only, as upstream), a process that started without
+    /// a cluster ID and whose driver fails for it (else restarted, as an operator would; finding
+    /// 8 in BENCHMARKS.md), and a cloud object tagged for
     /// no Service where that is the driver's documented crash window (CloudStack: an IP
     /// associated right before a kill). Both are counted in the summary either way.
     #[arg(long)]
@@ -241,6 +253,18 @@ struct Soak<'a> {
     tallies: Tallies,
     driver: PathBuf,
     original: Vec<u8>,
+    checker: Continuous,
+    /// The link between the processes and the cloud.
+    partition: partition::Partition,
+    /// The timed apiserver latencies on now.
+    latencies: faults::Latencies,
+    /// During a cloud partition: connections it touched before it began, steps it was extended.
+    partition_base: Option<(u64, u64)>,
+}
+
+/// Connections a partition refused, cut or held.
+fn touched(stats: partition::PartitionStats) -> u64 {
+    stats.refused_connections + stats.cut_connections + stats.held_connections
 }
 
 impl Soak<'_> {
@@ -250,12 +274,32 @@ impl Soak<'_> {
             self.history.push(step, line);
         }
         if !self.args.strict {
+            for line in self.procs.restart_without_cluster_id()? {
+                self.history.push(step, line);
+            }
             for line in self.model.remove_orphaned_nodes(&self.kube) {
                 self.tallies.orphans_removed += 1;
                 self.history.push(step, line);
             }
         }
         Ok(())
+    }
+
+    /// Waits (bounded) until a live process holds the lease; whether one does.
+    async fn wait_for_live_leader(&mut self, step: u64) -> anyhow::Result<bool> {
+        let started = Instant::now();
+        loop {
+            if let Some(holder) = lease_holder(&self.kube)
+                && self.procs.is_live(&holder)
+            {
+                return Ok(true);
+            }
+            if started.elapsed() >= LEADER_WAIT {
+                return Ok(false);
+            }
+            self.reap(step)?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// SIGKILLs the current leader; whether there was a live one to kill.
@@ -286,10 +330,17 @@ impl Soak<'_> {
         kind: FaultKind,
         timed: &mut Vec<(u64, FaultKind)>,
     ) -> anyhow::Result<()> {
+        if kind == FaultKind::KubeRestart && !self.wait_for_live_leader(step).await? {
+            // Only the leader watches: a restart while none leads breaks no watch.
+            self.history.push(
+                step,
+                format!("no live leader within {LEADER_WAIT:?}; restart anyway"),
+            );
+        }
         let text = if kind.is_cloud() {
             self.cloud.inject(kind, &mut self.rng)
         } else {
-            faults::inject_kube(kind, &mut self.rng, &self.kube)
+            faults::inject_kube(kind, &mut self.rng, &self.kube, &mut self.latencies)
         };
         // Counted only when carried out: a cloud without busy refusals skips that kind, and a
         // leader kill counts only when a live leader was killed (after the cloud write, for a
@@ -309,6 +360,7 @@ impl Soak<'_> {
         match kind {
             FaultKind::LeaderKill => {
                 self.history.push(step, "fault leader_kill");
+                self.wait_for_live_leader(step).await?;
                 if self.kill_leader(step)? {
                     *self.tallies.faults.entry(kind.name()).or_default() += 1;
                 }
@@ -348,6 +400,51 @@ impl Soak<'_> {
                 // its process.
                 self.cloud.clear_faults();
             }
+            FaultKind::CloudPartition if self.partition_base.is_some() => {
+                // Dealt again (a new round) while the last one is still on: one partition at a
+                // time, so it is not carried out (nor counted).
+                self.history
+                    .push(step, "fault cloud_partition: one is still on; skipped");
+            }
+            FaultKind::CloudPartition => {
+                // Only a leader talks to the cloud: a partition while none leads cuts nothing.
+                if !self.wait_for_live_leader(step).await? {
+                    self.history.push(
+                        step,
+                        format!("no live leader within {LEADER_WAIT:?}; partition anyway"),
+                    );
+                }
+                let mode = if self.rng.chance(50) {
+                    partition::Mode::Refuse
+                } else {
+                    partition::Mode::Hang
+                };
+                self.partition_base = Some((touched(self.partition.stats()), 0));
+                self.partition.set(mode);
+                self.checker.partition_started(self.kube.arrivals());
+                *self.tallies.faults.entry(kind.name()).or_default() += 1;
+                // A node the lifecycle controller must ask the cloud about while it cannot.
+                let (op, text) = self.model.apply(
+                    Op::InstanceShutdown,
+                    &mut self.rng,
+                    &self.kube,
+                    &*self.cloud,
+                );
+                *self.tallies.ops.entry(op.name()).or_default() += 1;
+                let end = step + self.rng.between(8, 20);
+                timed.push((end, kind));
+                self.history.push(
+                    step,
+                    format!(
+                        "fault cloud_partition: the processes' link to the cloud {} until step {end}; {}: {text}",
+                        match mode {
+                            partition::Mode::Refuse => "refuses connections and cuts open ones",
+                            _ => "holds every connection (requests hang)",
+                        },
+                        op.name()
+                    ),
+                );
+            }
             FaultKind::DriverReload => {
                 self.tallies.reloads += 1;
                 let bytes = with_custom_section(
@@ -375,14 +472,35 @@ impl Soak<'_> {
         Ok(())
     }
 
-    fn end_timed(&mut self, step: u64, kind: FaultKind) {
-        if kind.is_cloud() {
+    /// Ends a timed fault; false when it goes on (a partition that touched no connection yet
+    /// is extended a step, up to [`PARTITION_EXTENSION`]).
+    fn end_timed(&mut self, step: u64, kind: FaultKind) -> bool {
+        if kind == FaultKind::CloudPartition
+            && let Some((base, extended)) = self.partition_base
+            && touched(self.partition.stats()) == base
+            && extended < PARTITION_EXTENSION
+        {
+            if extended == 0 {
+                self.history.push(
+                    step,
+                    "cloud_partition has touched no connection yet (no leader talked to the cloud): extended step by step",
+                );
+            }
+            self.partition_base = Some((base, extended + 1));
+            return false;
+        }
+        if kind == FaultKind::CloudPartition {
+            self.partition_base = None;
+            self.partition.set(partition::Mode::Open);
+            self.checker.partition_ended(self.kube.arrivals());
+        } else if kind.is_cloud() {
             self.cloud.end_timed(kind);
         } else {
-            faults::end_kube(kind, &self.kube);
+            faults::end_kube(kind, &self.kube, &mut self.latencies);
         }
         self.history
             .push(step, format!("fault {} ended", kind.name()));
+        true
     }
 }
 
@@ -399,7 +517,31 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
         .await
         .context("starting the Kubernetes API simulator")?;
     let cloud = cloud::start(args.driver.cloud_name(), localhost).await?;
-    let setup = cloud.driver();
+    // The processes reach the cloud through the partition proxy: its address replaces the
+    // simulator's wherever the driver's set-up names it.
+    let cloud_url = cloud.base().url();
+    let cloud_authority = cloud_url
+        .split_once("://")
+        .map_or(cloud_url.as_str(), |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let upstream: std::net::SocketAddr = cloud_authority
+        .parse()
+        .with_context(|| format!("the cloud simulator's address {cloud_authority}"))?;
+    let partition = partition::Partition::start(upstream).await?;
+    let proxied = partition.addr().to_string();
+    let via_proxy = |s: &str| s.replace(&cloud_authority, &proxied);
+    let mut setup = cloud.driver();
+    setup.egress = setup.egress.iter().map(|e| via_proxy(e)).collect();
+    setup.config = setup.config.as_deref().map(via_proxy);
+    setup.env = setup
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), via_proxy(v)))
+        .collect();
+    setup.extra_args = setup.extra_args.iter().map(|a| via_proxy(a)).collect();
     let original = crate::clouds::driver_bytes(setup.driver)?.to_vec();
     // The processes load a copy, which driver reloads replace.
     let driver = dir.join("driver.wasm");
@@ -473,7 +615,15 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
     let mut env = setup.env.clone();
     env.push(("WASM_CCM_LOG".into(), args.ccm_log.clone()));
     let exe = procs::product_binary(args.ccm_binary.as_deref())?;
-    let procs = Processes::start(exe, ccm_args, env, &dir, 2)?;
+    let kubeconfig_kube = kube.clone();
+    let procs = Processes::start(
+        exe,
+        ccm_args,
+        env,
+        &dir,
+        2,
+        Box::new(move |token| kubeconfig_kube.kubeconfig_for_token(token)),
+    )?;
     history.push(
         0,
         "started two `wasm-ccm run` processes with --leader-elect",
@@ -500,6 +650,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
         },
         driver,
         original,
+        checker: Continuous::new(args.duplicate_window),
+        partition,
+        latencies: faults::Latencies::new(),
+        partition_base: None,
     };
     let result = soak_loop(&mut soak).await;
     soak.procs.stop();
@@ -600,7 +754,6 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let t = soak.cloud.drain_requests();
     soak.tallies.add_cloud(t);
 
-    let mut checker = Continuous::new(args.duplicate_window);
     let mut violations = Vec::new();
     let mut ops = Deck::new(&Op::ALL);
     let mut fault_deck = Deck::new(&FaultKind::ALL);
@@ -609,14 +762,19 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let mut step = 0u64;
     while soak_started.elapsed() < args.duration && args.steps.is_none_or(|max| step < max) {
         step += 1;
-        violations.extend(checker.check(step, &soak.model, &soak.kube, &*soak.cloud));
+        violations.extend(
+            soak.checker
+                .check(step, &soak.model, &soak.kube, &*soak.cloud),
+        );
         if !violations.is_empty() {
             break;
         }
         let (due, later): (Vec<_>, Vec<_>) = timed.iter().partition(|(end, _)| *end <= step);
         timed = later;
         for (_, kind) in due {
-            soak.end_timed(step, kind);
+            if !soak.end_timed(step, kind) {
+                timed.push((step + 1, kind));
+            }
         }
         if soak.rng.chance(args.fault_percent) {
             if let Some(kind) = fault_deck.draw(&mut soak.rng) {
@@ -644,7 +802,17 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let mut quiet_reached = false;
     if violations.is_empty() {
         soak.kube.faults().clear();
+        soak.latencies.clear();
         soak.cloud.clear_faults();
+        soak.partition.set(partition::Mode::Open);
+        soak.partition_base = None;
+        soak.checker.partition_ended(soak.kube.arrivals());
+        if let Some(text) = soak.model.ensure_ours(&soak.kube) {
+            soak.history.push(
+                step,
+                format!("quiescence: no LoadBalancer Service of the CCM's class left, so the members invariant has one: {text}"),
+            );
+        }
         soak.history
             .push(step, "quiescence: every fault ended, workload stopped");
         let started = Instant::now();
@@ -676,7 +844,10 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
                 unowned_left += 1;
             }
         }
-        violations.extend(checker.check(step, &soak.model, &soak.kube, &*soak.cloud));
+        violations.extend(
+            soak.checker
+                .check(step, &soak.model, &soak.kube, &*soak.cloud),
+        );
         if converged {
             soak.history.push(
                 step,
@@ -768,6 +939,26 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let faults_total: u64 = t.faults.values().sum();
     let cloud_total = t.cloud.reads + t.cloud.writes;
     let kube_counts = soak.kube.request_counts();
+    let restarts = soak.kube.restart_stats();
+    let (writers, handovers) = soak.checker.writers();
+    let member_sets = soak.cloud.member_sets().map(|sets| {
+        let owned: std::collections::BTreeSet<String> = soak
+            .model
+            .services
+            .iter()
+            .filter(|(_, s)| !s.deleted && s.shape == workload::Shape::Ours)
+            .filter_map(|(name, _)| soak.kube.get("services", Some(workload::NAMESPACE), name))
+            .map(|svc| {
+                let name = svc["metadata"]["name"].as_str().unwrap_or_default();
+                let uid = svc["metadata"]["uid"].as_str().unwrap_or_default();
+                soak.cloud.owner(workload::NAMESPACE, name, uid)
+            })
+            .collect();
+        sets.iter()
+            .filter(|s| s.owner.as_ref().is_some_and(|o| owned.contains(o)))
+            .map(|s| s.members.len())
+            .collect::<Vec<_>>()
+    });
     let summary = json!({
         "driver": soak.cloud.driver().provider,
         "seed": args.seed,
@@ -788,12 +979,27 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         "leader_kills": t.leader_kills,
         "kill_points": {"reached": t.kill_points_reached, "missed": t.kill_points_missed},
         "process_exits": soak.procs.exits,
+        "processes_restarted_without_cluster_id": soak.procs.no_cluster_id,
         "driver_reloads": t.reloads,
         "orphaned_nodes_deleted_by_operator": t.orphans_removed,
         "unowned_cloud_objects_left": unowned_left,
         "cloud_requests": {"reads": t.cloud.reads, "writes": t.cloud.writes},
         "cloud_requests_per_operation": if operations == 0 { 0.0 } else { cloud_total as f64 / operations as f64 },
         "kube_requests": kube_counts,
+        "apiserver_restart": {
+            "restarts": restarts.restarts,
+            "refused_connections": restarts.refused_connections,
+            "broken_connections": restarts.broken_connections,
+            "expired_watches": restarts.expired_watches,
+        },
+        "apiserver_slowed_requests": soak.checker.slowed_requests,
+        "apiserver_slowest_ms": soak.checker.slowest_ms,
+        "cloud_partition": {
+            "stats": soak.partition.stats(),
+            "node_deletes_during": soak.checker.partition_node_deletes,
+        },
+        "leader_writes": {"writers": writers, "handovers": handovers},
+        "load_balancer_members_at_quiescence": member_sets,
         "converged": converged,
         "converge_seconds": converge_time.as_secs_f64(),
         "settle_writes": settle_writes,
@@ -829,6 +1035,10 @@ fn print_summary(s: &Value) {
     println!(
         "  known issue: orphaned uninitialised Nodes deleted by hand: {}",
         s["orphaned_nodes_deleted_by_operator"]
+    );
+    println!(
+        "  processes restarted because they started without a cluster ID (finding 8, fixed: stays 0): {}",
+        s["processes_restarted_without_cluster_id"]
     );
     println!(
         "  cloud requests: {} reads, {} writes; {:.1} per operation",

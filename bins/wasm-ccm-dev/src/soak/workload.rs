@@ -21,6 +21,11 @@ pub(super) const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uniniti
 pub(super) const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 /// A load balancer class that is not the CCM's: such Services are someone else's.
 pub(super) const FOREIGN_CLASS: &str = "example.com/other-lb";
+/// The label that takes a node out of every load balancer (unless its value parses as false).
+pub(super) const EXCLUDE_LB_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+/// Values the workload sets the label to: Go's `strconv.ParseBool` true (excluded) and false
+/// (included), and values it cannot parse (excluded, as upstream).
+const EXCLUDE_VALUES: &[&str] = &["true", "false", "", "yes", "1"];
 /// Where the workload's Services live.
 pub(super) const NAMESPACE: &str = "default";
 
@@ -57,11 +62,14 @@ pub(crate) enum Op {
     ClassChange,
     /// A Service is deleted.
     ServiceDelete,
+    /// A node's exclusion label (`node.kubernetes.io/exclude-from-external-load-balancers`) is
+    /// set to a value (true, false, unparsable) or removed.
+    NodeExclude,
 }
 
 impl Op {
     /// Every operation; the deck draws each once per round.
-    pub(crate) const ALL: [Op; 11] = [
+    pub(crate) const ALL: [Op; 12] = [
         Op::NodeJoin,
         Op::NodeLeave,
         Op::InstanceDelete,
@@ -73,6 +81,7 @@ impl Op {
         Op::TypeChange,
         Op::ClassChange,
         Op::ServiceDelete,
+        Op::NodeExclude,
     ];
 
     /// The name in the summary.
@@ -89,6 +98,7 @@ impl Op {
             Op::TypeChange => "type_change",
             Op::ClassChange => "class_change",
             Op::ServiceDelete => "service_delete",
+            Op::NodeExclude => "node_exclude",
         }
     }
 }
@@ -392,9 +402,6 @@ impl Model {
                 Ok(format!("instance {instance} of {name} started; Node Ready"))
             }
             Op::ServiceCreate => {
-                let index = self.next_service;
-                self.next_service += 1;
-                let name = format!("svc-{index:04}");
                 let shape = match rng.below(10) {
                     0 | 1 => Shape::Foreign,
                     2 => Shape::ClusterIp,
@@ -405,33 +412,7 @@ impl Model {
                 } else {
                     vec![80]
                 };
-                let mut spec = json!({"selector": {"app": name}, "ports": ports_json(&ports)});
-                set_shape(&mut spec, shape);
-                let created = kube
-                    .create(json!({
-                        "apiVersion": "v1",
-                        "kind": "Service",
-                        "metadata": {"name": name, "namespace": NAMESPACE},
-                        "spec": spec,
-                    }))
-                    .map_err(|e| format!("creating {name}: {} {}", e.code, e.message))?;
-                let uid = created["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                self.services.insert(
-                    name.clone(),
-                    ServiceState {
-                        shape,
-                        ever_ours: shape == Shape::Ours,
-                        deleted: false,
-                        ports: ports.clone(),
-                        uid: uid.clone(),
-                    },
-                );
-                Ok(format!(
-                    "{name} created ({shape:?}, ports {ports:?}, uid {uid})"
-                ))
+                self.create_service(kube, shape, ports)
             }
             Op::PortChange => {
                 let name = self.pick_service(rng, |_| true)?;
@@ -504,6 +485,48 @@ impl Model {
                     "{name} class changed (through ClusterIP): now {to:?}"
                 ))
             }
+            Op::NodeExclude => {
+                let name = self.pick_node(rng, |_| true)?;
+                let node = kube
+                    .get("nodes", None, &name)
+                    .ok_or_else(|| format!("Node {name} is gone"))?;
+                let labelled = node["metadata"]["labels"][EXCLUDE_LB_LABEL].is_string();
+                // Keep a node without the label, so load balancers keep a member.
+                let unlabelled = self
+                    .live_nodes(|_| true)
+                    .iter()
+                    .filter_map(|n| kube.get("nodes", None, n))
+                    .filter(|n| !n["metadata"]["labels"][EXCLUDE_LB_LABEL].is_string())
+                    .count();
+                let value = if labelled || unlabelled < 2 {
+                    None
+                } else {
+                    rng.pick(EXCLUDE_VALUES).map(|v| v.to_string())
+                };
+                kube.modify("nodes", None, &name, |n| {
+                    if !n["metadata"]["labels"].is_object() {
+                        n["metadata"]["labels"] = json!({});
+                    }
+                    if let Some(labels) = n["metadata"]["labels"].as_object_mut() {
+                        match &value {
+                            Some(v) => {
+                                labels.insert(EXCLUDE_LB_LABEL.into(), json!(v));
+                            }
+                            None => {
+                                labels.remove(EXCLUDE_LB_LABEL);
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| format!("labelling {name}: {} {}", e.code, e.message))?;
+                Ok(match value {
+                    Some(v) => format!("{name} labelled {EXCLUDE_LB_LABEL}={v:?}"),
+                    None if labelled => format!("{name}: label {EXCLUDE_LB_LABEL} removed"),
+                    None => format!(
+                        "{name} stays without {EXCLUDE_LB_LABEL} (the last node without it)"
+                    ),
+                })
+            }
             Op::ServiceDelete => {
                 let name = self.pick_service(rng, |_| true)?;
                 kube.remove("services", Some(NAMESPACE), &name)
@@ -512,6 +535,59 @@ impl Model {
                 Ok(format!("{name} deleted"))
             }
         }
+    }
+
+    /// Creates a Service of `shape` with `ports`; the history line.
+    fn create_service(
+        &mut self,
+        kube: &KubeSim,
+        shape: Shape,
+        ports: Vec<u16>,
+    ) -> Result<String, String> {
+        let index = self.next_service;
+        self.next_service += 1;
+        let name = format!("svc-{index:04}");
+        let mut spec = json!({"selector": {"app": name}, "ports": ports_json(&ports)});
+        set_shape(&mut spec, shape);
+        let created = kube
+            .create(json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": spec,
+            }))
+            .map_err(|e| format!("creating {name}: {} {}", e.code, e.message))?;
+        let uid = created["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.services.insert(
+            name.clone(),
+            ServiceState {
+                shape,
+                ever_ours: shape == Shape::Ours,
+                deleted: false,
+                ports: ports.clone(),
+                uid: uid.clone(),
+            },
+        );
+        Ok(format!(
+            "{name} created ({shape:?}, ports {ports:?}, uid {uid})"
+        ))
+    }
+
+    /// At quiescence: a LoadBalancer Service of the CCM's class, created if none is left, so the
+    /// load balancer members invariant has one to check. The history line when one was created.
+    pub(crate) fn ensure_ours(&mut self, kube: &KubeSim) -> Option<String> {
+        if !self.live_services(|s| s.shape == Shape::Ours).is_empty() {
+            return None;
+        }
+        Some(
+            match self.create_service(kube, Shape::Ours, vec![80, 443]) {
+                Ok(text) => text,
+                Err(e) => format!("refused: {e}"),
+            },
+        )
     }
 
     /// What an operator does about a known dead end (see `--strict`): a Node whose instance was

@@ -702,6 +702,8 @@ fn watch(
         _ => Duration::from_secs(rand::rng().random_range(300..=600)),
     };
     if expire {
+        sim.expired_watches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let current = sim.store.resource_version();
         return Ok(json_response(
             200,
@@ -714,6 +716,11 @@ fn watch(
     };
     let epoch = sim.store.watch_epoch();
     let start = sim.store.start_watch(rt, &filter, from, send_initial);
+    if let Some((requested, _)) = start.expired {
+        sim.expired_watches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        sim.gate.expired_at(requested);
+    }
     let params = WatchParams {
         rt,
         filter,

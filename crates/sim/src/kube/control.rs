@@ -7,6 +7,8 @@
 //! | `GET /sim/requests`, `DELETE /sim/requests` | the request log, clear it |
 //! | `GET /sim/counts`, `DELETE /sim/counts` | the counters (total and by resource), reset them |
 //! | `POST /sim/compact`, `POST /sim/drop-watches` | as the library calls |
+//! | `POST /sim/restart` with `{"down_ms": 500}` | a restart with the state kept ([`super::KubeSim::restart`]) |
+//! | `GET /sim/restart` | what the restarts did ([`super::RestartStats`]) and the 410 watches |
 //! | `POST /sim/seed` with YAML/JSON objects | insert or replace objects |
 //! | `GET /sim/watch-list`, `PUT /sim/watch-list` with `{"watch_list": "gate_disabled"}` | whether streaming lists are served ([`WatchList`]) |
 //!
@@ -88,6 +90,20 @@ fn run(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Value, 
             sim.store.drop_watches();
             ok()
         }
+        ("POST", "/sim/restart") => {
+            let setting: RestartSetting = if body.is_empty() {
+                RestartSetting { down_ms: 0 }
+            } else {
+                serde_json::from_slice(body)
+                    .map_err(|e| ApiError::bad_request(format!("invalid restart: {e}")))?
+            };
+            super::restart_shared(sim, Duration::from_millis(setting.down_ms));
+            ok()
+        }
+        ("GET", "/sim/restart") => Ok(json!({
+            "stats": sim.gate.stats(),
+            "expired_watches": sim.expired_watches.load(std::sync::atomic::Ordering::Relaxed),
+        })),
         ("POST", "/sim/seed") => {
             let text = std::str::from_utf8(body)
                 .map_err(|_| ApiError::bad_request("seed body must be UTF-8"))?;
@@ -110,6 +126,14 @@ fn run(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Value, 
             format!("no control endpoint {method} {path}"),
         )),
     }
+}
+
+/// The body of `POST /sim/restart`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestartSetting {
+    #[serde(default)]
+    down_ms: u64,
 }
 
 /// The body of `PUT /sim/watch-list`.

@@ -47,6 +47,12 @@ pub struct RequestRecord {
     pub user_agent: Option<String>,
     /// Whether an injected fault answered this request.
     pub faulted: bool,
+    /// Position in the order requests arrived in (before any injected latency), since start;
+    /// `seq` is the order they were answered in. A write that arrived before another but was
+    /// answered after it shows here.
+    pub arrival: u64,
+    /// Injected latency this request waited, in milliseconds.
+    pub delay_ms: u64,
 }
 
 /// Request totals by verb.
@@ -135,6 +141,7 @@ impl Counters {
 pub(crate) struct RequestLog {
     enabled: AtomicBool,
     seq: AtomicU64,
+    arrivals: AtomicU64,
     ring: Mutex<VecDeque<RequestRecord>>,
     total: Counters,
     per_resource: Vec<Counters>,
@@ -145,6 +152,7 @@ impl Default for RequestLog {
         RequestLog {
             enabled: AtomicBool::new(true),
             seq: AtomicU64::new(0),
+            arrivals: AtomicU64::new(0),
             ring: Mutex::new(VecDeque::new()),
             total: Counters::default(),
             per_resource: RESOURCES.iter().map(|_| Counters::default()).collect(),
@@ -174,6 +182,16 @@ impl RequestLog {
             ring.pop_front();
         }
         ring.push_back(record);
+    }
+
+    /// The next arrival number ([`RequestRecord::arrival`]).
+    pub(super) fn arrive(&self) -> u64 {
+        self.arrivals.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The arrival number the next request gets.
+    pub(super) fn arrivals(&self) -> u64 {
+        self.arrivals.load(Ordering::Relaxed)
     }
 
     /// The kept records, oldest first.
@@ -248,6 +266,8 @@ mod tests {
             authorization: None,
             user_agent: None,
             faulted: false,
+            arrival: 0,
+            delay_ms: 0,
         }
     }
 

@@ -37,6 +37,7 @@ mod protobuf;
 pub mod rbac;
 mod request;
 mod resources;
+mod restart;
 mod reviews;
 mod seed;
 mod selector;
@@ -50,6 +51,7 @@ mod watch;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
@@ -62,6 +64,7 @@ pub use faults::{FaultAction, FaultCommand, Faults, RequestMatcher};
 pub use log::{LOG_CAPACITY, RequestCounts, RequestRecord};
 pub use patch::{PatchError, PatchKind, json_patch, merge_patch, strategic_merge_patch};
 pub use request::Verb;
+pub use restart::RestartStats;
 pub use seed::{SeedError, load_file as load_seed_file, parse as parse_seed};
 pub use store::{DEFAULT_NAMESPACES, HISTORY_LIMIT, WATCH_BUFFER};
 
@@ -79,6 +82,10 @@ pub(crate) struct Shared {
     ca_pem: Option<String>,
     /// Whether streaming lists are served ([`KubeSim::set_watch_list`]).
     watch_list: Mutex<WatchList>,
+    /// Simulated restarts ([`KubeSim::restart`]).
+    gate: Arc<restart::Gate>,
+    /// Watch requests answered with a 410 Expired ERROR event.
+    expired_watches: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -148,6 +155,14 @@ impl Default for KubeSimOptions {
             watch_list: WatchList::Enabled,
         }
     }
+}
+
+/// See [`KubeSim::restart`].
+pub(crate) fn restart_shared(shared: &Shared, down: Duration) {
+    shared.gate.restart(down);
+    shared.store.compact();
+    shared.gate.set_floor(shared.store.resource_version());
+    shared.store.drop_watches();
 }
 
 /// Stops the server when the last [`KubeSim`] clone goes away.
@@ -261,12 +276,18 @@ impl KubeSim {
             addr,
             ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()),
             watch_list: Mutex::new(options.watch_list),
+            gate: Arc::new(restart::Gate::default()),
+            expired_watches: std::sync::atomic::AtomicU64::new(0),
         });
         shared.log.set_enabled(options.request_log);
         let router = server::router(shared.clone());
         let served = match tls {
             Some(t) => Served::spawn(tls::TlsListener::new(listener, t.acceptor), router, "kube"),
-            None => Served::spawn(listener, router, "kube"),
+            None => Served::spawn(
+                restart::GatedListener::new(listener, shared.gate.clone()),
+                router,
+                "kube",
+            ),
         };
         let server = Arc::new(ServerHandle {
             shared: shared.clone(),
@@ -525,6 +546,12 @@ impl KubeSim {
         self.shared.log.records()
     }
 
+    /// The arrival number the next request gets ([`RequestRecord::arrival`]): requests with
+    /// a lower one arrived before this call.
+    pub fn arrivals(&self) -> u64 {
+        self.shared.log.arrivals()
+    }
+
     /// Empties the request log (counters are kept).
     pub fn clear_requests(&self) {
         self.shared.log.clear();
@@ -573,6 +600,30 @@ impl KubeSim {
     /// Ends every open watch stream now (clients re-watch from their last resourceVersion).
     pub fn drop_watches(&self) {
         self.shared.store.drop_watches();
+    }
+
+    /// Simulates an apiserver restart with its state kept (etcd keeps it): every open watch
+    /// ends, the watch history is forgotten (a watch resuming from an older resourceVersion gets
+    /// 410 Expired, as from a new apiserver's empty watch cache), every open connection breaks
+    /// on its next read or write, and new connections are closed at once for `down` (plain HTTP
+    /// only; in TLS mode the connections are not touched). Also `POST /sim/restart
+    /// {"down_ms": 500}`. [`KubeSim::restart_stats`] counts what it did.
+    pub fn restart(&self, down: Duration) {
+        restart_shared(&self.shared, down);
+    }
+
+    /// What the restarts did so far: how many, connections refused while down, connections
+    /// broken.
+    pub fn restart_stats(&self) -> RestartStats {
+        self.shared.gate.stats()
+    }
+
+    /// Watch requests answered with a 410 Expired ERROR event so far (a resourceVersion older
+    /// than the history, or [`Faults::expire_next_watches`]).
+    pub fn expired_watches(&self) -> u64 {
+        self.shared
+            .expired_watches
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stops accepting connections, ends watches and waits (up to 5 s) for open requests; other

@@ -44,6 +44,7 @@ async fn handle(
     if crate::request_core::is_control_path(&path) {
         return control::handle(&sim, &method, &path, &body);
     }
+    let arrival = sim.log.arrive();
     let query = match Query::<HashMap<String, String>>::try_from_uri(&uri) {
         Ok(Query(q)) => q,
         Err(e) => return error_response(&ApiError::bad_request(format!("invalid query: {e}"))),
@@ -56,6 +57,7 @@ async fn handle(
         .check(method.as_str(), &path, &query, authorization);
     let req = request::parse(&method, &path, query);
     let mut faulted = false;
+    let mut delay = std::time::Duration::ZERO;
     let mut response = match check {
         rbac::Check::Denied(e) => error_response(&e),
         // Faults (latency first, then the first matching rule) apply to every allowed request,
@@ -63,6 +65,7 @@ async fn handle(
         rbac::Check::Allowed(user) => {
             let outcome = sim.faults.check(method.as_str(), &path, &req);
             if !outcome.delay.is_zero() {
+                delay = outcome.delay;
                 tokio::time::sleep(outcome.delay).await;
             }
             faulted = outcome.action.is_some();
@@ -115,6 +118,8 @@ async fn handle(
             authorization: header_text(header::AUTHORIZATION),
             user_agent: header_text(header::USER_AGENT),
             faulted,
+            arrival,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
         },
     );
     response

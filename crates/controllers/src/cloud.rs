@@ -28,6 +28,11 @@ pub(crate) trait CloudProvider: Send + Sync {
     fn name(&self) -> String;
     /// What the driver declared at load (provider-ID scheme, annotation prefixes, …).
     fn info(&self) -> ProviderInfo;
+    /// The provider-ID scheme alone: asked per node on every pass, so a driver need not copy
+    /// its whole info for it.
+    fn provider_id_scheme(&self) -> String {
+        self.info().provider_id_scheme
+    }
     /// Which interfaces it implements: a controller whose interface is missing is not started.
     fn exports(&self) -> Exports;
 
@@ -113,6 +118,10 @@ impl CloudProvider for DriverSlot {
 
     fn info(&self) -> ProviderInfo {
         self.get().info().clone()
+    }
+
+    fn provider_id_scheme(&self) -> String {
+        self.get().info().provider_id_scheme.clone()
     }
 
     fn exports(&self) -> Exports {

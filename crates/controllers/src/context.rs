@@ -294,7 +294,7 @@ impl Cloud {
 
     /// The provider-ID scheme the driver declared (`<scheme>://…`).
     pub(crate) fn provider_id_scheme(&self) -> String {
-        self.provider.info().provider_id_scheme
+        self.provider.provider_id_scheme()
     }
 
     /// The cluster view the driver sees.

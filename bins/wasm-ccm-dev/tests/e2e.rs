@@ -328,7 +328,11 @@ async fn load_balancers_follow_their_services() {
         service(&sim, "web").is_some_and(|s| !has_finalizer(&s) && ingress_ip(&s).is_none())
     })
     .await;
-    assert!(!events(&sim, "web", "DeletedLoadBalancer").is_empty());
+    // The event is published after the finalizer write, so it may trail the cleaned-up state.
+    eventually("DeletedLoadBalancer event", || {
+        !events(&sim, "web", "DeletedLoadBalancer").is_empty()
+    })
+    .await;
 
     // Back to LoadBalancer, then deleted: the finalizer holds it until the cleanup ran.
     sim.modify("services", Some("default"), "web", |s| {

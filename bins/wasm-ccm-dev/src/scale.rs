@@ -37,6 +37,11 @@ pub(crate) struct ScaleArgs {
     /// Give up when not converged after this long.
     #[arg(long, default_value = "600s", value_parser = parse_duration)]
     timeout: Duration,
+    /// After the quiet period, stop the run and start `run --shadow` (grace 0) over the
+    /// converged cluster: its would-be writes are false differences (none expected), and it
+    /// must write nothing.
+    #[arg(long)]
+    shadow: bool,
     /// Print one JSON line instead of the table.
     #[arg(long)]
     json: bool,
@@ -275,30 +280,13 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
     };
 
     let metrics_port = free_port()?;
-    let burst = (args.qps * 2.0) as u32;
     let started = Instant::now();
-    let mut ccm_child = Killed(
-        Command::new(ccm)
-            .arg("run")
-            .arg("--cloud-provider=static")
-            .arg(format!("--driver={}", driver_path.display()))
-            .arg(format!("--cloud-config={}", cloud_path.display()))
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .args([
-                "--leader-elect=false",
-                "--cluster-cidr=10.128.0.0/9",
-                "--bind-address=127.0.0.1",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            ])
-            .arg(format!("--kube-api-qps={}", args.qps))
-            .arg(format!("--kube-api-burst={burst}"))
-            .arg(format!("--secure-port={metrics_port}"))
-            .env("WASM_CCM_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("run.log"))?)
-            .spawn()
-            .with_context(|| format!("cannot start {}", ccm.display()))?,
-    );
+    let run = RunFiles {
+        driver: &driver_path,
+        cloud: &cloud_path,
+        kubeconfig: &kubeconfig,
+    };
+    let mut ccm_child = spawn_run(ccm, args, &run, metrics_port, &[], &dir.join("run.log"))?;
     let pid = ccm_child.0.id();
     let deadline = started + args.timeout;
     let converged_after = loop {
@@ -350,8 +338,129 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
         "quiet_s": args.quiet.as_secs_f64(),
     });
     drop(ccm_child);
+    let mut report = report;
+    if args.shadow {
+        let shadow = measure_shadow(args, ccm, &run, dir, &http, &api).await?;
+        if let (Some(all), Some(more)) = (report.as_object_mut(), shadow.as_object()) {
+            all.extend(more.clone());
+        }
+    }
     drop(sim);
     Ok(report)
+}
+
+/// The files a `run` reads.
+struct RunFiles<'a> {
+    driver: &'a Path,
+    cloud: &'a Path,
+    kubeconfig: &'a Path,
+}
+
+/// Starts `wasm-ccm run` over the static driver with the scale flags and `extra`.
+fn spawn_run(
+    ccm: &Path,
+    args: &ScaleArgs,
+    files: &RunFiles<'_>,
+    metrics_port: u16,
+    extra: &[&str],
+    log: &Path,
+) -> anyhow::Result<Killed> {
+    let burst = (args.qps * 2.0) as u32;
+    Ok(Killed(
+        Command::new(ccm)
+            .arg("run")
+            .arg("--cloud-provider=static")
+            .arg(format!("--driver={}", files.driver.display()))
+            .arg(format!("--cloud-config={}", files.cloud.display()))
+            .arg(format!("--kubeconfig={}", files.kubeconfig.display()))
+            .args([
+                "--leader-elect=false",
+                "--cluster-cidr=10.128.0.0/9",
+                "--bind-address=127.0.0.1",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/shadow",
+            ])
+            .arg(format!("--kube-api-qps={}", args.qps))
+            .arg(format!("--kube-api-burst={burst}"))
+            .arg(format!("--secure-port={metrics_port}"))
+            .args(extra)
+            .env("WASM_CCM_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .spawn()
+            .with_context(|| format!("cannot start {}", ccm.display()))?,
+    ))
+}
+
+/// A shadow over the converged cluster: how long its first passes take, what it would write
+/// (false differences: none expected) and what it wrote (nothing, by the simulator's counts).
+async fn measure_shadow(
+    args: &ScaleArgs,
+    ccm: &Path,
+    files: &RunFiles<'_>,
+    dir: &Path,
+    http: &reqwest::Client,
+    api: &str,
+) -> anyhow::Result<Value> {
+    let before = kube_counts(http, api).await?;
+    let port = free_port()?;
+    let log = dir.join("shadow.log");
+    let started = Instant::now();
+    let mut child = spawn_run(
+        ccm,
+        args,
+        files,
+        port,
+        &["--shadow", "--shadow-grace=0s"],
+        &log,
+    )?;
+    let metrics_url = format!("https://127.0.0.1:{port}/metrics");
+    let deadline = started + args.timeout;
+    // The first passes: every Service ensured and every node's metadata read once.
+    let first_pass = loop {
+        if let Some(status) = child.0.try_wait()? {
+            bail!(
+                "wasm-ccm run --shadow exited ({status}); see {}",
+                log.display()
+            );
+        }
+        let text = match http.get(&metrics_url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        let calls_of = |function: &str| -> f64 {
+            text.lines()
+                .filter(|l| {
+                    l.starts_with("wasm_ccm_driver_calls_total{")
+                        && l.contains(&format!("function=\"{function}\""))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        if calls_of("load-balancer.ensure") >= args.services as f64
+            && calls_of("instances.instance-metadata") >= args.nodes as f64
+        {
+            break started.elapsed();
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the shadow's first passes did not finish in {:?}; see {}",
+                args.timeout,
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let report = get_json(http, &format!("https://127.0.0.1:{port}/shadow")).await?;
+    let peak = proc_mib(child.0.id(), "VmHWM");
+    let after = kube_counts(http, api).await?;
+    drop(child);
+    Ok(json!({
+        "shadow_first_pass_s": (first_pass.as_secs_f64() * 100.0).round() / 100.0,
+        "shadow_peak_rss_mib": peak,
+        "shadow_differences": report["differences"].as_array().map_or(0, Vec::len),
+        "shadow_diverged": report["summary"]["diverged"],
+        "shadow_kube_writes": mutations(&after).saturating_sub(mutations(&before)),
+    }))
 }
 
 /// Bytes in MiB with one decimal.
@@ -395,8 +504,17 @@ fn print_table(r: &Value) {
         ("Kubernetes writes", "kube_writes"),
         ("writes after convergence, settling", "writes_settling"),
         ("writes in the quiet period", "writes_in_quiet"),
+        ("shadow: first passes done in (s)", "shadow_first_pass_s"),
+        ("shadow: peak RSS (MiB)", "shadow_peak_rss_mib"),
+        (
+            "shadow: would-be writes (false differences)",
+            "shadow_differences",
+        ),
+        ("shadow: Kubernetes writes", "shadow_kube_writes"),
     ] {
-        println!("  {label:<44} {}", r[key]);
+        if !r[key].is_null() {
+            println!("  {label:<44} {}", r[key]);
+        }
     }
 }
 

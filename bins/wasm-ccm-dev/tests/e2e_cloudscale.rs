@@ -223,3 +223,263 @@ async fn a_refused_change_is_a_warning_event_and_changes_nothing() {
     assert!(cloud.mutations().is_empty(), "{:?}", cloud.mutations());
     assert_eq!(cloud.load_balancers()[0]["flavor"]["slug"], "lb-standard");
 }
+
+/// The shadow's report, from its `/shadow` endpoint (empty until it answers).
+async fn shadow_report(port: u16) -> Value {
+    match https_client()
+        .get(format!("https://127.0.0.1:{port}/shadow"))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => r.json().await.unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+/// Polls the report until `cond` holds.
+async fn report_until(port: u16, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let report = shadow_report(port).await;
+        if cond(&report) {
+            return report;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out waiting for: {what}; last report: {report:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Driver calls of `function` so far, from `/metrics`.
+async fn calls(port: u16, function: &str) -> f64 {
+    let text = scrape(port).await;
+    text.lines()
+        .filter(|l| {
+            l.starts_with("wasm_ccm_driver_calls_total{")
+                && l.contains(&format!("function=\"{function}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `wasm-ccm shadow report` against the shadow's endpoint: (exit code, stdout).
+fn shadow_report_cli(port: u16, format: &str) -> (Option<i32>, String) {
+    let out = std::process::Command::new(wasm_ccm_test_tools::product::product_binary())
+        .args([
+            "shadow",
+            "report",
+            "--from",
+            &format!("https://127.0.0.1:{port}/shadow"),
+            "--insecure-skip-tls-verify",
+            "--format",
+            format,
+        ])
+        .output()
+        .expect("run wasm-ccm shadow report");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Kubernetes writes (anything but GET) the simulator received after request `since`. The
+/// serving port's token and access reviews are questions, not writes: they persist nothing.
+fn kube_writes_since(sim: &KubeSim, since: u64) -> Vec<String> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.seq > since && r.method != "GET")
+        .filter(|r| {
+            !r.path.ends_with("/tokenreviews") && !r.path.ends_with("/subjectaccessreviews")
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+fn last_seq(sim: &KubeSim) -> u64 {
+    sim.requests().iter().map(|r| r.seq).max().unwrap_or(0)
+}
+
+const SHADOW: [&str; 6] = [
+    "--shadow",
+    "--shadow-grace",
+    "0s",
+    "--leader-elect=false",
+    "--node-status-update-frequency",
+    "1s",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_beside_a_converged_cluster_agrees_and_reports_each_seeded_divergence_once() {
+    let (sim, cloud, ccm, uuids) = start().await;
+    eventually("nodes initialised", || {
+        initialised(&sim, "worker-1") && initialised(&sim, "worker-2")
+    })
+    .await;
+    // worker-2 serves no load balancer, so its server going away (seeded below) touches only
+    // the node lifecycle and each seeded divergence stays alone in its object.
+    sim.modify("nodes", None, "worker-2", |n| {
+        n["metadata"]["labels"]["node.kubernetes.io/exclude-from-external-load-balancers"] =
+            json!("true");
+    })
+    .expect("exclude worker-2");
+    for name in ["web", "api"] {
+        sim.create(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP"}]},
+        }))
+        .expect("service");
+    }
+    eventually("converged", || {
+        initialised(&sim, "worker-1")
+            && initialised(&sim, "worker-2")
+            && ["web", "api"].iter().all(|s| {
+                service(&sim, s).is_some_and(|s| ingress_ip(&s).is_some() && has_finalizer(&s))
+            })
+            && cloud.members().len() == 2
+    })
+    .await;
+    // The CCM in charge stops; what follows is the shadow's alone.
+    drop(ccm);
+    cloud.clear_requests();
+    let since = last_seq(&sim);
+
+    // A shadow beside the converged cluster: its first passes find nothing to write.
+    let port = free_port();
+    let port_arg = port.to_string();
+    let mut args = SHADOW.to_vec();
+    args.extend(["--secure-port", &port_arg]);
+    let shadow = Ccm::start_setup(&sim, &cloud.driver_setup(), &args);
+    let started = std::time::Instant::now();
+    while calls(port, "load-balancer.ensure").await < 2.0
+        || calls(port, "instances.instance-metadata").await < 4.0
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "the shadow's first passes did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = shadow_report(port).await;
+    assert_eq!(report["summary"]["diverged"], 0, "{report:#}");
+    let (code, text) = shadow_report_cli(port, "text");
+    assert_eq!(code, Some(0), "a converged cluster: exit 0\n{text}");
+    drop(shadow);
+
+    // Seeded divergences: addresses in another order, a server gone from the cloud, a member
+    // gone from a pool, a written-back annotation gone.
+    sim.modify("nodes", None, "worker-1", |n| {
+        let addresses = n["status"]["addresses"].as_array_mut().expect("addresses");
+        addresses.reverse();
+    })
+    .expect("reorder addresses");
+    cloud.remove_server(&uuids[1]);
+    set_ready(&sim, "worker-2", false);
+    let web_lb = annotation(&service(&sim, "web").expect("web"), "loadbalancer-uuid");
+    let member = cloud
+        .members()
+        .into_iter()
+        .find(|m| {
+            let pool = m["pool"]["uuid"].as_str().unwrap_or_default();
+            cloud.pools().iter().any(|p| {
+                p["uuid"] == pool && p["load_balancer"]["uuid"].as_str() == web_lb.as_deref()
+            })
+        })
+        .expect("a member of web's pool");
+    let deleted = https_client()
+        .delete(format!(
+            "{}/v1/load-balancers/pools/{}/members/{}",
+            cloud.url(),
+            member["pool"]["uuid"].as_str().unwrap_or_default(),
+            member["uuid"].as_str().unwrap_or_default()
+        ))
+        .bearer_auth(cloud.token())
+        .send()
+        .await
+        .expect("delete a member by hand");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    sim.modify("services", Some("default"), "api", |s| {
+        let annotations = s["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations");
+        annotations.remove(&format!("{P}loadbalancer-uuid"));
+    })
+    .expect("drop an annotation");
+    cloud.clear_requests();
+
+    let shadow = Ccm::start_setup(&sim, &cloud.driver_setup(), &args);
+    let report = report_until(port, "four divergences", |r| r["summary"]["diverged"] == 4).await;
+    let find = |kind: &str, object: &str, action: &str| -> Value {
+        let matching: Vec<&Value> = report["differences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["kind"] == kind && d["object"] == object && d["action"] == action)
+            .collect();
+        assert_eq!(
+            matching.len(),
+            1,
+            "{kind} {object} {action} once: {report:#}"
+        );
+        matching[0].clone()
+    };
+    let addresses = find("Node", "worker-1", "patch-status");
+    assert_eq!(
+        addresses["changes"][0]["path"], "status.addresses",
+        "{addresses:#}"
+    );
+    find("Node", "worker-2", "delete");
+    let member_write = find("Service", "default/web", "load-balancer.ensure");
+    let writes = member_write["cloud_writes"].to_string();
+    assert!(
+        writes.contains("POST") && writes.contains("/members"),
+        "{writes}"
+    );
+    let annotation_write = find("Service", "default/api", "patch");
+    assert_eq!(
+        annotation_write["changes"][0]["path"],
+        format!("metadata.annotations[\"{P}loadbalancer-uuid\"]"),
+        "{annotation_write:#}"
+    );
+    // Reported once: later address passes repeat the write without a new difference.
+    report_until(port, "a repeated address pass", |r| {
+        r["differences"].as_array().into_iter().flatten().any(|d| {
+            d["object"] == "worker-1"
+                && d["action"] == "patch-status"
+                && d["attempts"].as_u64() >= Some(2)
+        })
+    })
+    .await;
+    let text = scrape(port).await;
+    let distinct: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("wasm_ccm_shadow_writes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(distinct, 4.0, "{text}");
+    assert_eq!(
+        metric(
+            &text,
+            "wasm_ccm_shadow_differences{driver=\"cloudscale\",verdict=\"diverged\"}"
+        ),
+        Some(4.0)
+    );
+    let (code, text) = shadow_report_cli(port, "text");
+    assert_eq!(code, Some(1), "diverged: exit 1\n{text}");
+    assert!(
+        text.contains("- would delete the Node") && text.contains("+ POST"),
+        "{text}"
+    );
+
+    // Nothing written by either shadow: the simulators' own logs.
+    assert_eq!(kube_writes_since(&sim, since), Vec::<String>::new());
+    let cloud_writes: Vec<String> = cloud.mutations().iter().map(|r| r.line()).collect();
+    assert_eq!(cloud_writes, Vec::<String>::new());
+    assert!(
+        sim.get("nodes", None, "worker-2").is_some(),
+        "the node is still there"
+    );
+    drop(shadow);
+}

@@ -340,3 +340,227 @@ async fn a_missing_rule_is_a_403() {
     assert!(sim.requests().iter().any(|r| r.status == 403));
     assert!(ingress_ip(&service(&sim, "web").expect("web")).is_none());
 }
+
+/// deploy/components/shadow: `wasm-ccm run --shadow --leader-elect=false` as the component's
+/// own ServiceAccount, with only its read-only ClusterRole (rbac.yaml) and the report reader
+/// (report-reader.yaml), beside tainted nodes and a LoadBalancer Service. It works out what it
+/// would write (the report names every object), yet initialises nothing, publishes no address,
+/// sends no write, event or Lease request, and is never refused: the read-only role is enough.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_component_rbac_is_read_only_and_enough() {
+    const SHADOW_TOKEN: &str = "shadow-sa-token";
+    const READER_TOKEN: &str = "shadow-reader-token";
+    let component =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/components/shadow");
+    let load = |file: &str| {
+        wasm_ccm_sim::kube::load_seed_file(&component.join(file))
+            .unwrap_or_else(|e| panic!("deploy/components/shadow/{file}: {e}"))
+    };
+    let account_of = |objects: &[Value], file: &str| -> String {
+        let sa = objects
+            .iter()
+            .find(|o| o["kind"] == "ServiceAccount")
+            .unwrap_or_else(|| panic!("{file} has a ServiceAccount"));
+        format!(
+            "system:serviceaccount:{}:{}",
+            sa["metadata"]["namespace"].as_str().expect("namespace"),
+            sa["metadata"]["name"].as_str().expect("name")
+        )
+    };
+    let shadow_objects = load("rbac.yaml");
+    let reader_objects = load("report-reader.yaml");
+    let shadow_user = account_of(&shadow_objects, "rbac.yaml");
+    let reader_user = account_of(&reader_objects, "report-reader.yaml");
+    assert_ne!(
+        shadow_user, SA_USER,
+        "the shadow must not share the CCM's ServiceAccount: RBAC adds up its bindings"
+    );
+    // Read-only by construction: get/list/watch, and `create` only of the delegated-auth
+    // reviews (questions, not writes).
+    for role in shadow_objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        for rule in role["rules"].as_array().expect("rules") {
+            let reviews = rule["resources"].as_array().is_some_and(|r| {
+                r.iter()
+                    .all(|r| r == "tokenreviews" || r == "subjectaccessreviews")
+            });
+            for verb in rule["verbs"].as_array().expect("verbs") {
+                let verb = verb.as_str().expect("verb");
+                assert!(
+                    ["get", "list", "watch"].contains(&verb) || (reviews && verb == "create"),
+                    "deploy/components/shadow/rbac.yaml grants {verb} in {rule}"
+                );
+            }
+        }
+    }
+    let rbac: Vec<Value> = shadow_objects
+        .iter()
+        .chain(&reader_objects)
+        .filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1")
+        .cloned()
+        .collect();
+    let sim = rbac_sim(
+        rbac,
+        &[
+            (SHADOW_TOKEN, &shadow_user, SA_GROUPS),
+            (READER_TOKEN, &reader_user, SA_GROUPS),
+        ],
+    )
+    .await;
+
+    let (cloud, config) = static_cloud(vec![
+        instance("shadow-node-a", "10.0.0.1"),
+        instance("shadow-node-b", "10.0.0.2"),
+    ])
+    .await;
+    for n in ["shadow-node-a", "shadow-node-b"] {
+        sim.create(node(n, None, true)).expect("node");
+    }
+    sim.create(lb_service("shadow-web")).expect("svc");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig_for_token(SHADOW_TOKEN)).expect("kubeconfig");
+    let kubeconfig = kubeconfig.display().to_string();
+    let port = free_port();
+    let port_arg = port.to_string();
+    let ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--secure-port",
+            &port_arg,
+            "--bind-address",
+            "127.0.0.1",
+            // As the component renders it.
+            "--shadow",
+            "--leader-elect=false",
+        ],
+    );
+
+    // The report, read as the component's report reader, names every object the shadow
+    // would have written: it did the work, it only did not send it.
+    let started = std::time::Instant::now();
+    let report = loop {
+        let answer = https_client()
+            .get(format!("https://127.0.0.1:{port}/shadow"))
+            .bearer_auth(READER_TOKEN)
+            .send()
+            .await;
+        if let Ok(r) = answer {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            // The reader's token is checked (TokenReview) and may GET /shadow
+            // (SubjectAccessReview); a refusal is final, anything else may be a start.
+            assert!(
+                status != 401 && status != 403,
+                "GET /shadow as {reader_user}: {status} {body}\n{}",
+                ccm_log(&ccm)
+            );
+            if status.is_success()
+                && ["shadow-node-a", "shadow-node-b", "shadow-web"]
+                    .iter()
+                    .all(|name| body.contains(name))
+            {
+                break body;
+            }
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the report never named both nodes and the Service\n{}",
+            ccm_log(&ccm)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        serde_json::from_str::<Value>(&report).is_ok(),
+        "GET /shadow answers JSON: {report}"
+    );
+
+    // Nothing reached the cluster.
+    for n in ["shadow-node-a", "shadow-node-b"] {
+        let node = sim.get("nodes", None, n).expect("node");
+        assert!(
+            has_taint(&node, UNINITIALIZED),
+            "{n} was initialised by a shadow: {node}"
+        );
+        assert!(
+            node["spec"]["providerID"].is_null(),
+            "{n} got a provider ID: {node}"
+        );
+    }
+    let svc = service(&sim, "shadow-web").expect("shadow-web");
+    assert!(
+        ingress_ip(&svc).is_none() && !has_finalizer(&svc),
+        "a shadow wrote the Service: {svc}"
+    );
+    let requests = sim.requests();
+    assert!(!requests.is_empty(), "the simulator logged no request");
+    let review = |r: &wasm_ccm_sim::kube::RequestRecord| {
+        r.method == "POST"
+            && (r.path == "/apis/authentication.k8s.io/v1/tokenreviews"
+                || r.path == "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    };
+    let writes: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method != "GET" && !review(r))
+        .map(|r| format!("{} {}?{} -> {}", r.method, r.path, r.query, r.status))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "a shadow sent writes: {writes:#?}\n{}",
+        ccm_log(&ccm)
+    );
+    let touched: Vec<String> = requests
+        .iter()
+        .filter(|r| {
+            r.resource.as_deref().is_some_and(|res| {
+                res.starts_with("leases") || res.starts_with("events") || res.starts_with("secrets")
+            })
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "a shadow with --leader-elect=false touched leases, events or secrets: {touched:#?}"
+    );
+    // Never refused: no 403 at all, no denied decision, and every request carried the token.
+    let denied: Vec<String> = sim
+        .rbac_decisions()
+        .iter()
+        .filter(|d| !d.allowed)
+        .map(|d| {
+            format!(
+                "{} {} {} {:?}",
+                d.user,
+                d.attributes.verb,
+                d.attributes.combined_resource(),
+                d.attributes.path
+            )
+        })
+        .collect();
+    assert!(
+        denied.is_empty() && requests.iter().all(|r| r.status != 403),
+        "permissions missing from deploy/components/shadow/rbac.yaml: {denied:#?}\n{}",
+        ccm_log(&ccm)
+    );
+    assert!(
+        requests.iter().all(|r| r.status != 401),
+        "the shadow's requests carry the token"
+    );
+    assert!(
+        sim.rbac_decisions()
+            .iter()
+            .any(|d| d.allowed && d.user == shadow_user),
+        "no request of the shadow was judged by deploy/components/shadow/rbac.yaml"
+    );
+}

@@ -9,6 +9,7 @@ pub mod global;
 pub mod inspect;
 pub mod preflight;
 pub mod run;
+pub mod shadow;
 pub mod signing;
 pub mod source;
 pub mod units;

@@ -1,12 +1,12 @@
 //! `wasm-ccm`: the cloud-controller-manager whose cloud drivers are sandboxed WebAssembly
 //! components. This binary is what runs in a cluster and in an operator's CI: `run`, `push`,
-//! `pull`, `sign`, `verify` and `inspect`. The developer tools (playground, conformance, call, simulators, soak)
+//! `pull`, `sign`, `verify`, `inspect` and `shadow report`. The developer tools (playground, conformance, call, simulators, soak)
 //! are in `wasm-ccm-dev`.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, signing, source};
+use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, shadow, signing, source};
 
 /// A Kubernetes cloud-controller-manager whose cloud drivers are sandboxed WebAssembly components.
 #[derive(Parser, Debug)]
@@ -34,6 +34,8 @@ enum Command {
     Verify(signing::VerifyCmdArgs),
     /// Show what a driver is: WIT version, exports, imports, info(), sha256, size, compile time.
     Inspect(inspect::InspectArgs),
+    /// Read what a shadow run (`run --shadow`) would have written: `shadow report --from …`.
+    Shadow(shadow::ShadowArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
             Command::Sign(args) => signing::sign(&cli.global, args).await,
             Command::Verify(args) => signing::verify(&cli.global, args).await,
             Command::Inspect(args) => inspect::run(&cli.global, args).await,
+            Command::Shadow(args) => shadow::run(args).await,
         }
     })
 }

@@ -22,10 +22,12 @@ use wasm_ccm_controllers::{
 use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
 
+use wasm_ccm_controllers::shadow::ShadowOptions;
+
 use crate::GlobalArgs;
 use crate::signing::VerifyArgs;
 use crate::source::{DriverSource, RegistryArgs, fetch_verified};
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_duration_or_zero, parse_size};
 
 /// Booleans take Go's forms: `--flag`, `--flag=true`, `--flag=false` (`ArgAction::Set` with an
 /// optional value).
@@ -109,10 +111,25 @@ pub struct RunArgs {
     /// Only `leases` is supported, as upstream today.
     #[arg(long, default_value = "leases")]
     leader_elect_resource_lock: String,
-    #[arg(long, default_value = "cloud-controller-manager")]
-    leader_elect_resource_name: String,
+    /// The Lease's name: `cloud-controller-manager` (upstream's), or `wasm-ccm-shadow` with
+    /// --shadow, which must never hold the lease of the CCM in charge.
+    #[arg(long)]
+    leader_elect_resource_name: Option<String>,
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
+    /// Run beside the CCM in charge and change nothing: Kubernetes writes are recorded, not
+    /// sent; the driver's requests that would change the cloud are refused before they leave;
+    /// no events. What it would have done is served at /shadow (see `wasm-ccm shadow report`).
+    #[arg(long)]
+    shadow: bool,
+    /// With --shadow: how long the CCM in charge has to reach a would-be state by itself before
+    /// the difference counts as diverged.
+    #[arg(long, default_value = "10m", value_parser = parse_duration_or_zero)]
+    shadow_grace: Duration,
+    /// With --shadow: `server` sends each would-be Kubernetes write with dryRun=All so the
+    /// apiserver judges it (needs the write RBAC); `none` sends nothing.
+    #[arg(long, default_value = "none", value_parser = ["none", "server"])]
+    shadow_validate: String,
     /// Address of /healthz, /livez, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: IpAddr,
@@ -359,6 +376,11 @@ where
     }
 }
 
+/// The Lease upstream CCMs hold (`--leader-elect-resource-name`'s default).
+const UPSTREAM_LEASE: &str = "cloud-controller-manager";
+/// The Lease of a shadow run with leader election.
+const SHADOW_LEASE: &str = "wasm-ccm-shadow";
+
 /// Compiles (or loads from the cache) and initialises a driver given as bytes (`origin` names
 /// it in errors): what `wasm-ccm-dev` does with the drivers it embeds.
 pub async fn load_driver_bytes(
@@ -599,6 +621,12 @@ impl RunArgs {
     }
 
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
+        if self.shadow_validate != "none" && !self.shadow {
+            bail!(
+                "--shadow-validate={} only applies with --shadow; add --shadow or drop the flag",
+                self.shadow_validate
+            );
+        }
         if self.concurrent_node_syncs == 0 {
             bail!("--concurrent-node-syncs must be greater than 0");
         }
@@ -618,7 +646,23 @@ impl RunArgs {
             cluster_cidr: self.cluster_cidr.clone(),
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
+            shadow: self.shadow.then(|| ShadowOptions {
+                grace: self.shadow_grace,
+                validate_on_server: self.shadow_validate == "server",
+            }),
         })
+    }
+
+    /// The Lease's name; a shadow gets its own, so it never competes with the CCM in charge.
+    fn lease_name(&self) -> anyhow::Result<String> {
+        match (&self.leader_elect_resource_name, self.shadow) {
+            (Some(name), true) if name == UPSTREAM_LEASE => bail!(
+                "--shadow with --leader-elect-resource-name={UPSTREAM_LEASE}: a shadow must never hold the lease of the CCM in charge; drop the flag (a shadow uses {SHADOW_LEASE:?}) or name another lease"
+            ),
+            (Some(name), _) => Ok(name.clone()),
+            (None, true) => Ok(SHADOW_LEASE.to_string()),
+            (None, false) => Ok(UPSTREAM_LEASE.to_string()),
+        }
     }
 
     /// The TLS configuration of --secure-port (`None` when serving is off), from the given
@@ -791,6 +835,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         );
     }
     let config = args.controller_config()?;
+    let lease_name = args.lease_name()?;
     let source = DriverSource::parse(&args.driver)?;
     args.preflight(global, &source)?;
     args.warn_about_ignored_flags();
@@ -832,6 +877,17 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         facts,
         extra_env: Vec::new(),
     });
+    let opts = DriverOptions {
+        shadow: args.shadow,
+        ..opts
+    };
+    if args.shadow {
+        tracing::info!(
+            grace = ?args.shadow_grace,
+            validate = %args.shadow_validate,
+            "shadow mode: nothing is written to Kubernetes or the cloud; the report is at /shadow"
+        );
+    }
     let compiled = runtime.compile(&fetched.origin, fetched.bytes).await?;
     let driver = Arc::new(runtime.load(&compiled, opts.clone()).await?);
     let driver_load_time = fetch_time + loading.elapsed();
@@ -878,7 +934,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     let identity = default_identity();
     let leader = args.leader_elect.then(|| LeaderConfig {
         namespace: args.leader_elect_resource_namespace.clone(),
-        name: args.leader_elect_resource_name.clone(),
+        name: lease_name,
         identity: identity.clone(),
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,

@@ -42,6 +42,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Like [`parse_duration`], but `0` (or `0s`) is allowed: for waits that may be none at all.
+pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
+    let zero = text
+        .trim()
+        .trim_end_matches(['s', 'm', 'h'])
+        .trim_end_matches('m')
+        .parse::<f64>()
+        .is_ok_and(|n| n == 0.0);
+    if zero {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(text)
+}
+
 /// Parses `67108864`, `64Ki`, `64Mi`, `64MiB`, `1Gi`, `64M` (decimal) into bytes.
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let t = text.trim();
@@ -72,6 +86,19 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_is_a_duration_where_none_is_allowed() {
+        for zero in ["0", "0s", "0ms", "0m", " 0h "] {
+            assert_eq!(parse_duration_or_zero(zero), Ok(Duration::ZERO), "{zero}");
+        }
+        assert_eq!(parse_duration_or_zero("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration_or_zero("-1s").is_err());
+        assert!(
+            parse_duration("0s").is_err(),
+            "elsewhere zero stays refused"
+        );
+    }
 
     #[test]
     fn durations() {

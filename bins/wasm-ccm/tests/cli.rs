@@ -32,7 +32,9 @@ fn the_product_has_only_the_in_cluster_commands() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         commands(&help),
-        ["run", "push", "pull", "sign", "verify", "inspect", "help"],
+        [
+            "run", "push", "pull", "sign", "verify", "inspect", "shadow", "help"
+        ],
         "{help}"
     );
 }
@@ -176,4 +178,112 @@ fn run_checks_egress_grants_and_the_cache_dir_first() {
         )),
         "{err}"
     );
+}
+
+/// A shadow report as `GET /shadow` answers it, with `diverged` differences.
+fn report(diverged: usize) -> String {
+    let differences: Vec<serde_json::Value> = (0..diverged)
+        .map(|i| {
+            serde_json::json!({
+                "kind": "Node", "object": format!("worker-{i}"), "controller": "node-lifecycle",
+                "target": "kube", "action": "delete", "verdict": "diverged",
+                "first_seen": "2026-11-26T00:00:00Z", "last_changed": "2026-11-26T00:00:00Z",
+                "attempts": 3,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "driver": "cloudscale", "grace_seconds": 600, "started": "2026-11-26T00:00:00Z",
+        "generated": "2026-11-26T01:00:00Z",
+        "summary": {"pending": 0, "agreed": 0, "diverged": diverged},
+        "differences": differences,
+    })
+    .to_string()
+}
+
+#[test]
+fn shadow_report_exits_with_the_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agreed = dir.path().join("agreed.json");
+    std::fs::write(&agreed, report(0)).expect("write");
+    let out = wasm_ccm(&["shadow", "report", "--from", agreed.to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("0 diverged") && text.contains("agrees"),
+        "{text}"
+    );
+
+    let diverged = dir.path().join("diverged.json");
+    std::fs::write(&diverged, report(2)).expect("write");
+    let out = wasm_ccm(&[
+        "shadow",
+        "report",
+        "--from",
+        diverged.to_str().expect("path"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "something diverged: exit 1");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("- would delete the Node").count(), 2, "{text}");
+    let out = wasm_ccm(&[
+        "shadow",
+        "report",
+        "--format",
+        "json",
+        "--from",
+        diverged.to_str().expect("path"),
+    ]);
+    let back: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON out");
+    assert_eq!(back["summary"]["diverged"], 2);
+}
+
+#[test]
+fn shadow_report_says_what_is_wrong_with_its_input() {
+    let manifest = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml";
+    let out = wasm_ccm(&["shadow", "report", "--from", &manifest]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a shadow report"), "{err}");
+    let out = wasm_ccm(&["shadow", "report", "--from", "/nonexistent/report.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open the report file"));
+    let out = wasm_ccm(&[
+        "shadow",
+        "report",
+        "--from",
+        &manifest,
+        "--token-file",
+        &manifest,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("apply to a URL"));
+}
+
+#[test]
+fn a_shadow_never_takes_the_lease_of_the_ccm_in_charge() {
+    let manifest = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml";
+    let out = wasm_ccm(&[
+        "run",
+        "--cloud-provider=static",
+        "--driver",
+        &manifest,
+        "--shadow",
+        "--leader-elect-resource-name=cloud-controller-manager",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("must never hold the lease of the CCM in charge"),
+        "{err}"
+    );
+    let out = wasm_ccm(&[
+        "run",
+        "--cloud-provider=static",
+        "--driver",
+        &manifest,
+        "--shadow-validate=server",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("only applies with --shadow"), "{err}");
 }

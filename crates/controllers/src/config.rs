@@ -106,6 +106,8 @@ pub struct ControllerConfig {
     /// `--kube-api-burst`: the token bucket's size, i.e. requests sent at once before
     /// `kube_api_qps` paces them.
     pub kube_api_burst: u32,
+    /// `--shadow`: run beside the CCM in charge and write nothing (see [`crate::shadow`]).
+    pub shadow: Option<crate::shadow::ShadowOptions>,
 }
 
 impl Default for ControllerConfig {
@@ -125,6 +127,7 @@ impl Default for ControllerConfig {
             cluster_cidr: String::new(),
             kube_api_qps: 20.0,
             kube_api_burst: 30,
+            shadow: None,
         }
     }
 }

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource};
+use serde_json::Value;
 use wasm_ccm_runtime::AddressClaim;
 use wasm_ccm_runtime::{
     AddressQuery, CallError, CallScope, ClusterView, DriverEvent, EventKind, Outcome, claims_of,
@@ -22,22 +24,197 @@ use crate::informer::Store;
 use crate::metrics::Metrics;
 use crate::queue::TokenBucket;
 use crate::service_rules::wants_load_balancer;
+use crate::shadow::{KubeChange, Recorded, ShadowLog};
 
-/// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted.
+/// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted. Every write
+/// the controllers make goes through [`Kube::patch`], [`Kube::patch_conditions`] or
+/// [`Kube::delete_node`], so a shadow run can record them instead.
 pub(crate) struct Kube {
     client: Client,
     limiter: TokenBucket,
     metrics: Arc<Metrics>,
+    shadow: Option<Arc<ShadowLog>>,
+}
+
+/// The object a controller writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// A Node by name.
+    Node(&'a str),
+    /// A Service.
+    Service { namespace: &'a str, name: &'a str },
+}
+
+impl Target<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Target::Node(_) => "Node",
+            Target::Service { .. } => "Service",
+        }
+    }
+
+    fn key(&self) -> String {
+        match self {
+            Target::Node(name) => name.to_string(),
+            Target::Service { namespace, name } => format!("{namespace}/{name}"),
+        }
+    }
 }
 
 impl Kube {
-    /// Wraps `client`.
-    pub(crate) fn new(client: Client, qps: f32, burst: u32, metrics: Arc<Metrics>) -> Self {
+    /// Wraps `client`; with `shadow`, writes are recorded there instead of sent.
+    pub(crate) fn new(
+        client: Client,
+        qps: f32,
+        burst: u32,
+        metrics: Arc<Metrics>,
+        shadow: Option<Arc<ShadowLog>>,
+    ) -> Self {
         Kube {
             client,
             limiter: TokenBucket::new(f64::from(qps), burst),
             metrics,
+            shadow,
         }
+    }
+
+    /// Merge-patches `target` (its `status` subresource when `status`).
+    pub(crate) async fn patch(
+        &self,
+        controller: &'static str,
+        target: Target<'_>,
+        patch: &Value,
+        status: bool,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Patch { patch, status };
+        self.write(controller, target, change, |dry_run| {
+            let params = PatchParams {
+                dry_run,
+                ..Default::default()
+            };
+            let patch = Patch::Merge(patch);
+            async move {
+                match (target, status) {
+                    (Target::Node(name), false) => {
+                        self.nodes().patch(name, &params, &patch).await.map(drop)
+                    }
+                    (Target::Node(name), true) => self
+                        .nodes()
+                        .patch_status(name, &params, &patch)
+                        .await
+                        .map(drop),
+                    (Target::Service { namespace, name }, false) => self
+                        .services(namespace)
+                        .patch(name, &params, &patch)
+                        .await
+                        .map(drop),
+                    (Target::Service { namespace, name }, true) => self
+                        .services(namespace)
+                        .patch_status(name, &params, &patch)
+                        .await
+                        .map(drop),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Strategic-merge-patches a Node's status conditions (merged by `type`, so the other
+    /// conditions stay as the kubelet wrote them).
+    pub(crate) async fn patch_conditions(
+        &self,
+        controller: &'static str,
+        node: &str,
+        patch: &Value,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Patch {
+            patch,
+            status: true,
+        };
+        self.write(controller, Target::Node(node), change, |dry_run| {
+            let params = PatchParams {
+                dry_run,
+                ..Default::default()
+            };
+            async move {
+                self.nodes()
+                    .patch_status(node, &params, &Patch::Strategic(patch))
+                    .await
+                    .map(drop)
+            }
+        })
+        .await
+    }
+
+    /// Deletes a Node, preconditioned on its UID (a node re-registered under the same name
+    /// meanwhile is left alone).
+    pub(crate) async fn delete_node(
+        &self,
+        controller: &'static str,
+        node: &str,
+        uid: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Delete { uid };
+        self.write(controller, Target::Node(node), change, |dry_run| {
+            let params = DeleteParams {
+                dry_run,
+                preconditions: Some(Preconditions {
+                    uid: uid.map(str::to_string),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            async move { self.nodes().delete(node, &params).await.map(drop) }
+        })
+        .await
+    }
+
+    /// Sends a write (`send(false)`), or in a shadow run records it, after sending it as a dry
+    /// run (`send(true)`) when the apiserver should judge it. A shadow write always "succeeds":
+    /// the controller goes on as though it had written, which is the state the report judges.
+    async fn write<F, Fut>(
+        &self,
+        controller: &'static str,
+        target: Target<'_>,
+        change: KubeChange<'_>,
+        send: F,
+    ) -> Result<(), kube::Error>
+    where
+        F: FnOnce(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<(), kube::Error>>,
+    {
+        let verb = match change {
+            KubeChange::Delete { .. } => "delete",
+            KubeChange::Patch { .. } => "patch",
+        };
+        let Some(shadow) = &self.shadow else {
+            return self.request(verb, send(false)).await;
+        };
+        let apiserver = if shadow.options().validate_on_server {
+            Some(match self.request(verb, send(true)).await {
+                Ok(()) => "accepted".to_string(),
+                Err(kube::Error::Api(s)) => format!("refused ({}): {}", s.code, s.message),
+                Err(e) => format!("not judged: {e}"),
+            })
+        } else {
+            None
+        };
+        let recorded =
+            shadow.record_kube(controller, target.kind(), &target.key(), change, apiserver);
+        if recorded == Recorded::Changed {
+            self.metrics.inc(
+                "wasm_ccm_shadow_writes_total",
+                &[("controller", controller), ("target", "kube")],
+            );
+            tracing::info!(
+                controller,
+                kind = target.kind(),
+                object = %target.key(),
+                verb,
+                "shadow: would write (recorded, not sent)"
+            );
+        }
+        Ok(())
     }
 
     /// Nodes.
@@ -266,19 +443,109 @@ pub(crate) struct Cloud {
     provider: SharedCloud,
     metrics: Arc<Metrics>,
     cluster: Arc<StoreCluster>,
+    shadow: Option<Arc<ShadowLog>>,
+}
+
+/// What a driver call is about, for the shadow report: a kind (`Node`, `Service`, or `Driver`
+/// for calls about no one object) and the object's key (a Service's `namespace/name`).
+#[derive(Debug, Clone)]
+pub(crate) struct Subject {
+    pub(crate) kind: &'static str,
+    pub(crate) object: String,
+}
+
+impl Subject {
+    /// A Node by name.
+    pub(crate) fn node(name: &str) -> Self {
+        Subject {
+            kind: "Node",
+            object: name.to_string(),
+        }
+    }
+
+    /// A Service by `namespace/name`.
+    pub(crate) fn service(key: &str) -> Self {
+        Subject {
+            kind: "Service",
+            object: key.to_string(),
+        }
+    }
+
+    /// A call about no one object (housekeeping, the route pass).
+    pub(crate) fn driver(what: &str) -> Self {
+        Subject {
+            kind: "Driver",
+            object: what.to_string(),
+        }
+    }
+
+    /// A route by destination CIDR.
+    pub(crate) fn route(destination: &str) -> Self {
+        Subject {
+            kind: "Route",
+            object: destination.to_string(),
+        }
+    }
+
+    /// The subject an event reference names.
+    pub(crate) fn of(regarding: &ObjectReference) -> Self {
+        let name = regarding.name.as_deref().unwrap_or_default();
+        match (regarding.kind.as_deref(), regarding.namespace.as_deref()) {
+            (Some("Node"), _) => Subject::node(name),
+            (Some("Service"), Some(ns)) => Subject::service(&format!("{ns}/{name}")),
+            _ => Subject::driver(name),
+        }
+    }
 }
 
 impl Cloud {
-    /// Wraps `provider` (in production the slot of the driver in service).
+    /// Wraps `provider` (in production the slot of the driver in service); with `shadow`, the
+    /// writes the runtime refused are recorded there.
     pub(crate) fn new(
         provider: SharedCloud,
         metrics: Arc<Metrics>,
         cluster: Arc<StoreCluster>,
+        shadow: Option<Arc<ShadowLog>>,
     ) -> Self {
         Cloud {
             provider,
             metrics,
             cluster,
+            shadow,
+        }
+    }
+
+    fn record_shadowed<T>(
+        &self,
+        shadow: &ShadowLog,
+        function: &str,
+        subject: Subject,
+        outcome: &Outcome<T>,
+    ) {
+        let refused: Vec<String> = outcome
+            .http
+            .iter()
+            .filter_map(|e| e.shadowed.clone())
+            .collect();
+        let any = !refused.is_empty();
+        let recorded = shadow.record_cloud(
+            function,
+            subject.kind,
+            &subject.object,
+            refused,
+            outcome.result.is_ok(),
+        );
+        if any && recorded == Recorded::Changed {
+            self.metrics.inc(
+                "wasm_ccm_shadow_writes_total",
+                &[("controller", function), ("target", "cloud")],
+            );
+            tracing::info!(
+                function,
+                kind = subject.kind,
+                object = %subject.object,
+                "shadow: the driver would write to the cloud (refused, recorded)"
+            );
         }
     }
 
@@ -310,12 +577,17 @@ impl Cloud {
         }
     }
 
-    /// Counts and times a finished call; returns its result and the events the driver recorded.
+    /// Counts and times a finished call about `subject`; returns its result and the events the
+    /// driver recorded. In a shadow run, records the cloud writes the runtime refused.
     pub(crate) fn observe<T>(
         &self,
         function: &str,
+        subject: Subject,
         outcome: Outcome<T>,
     ) -> (Result<T, CallError>, Vec<DriverEvent>) {
+        if let Some(shadow) = &self.shadow {
+            self.record_shadowed(shadow, function, subject, &outcome);
+        }
         let result = match &outcome.result {
             Ok(_) => "ok",
             Err(CallError::Provider(p)) => p.case(),
@@ -353,6 +625,9 @@ pub(crate) struct Events {
     /// different message would only bump the first one's series count and the new message would
     /// be lost. A recorder per note restores client-go's behaviour.
     recorders: std::sync::Mutex<std::collections::HashMap<(&'static str, String), Recorder>>,
+    /// A shadow run publishes nothing: events are writes, and beside the CCM in charge they
+    /// would confuse `kubectl describe`.
+    silent: bool,
 }
 
 /// Recorders kept before the map is cleared (each is a client handle and a tiny cache; clearing
@@ -367,7 +642,14 @@ impl Events {
             client,
             instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
             recorders: Default::default(),
+            silent: false,
         }
+    }
+
+    /// Recorders that publish nothing (a shadow run).
+    pub(crate) fn silenced(mut self, silent: bool) -> Self {
+        self.silent = silent;
+        self
     }
 
     fn recorder(&self, controller: &'static str, note: &str) -> Recorder {
@@ -400,6 +682,10 @@ impl Events {
         note: &str,
         action: &str,
     ) {
+        if self.silent {
+            tracing::debug!(reason, "shadow: event not published");
+            return;
+        }
         let reason = match cut_to_bytes(reason, EVENT_REASON_LIMIT) {
             "" => REPLACEMENT_EVENT_REASON,
             r => r,
@@ -506,9 +792,37 @@ pub(crate) struct Ctx {
     pub(crate) nodes: Store<Node>,
     pub(crate) services: Store<Service>,
     pub(crate) refusals: Refusals,
+    /// A shadow run's would-be writes; `None` in a normal run.
+    pub(crate) shadow: Option<Arc<ShadowLog>>,
 }
 
 impl Ctx {
+    /// The shadow report now; `None` outside shadow mode.
+    pub(crate) fn shadow_report(&self) -> Option<crate::shadow::ShadowReport> {
+        let shadow = self.shadow.as_ref()?;
+        Some(shadow.report(&self.cloud.name(), &self.nodes, &self.services))
+    }
+
+    /// Sets `wasm_ccm_shadow_differences{driver,verdict}` from a fresh report (at scrape time).
+    pub(crate) fn export_shadow_gauges(&self) {
+        let Some(report) = self.shadow_report() else {
+            return;
+        };
+        let driver = report.driver.as_str();
+        self.metrics.clear("wasm_ccm_shadow_differences");
+        for (verdict, count) in [
+            ("pending", report.summary.pending),
+            ("agreed", report.summary.agreed),
+            ("diverged", report.summary.diverged),
+        ] {
+            self.metrics.set(
+                "wasm_ccm_shadow_differences",
+                &[("driver", driver), ("verdict", verdict)],
+                count as f64,
+            );
+        }
+    }
+
     /// Counts and times a finished driver call and records the events the driver asked for on
     /// `regarding`; returns the call's result.
     pub(crate) async fn finish_call<T>(
@@ -518,7 +832,9 @@ impl Ctx {
         reporter: &'static str,
         regarding: &ObjectReference,
     ) -> Result<T, CallError> {
-        let (result, events) = self.cloud.observe(function, outcome);
+        let (result, events) = self
+            .cloud
+            .observe(function, Subject::of(regarding), outcome);
         let refused = self
             .events
             .publish_driver_events(reporter, regarding, &events)

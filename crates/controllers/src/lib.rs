@@ -42,6 +42,7 @@ mod runner;
 pub mod server;
 mod service;
 mod service_rules;
+pub mod shadow;
 pub mod user_agent;
 
 pub use config::{ControllerConfig, EnabledControllers};

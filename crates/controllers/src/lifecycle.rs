@@ -5,14 +5,13 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
 use crate::answer_rules::is_foreign_provider_id;
-use crate::context::{Ctx, is_status, reference};
+use crate::context::{Ctx, Target, is_status, reference};
 use crate::convert::{node_is_ready, node_to_wit};
 use crate::node_rules::SHUTDOWN_TAINT;
 
@@ -169,17 +168,10 @@ impl LifecycleController {
             )
             .await;
         // The UID precondition protects a node re-registered under the same name meanwhile.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: node.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
         let result = self
             .ctx
             .kube
-            .request("delete", self.ctx.kube.nodes().delete(&name, &params))
+            .delete_node(REPORTER, &name, node.metadata.uid.as_deref())
             .await;
         match result {
             Ok(_) => tracing::info!(node = %name, "deleted node: its instance no longer exists"),
@@ -227,14 +219,10 @@ impl LifecycleController {
                 "metadata": { "resourceVersion": current.metadata.resource_version },
                 "spec": { "taints": taints },
             });
-            let nodes = self.ctx.kube.nodes();
             let result = self
                 .ctx
                 .kube
-                .request(
-                    "patch",
-                    nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-                )
+                .patch(REPORTER, Target::Node(&name), &patch, false)
                 .await;
             match result {
                 Ok(_) => {
@@ -242,6 +230,7 @@ impl LifecycleController {
                     return;
                 }
                 Err(e) if is_status(&e, 409) => {
+                    let nodes = self.ctx.kube.nodes();
                     match self.ctx.kube.request("get", nodes.get(&name)).await {
                         Ok(fresh) => current = fresh,
                         Err(e) => {

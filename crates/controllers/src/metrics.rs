@@ -92,6 +92,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Keys re-added after a failure.",
     ),
     (
+        "wasm_ccm_shadow_writes_total",
+        Kind::Counter,
+        "Shadow mode: distinct would-be writes (new or changed, not repeats) by controller (or driver function) and target (kube, cloud).",
+    ),
+    (
+        "wasm_ccm_shadow_differences",
+        Kind::Gauge,
+        "Shadow mode: would-be writes by driver and verdict (pending, agreed, diverged); 0 diverged means switching changes nothing known.",
+    ),
+    (
         "wasm_ccm_reconcile_errors_total",
         Kind::Counter,
         "Failed reconciles by controller and kind (kubernetes, a driver error case, host-error, in-progress, answer-refused).",

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
@@ -18,7 +17,7 @@ use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
     sanitize_metadata,
 };
-use crate::context::{Ctx, is_status, reference};
+use crate::context::{Ctx, Subject, Target, is_status, reference};
 use crate::convert::{node_to_wit, to_kube_address};
 use crate::error::ReconcileError;
 use crate::node_rules::{
@@ -316,14 +315,7 @@ impl NodeController {
             let sent = self
                 .ctx
                 .kube
-                .request(
-                    "patch",
-                    self.ctx.kube.nodes().patch(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    ),
-                )
+                .patch(REPORTER, Target::Node(&name), &patch, false)
                 .await;
             match sent {
                 Ok(_) => break,
@@ -393,14 +385,7 @@ impl NodeController {
         let patch = json!({ "status": { "addresses": addresses } });
         self.ctx
             .kube
-            .request(
-                "patch",
-                self.ctx.kube.nodes().patch_status(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                ),
-            )
+            .patch(REPORTER, Target::Node(name), &patch, true)
             .await?;
         Ok(())
     }
@@ -415,13 +400,7 @@ impl NodeController {
         let patch = json!({ "metadata": { "labels": changes } });
         self.ctx
             .kube
-            .request(
-                "patch",
-                self.ctx
-                    .kube
-                    .nodes()
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
+            .patch(REPORTER, Target::Node(&name), &patch, false)
             .await?;
         Ok(())
     }
@@ -474,6 +453,7 @@ impl NodeController {
         }
         let (result, _) = self.ctx.cloud.observe(
             "instances.instance-metadata",
+            Subject::node(&name),
             self.ctx
                 .cloud
                 .api()

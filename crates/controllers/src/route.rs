@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{Ctx, reference};
+use crate::context::{Ctx, Subject, reference};
 use crate::convert::node_to_wit;
 use crate::error::ReconcileError;
 use crate::route_rules::{Cidr, RouteNode, network_condition, plan_routes};
@@ -61,6 +60,7 @@ impl RouteController {
         let scope = self.ctx.cloud.scope("");
         let (routes, _) = self.ctx.cloud.observe(
             "routes.list",
+            Subject::driver("routes"),
             self.ctx.cloud.api().routes_list(&scope).await,
         );
         let routes = routes
@@ -87,13 +87,25 @@ impl RouteController {
             })
             .collect();
         let mut plan = plan_routes(&routes, &route_nodes, &self.cluster_cidrs);
+        if let Some(shadow) = &self.ctx.shadow {
+            let creates = plan.creates.iter();
+            let planned = creates.map(|c| c.route.destination_cidr.as_str()).collect();
+            shadow.settle_unplanned("Route", "routes.create", &planned);
+            let deletes = plan.deletes.iter();
+            let planned = deletes.map(|r| r.destination_cidr.as_str()).collect();
+            shadow.settle_unplanned("Route", "routes.delete", &planned);
+        }
         let deletes = futures::stream::iter(plan.deletes.clone())
             .for_each_concurrent(MAX_IN_FLIGHT, |route| async move {
                 let scope = self.ctx.cloud.scope(&route.target_node);
                 let (result, _) = self
                     .ctx
                     .cloud
-                    .observe("routes.delete", self.ctx.cloud.api().routes_delete(&route, &scope).await);
+                    .observe(
+                        "routes.delete",
+                        Subject::route(&route.destination_cidr),
+                        self.ctx.cloud.api().routes_delete(&route, &scope).await,
+                    );
                 match result {
                     Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
                     Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
@@ -108,6 +120,7 @@ impl RouteController {
                     let scope = self.ctx.cloud.scope(&create.node);
                     let (result, _) = self.ctx.cloud.observe(
                         "routes.create",
+                        Subject::route(&create.route.destination_cidr),
                         self.ctx
                             .cloud
                             .api()
@@ -192,14 +205,7 @@ impl RouteController {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.ctx
             .kube
-            .request(
-                "patch",
-                self.ctx.kube.nodes().patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Strategic(patch),
-                ),
-            )
+            .patch_conditions(REPORTER, &name, &patch)
             .await?;
         Ok(())
     }

@@ -12,7 +12,7 @@ use wasm_ccm_runtime::Driver;
 
 use crate::cloud::SharedCloud;
 use crate::config::ControllerConfig;
-use crate::context::{Cloud, Ctx, Events, Kube, StoreCluster};
+use crate::context::{Cloud, Ctx, Events, Kube, StoreCluster, Subject};
 use crate::informer::{Informer, Store};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
@@ -20,6 +20,7 @@ use crate::node::is_uninitialized;
 use crate::registry::{CONTROLLERS, Pending, Wiring};
 use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
 use crate::server::{Health, Serving, serve};
+use crate::shadow::ShadowLog;
 use crate::user_agent::{user_agent, with_user_agent};
 
 /// How `wasm-ccm run` runs.
@@ -89,19 +90,23 @@ pub(crate) fn new_ctx(
     nodes: Store<Node>,
     services: Store<Service>,
 ) -> Arc<Ctx> {
+    let shadow = config.shadow.clone().map(|o| Arc::new(ShadowLog::new(o)));
     Arc::new(Ctx {
         kube: Kube::new(
             client.clone(),
             config.kube_api_qps,
             config.kube_api_burst,
             Arc::clone(&metrics),
+            shadow.clone(),
         ),
         cloud: Cloud::new(
             cloud,
             Arc::clone(&metrics),
             Arc::new(StoreCluster::new(services.clone())),
+            shadow.clone(),
         ),
-        events: Events::new(client, identity.to_string()),
+        events: Events::new(client, identity.to_string()).silenced(shadow.is_some()),
+        shadow,
         metrics,
         nodes,
         services,
@@ -184,6 +189,7 @@ pub(crate) fn start_with_cloud(
             let cloud = &housekeeping_ctx.cloud;
             let (result, _) = cloud.observe(
                 "provider.housekeeping",
+                Subject::driver("housekeeping"),
                 cloud.api().housekeeping(&cloud.scope("")).await,
             );
             if let Err(e) = result {
@@ -241,8 +247,9 @@ pub async fn run(
         Arc::new(move || user_agent(Some(agent_slot.get().info()))),
     );
     // Every replica watches, leader or not, so a standby takes over with the current version.
+    let shadow = opts.config.shadow.is_some();
     if let Some(reload) = opts.reload {
-        let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
+        let events = Arc::new(Events::new(client.clone(), opts.identity.clone()).silenced(shadow));
         tokio::spawn(watch(
             Arc::clone(&slot),
             reload,
@@ -292,8 +299,15 @@ pub async fn run(
         *health
             .before_scrape
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) =
-            Some(Box::new(move || ctx.cloud.export_counters()));
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
+            ctx.cloud.export_counters();
+            ctx.export_shadow_gauges();
+        }));
+        let ctx = Arc::clone(&running.ctx);
+        *health
+            .shadow_report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || ctx.shadow_report()));
     }
     let ready_ctx = Arc::clone(&running.ctx);
     let ready_health = Arc::clone(&health);

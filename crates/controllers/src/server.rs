@@ -35,6 +35,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+use crate::shadow::ShadowReport;
 pub(crate) use delegated_auth::DelegatedAuth;
 pub use delegated_auth::DelegatedAuthOptions;
 pub use tls::{MinTlsVersion, TlsError, TlsOptions};
@@ -86,6 +87,49 @@ pub(crate) struct Health {
     pub(crate) failed: AtomicBool,
     /// Called before rendering `/metrics` to copy gauges from elsewhere (driver counters).
     pub(crate) before_scrape: std::sync::Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// A shadow run's report, made on request; `None` outside shadow mode (and before the
+    /// controllers start).
+    pub(crate) shadow_report: std::sync::Mutex<Option<ShadowReporter>>,
+}
+
+/// Makes the shadow report now.
+pub(crate) type ShadowReporter = Box<dyn Fn() -> Option<ShadowReport> + Send + Sync>;
+
+/// `GET /shadow`: the shadow report as JSON, or as text with `?format=text`.
+async fn shadow_report(
+    State(s): State<AppState>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let report = s
+        .health
+        .shadow_report
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .and_then(|f| f());
+    let Some(report) = report else {
+        return (
+            StatusCode::NOT_FOUND,
+            "no shadow report: this process does not run with --shadow (or its controllers have \
+             not started yet)\n",
+        )
+            .into_response();
+    };
+    if query.as_deref() == Some("format=text") {
+        return (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            report.to_text(),
+        )
+            .into_response();
+    }
+    match serde_json::to_string_pretty(&report) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("could not encode the shadow report: {e}\n"),
+        )
+            .into_response(),
+    }
 }
 
 #[derive(Clone)]
@@ -153,6 +197,7 @@ async fn count_requests(State(metrics): State<Arc<Metrics>>, req: Request, next:
         "/livez" => "/livez",
         "/readyz" => "/readyz",
         "/metrics" => "/metrics",
+        "/shadow" => "/shadow",
         _ => "other",
     };
     let mut resp = next.run(req).await;
@@ -369,6 +414,7 @@ pub(crate) async fn serve(
         .route("/livez", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(render_metrics))
+        .route("/shadow", get(shadow_report))
         .with_state(AppState {
             metrics: Arc::clone(&metrics),
             health,

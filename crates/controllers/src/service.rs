@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, ObjectReference, Service};
-use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +18,7 @@ use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
 use crate::backends::{BackendSet, Backends};
-use crate::context::{Ctx, PendingWrite, is_status, reference};
+use crate::context::{Ctx, PendingWrite, Subject, Target, is_status, reference};
 use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
 use crate::error::in_progress;
 use crate::error::{ReconcileError, requested_delay};
@@ -162,12 +160,11 @@ impl ServiceController {
     }
 
     /// The Service's API and name.
-    fn api_of(&self, svc: &Service) -> (Api<Service>, String) {
-        let ns = svc.metadata.namespace.as_deref().unwrap_or("default");
-        (
-            self.ctx.kube.services(ns),
-            svc.metadata.name.clone().unwrap_or_default(),
-        )
+    fn target_of(svc: &Service) -> Target<'_> {
+        Target::Service {
+            namespace: svc.metadata.namespace.as_deref().unwrap_or("default"),
+            name: svc.metadata.name.as_deref().unwrap_or_default(),
+        }
     }
 
     /// Service informer callback (upstream: the Service handlers `New` registers).
@@ -531,14 +528,12 @@ impl ServiceController {
                 "finalizers": finalizers,
             }
         });
-        let (api, name) = self.api_of(svc);
+        // Upstream writes finalizers through the status subresource too (servicehelper's
+        // PatchService), so RBAC written for it keeps working.
         let result = self
             .ctx
             .kube
-            .request(
-                "patch",
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
+            .patch(REPORTER, Self::target_of(svc), &patch, true)
             .await;
         match result {
             Ok(_) => Ok(()),
@@ -570,13 +565,9 @@ impl ServiceController {
         }
         lock(&self.own_annotations).insert(key.to_string(), expected);
         let patch = json!({ "metadata": { "annotations": changes } });
-        let (api, name) = self.api_of(svc);
         self.ctx
             .kube
-            .request(
-                "patch",
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
+            .patch(REPORTER, Self::target_of(svc), &patch, false)
             .await
             .map_err(|e| {
                 ReconcileError::kube(format!(
@@ -594,14 +585,10 @@ impl ServiceController {
         ingress: &[LoadBalancerIngress],
     ) -> Result<(), ReconcileError> {
         let patch = json!({ "status": { "loadBalancer": { "ingress": ingress } } });
-        let (api, name) = self.api_of(svc);
         match self
             .ctx
             .kube
-            .request(
-                "patch",
-                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
+            .patch(REPORTER, Self::target_of(svc), &patch, true)
             .await
         {
             Ok(_) => Ok(()),
@@ -756,6 +743,7 @@ impl ServiceController {
             Err(e) => {
                 let (exists, _) = self.ctx.cloud.observe(
                     "load-balancer.get",
+                    Subject::of(&regarding),
                     self.ctx.cloud.api().load_balancer_get(&wit, &scope).await,
                 );
                 if matches!(exists, Ok(None)) {

@@ -160,6 +160,7 @@ mod tests {
                     status: Some(500),
                     error: None,
                     mutating: false,
+                    shadowed: None,
                 })
                 .collect(),
             elapsed: Duration::ZERO,

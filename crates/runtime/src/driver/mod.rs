@@ -75,6 +75,9 @@ pub struct DriverOptions {
     /// Stands between the driver's checked requests and the network (fault injection,
     /// record/replay); `None` in production.
     pub http_interceptor: Option<Arc<dyn HttpInterceptor>>,
+    /// Shadow mode: every request that would change the cloud is refused with `denied` before
+    /// it leaves, and recorded in the call's exchanges (`HttpExchange::shadowed`).
+    pub shadow: bool,
     /// Log limits.
     pub log: LogLimits,
     /// Where the driver's log lines go.
@@ -105,6 +108,7 @@ impl Default for DriverOptions {
             memory_recycle_ratio: 0.75,
             http: HttpLimits::default(),
             http_interceptor: None,
+            shadow: false,
             log: LogLimits::default(),
             log_sink: Arc::new(TracingSink),
             host_addresses: HostAddresses::system(),

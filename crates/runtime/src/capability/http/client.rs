@@ -72,8 +72,11 @@ pub struct HttpExchange {
     pub status: Option<u16>,
     /// The error case (`denied`, `timeout`, …) when none did.
     pub error: Option<String>,
-    /// Whether the method changes state in the cloud (anything but GET, HEAD, OPTIONS).
+    /// Whether the request changes state in the cloud (see [`super::shadow::would_write`]).
     pub mutating: bool,
+    /// In a shadow run, what the host refused to send because it would change the cloud.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadowed: Option<String>,
 }
 
 /// Counters of requests by destination host and outcome (status code or error case).
@@ -173,6 +176,8 @@ pub struct HttpCapability {
     limits: HttpLimits,
     counters: Arc<HttpCounters>,
     interceptor: Option<Arc<dyn HttpInterceptor>>,
+    /// Shadow mode: requests that would change the cloud are refused before they leave.
+    shadow: bool,
 }
 
 impl HttpCapability {
@@ -184,7 +189,15 @@ impl HttpCapability {
             limits,
             counters: Arc::new(HttpCounters::default()),
             interceptor: None,
+            shadow: false,
         })
+    }
+
+    /// Refuses every request that would change the cloud ([`super::shadow::would_write`]) with
+    /// a `denied` error, after the egress checks (an ungranted write stays an egress refusal).
+    pub fn with_shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
+        self
     }
 
     /// Routes every checked request through `interceptor`.
@@ -218,6 +231,7 @@ impl HttpCapability {
         deadline: Instant,
     ) -> (Result<Response, HttpError>, HttpExchange) {
         let method = method_name(req.method);
+        let write = super::shadow::would_write(&req);
         let mut exchange = HttpExchange {
             method: method.to_string(),
             url: crate::log::cut(
@@ -227,14 +241,24 @@ impl HttpCapability {
             .to_string(),
             status: None,
             error: None,
-            mutating: !matches!(req.method, Method::Get | Method::Head | Method::Options)
-                && !is_token_request(&req),
+            mutating: write.is_some(),
+            shadowed: None,
         };
         let host = Url::parse(&req.url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_string))
             .unwrap_or_default();
-        let result = self.send_checked(req, deadline).await;
+        let result = match write {
+            Some(summary) if self.shadow => match self.check_destination(&req) {
+                Ok(()) => {
+                    let refused = HttpError::Denied(super::shadow::refusal(&summary));
+                    exchange.shadowed = Some(summary);
+                    Err(refused)
+                }
+                Err(e) => Err(e),
+            },
+            _ => self.send_checked(req, deadline).await,
+        };
         match &result {
             Ok(r) => {
                 exchange.status = Some(r.status);
@@ -253,7 +277,8 @@ impl HttpCapability {
         (result, exchange)
     }
 
-    async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
+    /// The URL's length, syntax and egress grant: the checks every request passes first.
+    fn checked_url(&self, req: &Request) -> Result<Url, HttpError> {
         if req.url.len() > MAX_URL_BYTES {
             return Err(HttpError::Invalid(format!(
                 "a URL of {} bytes is longer than the {MAX_URL_BYTES} bytes allowed",
@@ -265,6 +290,16 @@ impl HttpCapability {
         self.policy
             .check_url(&url)
             .map_err(|Denied(m)| HttpError::Denied(m))?;
+        Ok(url)
+    }
+
+    /// [`Self::checked_url`] without keeping the URL (a shadow refusal sends nothing).
+    fn check_destination(&self, req: &Request) -> Result<(), HttpError> {
+        self.checked_url(req).map(|_| ())
+    }
+
+    async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
+        let url = self.checked_url(&req)?;
         if req.body.len() > self.limits.max_request_body {
             return Err(HttpError::TooLarge(format!(
                 "request body of {} bytes exceeds the {} bytes allowed",
@@ -575,16 +610,6 @@ pub fn method_name(m: Method) -> &'static str {
     }
 }
 
-/// An OAuth2 token request (a form POST with `grant_type`): it exchanges credentials and
-/// changes nothing in the cloud, so it does not count as a mutation.
-fn is_token_request(req: &Request) -> bool {
-    req.method == Method::Post
-        && std::str::from_utf8(&req.body).is_ok_and(|body| {
-            url::form_urlencoded::parse(body.as_bytes()).any(|(k, _)| k == "grant_type")
-                && !body.trim_start().starts_with('{')
-        })
-}
-
 /// The WIT case name of an [`HttpError`].
 pub fn error_case(e: &HttpError) -> &'static str {
     e.case()
@@ -639,6 +664,62 @@ mod tests {
         assert!(exchange.url.len() <= MAX_RECORDED_URL_BYTES);
     }
 
+    /// Answers 200 to everything it sees and counts what reached it (the network's stand-in).
+    struct CountingNetwork(std::sync::atomic::AtomicUsize);
+
+    impl HttpInterceptor for CountingNetwork {
+        fn intercept<'a>(&'a self, _forward: Forward<'a>) -> Intercepted<'a> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async {
+                Ok(Response {
+                    status: 200,
+                    headers: vec![],
+                    body: vec![],
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_shadow_run_sends_reads_and_refuses_writes_before_they_leave() {
+        let policy = EgressPolicy::parse(&["https://api.example".to_string()]).expect("grant");
+        let network = Arc::new(CountingNetwork(Default::default()));
+        let http = HttpCapability::new(policy, HttpLimits::default())
+            .expect("capability")
+            .with_interceptor(Some(network.clone()))
+            .with_shadow(true);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut read = post("");
+        read.method = Method::Get;
+        read.url = "https://api.example/v1/servers".into();
+        let (result, exchange) = http.send(read, deadline).await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!((exchange.mutating, exchange.shadowed), (false, None));
+        let mut write = post(r#"{"name":"lb"}"#);
+        write.url = "https://api.example/v1/load-balancers?sig=SECRET".into();
+        let (result, exchange) = http.send(write, deadline).await;
+        let Err(HttpError::Denied(message)) = result else {
+            panic!("a write in shadow mode must be denied: {result:?}");
+        };
+        assert!(
+            message.contains("shadow mode") && !message.contains("SECRET"),
+            "{message}"
+        );
+        assert_eq!(
+            exchange.shadowed.as_deref(),
+            Some("POST https://api.example/v1/load-balancers?…")
+        );
+        assert_eq!(exchange.error.as_deref(), Some("denied"));
+        // A write to an ungranted host stays an egress refusal, not a would-be write.
+        let mut elsewhere = post("x=1");
+        elsewhere.url = "https://elsewhere.example/v1/x".into();
+        let (result, exchange) = http.send(elsewhere, deadline).await;
+        assert!(matches!(result, Err(HttpError::Denied(m)) if !m.contains("shadow")));
+        assert_eq!(exchange.shadowed, None);
+        // Only the read reached the network.
+        assert_eq!(network.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn counted_series_are_bounded() {
         let counters = HttpCounters::default();
@@ -670,6 +751,7 @@ mod tests {
 
     #[test]
     fn token_requests_are_not_mutations() {
+        use super::super::shadow::is_token_request;
         assert!(is_token_request(&post(
             "grant_type=client_credentials&scope=bmc"
         )));

@@ -13,6 +13,7 @@
 //! - host view: `HttpHost`, which implements `http::Host`.
 
 mod client;
+pub mod shadow;
 
 // The public `wasm_ccm_runtime::http` API is the client's, unchanged by the move into the
 // capability unit.
@@ -73,7 +74,8 @@ pub(crate) fn from_options(
         .with_host_addresses(opts.host_addresses.clone());
     Ok(HttpCapability::new(policy, opts.http)
         .map_err(HostError::InvalidEgress)?
-        .with_interceptor(opts.http_interceptor.clone()))
+        .with_interceptor(opts.http_interceptor.clone())
+        .with_shadow(opts.shadow))
 }
 
 /// The client of a driver before `info` ran: it grants nothing.

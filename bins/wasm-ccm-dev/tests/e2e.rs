@@ -678,3 +678,66 @@ async fn driver_traps_and_deadlines_are_events_and_do_not_block_other_nodes() {
         ));
     }
 }
+
+/// Beside the CCM in charge of a converged cluster of each cloud, a shadow with that cloud's
+/// driver agrees and writes nothing: not to Kubernetes (its requests carry `; shadow)` in the
+/// User-Agent), not to the cloud (the simulator's own count of writes). PhoenixNAP's driver gets
+/// its OAuth token through the shadow's refusal of writes; CloudStack's reads are GETs of
+/// `list*` commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_beside_each_clouds_converged_cluster_agrees_and_writes_nothing() {
+    for name in ["cloudscale", "cloudstack", "phoenixnap"] {
+        let sim = KubeSim::start(localhost()).await.expect("kube sim");
+        let cloud = wasm_ccm_sim::kit::start(name, Default::default())
+            .await
+            .expect("cloud sim");
+        for index in 0..2 {
+            let node = wasm_ccm_sim::kit::SimNode::numbered(index);
+            cloud.add_instance(index, &node).expect("instance");
+            sim.create(common::node(&node.name, None, true))
+                .expect("node");
+        }
+        sim.create(lb_service("web")).expect("service");
+        let setup = cloud.driver_setup();
+        let ccm = Ccm::start_setup(&sim, &setup, &[]);
+        eventually(&format!("{name}: converged"), || {
+            initialised(&sim, "node-0000")
+                && initialised(&sim, "node-0001")
+                && service(&sim, "web")
+                    .is_some_and(|s| ingress_ip(&s).is_some() && has_finalizer(&s))
+        })
+        .await;
+        let since = last_seq(&sim);
+        let (_, cloud_writes) = cloud.request_counts();
+        let port = free_port();
+        let port_arg = port.to_string();
+        let shadow = Ccm::start_setup(
+            &sim,
+            &setup,
+            &[
+                "--shadow",
+                "--shadow-grace",
+                "0s",
+                "--leader-elect=false",
+                "--secure-port",
+                &port_arg,
+            ],
+        );
+        shadow_first_passes(port, 1.0, 2.0).await;
+        let report = shadow_report(port).await;
+        assert_eq!(report["summary"]["diverged"], 0, "{name}: {report:#}");
+        assert_eq!(report["summary"]["pending"], 0, "{name}: {report:#}");
+        drop(shadow);
+        assert_eq!(
+            shadow_writes_since(&sim, since),
+            Vec::<String>::new(),
+            "{name}"
+        );
+        assert_eq!(
+            cloud.request_counts().1,
+            cloud_writes,
+            "{name}: no cloud write"
+        );
+        drop(ccm);
+    }
+}

@@ -224,46 +224,6 @@ async fn a_refused_change_is_a_warning_event_and_changes_nothing() {
     assert_eq!(cloud.load_balancers()[0]["flavor"]["slug"], "lb-standard");
 }
 
-/// The shadow's report, from its `/shadow` endpoint (empty until it answers).
-async fn shadow_report(port: u16) -> Value {
-    match https_client()
-        .get(format!("https://127.0.0.1:{port}/shadow"))
-        .send()
-        .await
-    {
-        Ok(r) if r.status().is_success() => r.json().await.unwrap_or(Value::Null),
-        _ => Value::Null,
-    }
-}
-
-/// Polls the report until `cond` holds.
-async fn report_until(port: u16, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
-    let started = std::time::Instant::now();
-    loop {
-        let report = shadow_report(port).await;
-        if cond(&report) {
-            return report;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "timed out waiting for: {what}; last report: {report:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Driver calls of `function` so far, from `/metrics`.
-async fn calls(port: u16, function: &str) -> f64 {
-    let text = scrape(port).await;
-    text.lines()
-        .filter(|l| {
-            l.starts_with("wasm_ccm_driver_calls_total{")
-                && l.contains(&format!("function=\"{function}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// `wasm-ccm shadow report` against the shadow's endpoint: (exit code, stdout).
 fn shadow_report_cli(port: u16, format: &str) -> (Option<i32>, String) {
     let out = std::process::Command::new(wasm_ccm_test_tools::product::product_binary())
@@ -282,23 +242,6 @@ fn shadow_report_cli(port: u16, format: &str) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
-}
-
-/// Kubernetes writes (anything but GET) the simulator received after request `since`. The
-/// serving port's token and access reviews are questions, not writes: they persist nothing.
-fn kube_writes_since(sim: &KubeSim, since: u64) -> Vec<String> {
-    sim.requests()
-        .into_iter()
-        .filter(|r| r.seq > since && r.method != "GET")
-        .filter(|r| {
-            !r.path.ends_with("/tokenreviews") && !r.path.ends_with("/subjectaccessreviews")
-        })
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
-}
-
-fn last_seq(sim: &KubeSim) -> u64 {
-    sim.requests().iter().map(|r| r.seq).max().unwrap_or(0)
 }
 
 const SHADOW: [&str; 6] = [
@@ -341,32 +284,35 @@ async fn a_shadow_beside_a_converged_cluster_agrees_and_reports_each_seeded_dive
             && cloud.members().len() == 2
     })
     .await;
-    // The CCM in charge stops; what follows is the shadow's alone.
-    drop(ccm);
     cloud.clear_requests();
     let since = last_seq(&sim);
 
-    // A shadow beside the converged cluster: its first passes find nothing to write.
+    // A shadow beside the CCM in charge of a converged cluster: its first passes find nothing
+    // to write.
     let port = free_port();
     let port_arg = port.to_string();
     let mut args = SHADOW.to_vec();
     args.extend(["--secure-port", &port_arg]);
     let shadow = Ccm::start_setup(&sim, &cloud.driver_setup(), &args);
-    let started = std::time::Instant::now();
-    while calls(port, "load-balancer.ensure").await < 2.0
-        || calls(port, "instances.instance-metadata").await < 4.0
-    {
-        assert!(
-            started.elapsed() < WAIT,
-            "the shadow's first passes did not run"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    shadow_first_passes(port, 2.0, 4.0).await;
     let report = shadow_report(port).await;
     assert_eq!(report["summary"]["diverged"], 0, "{report:#}");
     let (code, text) = shadow_report_cli(port, "text");
     assert_eq!(code, Some(0), "a converged cluster: exit 0\n{text}");
     drop(shadow);
+    // The shadow's requests name it in their User-Agent: none of them wrote.
+    assert_eq!(shadow_writes_since(&sim, since), Vec::<String>::new());
+    assert!(
+        sim.requests().iter().any(|r| r.seq > since
+            && r.user_agent
+                .as_deref()
+                .is_some_and(|a| a.contains("; shadow)"))),
+        "the shadow's reads carry its User-Agent"
+    );
+    assert!(cloud.mutations().is_empty(), "{:?}", cloud.mutations());
+    // The CCM in charge stops; what follows is the second shadow's alone.
+    drop(ccm);
+    let since = last_seq(&sim);
 
     // Seeded divergences: addresses in another order, a server gone from the cloud, a member
     // gone from a pool, a written-back annotation gone.

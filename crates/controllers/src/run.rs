@@ -21,7 +21,7 @@ use crate::registry::{CONTROLLERS, Pending, Wiring};
 use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
 use crate::server::{Health, Serving, serve};
 use crate::shadow::ShadowLog;
-use crate::user_agent::{user_agent, with_user_agent};
+use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
 
 /// How `wasm-ccm run` runs.
 pub struct RunOptions {
@@ -242,10 +242,17 @@ pub async fn run(
     let slot = Arc::new(DriverSlot::new(driver));
     // Every request names this program and the driver in service (a reload shows at once).
     let agent_slot = Arc::clone(&slot);
-    let client = with_user_agent(
-        client,
-        Arc::new(move || user_agent(Some(agent_slot.get().info()))),
-    );
+    let client = if opts.config.shadow.is_some() {
+        with_user_agent(
+            client,
+            Arc::new(move || shadow_user_agent(agent_slot.get().info())),
+        )
+    } else {
+        with_user_agent(
+            client,
+            Arc::new(move || user_agent(Some(agent_slot.get().info()))),
+        )
+    };
     // Every replica watches, leader or not, so a standby takes over with the current version.
     let shadow = opts.config.shadow.is_some();
     if let Some(reload) = opts.reload {

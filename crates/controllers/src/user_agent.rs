@@ -53,6 +53,16 @@ pub fn user_agent(driver: Option<&ProviderInfo>) -> String {
     }
 }
 
+/// [`user_agent`] of a shadow run: `wasm-ccm/<version> (<driver>/<driver-version>; shadow)`, so
+/// the apiserver's audit log tells its (read-only) requests from those of the CCM in charge.
+pub fn shadow_user_agent(driver: &ProviderInfo) -> String {
+    format!(
+        "wasm-ccm/{VERSION} ({}/{}; shadow)",
+        token(&driver.name),
+        token(&driver.version)
+    )
+}
+
 /// Computes the header value of each request.
 pub type AgentFn = Arc<dyn Fn() -> String + Send + Sync>;
 
@@ -118,6 +128,10 @@ mod tests {
         assert_eq!(
             user_agent(Some(&info("static", "0.1.0+build.1"))),
             format!("wasm-ccm/{VERSION} (static/0.1.0+build.1)")
+        );
+        assert_eq!(
+            shadow_user_agent(&info("static", "0.1.0")),
+            format!("wasm-ccm/{VERSION} (static/0.1.0; shadow)")
         );
     }
 

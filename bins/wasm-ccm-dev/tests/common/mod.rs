@@ -347,3 +347,91 @@ pub(crate) async fn static_cloud(instances: Vec<Value>) -> (StaticCloud, Value) 
     });
     (cloud, config)
 }
+
+/// The shadow's report, from its `/shadow` endpoint (empty until it answers).
+pub(crate) async fn shadow_report(port: u16) -> Value {
+    match https_client()
+        .get(format!("https://127.0.0.1:{port}/shadow"))
+        .send()
+        .await
+    {
+        Ok(r) if r.status().is_success() => r.json().await.unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+/// Polls the report until `cond` holds.
+pub(crate) async fn report_until(port: u16, what: &str, cond: impl Fn(&Value) -> bool) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let report = shadow_report(port).await;
+        if cond(&report) {
+            return report;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out waiting for: {what}; last report: {report:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Driver calls of `function` so far, from `/metrics`.
+pub(crate) async fn calls(port: u16, function: &str) -> f64 {
+    let text = scrape(port).await;
+    text.lines()
+        .filter(|l| {
+            l.starts_with("wasm_ccm_driver_calls_total{")
+                && l.contains(&format!("function=\"{function}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Kubernetes writes (anything but GET) the simulator received after request `since`. The
+/// serving port's token and access reviews are questions, not writes: they persist nothing.
+pub(crate) fn kube_writes_since(sim: &KubeSim, since: u64) -> Vec<String> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.seq > since && r.method != "GET")
+        .filter(|r| {
+            !r.path.ends_with("/tokenreviews") && !r.path.ends_with("/subjectaccessreviews")
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+pub(crate) fn last_seq(sim: &KubeSim) -> u64 {
+    sim.requests().iter().map(|r| r.seq).max().unwrap_or(0)
+}
+
+/// Non-GET requests after `since` whose User-Agent marks a shadow run (`…; shadow)`), the
+/// serving port's token and access reviews aside.
+pub(crate) fn shadow_writes_since(sim: &KubeSim, since: u64) -> Vec<String> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.seq > since && r.method != "GET")
+        .filter(|r| {
+            r.user_agent
+                .as_deref()
+                .is_some_and(|a| a.contains("; shadow)"))
+        })
+        .filter(|r| !r.path.ends_with("reviews"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+/// Waits until a shadow on `port` has ensured `services` Services and read `nodes` nodes'
+/// metadata at least once (its first passes).
+pub(crate) async fn shadow_first_passes(port: u16, services: f64, nodes: f64) {
+    let started = Instant::now();
+    while calls(port, "load-balancer.ensure").await < services
+        || calls(port, "instances.instance-metadata").await < nodes
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "the shadow's first passes did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

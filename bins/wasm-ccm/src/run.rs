@@ -130,6 +130,10 @@ pub struct RunArgs {
     /// apiserver judges it (needs the write RBAC); `none` sends nothing.
     #[arg(long, default_value = "none", value_parser = ["none", "server"])]
     shadow_validate: String,
+    /// With --shadow: publish one `ShadowDiverged` event per diverged object (needs `create` on
+    /// events, which the read-only role does not grant).
+    #[arg(long)]
+    shadow_events: bool,
     /// Address of /healthz, /livez, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: IpAddr,
@@ -621,6 +625,9 @@ impl RunArgs {
     }
 
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
+        if self.shadow_events && !self.shadow {
+            bail!("--shadow-events only applies with --shadow; add --shadow or drop the flag");
+        }
         if self.shadow_validate != "none" && !self.shadow {
             bail!(
                 "--shadow-validate={} only applies with --shadow; add --shadow or drop the flag",
@@ -649,6 +656,7 @@ impl RunArgs {
             shadow: self.shadow.then(|| ShadowOptions {
                 grace: self.shadow_grace,
                 validate_on_server: self.shadow_validate == "server",
+                events: self.shadow_events,
             }),
         })
     }

@@ -294,7 +294,7 @@ pub async fn run(
     }
     let work = cancel.child_token();
     let running = start_controllers(
-        client,
+        client.clone(),
         slot,
         opts.config,
         Arc::clone(&metrics),
@@ -315,6 +315,19 @@ pub async fn run(
             .shadow_report
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || ctx.shadow_report()));
+    }
+    if running
+        .ctx
+        .shadow
+        .as_ref()
+        .is_some_and(|s| s.options().events)
+    {
+        tokio::spawn(crate::shadow::announce_divergences(
+            Arc::clone(&running.ctx),
+            Events::new(client.clone(), opts.identity.clone()),
+            crate::shadow::ANNOUNCE_PERIOD,
+            work.clone(),
+        ));
     }
     let ready_ctx = Arc::clone(&running.ctx);
     let ready_health = Arc::clone(&health);

@@ -12,8 +12,11 @@
 //! is `agreed`; one it still lacks is `pending` for the grace period (the CCM in charge may do
 //! the same meanwhile) and `diverged` after.
 
+mod announce;
 mod diff;
 mod report;
+
+pub(crate) use announce::{PERIOD as ANNOUNCE_PERIOD, announce_divergences};
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -35,6 +38,9 @@ pub struct ShadowOptions {
     /// `--shadow-validate=server`: send each would-be Kubernetes write with `dryRun=All` and
     /// record the apiserver's verdict (needs the write RBAC).
     pub validate_on_server: bool,
+    /// `--shadow-events`: publish one `ShadowDiverged` event per diverged object (needs
+    /// `create` on events; off in the read-only role).
+    pub events: bool,
 }
 
 impl Default for ShadowOptions {
@@ -42,6 +48,7 @@ impl Default for ShadowOptions {
         ShadowOptions {
             grace: Duration::from_secs(600),
             validate_on_server: false,
+            events: false,
         }
     }
 }

@@ -23,6 +23,7 @@ fn log(grace: u64) -> ShadowLog {
     ShadowLog::new(ShadowOptions {
         grace: Duration::from_secs(grace),
         validate_on_server: false,
+        events: false,
     })
 }
 
@@ -226,6 +227,7 @@ mod in_process {
             shadow: Some(ShadowOptions {
                 grace: std::time::Duration::ZERO,
                 validate_on_server: validate,
+                events: false,
             }),
             ..Default::default()
         };
@@ -322,5 +324,78 @@ mod in_process {
         );
         assert_eq!(d.apiserver.as_deref(), Some("accepted"));
         assert!(report.to_text().contains("- would delete the Node"));
+    }
+}
+
+mod announcing {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::config::ControllerConfig;
+    use crate::context::Events;
+    use crate::lifecycle::LifecycleController;
+    use crate::shadow::{ShadowOptions, announce_divergences};
+    use crate::test_support::{FakeCloud, Harness, node_json};
+
+    #[tokio::test]
+    async fn with_shadow_events_each_divergence_is_one_event() {
+        let cloud = FakeCloud::default();
+        cloud
+            .exists
+            .lock()
+            .expect("lock")
+            .insert("n1".into(), Ok(false));
+        let config = ControllerConfig {
+            shadow: Some(ShadowOptions {
+                grace: Duration::ZERO,
+                validate_on_server: false,
+                events: true,
+            }),
+            ..Default::default()
+        };
+        let h = Harness::start_with(
+            cloud,
+            vec![node_json("n1", Some("fake://i-1"), false, false)],
+            config,
+        )
+        .await;
+        let lifecycle = LifecycleController::new(Arc::clone(&h.ctx));
+        lifecycle.monitor_nodes().await;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(announce_divergences(
+            Arc::clone(&h.ctx),
+            Events::new(h.client.clone(), "test".into()),
+            Duration::from_millis(5),
+            cancel.clone(),
+        ));
+        let started = std::time::Instant::now();
+        while h.events_for("n1").is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(10), "no event");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // More passes and more resyncs: still one event (same divergence, not changed).
+        for _ in 0..5 {
+            lifecycle.monitor_nodes().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cancel.cancel();
+        task.await.expect("the task ends on cancel");
+        // One Event object (events.k8s.io and core/v1 are two views of the same store), never
+        // repeated as a series (kube-rs would count a second publication there).
+        let events: Vec<serde_json::Value> = h
+            .sim
+            .list("events.events.k8s.io")
+            .into_iter()
+            .filter(|e| e.pointer("/regarding/name").and_then(|n| n.as_str()) == Some("n1"))
+            .collect();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["reason"], "ShadowDiverged", "{events:?}");
+        assert!(
+            events[0].get("series").is_none_or(|s| s.is_null()),
+            "{events:?}"
+        );
+        let note = events[0]["note"].as_str().unwrap_or_default();
+        assert!(note.contains("would delete this Node"), "{note}");
+        assert!(h.node("n1").is_some());
     }
 }

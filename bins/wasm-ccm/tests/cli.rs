@@ -295,5 +295,8 @@ fn a_shadow_never_takes_the_lease_of_the_ccm_in_charge() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--shadow-events only applies with --shadow"), "{err}");
+    assert!(
+        err.contains("--shadow-events only applies with --shadow"),
+        "{err}"
+    );
 }

@@ -19,11 +19,49 @@ pub fn secrets_in_config(config: &[u8]) -> Vec<String> {
     let Ok(text) = std::str::from_utf8(config) else {
         return Vec::new();
     };
-    text.lines()
-        .filter(|line| line.len() <= MAX_LINE_BYTES)
-        .flat_map(pairs)
-        .filter_map(credential_value)
-        .collect()
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.len() > MAX_LINE_BYTES {
+            continue;
+        }
+        for value in pairs(line).into_iter().filter_map(credential_value) {
+            if is_block_indicator(&value) {
+                found.extend(block_scalar(line, &lines[i + 1..], value.starts_with('>')));
+            } else {
+                found.push(value);
+            }
+        }
+    }
+    found
+}
+
+/// A YAML block scalar's header (`|`, `>`, with a chomping `-`/`+` and an indentation digit in
+/// either order): the value is on the indented lines that follow, not after the colon.
+fn is_block_indicator(value: &str) -> bool {
+    let mut rest = value.chars();
+    matches!(rest.next(), Some('|' | '>'))
+        && rest.as_str().len() <= 2
+        && rest.all(|c| matches!(c, '-' | '+' | '1'..='9'))
+}
+
+/// The secrets of a block scalar under the key line `header`: each of its lines (a driver may
+/// quote one) and the whole value as YAML reads it, lines joined by newlines (`|`) or spaces
+/// (`>`, for lines without extra indentation).
+fn block_scalar(header: &str, following: &[&str], folded: bool) -> Vec<String> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let key_indent = indent(header);
+    let body: Vec<&str> = following
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) > key_indent)
+        .map(|l| l.trim())
+        .collect();
+    let content: Vec<&str> = body.iter().copied().filter(|l| !l.is_empty()).collect();
+    let mut secrets: Vec<String> = content.iter().map(|l| l.to_string()).collect();
+    if content.len() > 1 {
+        secrets.push(content.join(if folded { " " } else { "\n" }));
+    }
+    secrets
 }
 
 /// The `key: value` parts of one line: the line itself, or each comma-separated member of a
@@ -94,6 +132,34 @@ mod tests {
         assert_eq!(secrets_in_config(json), ["tok-98765"]);
         let json = b"{\n  \"access_token\": \"tok-98765\",\n  \"region\": \"rma\"\n}\n";
         assert_eq!(secrets_in_config(json), ["tok-98765"]);
+    }
+
+    #[test]
+    fn block_scalars_are_read_below_their_key() {
+        let yaml =
+            b"clientId: c\nclientSecret: |\n  line-one-secret\n  line-two-secret\nregion: r\n";
+        assert_eq!(
+            secrets_in_config(yaml),
+            [
+                "line-one-secret",
+                "line-two-secret",
+                "line-one-secret\nline-two-secret"
+            ],
+            "never the indicator `|` itself, which would redact every pipe"
+        );
+        let folded = b"auth:\n  clientSecret: >-\n    aaaa-bbbb\n    cccc\n\n  other: x\n";
+        assert_eq!(
+            secrets_in_config(folded),
+            ["aaaa-bbbb", "cccc", "aaaa-bbbb cccc"]
+        );
+        let one = b"token: |2\n    only-line\n";
+        assert_eq!(secrets_in_config(one), ["only-line"]);
+        // A block that ends at once is empty; the next key is not its value.
+        let empty = b"password: |\nzone: z\n";
+        assert!(secrets_in_config(empty).is_empty());
+        assert!(
+            !is_block_indicator("|abc") && is_block_indicator("|+") && is_block_indicator(">2-")
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Runs a bounded soak and returns its JSON summary; panics with its output on failure.
-fn soak(driver: &str, seed: u64, steps: u64) -> Value {
+fn soak(driver: &str, seed: u64, steps: u64, extra: &[String]) -> Value {
     let cache = tempfile::tempdir().expect("tempdir");
     let output = Command::new(env!("CARGO_BIN_EXE_wasm-ccm-dev"))
         .env(
@@ -35,6 +35,7 @@ fn soak(driver: &str, seed: u64, steps: u64) -> Value {
             "--output",
             "json",
         ])
+        .args(extra)
         .output()
         .expect("run wasm-ccm-dev soak");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -151,14 +152,32 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
 
 #[test]
 fn a_short_cloudscale_soak_keeps_every_invariant() {
-    let s = soak("cloudscale", 42, 100);
+    // The second process's wall clock runs an hour ahead (libfaketime), so the lease's
+    // timestamps are a skewed clock for the first, and the one-writer invariant holds anyway.
+    let libfaketime = wasm_ccm_test_tools::debian_file(
+        "libfaketime",
+        "usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let skew = [
+        "--clock-skew".to_string(),
+        "1h".to_string(),
+        "--libfaketime".to_string(),
+        libfaketime.display().to_string(),
+    ];
+    let s = soak("cloudscale", 42, 100, &skew);
     assert_clean(&s, &[]);
     assert_members_checked(&s);
+    assert_eq!(s["clock_skew_seconds_of_b"], 3600, "{s:#}");
+    assert!(
+        count(&s, "/leader_kills") >= 2,
+        "leadership moved both ways: {s:#}"
+    );
 }
 
 #[test]
 fn a_short_phoenixnap_soak_keeps_every_invariant() {
-    let s = soak("phoenixnap", 42, 100);
+    let s = soak("phoenixnap", 42, 100, &[]);
     // PhoenixNAP's API has no "busy" refusal of load balancer writes.
     assert_clean(&s, &["cloud_busy"]);
     // Nothing in PhoenixNAP lists a load balancer's backends (kube-vip on the nodes announces
@@ -175,7 +194,7 @@ fn a_short_phoenixnap_soak_keeps_every_invariant() {
 /// soak's `--strict` makes it one); the long runs in BENCHMARKS.md report how often.
 #[test]
 fn a_short_cloudstack_soak_keeps_every_invariant() {
-    let s = soak("cloudstack", 42, 100);
+    let s = soak("cloudstack", 42, 100, &[]);
     assert_clean(&s, &[]);
     assert_members_checked(&s);
     assert!(count(&s, "/unowned_cloud_objects_left") <= 1, "{s:#}");

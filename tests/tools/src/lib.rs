@@ -60,9 +60,27 @@ pub(crate) fn cannot_install(package: &str, registry: &str, by_hand: &str, cause
     )
 }
 
+/// The file at `path` (relative to `/`, e.g. `usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1`)
+/// of Debian's `package`, unpacked under [`tools_dir`] (fetched first if needed): for what a
+/// test needs that is no program on `PATH`, such as a library to preload.
+pub fn debian_file(package: &str, path: &str) -> Result<PathBuf, String> {
+    fetch_debian_path(package, path).map_err(|e| {
+        cannot_install(
+            &format!("Debian package `{package}` (for `/{path}`)"),
+            "the Debian archive (apt-get download)",
+            &format!("`apt-get install {package}`"),
+            &e,
+        )
+    })
+}
+
 fn fetch_debian(package: &str, program: &str) -> Result<PathBuf, String> {
+    fetch_debian_path(package, &format!("usr/bin/{program}"))
+}
+
+fn fetch_debian_path(package: &str, path: &str) -> Result<PathBuf, String> {
     let root = tools_dir().join(package);
-    let unpacked = root.join("usr/bin").join(program);
+    let unpacked = root.join(path);
     if unpacked.is_file() {
         return Ok(unpacked);
     }
@@ -114,7 +132,7 @@ fn fetch_debian(package: &str, program: &str) -> Result<PathBuf, String> {
         Ok(unpacked)
     } else {
         Err(format!(
-            "Debian's {package} package has no usr/bin/{program}; install {program} by hand and put it on PATH"
+            "Debian's {package} package has no /{path}; install it by hand"
         ))
     }
 }

@@ -150,6 +150,47 @@ pub(crate) struct SoakArgs {
     /// beside this executable, else on PATH).
     #[arg(long, env = "WASM_CCM_BIN", value_name = "PATH")]
     ccm_binary: Option<PathBuf>,
+    /// Run the second process with its wall clock this far off (`1h` ahead, `-1h` behind) for
+    /// the whole soak, through libfaketime (its monotonic clock stays true): the lease's
+    /// timestamps are then another process's clock, as with two nodes whose clocks drift.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_skew)]
+    clock_skew: Option<i64>,
+    /// libfaketime's library for --clock-skew (Debian's package `libfaketime`).
+    #[arg(
+        long,
+        env = "WASM_CCM_LIBFAKETIME",
+        value_name = "PATH",
+        default_value = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+    )]
+    libfaketime: PathBuf,
+}
+
+/// `1h`, `-30m`, `+90s` as signed seconds.
+fn parse_skew(text: &str) -> Result<i64, String> {
+    let (sign, rest) = match text.trim() {
+        t if t.starts_with('-') => (-1, &t[1..]),
+        t => (1, t.trim_start_matches('+')),
+    };
+    let d = parse_duration(rest)?;
+    i64::try_from(d.as_secs())
+        .map(|s| sign * s)
+        .map_err(|_| format!("`{text}` is too large a skew"))
+}
+
+/// The environment that runs a process with its wall clock `seconds` off: libfaketime
+/// preloaded, the monotonic clock (timers, lease expiry) left alone.
+fn skew_env(args: &SoakArgs, seconds: i64) -> anyhow::Result<Vec<(String, String)>> {
+    anyhow::ensure!(
+        args.libfaketime.is_file(),
+        "--clock-skew needs libfaketime: {} does not exist; install Debian's libfaketime or pass --libfaketime",
+        args.libfaketime.display()
+    );
+    Ok(vec![
+        ("LD_PRELOAD".into(), args.libfaketime.display().to_string()),
+        // Signed seconds: libfaketime's relative offset.
+        ("FAKETIME".into(), format!("{seconds:+}")),
+        ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+    ])
 }
 
 /// Appends a custom section to a component: other bytes, the same driver, so the processes
@@ -616,10 +657,15 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
     env.push(("WASM_CCM_LOG".into(), args.ccm_log.clone()));
     let exe = procs::product_binary(args.ccm_binary.as_deref())?;
     let kubeconfig_kube = kube.clone();
+    let skewed = match args.clock_skew {
+        Some(seconds) => vec![Vec::new(), skew_env(&args, seconds)?],
+        None => Vec::new(),
+    };
     let procs = Processes::start(
         exe,
         ccm_args,
         env,
+        skewed,
         &dir,
         2,
         Box::new(move |token| kubeconfig_kube.kubeconfig_for_token(token)),
@@ -628,6 +674,12 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
         0,
         "started two `wasm-ccm run` processes with --leader-elect",
     );
+    if let Some(seconds) = args.clock_skew {
+        history.push(
+            0,
+            format!("process b runs with its wall clock {seconds:+} s off (libfaketime)"),
+        );
+    }
 
     let mut soak = Soak {
         args: &args,
@@ -977,6 +1029,7 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         ),
         "faults_unsupported": t.unsupported,
         "leader_kills": t.leader_kills,
+        "clock_skew_seconds_of_b": args.clock_skew,
         "kill_points": {"reached": t.kill_points_reached, "missed": t.kill_points_missed},
         "process_exits": soak.procs.exits,
         "processes_restarted_without_cluster_id": soak.procs.no_cluster_id,

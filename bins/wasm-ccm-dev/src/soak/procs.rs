@@ -51,6 +51,8 @@ pub(super) struct Processes {
     exe: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// More environment for process `i` (its wall clock skewed, for one).
+    slot_env: Vec<Vec<(String, String)>>,
     dir: PathBuf,
     /// A kubeconfig (YAML) for a bearer token: each incarnation gets its own token
     /// ([`super::invariants::TOKEN_PREFIX`]`<slot>-<incarnation>`), so the apiserver's request
@@ -64,11 +66,13 @@ pub(super) struct Processes {
 }
 
 impl Processes {
-    /// Starts `count` processes of `exe` with `args` and `env`; logs go to `dir`.
+    /// Starts `count` processes of `exe` with `args` and `env` (and `slot_env[i]` for process
+    /// `i`, where given); logs go to `dir`.
     pub(super) fn start(
         exe: PathBuf,
         args: Vec<String>,
         env: Vec<(String, String)>,
+        slot_env: Vec<Vec<(String, String)>>,
         dir: &Path,
         count: usize,
         kubeconfig: Box<dyn Fn(&str) -> String>,
@@ -77,6 +81,7 @@ impl Processes {
             exe,
             args,
             env,
+            slot_env,
             dir: dir.to_path_buf(),
             kubeconfig,
             slots: Vec::new(),
@@ -122,6 +127,13 @@ impl Processes {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(
+                self.slot_env
+                    .get(i)
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k, v)),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -128,10 +128,16 @@ fn server_in(kubeconfig: &Path) -> Option<String> {
 
 /// The sum of every series of `name` in a Prometheus text exposition.
 fn metric_sum(text: &str, name: &str) -> f64 {
+    metric_sum_with(text, name, "")
+}
+
+/// [`metric_sum`] over the series whose labels contain `label` (e.g. `function="x"`).
+fn metric_sum_with(text: &str, name: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| {
             l.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && l.contains(label)
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
@@ -427,14 +433,12 @@ async fn measure_shadow(
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         };
-        let calls_of = |function: &str| -> f64 {
-            text.lines()
-                .filter(|l| {
-                    l.starts_with("wasm_ccm_driver_calls_total{")
-                        && l.contains(&format!("function=\"{function}\""))
-                })
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
+        let calls_of = |function: &str| {
+            metric_sum_with(
+                &text,
+                "wasm_ccm_driver_calls_total",
+                &format!("function=\"{function}\""),
+            )
         };
         if calls_of("load-balancer.ensure") >= args.services as f64
             && calls_of("instances.instance-metadata") >= args.nodes as f64

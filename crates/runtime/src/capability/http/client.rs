@@ -231,7 +231,7 @@ impl HttpCapability {
         deadline: Instant,
     ) -> (Result<Response, HttpError>, HttpExchange) {
         let method = method_name(req.method);
-        let write = super::shadow::would_write(&req);
+        let mutating = super::shadow::is_write(&req);
         let mut exchange = HttpExchange {
             method: method.to_string(),
             url: crate::log::cut(
@@ -241,23 +241,28 @@ impl HttpCapability {
             .to_string(),
             status: None,
             error: None,
-            mutating: write.is_some(),
+            mutating,
             shadowed: None,
         };
         let host = Url::parse(&req.url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_string))
             .unwrap_or_default();
-        let result = match write {
-            Some(summary) if self.shadow => match self.check_destination(&req) {
-                Ok(()) => {
+        // The summary is built only for a refusal: a normal run pays for the classification
+        // alone.
+        let shadowed = (self.shadow && mutating)
+            .then(|| super::shadow::would_write(&req))
+            .flatten();
+        let result = match shadowed {
+            Some(summary) => match self.checked_url(&req) {
+                Ok(_) => {
                     let refused = HttpError::Denied(super::shadow::refusal(&summary));
                     exchange.shadowed = Some(summary);
                     Err(refused)
                 }
                 Err(e) => Err(e),
             },
-            _ => self.send_checked(req, deadline).await,
+            None => self.send_checked(req, deadline).await,
         };
         match &result {
             Ok(r) => {
@@ -291,11 +296,6 @@ impl HttpCapability {
             .check_url(&url)
             .map_err(|Denied(m)| HttpError::Denied(m))?;
         Ok(url)
-    }
-
-    /// [`Self::checked_url`] without keeping the URL (a shadow refusal sends nothing).
-    fn check_destination(&self, req: &Request) -> Result<(), HttpError> {
-        self.checked_url(req).map(|_| ())
     }
 
     async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {

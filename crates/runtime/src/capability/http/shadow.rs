@@ -26,17 +26,10 @@ const MAX_SUMMARY_URL_BYTES: usize = 512;
 /// request); `None` for a read. The URL loses its query (queries may carry signatures or keys)
 /// and is cut short; a command name is kept only when it is plain letters and digits.
 pub fn would_write(req: &Request) -> Option<String> {
-    let command = command_of(req);
-    let changes = match &command {
-        Some(c) => !is_read_command(c),
-        None => {
-            !matches!(req.method, Method::Get | Method::Head | Method::Options)
-                && !is_token_request(req)
-        }
-    };
-    if !changes {
+    if !is_write(req) {
         return None;
     }
+    let command = command_of(req);
     let url = strip_query(crate::log::cut(&req.url, MAX_SUMMARY_URL_BYTES));
     let mut summary = format!("{} {url}", method_name(req.method));
     if let Some(c) = command {
@@ -45,6 +38,18 @@ pub fn would_write(req: &Request) -> Option<String> {
         summary.push_str(if plain { &c } else { "(unprintable)" });
     }
     Some(summary)
+}
+
+/// Whether `req` would change the cloud (see the module doc), without building a summary: every
+/// request asks this, shadow mode or not (`HttpExchange::mutating`).
+pub fn is_write(req: &Request) -> bool {
+    match command_of(req) {
+        Some(c) => !is_read_command(&c),
+        None => {
+            !matches!(req.method, Method::Get | Method::Head | Method::Options)
+                && !is_token_request(req)
+        }
+    }
 }
 
 /// The message a driver gets for a refused write.

@@ -33,7 +33,11 @@ async fn wait_in_service(http: &reqwest::Client, url: &str, sha: &str) -> f64 {
             && let Ok(text) = r.text().await
             && metric(&text, &series) == Some(1.0)
         {
-            return metric(&text, "wasm_ccm_driver_load_duration_seconds").unwrap_or(f64::NAN);
+            return metric(
+                &text,
+                "wasm_ccm_driver_load_duration_seconds{driver=\"static\"}",
+            )
+            .unwrap_or(f64::NAN);
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),

@@ -89,7 +89,7 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
     metric_becomes(port, &info_v1, 1.0).await;
     metric_becomes(
         port,
-        "wasm_ccm_driver_loads_total{trigger=\"startup\"}",
+        "wasm_ccm_driver_loads_total{driver=\"static\",trigger=\"startup\"}",
         1.0,
     )
     .await;
@@ -105,7 +105,9 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
         volume.update(bytes);
         metric_becomes(
             port,
-            &format!("wasm_ccm_driver_reload_refusals_total{{reason=\"{reason}\"}}"),
+            &format!(
+                "wasm_ccm_driver_reload_refusals_total{{driver=\"static\",reason=\"{reason}\"}}"
+            ),
             1.0,
         )
         .await;
@@ -154,7 +156,12 @@ async fn bad_versions_are_refused_and_a_good_one_is_swapped_in_without_a_failed_
         sha256(&v2)
     );
     metric_becomes(port, &info_v2, 1.0).await;
-    metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"reload\"}", 1.0).await;
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_loads_total{driver=\"static\",trigger=\"reload\"}",
+        1.0,
+    )
+    .await;
     let text = scrape(port).await;
     assert_eq!(
         metric(&text, &info_v1),
@@ -224,7 +231,7 @@ async fn a_pinned_sha256_refuses_other_content_at_startup_and_on_reload() {
     volume.update(&new_version_of(&v1));
     metric_becomes(
         port,
-        "wasm_ccm_driver_reload_refusals_total{reason=\"digest-mismatch\"}",
+        "wasm_ccm_driver_reload_refusals_total{driver=\"static\",reason=\"digest-mismatch\"}",
         1.0,
     )
     .await;

@@ -5,6 +5,7 @@
 //! Nothing here depends on a simulator or on the workspace's guest builds: this crate and its
 //! dependencies are what ships in the image.
 
+pub mod driver_set;
 pub mod global;
 pub mod inspect;
 pub mod preflight;

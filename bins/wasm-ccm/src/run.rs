@@ -16,8 +16,8 @@ use wasm_ccm_controllers::server::{
     ConnectionLimits, DelegatedAuthOptions, MinTlsVersion, Serving, TlsOptions,
 };
 use wasm_ccm_controllers::{
-    ControllerConfig, EnabledControllers, Exit, LeaderConfig, Loader, Refusal, ReloadOptions,
-    RunOptions, default_identity,
+    ControllerConfig, DriverEntry, EnabledControllers, Exit, LeaderConfig, Loader, Refusal,
+    ReloadOptions, RunOptions, default_identity,
 };
 use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
@@ -42,8 +42,22 @@ pub struct RunArgs {
     /// The driver: a `.wasm` path (a mounted ConfigMap; watched and hot-reloaded) or
     /// `oci://REGISTRY/REPO@sha256:DIGEST` (a tag is resolved to a digest and logged).
     /// (`--plugin` is the same flag, kept for manifests written for earlier releases.)
-    #[arg(long, alias = "plugin", value_name = "PATH|oci://…")]
-    driver: String,
+    #[arg(
+        long,
+        alias = "plugin",
+        value_name = "PATH|oci://…",
+        required_unless_present = "drivers_config"
+    )]
+    driver: Option<String>,
+    /// Several drivers in one process: a DriverSet file (`apiVersion: wasm-ccm.io/v1alpha1`)
+    /// naming each driver's source, settings and roles (nodes by owner, load balancers by
+    /// class, routes). Replaces --driver and the per-driver flags (see deploy/README.md).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["driver", "cloud_provider", "cloud_config", "driver_sha256", "allow_egress", "shadow"]
+    )]
+    drivers_config: Option<PathBuf>,
     /// Only a driver with this sha256 may run, at startup or on reload.
     #[arg(long, alias = "plugin-sha256", value_name = "HEX", value_parser = crate::source::parse_sha256)]
     driver_sha256: Option<String>,
@@ -544,11 +558,11 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 
 impl RunArgs {
     /// Checks every flag that names a file, a directory or a URL before any work is done.
-    fn preflight(&self, global: &GlobalArgs, source: &DriverSource) -> anyhow::Result<()> {
+    fn preflight(&self, global: &GlobalArgs, source: Option<&DriverSource>) -> anyhow::Result<()> {
         use crate::preflight::{PathFlag, directory, master_url, readable_files, tls_pair};
         let driver_file = match source {
-            DriverSource::File(path) => Some(path.as_path()),
-            DriverSource::Oci(_) => None,
+            Some(DriverSource::File(path)) => Some(path.as_path()),
+            _ => None,
         };
         let kubeconfig_hint = "give the path of a kubeconfig file, or leave the flag out";
         readable_files(&[
@@ -595,7 +609,9 @@ impl RunArgs {
                 hint: kubeconfig_hint,
             },
         ])?;
-        self.verify.preflight(source)?;
+        if let Some(source) = source {
+            self.verify.preflight(source)?;
+        }
         // Only when it exists: the Deployment mounts an optional Secret (absent: anonymous).
         readable_files(&[PathFlag {
             flag: "--registry-config",
@@ -658,6 +674,18 @@ impl RunArgs {
                 validate_on_server: self.shadow_validate == "server",
                 events: self.shadow_events,
             }),
+        })
+    }
+
+    /// Leader election's settings (`None` with --leader-elect=false).
+    fn leader(&self, identity: &str, lease_name: String) -> Option<LeaderConfig> {
+        self.leader_elect.then(|| LeaderConfig {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: lease_name,
+            identity: identity.to_string(),
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
         })
     }
 
@@ -831,11 +859,6 @@ impl RunArgs {
 
 /// Runs the controller manager.
 pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let Some(provider) = args.cloud_provider.clone().filter(|p| !p.is_empty()) else {
-        bail!(
-            "--cloud-provider is required: the name of the cloud provider, which must match the driver's name"
-        );
-    };
     if args.leader_elect_resource_lock != "leases" {
         bail!(
             "--leader-elect-resource-lock={:?} is not supported: only `leases` is",
@@ -844,8 +867,19 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     let config = args.controller_config()?;
     let lease_name = args.lease_name()?;
-    let source = DriverSource::parse(&args.driver)?;
-    args.preflight(global, &source)?;
+    if let Some(path) = args.drivers_config.clone() {
+        return run_driver_set(global, args, config, lease_name, &path).await;
+    }
+    let Some(provider) = args.cloud_provider.clone().filter(|p| !p.is_empty()) else {
+        bail!(
+            "--cloud-provider is required: the name of the cloud provider, which must match the driver's name"
+        );
+    };
+    let Some(driver_flag) = args.driver.as_deref() else {
+        bail!("--driver is required (or --drivers-config for several drivers)");
+    };
+    let source = DriverSource::parse(driver_flag)?;
+    args.preflight(global, Some(&source))?;
     args.warn_about_ignored_flags();
     // The serving certificate next: a bad file is a startup error before anything else runs.
     let tls = args.serving_tls()?;
@@ -940,21 +974,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         _ => None,
     };
     let identity = default_identity();
-    let leader = args.leader_elect.then(|| LeaderConfig {
-        namespace: args.leader_elect_resource_namespace.clone(),
-        name: lease_name,
-        identity: identity.clone(),
-        lease_duration: args.leader_elect_lease_duration,
-        renew_deadline: args.leader_elect_renew_deadline,
-        retry_period: args.leader_elect_retry_period,
-    });
-    let cancel = CancellationToken::new();
-    let on_signal = cancel.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        on_signal.cancel();
-    });
+    let leader = args.leader(&identity, lease_name);
+    let cancel = cancel_on_signal();
     let exit = wasm_ccm_controllers::run(
         client,
         driver,
@@ -970,13 +991,175 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     )
     .await
     .with_context(|| format!("cannot serve on {}:{}", args.bind_address, args.secure_port))?;
+    Ok(exit_code(exit))
+}
+
+/// `run --drivers-config`: the same start-up as one driver's, per driver of the set (see
+/// `driver_set.rs`): the file and every file it names are checked and every driver is fetched
+/// (and its signature verified) before the cluster is contacted; then each is compiled,
+/// initialised and checked against its roles. Any failure stops the start naming the driver.
+async fn run_driver_set(
+    global: &GlobalArgs,
+    args: RunArgs,
+    config: ControllerConfig,
+    lease_name: String,
+    path: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let set = crate::driver_set::read(
+        path,
+        crate::driver_set::LimitDefaults {
+            call_timeout: args.call_timeout,
+            init_timeout: args.init_timeout,
+            memory_limit: args.memory_limit,
+        },
+    )?;
+    if set.routing.drivers().iter().any(|d| d.routes) && !args.configure_cloud_routes {
+        bail!(
+            "--drivers-config gives a driver `routes: true` but --configure-cloud-routes=false; drop the role or the flag"
+        );
+    }
+    args.preflight(global, None)?;
+    set.preflight(&args.verify)?;
+    args.warn_about_ignored_flags();
+    let tls = args.serving_tls()?;
+    let mut fetched = Vec::with_capacity(set.drivers.len());
+    for d in &set.drivers {
+        let started = std::time::Instant::now();
+        let f = fetch_verified(
+            global,
+            &d.source,
+            &args.registry,
+            d.sha256.as_deref(),
+            &args.verify,
+        )
+        .await
+        .with_context(|| format!("--drivers-config: driver {:?}", d.name))?;
+        fetched.push((f, started.elapsed()));
+    }
+    let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let serving = match tls {
+        Some(tls) => Some(args.serving(tls).await?),
+        None => None,
+    };
+    let facts = cluster_facts(&client).await?;
+    let runtime = global.runtime()?;
+    let regarding = own_pod();
+    let mut loaded: Vec<(String, Arc<Driver>)> = Vec::new();
+    let mut entries = Vec::with_capacity(set.drivers.len());
+    for ((d, roles), (f, fetch_time)) in set.drivers.iter().zip(set.routing.drivers()).zip(fetched)
+    {
+        let loading = std::time::Instant::now();
+        let config = match &d.cloud_config {
+            Some(p) => std::fs::read(p).with_context(|| {
+                format!(
+                    "driver {:?}: cannot read cloudConfig {}",
+                    d.name,
+                    p.display()
+                )
+            })?,
+            None => Vec::new(),
+        };
+        let opts = driver_options(DriverSpec {
+            config,
+            egress: d.allow_egress.clone(),
+            call_timeout: d.call_timeout,
+            init_timeout: d.init_timeout,
+            memory_limit: d.memory_limit,
+            cluster_name: &args.cluster_name,
+            max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
+            facts: facts.clone(),
+            extra_env: Vec::new(),
+        });
+        let compiled = runtime
+            .compile(&f.origin, f.bytes)
+            .await
+            .with_context(|| format!("driver {:?}", d.name))?;
+        let driver = Arc::new(
+            runtime
+                .load(&compiled, opts.clone())
+                .await
+                .with_context(|| format!("driver {:?}", d.name))?,
+        );
+        crate::driver_set::check_loaded(roles, &driver, &loaded)?;
+        tracing::info!(
+            driver = %d.name,
+            provider = %driver.name(),
+            version = %driver.info().version,
+            sha256 = %driver.compiled().sha256,
+            origin = %f.origin,
+            egress = %driver.egress().join(", "),
+            env_prefixes = %driver.info().env_prefixes.join(", "),
+            "driver loaded"
+        );
+        for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
+            tracing::warn!(driver = %d.name, "egress grant: {warning}");
+        }
+        let reload = match &d.source {
+            DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
+                Some(ReloadOptions {
+                    path: path.clone(),
+                    interval: args.driver_watch_interval,
+                    pinned_sha256: d.sha256.clone(),
+                    load: reload_loader(runtime.clone(), opts, reload_check(&args.verify, path)?),
+                    regarding: regarding.clone(),
+                })
+            }
+            _ => None,
+        };
+        entries.push(DriverEntry {
+            driver: Arc::clone(&driver),
+            reload,
+            load_time: fetch_time + loading.elapsed(),
+        });
+        loaded.push((d.name.clone(), driver));
+    }
+    tracing::info!(
+        drivers = %set.routing.drivers().iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", "),
+        "several drivers: nodes by owner, load balancers by class"
+    );
+    let identity = default_identity();
+    let leader = args.leader(&identity, lease_name);
+    let cancel = cancel_on_signal();
+    let exit = wasm_ccm_controllers::run_set(
+        client,
+        entries,
+        set.routing,
+        RunOptions {
+            config,
+            leader,
+            serving,
+            identity,
+            reload: None,
+            driver_load_time: Duration::ZERO,
+        },
+        cancel,
+    )
+    .await
+    .with_context(|| format!("cannot serve on {}:{}", args.bind_address, args.secure_port))?;
+    Ok(exit_code(exit))
+}
+
+/// A token cancelled on SIGTERM or Ctrl-C.
+fn cancel_on_signal() -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        on_signal.cancel();
+    });
+    cancel
+}
+
+/// The process's exit code for why the controllers stopped.
+fn exit_code(exit: Exit) -> ExitCode {
     match exit {
-        Exit::Stopped => Ok(ExitCode::SUCCESS),
+        Exit::Stopped => ExitCode::SUCCESS,
         Exit::LostLeadership => {
             eprintln!(
                 "wasm-ccm: lost the leader lease; exiting so the process restarts as a candidate"
             );
-            Ok(ExitCode::from(1))
+            ExitCode::from(1)
         }
     }
 }

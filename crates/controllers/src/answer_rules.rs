@@ -282,7 +282,9 @@ pub(crate) fn provider_id_scheme(id: &str) -> Option<&str> {
 
 /// Whether a node's existing provider ID belongs to another provider than the driver's scheme:
 /// such a node is never initialised, deleted or tainted on this driver's word. An empty ID is
-/// not foreign (the node waits for a provider ID).
+/// not foreign (the node waits for a provider ID). The controllers ask the routing table
+/// (`routing.rs`), which applies the same rule per configured driver.
+#[cfg(test)]
 pub(crate) fn is_foreign_provider_id(existing: &str, scheme: &str) -> bool {
     !existing.is_empty() && provider_id_scheme(existing) != Some(scheme)
 }

@@ -28,6 +28,7 @@ use wasm_ccm_runtime::types::Node as WitNode;
 
 use crate::convert::node_to_wit;
 use crate::informer::Store;
+use crate::routing::DriverView;
 use crate::service_rules::{BackendKey, backend_key, is_backend};
 
 /// One backend set: its comparable key and its nodes as the driver sees them.
@@ -54,14 +55,17 @@ struct Built {
 /// The current [`BackendSet`], rebuilt only when the node cache changed.
 pub(crate) struct Backends {
     nodes: Store<Node>,
+    /// With several drivers, only this driver's nodes are backends.
+    owner: Option<DriverView>,
     current: Mutex<Option<Built>>,
 }
 
 impl Backends {
-    /// Backend sets of the nodes in `nodes`.
-    pub(crate) fn new(nodes: Store<Node>) -> Self {
+    /// Backend sets of the nodes in `nodes` (those `owner` owns, when given).
+    pub(crate) fn new(nodes: Store<Node>, owner: Option<DriverView>) -> Self {
         Backends {
             nodes,
+            owner,
             current: Mutex::new(None),
         }
     }
@@ -87,7 +91,7 @@ impl Backends {
             .nodes
             .list()
             .into_iter()
-            .filter(|n| is_backend(n))
+            .filter(|n| is_backend(n) && self.owner.as_ref().is_none_or(|o| o.owns_node(n)))
             .collect();
         let key = backend_key(backends.iter().map(|n| n.as_ref()));
         let previous = current.as_ref().map(|b| &b.set);
@@ -134,7 +138,7 @@ mod tests {
         let client = kube::Client::try_from(config).expect("a client");
         let informer = Informer::<Node>::new(kube::Api::all(client));
         informer.replace(vec![node("b", "p://b", "z1"), node("a", "p://a", "z1")]);
-        let backends = Backends::new(informer.store());
+        let backends = Backends::new(informer.store(), None);
 
         let (first, stale) = backends.recent();
         assert!(!stale);

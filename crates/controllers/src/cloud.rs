@@ -102,8 +102,9 @@ pub(crate) trait CloudProvider: Send + Sync {
     fn housekeeping<'a>(&'a self, scope: &'a CallScope) -> BoxFuture<'a, Outcome<()>>;
 
     /// Copies the cloud's own counters (HTTP requests, dropped log lines, instances) into the
-    /// registry at scrape time. A cloud without counters keeps the default.
-    fn export_counters(&self, _metrics: &Metrics) {}
+    /// registry at scrape time, labelled `driver=label`. A cloud without counters keeps the
+    /// default.
+    fn export_counters(&self, _metrics: &Metrics, _label: &str) {}
 }
 
 /// A shared cloud, as the controllers hold it.
@@ -219,10 +220,9 @@ impl CloudProvider for DriverSlot {
         Box::pin(async move { self.get().housekeeping(scope).await })
     }
 
-    fn export_counters(&self, metrics: &Metrics) {
+    fn export_counters(&self, metrics: &Metrics, driver: &str) {
         let current = self.get();
-        let driver = current.name();
-        metrics.clear("wasm_ccm_driver_http_requests_total");
+        metrics.clear_where("wasm_ccm_driver_http_requests_total", ("driver", driver));
         for ((host, status), n) in current.http_counters() {
             metrics.set(
                 "wasm_ccm_driver_http_requests_total",

@@ -23,7 +23,7 @@ use crate::convert::service_to_wit;
 use crate::informer::Store;
 use crate::metrics::Metrics;
 use crate::queue::TokenBucket;
-use crate::service_rules::wants_load_balancer;
+use crate::routing::{DriverView, NodeOwner};
 use crate::shadow::{KubeChange, Recorded, ShadowLog};
 
 /// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted. Every write
@@ -267,16 +267,26 @@ pub(crate) struct PendingWrite {
 /// the watch has not yet delivered the previous write.
 pub(crate) struct StoreCluster {
     store: Store<Service>,
+    /// Whose view: with several drivers, a driver sees only the Services it serves or still
+    /// owns, so a pool allocator never sees (or hands out) another driver's addresses.
+    route: DriverView,
     pending: std::sync::Mutex<std::collections::HashMap<String, PendingWrite>>,
 }
 
 impl StoreCluster {
-    /// A view of `store`.
-    pub(crate) fn new(store: Store<Service>) -> Self {
+    /// A view of `store` for the driver of `route`.
+    pub(crate) fn new(store: Store<Service>, route: DriverView) -> Self {
         StoreCluster {
             store,
+            route,
             pending: Default::default(),
         }
+    }
+
+    /// Whether the driver sees `s`: a LoadBalancer Service it serves, or one whose load
+    /// balancer it still owns (with one driver: upstream's `wantsLoadBalancer`).
+    fn visible(&self, s: &Service) -> bool {
+        self.route.serves(s) || (!self.route.is_single() && self.route.owns_service(s))
     }
 
     /// Records the result of an ensure for `key` (or forgets it with `None`, after a delete).
@@ -304,7 +314,7 @@ impl StoreCluster {
         self.store
             .list()
             .iter()
-            .filter(|s| wants_load_balancer(s))
+            .filter(|s| self.visible(s))
             .filter_map(|s| {
                 key.clear();
                 key.push_str(s.metadata.namespace.as_deref().unwrap_or_default());
@@ -404,7 +414,7 @@ impl ClusterView for StoreCluster {
         let mut key = String::new();
         // Nothing is converted: each Service's addresses are read where they are, so a query
         // about thousands of candidates costs a scan and copies only the claims.
-        for s in self.store.list().iter().filter(|s| wants_load_balancer(s)) {
+        for s in self.store.list().iter().filter(|s| self.visible(s)) {
             key.clear();
             key.push_str(s.metadata.namespace.as_deref().unwrap_or_default());
             key.push('/');
@@ -441,6 +451,9 @@ impl ClusterView for StoreCluster {
 /// The cloud behind the seam ([`CloudProvider`]) with metrics around every call.
 pub(crate) struct Cloud {
     provider: SharedCloud,
+    /// The `driver` label of its metrics: the configured name with several drivers, else the
+    /// driver's own name (read per call: a reload may not change it, but a fake may).
+    label: Option<String>,
     metrics: Arc<Metrics>,
     cluster: Arc<StoreCluster>,
     shadow: Option<Arc<ShadowLog>>,
@@ -503,12 +516,14 @@ impl Cloud {
     /// writes the runtime refused are recorded there.
     pub(crate) fn new(
         provider: SharedCloud,
+        label: Option<String>,
         metrics: Arc<Metrics>,
         cluster: Arc<StoreCluster>,
         shadow: Option<Arc<ShadowLog>>,
     ) -> Self {
         Cloud {
             provider,
+            label,
             metrics,
             cluster,
             shadow,
@@ -554,9 +569,13 @@ impl Cloud {
         self.provider.as_ref()
     }
 
-    /// The cloud's name (the driver's), for messages and metric labels.
+    /// The cloud's name, for messages and metric labels: the configured name with several
+    /// drivers, else the driver's own.
     pub(crate) fn name(&self) -> String {
-        self.provider.name()
+        match &self.label {
+            Some(label) => label.clone(),
+            None => self.provider.name(),
+        }
     }
 
     /// The provider-ID scheme the driver declared (`<scheme>://…`).
@@ -593,7 +612,7 @@ impl Cloud {
             Err(CallError::Provider(p)) => p.case(),
             Err(CallError::Host(_)) => "host-error",
         };
-        let driver = self.provider.name();
+        let driver = self.name();
         self.metrics.inc(
             "wasm_ccm_driver_calls_total",
             &[
@@ -612,7 +631,7 @@ impl Cloud {
 
     /// Copies the cloud's own counters into the registry (at scrape time).
     pub(crate) fn export_counters(&self) {
-        self.provider.export_counters(&self.metrics);
+        self.provider.export_counters(&self.metrics, &self.name());
     }
 }
 
@@ -628,6 +647,9 @@ pub(crate) struct Events {
     /// A shadow run publishes nothing: events are writes, and beside the CCM in charge they
     /// would confuse `kubectl describe`.
     silent: bool,
+    /// With several drivers, every note starts with `driver <name>: `, so `kubectl describe`
+    /// says which driver acted (the reporting controller keeps upstream's name).
+    driver: Option<String>,
 }
 
 /// Recorders kept before the map is cleared (each is a client handle and a tiny cache; clearing
@@ -643,12 +665,19 @@ impl Events {
             instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
             recorders: Default::default(),
             silent: false,
+            driver: None,
         }
     }
 
     /// Recorders that publish nothing (a shadow run).
     pub(crate) fn silenced(mut self, silent: bool) -> Self {
         self.silent = silent;
+        self
+    }
+
+    /// Events whose notes name `driver` (`None`: as they are, with one driver).
+    pub(crate) fn for_driver(mut self, driver: Option<String>) -> Self {
+        self.driver = driver;
         self
     }
 
@@ -686,6 +715,14 @@ impl Events {
             tracing::debug!(reason, "shadow: event not published");
             return;
         }
+        let named;
+        let note = match &self.driver {
+            Some(driver) => {
+                named = format!("driver {driver}: {note}");
+                named.as_str()
+            }
+            None => note,
+        };
         let reason = match cut_to_bytes(reason, EVENT_REASON_LIMIT) {
             "" => REPLACEMENT_EVENT_REASON,
             r => r,
@@ -752,6 +789,10 @@ impl Events {
 pub(crate) const ANSWER_REFUSED_REASON: &str = "DriverAnswerRefused";
 /// Reason of the Warning event on a node whose provider ID belongs to another provider.
 pub(crate) const FOREIGN_NODE_REASON: &str = "ForeignProviderID";
+/// Reason of the Warning event on an uninitialised node two drivers' selectors claim.
+pub(crate) const AMBIGUOUS_NODE_REASON: &str = "AmbiguousNodeOwner";
+/// Reason of the Normal event on an uninitialised node no configured driver claims.
+pub(crate) const NO_DRIVER_REASON: &str = "NoDriverForNode";
 
 /// Entries kept per memory below before it is cleared (clearing only means an event repeats).
 const MAX_REMEMBERED: usize = 10_000;
@@ -792,11 +833,23 @@ pub(crate) struct Ctx {
     pub(crate) nodes: Store<Node>,
     pub(crate) services: Store<Service>,
     pub(crate) refusals: Refusals,
+    /// Which nodes and Services are this driver's (all of them with one driver).
+    pub(crate) route: DriverView,
     /// A shadow run's would-be writes; `None` in a normal run.
     pub(crate) shadow: Option<Arc<ShadowLog>>,
 }
 
 impl Ctx {
+    /// The name of this driver's `base` queue in metrics and logs: upstream's (`node`,
+    /// `service`) with one driver, `base/<driver>` with several.
+    pub(crate) fn queue_name(&self, base: &str) -> String {
+        if self.route.is_single() {
+            base.to_string()
+        } else {
+            format!("{base}/{}", self.route.name())
+        }
+    }
+
     /// The shadow report now; `None` outside shadow mode.
     pub(crate) fn shadow_report(&self) -> Option<crate::shadow::ShadowReport> {
         let shadow = self.shadow.as_ref()?;
@@ -937,9 +990,11 @@ impl Ctx {
             .remove(&object_key(regarding));
     }
 
-    /// Whether `node` carries a provider ID of another provider than the driver's; the first
-    /// time per node (UID and ID) this logs and records a Warning event, later passes only log
-    /// at debug level. Such a node is never initialised, deleted or tainted on the driver's word.
+    /// Whether this driver must leave `node` alone: it carries another provider's ID, or (with
+    /// several drivers) it belongs to another configured driver, or no driver or more than one
+    /// claims it. The first time per node and reason this logs and records one event (by one
+    /// driver only, so a node gets one event however many drivers run), later passes log at
+    /// debug level. Such a node is never initialised, deleted or tainted on this driver's word.
     pub(crate) async fn skip_foreign_node(
         &self,
         reporter: &'static str,
@@ -951,12 +1006,53 @@ impl Ctx {
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
-        let driver = self.cloud.name();
-        let scheme = self.cloud.provider_id_scheme();
-        if !crate::answer_rules::is_foreign_provider_id(existing, &scheme) {
-            return false;
-        }
         let name = node.metadata.name.as_deref().unwrap_or_default();
+        let (reason, warning, message) = match self.route.node_owner(node) {
+            NodeOwner::Driver(i) if i == self.route.index() => return false,
+            NodeOwner::Driver(i) => {
+                tracing::debug!(node = %name, owner = %self.route.name_of(i), driver = %self.route.name(), "another driver's node");
+                return true;
+            }
+            NodeOwner::Foreign => {
+                let scheme = self.cloud.provider_id_scheme();
+                let message = if self.route.is_single() {
+                    format!(
+                        "node {name} has provider ID {}, which is not of the driver's scheme {}; the driver {} is not asked about it and the node is never initialised, deleted or tainted by this controller manager",
+                        shown(existing),
+                        shown(&format!("{scheme}://")),
+                        shown(&self.cloud.name())
+                    )
+                } else {
+                    format!(
+                        "node {name} has provider ID {}, whose scheme no configured driver has ({}); no driver is asked about it and the node is never initialised, deleted or tainted by this controller manager",
+                        shown(existing),
+                        self.schemes()
+                    )
+                };
+                (FOREIGN_NODE_REASON, true, message)
+            }
+            NodeOwner::Ambiguous(drivers) => {
+                let names: Vec<&str> = drivers.iter().map(|i| self.route.name_of(*i)).collect();
+                (
+                    AMBIGUOUS_NODE_REASON,
+                    true,
+                    format!(
+                        "node {name} has no provider ID and the node selectors of drivers {} all match its labels; no driver is asked about it and it keeps its taint until its labels or the selectors name one driver",
+                        names.join(" and ")
+                    ),
+                )
+            }
+            NodeOwner::Unrouted => (
+                NO_DRIVER_REASON,
+                false,
+                format!(
+                    "node {name} has no provider ID, no driver's node selector matches its labels and no driver is the default for nodes; it is left to whoever owns it (another controller manager)"
+                ),
+            ),
+        };
+        if !self.route.reports_unowned() {
+            return true;
+        }
         let first = {
             let mut seen = self
                 .refusals
@@ -967,32 +1063,37 @@ impl Ctx {
                 seen.clear();
             }
             seen.insert(format!(
-                "{}\n{existing}",
+                "{}\n{existing}\n{reason}",
                 node.metadata.uid.as_deref().unwrap_or(name)
             ))
         };
         if !first {
-            tracing::debug!(node = %name, provider_id = %existing, "skipping a node of another provider");
+            tracing::debug!(node = %name, provider_id = %existing, reason, "skipping a node no driver here owns");
             return true;
         }
-        let message = format!(
-            "node {name} has provider ID {}, which is not of the driver's scheme {}; the driver {} is not asked about it and the node is never initialised, deleted or tainted by this controller manager",
-            shown(existing),
-            shown(&format!("{scheme}://")),
-            shown(&driver)
-        );
-        tracing::info!(node = %name, provider_id = %existing, driver = %driver, "skipping a node of another provider: {message}");
+        tracing::info!(node = %name, provider_id = %existing, reason, "skipping a node: {message}");
         self.events
             .publish(
                 reporter,
                 &reference(node),
-                true,
-                FOREIGN_NODE_REASON,
+                warning,
+                reason,
                 &message,
                 action,
             )
             .await;
         true
+    }
+
+    /// The configured drivers' schemes, for messages.
+    fn schemes(&self) -> String {
+        self.route
+            .routing()
+            .drivers()
+            .iter()
+            .map(|d| format!("{}://", d.provider_id_scheme))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -1058,7 +1159,10 @@ mod tests {
             lb_service("c", serde_json::json!({}), None, &["10.0.0.3"]),
             cluster_ip,
         ]);
-        let view = StoreCluster::new(informer.store());
+        let view = StoreCluster::new(
+            informer.store(),
+            crate::routing::Routing::single("static", "static").view(0),
+        );
         let q = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 
         assert_eq!(names(view.services_with_annotation("x/ip", &[])), ["a"]);

@@ -8,6 +8,9 @@ use std::time::Duration;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+/// How soon a Service waiting for another driver's cleanup is looked at again.
+pub(crate) const HANDOVER_RETRY: Duration = Duration::from_secs(2);
+
 /// What failed, as the `kind` label of `wasm_ccm_reconcile_errors_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ErrorKind {
@@ -89,6 +92,16 @@ impl ReconcileError {
             kind: ErrorKind::Invalid,
             message,
             retry_after: None,
+        }
+    }
+
+    /// Another driver still holds the Service's load balancer: progress (no Warning event),
+    /// asked again shortly rather than after the growing backoff.
+    pub(crate) fn handover(message: String) -> Self {
+        ReconcileError {
+            kind: ErrorKind::InProgress,
+            message,
+            retry_after: Some(HANDOVER_RETRY),
         }
     }
 

@@ -7,6 +7,7 @@
 //! - `route`: cloud routes for node pod CIDRs and the `NetworkUnavailable` condition.
 //! - `leader`: client-go-compatible leader election; [`server`]: health and metrics over HTTPS
 //!   with delegated authentication and authorization, as upstream serves them.
+//! - `routing`: several drivers in one process: nodes by owner, load balancers by class.
 //! - `reload`: hot reload of a file-mounted driver, swapped only after it loaded and passed
 //!   `info`/`init`.
 //!
@@ -37,6 +38,7 @@ mod registry;
 mod reload;
 mod route;
 mod route_rules;
+mod routing;
 mod run;
 mod runner;
 pub mod server;
@@ -48,7 +50,10 @@ pub mod user_agent;
 pub use config::{ControllerConfig, EnabledControllers};
 pub use leader::{LeaderConfig, default_identity};
 pub use reload::{DriverSlot, Loader, Refusal, ReloadOptions};
-pub use run::{Exit, RunOptions, Running, run, start_controllers};
+pub use routing::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
+pub use run::{
+    DriverEntry, Exit, RunOptions, Running, run, run_set, start_controllers, start_driver_set,
+};
 
 #[cfg(test)]
 mod test_support;

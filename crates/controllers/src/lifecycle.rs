@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
-use crate::answer_rules::is_foreign_provider_id;
 use crate::context::{Ctx, Target, is_status, reference};
 use crate::convert::{node_is_ready, node_to_wit};
 use crate::node_rules::SHUTDOWN_TAINT;
@@ -120,13 +119,18 @@ impl LifecycleController {
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
-        let scheme = self.ctx.cloud.provider_id_scheme();
-        if is_foreign_provider_id(existing, &scheme) {
+        if !self.ctx.route.owns_node(node) {
             if !ready || tainted {
                 self.ctx
                     .skip_foreign_node(REPORTER, node, "MonitorNode")
                     .await;
             }
+            return;
+        }
+        // With several drivers, a node without a provider ID was never initialised: its owner
+        // by selector is only a claim, and no driver's "not found" about it may delete it (the
+        // draft KEP-5778's worry about probing a node twice before it is initialised).
+        if existing.is_empty() && !self.ctx.route.is_single() {
             return;
         }
         let (exists, shutdown) = if ready {

@@ -248,6 +248,16 @@ impl Metrics {
             .retain(|(n, _), _| *n != name);
     }
 
+    /// Drops the series of `name` that carry the label `k="v"` (one driver's, when several
+    /// drivers re-set their own series of one family).
+    pub(crate) fn clear_where(&self, name: &str, (k, v): (&str, &str)) {
+        let label = label_string(&[(k, v)]);
+        self.series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(n, labels), _| *n != name || !labels.split(',').any(|l| l == label));
+    }
+
     /// Records one observation in a histogram.
     pub(crate) fn observe(&self, name: &str, labels: &[(&str, &str)], v: f64) {
         self.with(name, labels, |s, kind| {

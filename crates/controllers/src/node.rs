@@ -14,8 +14,7 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 
 use crate::answer_rules::{
-    Violation, check_provider_id, dedupe_addresses, is_foreign_provider_id, sanitize_addresses,
-    sanitize_metadata,
+    Violation, check_provider_id, dedupe_addresses, sanitize_addresses, sanitize_metadata,
 };
 use crate::context::{Ctx, Subject, Target, is_status, reference};
 use crate::convert::{node_to_wit, to_kube_address};
@@ -78,7 +77,7 @@ impl NodeController {
     /// A controller over `ctx`; call [`NodeController::handle`] from the node informer.
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(NodeController {
-            runner: Runner::new("node", RETRY, Arc::clone(&ctx.metrics)),
+            runner: Runner::new(ctx.queue_name("node"), RETRY, Arc::clone(&ctx.metrics)),
             ctx,
             last_failure: Mutex::default(),
             claims: Mutex::default(),
@@ -443,11 +442,11 @@ impl NodeController {
             .as_ref()
             .and_then(|s| s.provider_id.clone())
             .unwrap_or_default();
-        let scheme = self.ctx.cloud.provider_id_scheme();
-        // Another provider's node: its addresses are not this driver's to say. Skipped quietly
-        // (a mixed cluster would otherwise log every node every period; the lifecycle and node
-        // controllers report such nodes when they would have acted on them).
-        if is_foreign_provider_id(&existing, &scheme) {
+        // Another provider's (or another driver's) node: its addresses are not this driver's
+        // to say. Skipped quietly (a mixed cluster would otherwise log every node every period;
+        // the lifecycle and node controllers report such nodes when they would have acted on
+        // them).
+        if !self.ctx.route.owns_node(node) {
             tracing::debug!(node = %name, provider_id = %existing, "address refresh skips a node of another provider");
             return Ok(());
         }
@@ -463,6 +462,7 @@ impl NodeController {
         let meta = result.map_err(|e| driver_failure(&name, &e))?;
         let regarding = reference(node);
         // Addresses of another instance are not this node's.
+        let scheme = self.ctx.cloud.provider_id_scheme();
         if let Err(v) = check_provider_id(&meta.provider_id, &scheme, &existing, None) {
             return Err(self
                 .refuse_answer(

@@ -86,22 +86,32 @@ pub struct ReloadOptions {
     pub regarding: Option<ObjectReference>,
 }
 
-/// Sets the driver-info gauge for the driver now in service.
-pub(crate) fn record_in_service(metrics: &Metrics, driver: &Driver, trigger: &str, took: Duration) {
-    metrics.clear("wasm_ccm_driver_info");
+/// Sets the driver-info gauge for the driver now in service under `label` (its configured
+/// name with several drivers, else its own name).
+pub(crate) fn record_in_service(
+    metrics: &Metrics,
+    label: &str,
+    driver: &Driver,
+    trigger: &str,
+    took: Duration,
+) {
+    metrics.clear_where("wasm_ccm_driver_info", ("driver", label));
     metrics.set(
         "wasm_ccm_driver_info",
         &[
-            ("driver", driver.name()),
+            ("driver", label),
             ("version", &driver.info().version),
             ("sha256", &driver.compiled().sha256),
         ],
         1.0,
     );
-    metrics.inc("wasm_ccm_driver_loads_total", &[("trigger", trigger)]);
+    metrics.inc(
+        "wasm_ccm_driver_loads_total",
+        &[("driver", label), ("trigger", trigger)],
+    );
     metrics.set(
         "wasm_ccm_driver_load_duration_seconds",
-        &[],
+        &[("driver", label)],
         took.as_secs_f64(),
     );
 }
@@ -127,6 +137,7 @@ fn fingerprint(path: &std::path::Path) -> Option<Fingerprint> {
 
 /// Watches `opts.path` until `cancel`, swapping new versions into `slot`.
 pub(crate) async fn watch(
+    label: String,
     slot: Arc<DriverSlot>,
     opts: ReloadOptions,
     metrics: Arc<Metrics>,
@@ -176,15 +187,15 @@ pub(crate) async fn watch(
             Ok(new) => {
                 refused = None;
                 tracing::info!(
-                    driver = %new.name(),
+                    driver = %label,
                     version = %new.info().version,
                     sha256 = %new.compiled().sha256,
                     replaced = %running.compiled().sha256,
                     "driver reloaded from {}", opts.path.display()
                 );
-                record_in_service(&metrics, &new, "reload", started.elapsed());
+                record_in_service(&metrics, &label, &new, "reload", started.elapsed());
                 let note = format!(
-                    "driver {} {} (sha256 {}) replaced {} (sha256 {}) from {}",
+                    "driver {label}: {} {} (sha256 {}) replaced {} (sha256 {}) from {}",
                     new.name(),
                     new.info().version,
                     short(&new.compiled().sha256),
@@ -197,6 +208,7 @@ pub(crate) async fn watch(
             }
             Err(refusal) => {
                 tracing::error!(
+                    driver = %label,
                     reason = refusal.reason,
                     sha256 = %sha256,
                     "new driver version refused; the running one keeps serving: {}",
@@ -204,12 +216,12 @@ pub(crate) async fn watch(
                 );
                 metrics.inc(
                     "wasm_ccm_driver_reload_refusals_total",
-                    &[("reason", refusal.reason)],
+                    &[("driver", &label), ("reason", refusal.reason)],
                 );
                 let retry_at = transient(refusal.reason).then(|| Instant::now() + RETRY_TRANSIENT);
                 refused = Some((sha256.clone(), retry_at));
                 let note = format!(
-                    "the new driver at {} (sha256 {}) was refused and {} {} keeps running: {}",
+                    "driver {label}: the new version at {} (sha256 {}) was refused and {} {} keeps running: {}",
                     opts.path.display(),
                     short(&sha256),
                     running.name(),

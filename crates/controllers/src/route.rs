@@ -65,7 +65,15 @@ impl RouteController {
         );
         let routes = routes
             .map_err(|e| ReconcileError::driver(format!("could not list routes: {e}"), &e))?;
-        let nodes: Vec<Arc<Node>> = self.ctx.nodes.list();
+        // With several drivers, routes are planned over this driver's nodes only: a route to
+        // another cloud's node is never made, and one listed is stale.
+        let nodes: Vec<Arc<Node>> = self
+            .ctx
+            .nodes
+            .list()
+            .into_iter()
+            .filter(|n| self.ctx.route.is_single() || self.ctx.route.owns_node(n))
+            .collect();
         let route_nodes: Vec<RouteNode> = nodes
             .iter()
             .map(|n| {

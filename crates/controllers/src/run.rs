@@ -17,8 +17,10 @@ use crate::informer::{Informer, Store};
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::node::is_uninitialized;
-use crate::registry::{CONTROLLERS, Pending, Wiring};
+use crate::registry::{CONTROLLERS, Needs, Pending, Wiring};
 use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
+use crate::routing::DriverView;
+use crate::routing::Routing;
 use crate::server::{Health, Serving, serve};
 use crate::shadow::ShadowLog;
 use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
@@ -48,9 +50,20 @@ pub enum Exit {
     LostLeadership,
 }
 
+/// One driver of a process running several (see [`run_set`]).
+pub struct DriverEntry {
+    /// The driver, loaded and initialised.
+    pub driver: Arc<Driver>,
+    /// Watch its file and hot-swap new versions; `None` keeps the first one.
+    pub reload: Option<ReloadOptions>,
+    /// How long loading it took (fetch, compile, `info`, `init`), for the load metric.
+    pub load_time: Duration,
+}
+
 /// Handles to a running set of controllers, for the playground and tests.
 pub struct Running {
-    pub(crate) ctx: Arc<Ctx>,
+    /// One context per driver, in the routing table's order.
+    pub(crate) ctxs: Vec<Arc<Ctx>>,
     pub(crate) pending: Vec<Arc<dyn Pending>>,
     tasks: JoinSet<()>,
 }
@@ -80,10 +93,30 @@ pub fn start_controllers(
     start_with_cloud(client, driver, config, metrics, identity, cancel)
 }
 
+/// Starts informers and, per driver of `routing` (`drivers` in its order), the controllers its
+/// roles and exports call for; they stop on `cancel`.
+pub fn start_driver_set(
+    client: Client,
+    drivers: Vec<Arc<DriverSlot>>,
+    routing: Arc<Routing>,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    identity: &str,
+    cancel: CancellationToken,
+) -> Running {
+    let clouds = drivers
+        .into_iter()
+        .map(|d| d as SharedCloud)
+        .collect::<Vec<_>>();
+    start_clouds(client, clouds, routing, config, metrics, identity, cancel)
+}
+
 /// The context every controller shares, over the informers' stores.
+#[allow(clippy::too_many_arguments)] // the parts of one context, each named at the call
 pub(crate) fn new_ctx(
     client: Client,
     cloud: SharedCloud,
+    route: DriverView,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
     identity: &str,
@@ -101,17 +134,21 @@ pub(crate) fn new_ctx(
         ),
         cloud: Cloud::new(
             cloud,
+            (!route.is_single()).then(|| route.name().to_string()),
             Arc::clone(&metrics),
-            Arc::new(StoreCluster::new(services.clone())),
+            Arc::new(StoreCluster::new(services.clone(), route.clone())),
             shadow.clone(),
         ),
-        events: Events::new(client, identity.to_string()).silenced(shadow.is_some()),
+        events: Events::new(client, identity.to_string())
+            .silenced(shadow.is_some())
+            .for_driver((!route.is_single()).then(|| route.name().to_string())),
         shadow,
         metrics,
         nodes,
         services,
         config,
         refusals: Default::default(),
+        route,
     })
 }
 
@@ -124,96 +161,142 @@ pub(crate) fn start_with_cloud(
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
-    let mut node_informer = Informer::new(Api::<Node>::all(client.clone()));
-    let mut service_informer = Informer::new(Api::<Service>::all(client.clone()));
-    // A reload never changes the exports (it is refused if it would), so this stays true.
-    let exports = cloud.exports();
-    let ctx = new_ctx(
+    let routing = Routing::single(&cloud.name(), &cloud.provider_id_scheme());
+    start_clouds(
         client,
-        cloud,
-        config.clone(),
+        vec![cloud],
+        routing,
+        config,
         metrics,
         identity,
-        node_informer.store(),
-        service_informer.store(),
-    );
+        cancel,
+    )
+}
+
+/// Whether the driver's roles call for the controller `needs` serves: every driver runs the
+/// node controllers (it owns the nodes of its scheme); the service controller runs for a
+/// driver serving class-less Services or a class; the route controller for the routes driver.
+fn role_wants(route: &DriverView, needs: Needs) -> bool {
+    let roles = &route.routing().drivers()[route.index()];
+    match needs {
+        Needs::Instances => true,
+        Needs::LoadBalancer => {
+            roles.load_balancer.default || !roles.load_balancer.classes.is_empty()
+        }
+        Needs::Routes => roles.routes,
+    }
+}
+
+/// Informers once; per cloud (in `routing`'s order) a context and its controllers, so each
+/// driver has its own queues, workers and loops and a hung driver stalls only its own objects.
+pub(crate) fn start_clouds(
+    client: Client,
+    clouds: Vec<SharedCloud>,
+    routing: Arc<Routing>,
+    config: ControllerConfig,
+    metrics: Arc<Metrics>,
+    identity: &str,
+    cancel: CancellationToken,
+) -> Running {
+    let mut node_informer = Informer::new(Api::<Node>::all(client.clone()));
+    let mut service_informer = Informer::new(Api::<Service>::all(client.clone()));
     let mut tasks = JoinSet::new();
     let mut pending: Vec<Arc<dyn Pending>> = Vec::new();
-    for entry in CONTROLLERS {
-        if !config.controllers.is_enabled(entry.name) || !(entry.switched_on)(&config) {
-            continue;
-        }
-        if !entry.needs.met_by(&exports) {
-            let interface = entry.needs.interface();
-            if entry.needs.missing_is_notable() {
-                tracing::warn!(
+    let mut ctxs = Vec::with_capacity(clouds.len());
+    for (index, cloud) in clouds.into_iter().enumerate() {
+        let route = routing.view(index);
+        let driver = route.name().to_string();
+        // A reload never changes the exports (it is refused if it would), so this stays true.
+        let exports = cloud.exports();
+        let ctx = new_ctx(
+            client.clone(),
+            cloud,
+            route.clone(),
+            config.clone(),
+            Arc::clone(&metrics),
+            identity,
+            node_informer.store(),
+            service_informer.store(),
+        );
+        for entry in CONTROLLERS {
+            if !config.controllers.is_enabled(entry.name)
+                || !(entry.switched_on)(&config)
+                || !role_wants(&route, entry.needs)
+            {
+                continue;
+            }
+            if !entry.needs.met_by(&exports) {
+                let interface = entry.needs.interface();
+                if entry.needs.missing_is_notable() {
+                    tracing::warn!(
+                        controller = entry.name,
+                        driver = %driver,
+                        "the driver exports no `{interface}` interface: the {} is not started",
+                        entry.title
+                    );
+                } else {
+                    tracing::info!(
+                        controller = entry.name,
+                        driver = %driver,
+                        "the driver exports no `{interface}` interface: the {} is not started",
+                        entry.title
+                    );
+                }
+                continue;
+            }
+            let mut wiring = Wiring {
+                ctx: &ctx,
+                nodes: &mut node_informer,
+                services: &mut service_informer,
+                tasks: &mut tasks,
+                cancel: &cancel,
+                pending: &mut pending,
+            };
+            if let Err(e) = (entry.start)(&mut wiring) {
+                tracing::error!(
                     controller = entry.name,
-                    "the driver exports no `{interface}` interface: the {} is not started",
-                    entry.title
-                );
-            } else {
-                tracing::info!(
-                    controller = entry.name,
-                    "the driver exports no `{interface}` interface: the {} is not started",
+                    driver = %driver,
+                    "the {} is disabled: {e}",
                     entry.title
                 );
             }
-            continue;
         }
-        let mut wiring = Wiring {
-            ctx: &ctx,
-            nodes: &mut node_informer,
-            services: &mut service_informer,
-            tasks: &mut tasks,
-            cancel: &cancel,
-            pending: &mut pending,
-        };
-        if let Err(e) = (entry.start)(&mut wiring) {
-            tracing::error!(
-                controller = entry.name,
-                "the {} is disabled: {e}",
-                entry.title
-            );
-        }
+        // Housekeeping for drivers that keep caches or tokens fresh.
+        let housekeeping_ctx = Arc::clone(&ctx);
+        let hk_cancel = cancel.clone();
+        tasks.spawn(async move {
+            let period = housekeeping_ctx.config.housekeeping_period;
+            loop {
+                tokio::select! {
+                    _ = hk_cancel.cancelled() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+                let cloud = &housekeeping_ctx.cloud;
+                let (result, _) = cloud.observe(
+                    "provider.housekeeping",
+                    Subject::driver("housekeeping"),
+                    cloud.api().housekeeping(&cloud.scope("")).await,
+                );
+                if let Err(e) = result {
+                    tracing::warn!(driver = %cloud.name(), error = %e, "driver housekeeping failed");
+                }
+            }
+        });
+        ctxs.push(ctx);
     }
-    // Housekeeping for drivers that keep caches or tokens fresh.
-    let housekeeping_ctx = Arc::clone(&ctx);
-    let hk_cancel = cancel.clone();
-    tasks.spawn(async move {
-        let period = housekeeping_ctx.config.housekeeping_period;
-        loop {
-            tokio::select! {
-                _ = hk_cancel.cancelled() => return,
-                _ = tokio::time::sleep(period) => {}
-            }
-            let cloud = &housekeeping_ctx.cloud;
-            let (result, _) = cloud.observe(
-                "provider.housekeeping",
-                Subject::driver("housekeeping"),
-                cloud.api().housekeeping(&cloud.scope("")).await,
-            );
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "driver housekeeping failed");
-            }
-        }
-    });
     // The pending-initialisation gauge (operators alert on nodes stuck with the taint).
-    let gauge_ctx = Arc::clone(&ctx);
+    let gauge_nodes = node_informer.store();
+    let gauge_metrics = Arc::clone(&metrics);
     let gauge_cancel = cancel.clone();
     tasks.spawn(async move {
         loop {
-            let stuck = gauge_ctx
-                .nodes
+            let stuck = gauge_nodes
                 .list()
                 .iter()
                 .filter(|n| is_uninitialized(n))
                 .count();
-            gauge_ctx
-                .metrics
-                .clear("wasm_ccm_nodes_pending_initialization");
-            gauge_ctx
-                .metrics
-                .set("wasm_ccm_nodes_pending_initialization", &[], stuck as f64);
+            gauge_metrics.clear("wasm_ccm_nodes_pending_initialization");
+            gauge_metrics.set("wasm_ccm_nodes_pending_initialization", &[], stuck as f64);
             tokio::select! {
                 _ = gauge_cancel.cancelled() => return,
                 _ = tokio::time::sleep(Duration::from_secs(10)) => {}
@@ -223,7 +306,7 @@ pub(crate) fn start_with_cloud(
     tasks.spawn(node_informer.run(cancel.clone()));
     tasks.spawn(service_informer.run(cancel.clone()));
     Running {
-        ctx,
+        ctxs,
         pending,
         tasks,
     }
@@ -233,15 +316,44 @@ pub(crate) fn start_with_cloud(
 pub async fn run(
     client: Client,
     driver: Arc<Driver>,
+    mut opts: RunOptions,
+    cancel: CancellationToken,
+) -> std::io::Result<Exit> {
+    let routing = Routing::single(driver.name(), &driver.info().provider_id_scheme);
+    let entry = DriverEntry {
+        driver,
+        reload: opts.reload.take(),
+        load_time: opts.driver_load_time,
+    };
+    run_set(client, vec![entry], routing, opts, cancel).await
+}
+
+/// Runs the controller manager over several drivers (`drivers` in `routing`'s order) until
+/// `cancel` or the loss of leadership. `opts.reload` and `opts.driver_load_time` are unused:
+/// each entry has its own.
+pub async fn run_set(
+    client: Client,
+    drivers: Vec<DriverEntry>,
+    routing: Arc<Routing>,
     opts: RunOptions,
     cancel: CancellationToken,
 ) -> std::io::Result<Exit> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
-    record_in_service(&metrics, &driver, "startup", opts.driver_load_time);
-    let slot = Arc::new(DriverSlot::new(driver));
-    // Every request names this program and the driver in service (a reload shows at once).
-    let agent_slot = Arc::clone(&slot);
+    let mut slots = Vec::with_capacity(drivers.len());
+    let mut reloads = Vec::new();
+    for (index, entry) in drivers.into_iter().enumerate() {
+        let label = routing.view(index).name().to_string();
+        record_in_service(&metrics, &label, &entry.driver, "startup", entry.load_time);
+        let slot = Arc::new(DriverSlot::new(entry.driver));
+        if let Some(reload) = entry.reload {
+            reloads.push((label, Arc::clone(&slot), reload));
+        }
+        slots.push(slot);
+    }
+    // Every request names this program and the (first) driver in service (a reload shows at
+    // once).
+    let agent_slot = Arc::clone(&slots[0]);
     let client = if opts.config.shadow.is_some() {
         with_user_agent(
             client,
@@ -255,10 +367,11 @@ pub async fn run(
     };
     // Every replica watches, leader or not, so a standby takes over with the current version.
     let shadow = opts.config.shadow.is_some();
-    if let Some(reload) = opts.reload {
+    for (label, slot, reload) in reloads {
         let events = Arc::new(Events::new(client.clone(), opts.identity.clone()).silenced(shadow));
         tokio::spawn(watch(
-            Arc::clone(&slot),
+            label,
+            slot,
             reload,
             Arc::clone(&metrics),
             events,
@@ -293,43 +406,42 @@ pub async fn run(
         );
     }
     let work = cancel.child_token();
-    let running = start_controllers(
+    let running = start_driver_set(
         client.clone(),
-        slot,
+        slots,
+        routing,
         opts.config,
         Arc::clone(&metrics),
         &opts.identity,
         work.clone(),
     );
     {
-        let ctx = Arc::clone(&running.ctx);
+        let ctxs = running.ctxs.clone();
         *health
             .before_scrape
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
-            ctx.cloud.export_counters();
-            ctx.export_shadow_gauges();
+            for ctx in &ctxs {
+                ctx.cloud.export_counters();
+                ctx.export_shadow_gauges();
+            }
         }));
-        let ctx = Arc::clone(&running.ctx);
+        let ctx = Arc::clone(&running.ctxs[0]);
         *health
             .shadow_report
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || ctx.shadow_report()));
     }
-    if running
-        .ctx
-        .shadow
-        .as_ref()
-        .is_some_and(|s| s.options().events)
-    {
+    let first = Arc::clone(&running.ctxs[0]);
+    if first.shadow.as_ref().is_some_and(|s| s.options().events) {
         tokio::spawn(crate::shadow::announce_divergences(
-            Arc::clone(&running.ctx),
+            Arc::clone(&first),
             Events::new(client.clone(), opts.identity.clone()),
             crate::shadow::ANNOUNCE_PERIOD,
             work.clone(),
         ));
     }
-    let ready_ctx = Arc::clone(&running.ctx);
+    let ready_ctx = first;
     let ready_health = Arc::clone(&health);
     tokio::spawn(async move {
         ready_ctx.nodes.wait_synced().await;

@@ -56,7 +56,7 @@ pub(crate) struct RetryPolicy {
 
 /// The queue and retry state of one controller; the reconciler holds an `Arc` of it to enqueue.
 pub(crate) struct Runner {
-    name: &'static str,
+    name: String,
     queue: Arc<WorkQueue<String>>,
     backoff: Backoff<String>,
     bucket: Option<TokenBucket>,
@@ -65,9 +65,13 @@ pub(crate) struct Runner {
 
 impl Runner {
     /// A runner whose metrics and logs say `name` (upstream's queue names: `node`, `service`).
-    pub(crate) fn new(name: &'static str, policy: RetryPolicy, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub(crate) fn new(
+        name: impl Into<String>,
+        policy: RetryPolicy,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         Arc::new(Runner {
-            name,
+            name: name.into(),
             queue: WorkQueue::new(),
             backoff: Backoff::new(policy.base, policy.cap),
             bucket: policy
@@ -81,7 +85,7 @@ impl Runner {
     pub(crate) fn enqueue(&self, key: String) {
         if self.queue.add(key) {
             self.metrics
-                .inc("workqueue_adds_total", &[("name", self.name)]);
+                .inc("workqueue_adds_total", &[("name", &self.name)]);
         }
     }
 
@@ -127,15 +131,15 @@ impl Runner {
                     reconciler.on_error(&key, &e).await;
                     let delay = self.retry_delay(&key, &e);
                     if e.in_progress() {
-                        tracing::info!(controller = self.name, key = %key, reason = %e.message, retry_in = ?delay, "work in progress");
+                        tracing::info!(controller = %self.name, key = %key, reason = %e.message, retry_in = ?delay, "work in progress");
                     } else {
-                        tracing::warn!(controller = self.name, key = %key, kind = e.kind.label(), error = %e.message, retry_in = ?delay, "failed to sync");
+                        tracing::warn!(controller = %self.name, key = %key, kind = e.kind.label(), error = %e.message, retry_in = ?delay, "failed to sync");
                     }
                     self.metrics
-                        .inc("workqueue_retries_total", &[("name", self.name)]);
+                        .inc("workqueue_retries_total", &[("name", &self.name)]);
                     self.metrics.inc(
                         "wasm_ccm_reconcile_errors_total",
-                        &[("controller", self.name), ("kind", e.kind.label())],
+                        &[("controller", &self.name), ("kind", e.kind.label())],
                     );
                     self.queue.add_after(key.clone(), delay);
                 }
@@ -143,7 +147,7 @@ impl Runner {
             self.queue.done(&key);
             self.metrics.set(
                 "workqueue_depth",
-                &[("name", self.name)],
+                &[("name", &self.name)],
                 self.queue.len() as f64,
             );
         }

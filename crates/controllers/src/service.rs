@@ -24,10 +24,7 @@ use crate::error::in_progress;
 use crate::error::{ReconcileError, requested_delay};
 use crate::informer::key_of;
 use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
-use crate::service_rules::{
-    BackendKey, LB_FINALIZER, has_finalizer, may_update_backends, needs_cleanup, needs_update,
-    should_sync_updated_node, wants_load_balancer,
-};
+use crate::service_rules::{BackendKey, needs_update_for, should_sync_updated_node};
 
 /// Node changes closer together than this are handled by one backend sync pass.
 const NODE_SYNC_QUIET: Duration = Duration::from_millis(250);
@@ -51,9 +48,9 @@ fn ingress_of(svc: &Service) -> Vec<LoadBalancerIngress> {
 /// intermediate state (killed, or between leaders) must clean up as it would have then, not
 /// hand the load balancer it made to the other class's controller (drivers answer
 /// `implemented-elsewhere` for another class, which would leak it; found by `wasm-ccm-dev soak`).
-fn cleanup_view(svc: &Service) -> wasm_ccm_runtime::types::Service {
+fn cleanup_view(svc: &Service, owned: bool) -> wasm_ccm_runtime::types::Service {
     let mut wit = service_to_wit(svc);
-    if has_finalizer(svc) {
+    if owned {
         wit.load_balancer_class = None;
     }
     wit
@@ -108,8 +105,13 @@ impl ServiceController {
     /// [`ServiceController::handle_node`] to the informers.
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(ServiceController {
-            backends: Backends::new(ctx.nodes.clone()),
-            runner: Runner::new("service", RETRY, Arc::clone(&ctx.metrics)),
+            // With several drivers a load balancer gets only its own driver's nodes (a cloud
+            // cannot reach another cloud's machines; KEP-5778 leaves cross-cloud out too).
+            backends: Backends::new(
+                ctx.nodes.clone(),
+                (!ctx.route.is_single()).then(|| ctx.route.clone()),
+            ),
+            runner: Runner::new(ctx.queue_name("service"), RETRY, Arc::clone(&ctx.metrics)),
             ctx,
             cache: Mutex::default(),
             last_nodes: Mutex::default(),
@@ -138,7 +140,7 @@ impl ServiceController {
         }
         let mut old_with_new_annotations = old.clone();
         old_with_new_annotations.metadata.annotations = new.metadata.annotations.clone();
-        let only_annotations = !needs_update(&old_with_new_annotations, new);
+        let only_annotations = !self.needs_update(&old_with_new_annotations, new);
         if only_annotations {
             own.remove(key);
         }
@@ -167,19 +169,25 @@ impl ServiceController {
         }
     }
 
+    /// Upstream's `needsUpdate` for the Services this driver serves.
+    fn needs_update(&self, old: &Service, new: &Service) -> bool {
+        needs_update_for(old, new, |s| self.ctx.route.serves(s))
+    }
+
     /// Service informer callback (upstream: the Service handlers `New` registers).
     pub(crate) fn handle_service(&self, old: Option<&Service>, new: Option<&Service>) {
+        let route = &self.ctx.route;
         match (old, new) {
             (None, Some(new)) => {
-                if wants_load_balancer(new) || needs_cleanup(new) {
+                if route.serves(new) || route.needs_cleanup(new) {
                     self.enqueue(key_of(new));
                 }
             }
             (Some(old), Some(new)) => {
                 let key = key_of(new);
                 let relevant =
-                    needs_update(old, new) && !self.is_own_annotation_write(&key, old, new);
-                if relevant || needs_cleanup(new) {
+                    self.needs_update(old, new) && !self.is_own_annotation_write(&key, old, new);
+                if relevant || route.needs_cleanup(new) {
                     self.enqueue(key);
                 }
             }
@@ -268,7 +276,13 @@ impl ServiceController {
         }
         lock(&self.cache).insert(key.to_string(), Arc::clone(&svc));
         let first_sync = lock(&self.seen).insert(key.to_string());
-        if !wants_load_balancer(&svc) || needs_cleanup(&svc) {
+        let route = &self.ctx.route;
+        if !route.is_single() && !route.serves(&svc) && !route.owns_service(&svc) {
+            // Another driver's Service (or a foreign class): nothing of this driver's to do.
+            self.forget(key);
+            return Ok(());
+        }
+        if !route.serves(&svc) || route.needs_cleanup(&svc) {
             self.delete_branch(key, &svc).await
         } else {
             self.ensure_branch(key, &svc, first_sync).await
@@ -294,7 +308,10 @@ impl ServiceController {
             .ctx
             .cloud
             .api()
-            .load_balancer_delete(&cleanup_view(svc), &self.ctx.cloud.scope(key))
+            .load_balancer_delete(
+                &cleanup_view(svc, self.ctx.route.owns_service(svc)),
+                &self.ctx.cloud.scope(key),
+            )
             .await;
         match self
             .ctx
@@ -307,7 +324,7 @@ impl ServiceController {
     }
 
     async fn delete_orphan(&self, key: &str, old: &Service) -> Result<(), ReconcileError> {
-        if wants_load_balancer(old) {
+        if self.ctx.route.serves(old) {
             let regarding = reference(old);
             let result = self.release(key, old, &regarding).await;
             if let Err(e) = result {
@@ -351,7 +368,8 @@ impl ServiceController {
 
     async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), ReconcileError> {
         let regarding = reference(svc);
-        let wit = cleanup_view(svc);
+        let owned = self.ctx.route.owns_service(svc);
+        let wit = cleanup_view(svc, owned);
         let scope = self.ctx.cloud.scope(key);
         let exists = self
             .ctx
@@ -373,7 +391,7 @@ impl ServiceController {
         {
             return Err(fail(format!("failed to delete load balancer: {e}"), &e));
         }
-        if has_finalizer(svc) {
+        if owned {
             self.set_finalizer(svc, false).await?;
         }
         self.deleted_event(&regarding).await;
@@ -390,15 +408,32 @@ impl ServiceController {
         svc: &Service,
         first_sync: bool,
     ) -> Result<(), ReconcileError> {
-        if svc.metadata.deletion_timestamp.is_some() && !has_finalizer(svc) {
+        let route = &self.ctx.route;
+        let owned = route.owns_service(svc);
+        if svc.metadata.deletion_timestamp.is_some() && !owned {
             // Terminating without our finalizer: adding one is rejected, and there is nothing
             // of ours to clean up.
             return Ok(());
         }
+        if let Some(holder) = route.held_by(svc) {
+            // The load balancer of another driver still exists: it goes first, so two clouds
+            // never serve one Service (that driver cleans up, then drops its finalizer).
+            return Err(ReconcileError::handover(format!(
+                "waiting for driver {holder} to delete its load balancer before driver {} makes one",
+                route.name()
+            )));
+        }
+        for gone in route.orphaned_owners(svc) {
+            tracing::warn!(
+                service = %key,
+                owner = %gone,
+                "the Service carries the finalizer of driver {gone}, which is no longer configured: its load balancer in that cloud is left as it is (delete it and the finalizer by hand, or configure the driver again)"
+            );
+        }
         let regarding = reference(svc);
         let previous = ingress_of(svc);
         // A converged Service seen for the first time after a restart is re-ensured quietly.
-        let quiet = first_sync && has_finalizer(svc) && !previous.is_empty();
+        let quiet = first_sync && owned && !previous.is_empty();
         if !quiet {
             self.event(
                 &regarding,
@@ -409,7 +444,9 @@ impl ServiceController {
             )
             .await;
         }
-        if !has_finalizer(svc) {
+        let current: Vec<String> = svc.metadata.finalizers.clone().unwrap_or_default();
+        let wanted = route.finalizers_after(svc, true);
+        if wanted.len() != current.len() || !wanted.iter().all(|f| current.contains(f)) {
             self.set_finalizer(svc, true).await?;
         }
         let (BackendSet { key: set, nodes }, stale) = self.backends.recent();
@@ -511,17 +548,7 @@ impl ServiceController {
     /// Adds or removes the finalizer through the status subresource (upstream's RBAC grants
     /// the service controller `services/status` only), locked on the resourceVersion.
     async fn set_finalizer(&self, svc: &Service, present: bool) -> Result<(), ReconcileError> {
-        let mut finalizers: Vec<String> = svc
-            .metadata
-            .finalizers
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f != LB_FINALIZER)
-            .collect();
-        if present {
-            finalizers.push(LB_FINALIZER.to_string());
-        }
+        let finalizers = self.ctx.route.finalizers_after(svc, present);
         let patch = json!({
             "metadata": {
                 "resourceVersion": svc.metadata.resource_version,
@@ -540,8 +567,9 @@ impl ServiceController {
             // Gone once the last finalizer went: nothing left to do.
             Err(e) if !present && is_status(&e, 404) => Ok(()),
             Err(e) => Err(ReconcileError::kube(format!(
-                "failed to {} finalizer {LB_FINALIZER}: {e}",
-                if present { "add" } else { "remove" }
+                "failed to {} finalizer {}: {e}",
+                if present { "add" } else { "remove" },
+                self.ctx.route.finalizer()
             ))),
         }
     }
@@ -667,7 +695,7 @@ impl ServiceController {
                     let Some(svc) = self.ctx.services.get(&key) else {
                         return;
                     };
-                    if !may_update_backends(&svc) {
+                    if !self.ctx.route.may_update_backends(&svc) {
                         return;
                     }
                     {

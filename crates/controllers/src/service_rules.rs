@@ -57,9 +57,22 @@ pub(crate) fn needs_cleanup(svc: &Service) -> bool {
 }
 
 /// Whether an update from `old` to `new` must re-ensure the load balancer (upstream's
-/// `needsUpdate`; labels, selector and status are deliberately not triggers).
+/// `needsUpdate`; labels, selector and status are deliberately not triggers). The controller
+/// asks [`needs_update_for`] with its driver's view; this is the single-driver rule the
+/// upstream tables check.
+#[cfg(test)]
 pub(crate) fn needs_update(old: &Service, new: &Service) -> bool {
-    let (old_wants, new_wants) = (wants_load_balancer(old), wants_load_balancer(new));
+    needs_update_for(old, new, wants_load_balancer)
+}
+
+/// [`needs_update`] for a driver that serves the Services for which `wants` holds (with
+/// several drivers, its class or the class-less ones).
+pub(crate) fn needs_update_for(
+    old: &Service,
+    new: &Service,
+    wants: impl Fn(&Service) -> bool,
+) -> bool {
+    let (old_wants, new_wants) = (wants(old), wants(new));
     if !old_wants && !new_wants {
         return false;
     }

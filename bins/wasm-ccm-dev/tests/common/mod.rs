@@ -82,8 +82,6 @@ impl Ccm {
             other => other.to_string(),
         };
         std::fs::write(&config, text).expect("config");
-        let log = dir.path().join("ccm.log");
-        let stderr = std::fs::File::create(&log).expect("log file");
         let mut args: Vec<String> = Vec::new();
         if !extra.contains(&"--cache-dir") {
             args.extend([
@@ -92,12 +90,50 @@ impl Ccm {
             ]);
         }
         args.extend(
+            ["run", "--cloud-provider", provider, "--driver", wasm]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        // `null`: no --cloud-config at all (drivers configured by environment variables).
+        if !cloud_config.is_null() {
+            args.extend(["--cloud-config".to_string(), config.display().to_string()]);
+        }
+        Self::launch(sim, dir, args, extra, env)
+    }
+
+    /// `wasm-ccm run --drivers-config` with `drivers` (a DriverSet document) as the file.
+    pub(crate) fn start_set(
+        sim: &KubeSim,
+        drivers: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Ccm {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("drivers.yaml");
+        std::fs::write(&file, drivers).expect("drivers config");
+        let args = vec![
+            "--cache-dir".to_string(),
+            dir.path().join("cache").display().to_string(),
+            "run".to_string(),
+            "--drivers-config".to_string(),
+            file.display().to_string(),
+        ];
+        Self::launch(sim, dir, args, extra, env)
+    }
+
+    /// Starts the product binary with `args` (up to the driver flags), the test timings and
+    /// `extra`; its log goes to a file in `dir`.
+    fn launch(
+        sim: &KubeSim,
+        dir: tempfile::TempDir,
+        mut args: Vec<String>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Ccm {
+        let log = dir.path().join("ccm.log");
+        let stderr = std::fs::File::create(&log).expect("log file");
+        args.extend(
             [
-                "run",
-                "--cloud-provider",
-                provider,
-                "--driver",
-                wasm,
                 "--master",
                 &sim.url(),
                 "--node-monitor-period",
@@ -112,10 +148,6 @@ impl Ccm {
             .iter()
             .map(|s| s.to_string()),
         );
-        // `null`: no --cloud-config at all (drivers configured by environment variables).
-        if !cloud_config.is_null() {
-            args.extend(["--cloud-config".to_string(), config.display().to_string()]);
-        }
         if !extra.contains(&"--secure-port") {
             args.extend(["--secure-port".to_string(), "0".to_string()]);
         }

@@ -1,0 +1,474 @@
+//! End to end: several drivers in one `wasm-ccm run --drivers-config`, against the Kubernetes
+//! simulator and two cloud simulators (cloudscale and PhoenixNAP). Nodes are initialised by
+//! their owner (the default driver, or the one whose selector matches), Services get their load
+//! balancer from the driver of their class, a class change hands the load balancer over without
+//! two clouds serving at once, a node no driver owns is left alone, a hung driver stalls only
+//! its own nodes, and one driver's bad reload is refused while the other reloads.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use wasm_ccm_sim::kit::{SimCloud, SimNode};
+use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_test_tools::configmap::{ConfigMapVolume, with_custom_section};
+
+const METAL_CLASS: &str = "phoenixnap.com/public-ip";
+const CLOUD_FINALIZER: &str = "wasm-ccm.io/lb-cleanup.cloud";
+const METAL_FINALIZER: &str = "wasm-ccm.io/lb-cleanup.metal";
+
+fn sim_node(name: &str, index: usize) -> SimNode {
+    SimNode {
+        name: name.into(),
+        ..SimNode::numbered(index)
+    }
+}
+
+/// A Node labelled `labels`, registered with the uninitialized taint.
+fn labelled_node(name: &str, labels: Value) -> Value {
+    let mut n = node(name, None, true);
+    n["metadata"]["labels"] = labels;
+    n
+}
+
+fn lb_service(name: &str, class: Option<&str>) -> Value {
+    let mut spec = json!({
+        "type": "LoadBalancer",
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+    });
+    if let Some(class) = class {
+        spec["loadBalancerClass"] = json!(class);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+fn finalizers(svc: &Value) -> Vec<String> {
+    svc["metadata"]["finalizers"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn provider_id(sim: &KubeSim, name: &str) -> String {
+    sim.get("nodes", None, name)
+        .and_then(|n| n["spec"]["providerID"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The environment both clouds' drivers read (each driver receives only its own prefix).
+fn env_of(clouds: &[&dyn SimCloud]) -> Vec<(String, String)> {
+    clouds.iter().flat_map(|c| c.driver_setup().env).collect()
+}
+
+fn yaml_list(items: &[String]) -> String {
+    format!(
+        "[{}]",
+        items
+            .iter()
+            .map(|i| format!("{i:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    let cloudscale = wasm_ccm_sim::kit::start("cloudscale", Default::default())
+        .await
+        .expect("cloudscale sim");
+    let phoenixnap = wasm_ccm_sim::kit::start("phoenixnap", Default::default())
+        .await
+        .expect("phoenixnap sim");
+    for (i, name) in ["cs-0", "cs-1"].into_iter().enumerate() {
+        cloudscale
+            .add_instance(i, &sim_node(name, i))
+            .expect("server");
+        sim.create(node(name, None, true)).expect("node");
+    }
+    phoenixnap
+        .add_instance(2, &sim_node("pn-0", 2))
+        .expect("server");
+    sim.create(labelled_node("pn-0", json!({"example.com/site": "metal"})))
+        .expect("node");
+    // Another party's node: a provider ID of a scheme no driver here has.
+    let mut foreign = node("aws-0", None, true);
+    foreign["spec"]["providerID"] = json!("aws:///eu-west-1a/i-0abc");
+    sim.create(foreign).expect("node");
+
+    let drivers = hybrid_set(cloudscale.as_ref(), phoenixnap.as_ref());
+    let env = env_of(&[cloudscale.as_ref(), phoenixnap.as_ref()]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let port = free_port();
+    let port_text = port.to_string();
+    let ccm = Ccm::start_set(
+        &sim,
+        &drivers,
+        &[
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--housekeeping-period",
+            "1s",
+            "--secure-port",
+            &port_text,
+            "--bind-address",
+            "127.0.0.1",
+        ],
+        &env,
+    );
+
+    // Each node is initialised by its owner.
+    eventually("nodes of both clouds initialised", || {
+        ["cs-0", "cs-1", "pn-0"]
+            .iter()
+            .all(|n| initialised(&sim, n))
+    })
+    .await;
+    for n in ["cs-0", "cs-1"] {
+        assert!(provider_id(&sim, n).starts_with("cloudscale://"), "{n}");
+    }
+    assert!(provider_id(&sim, "pn-0").starts_with("phoenixnap://"));
+    // The foreign node: one event, never touched.
+    eventually("foreign node reported", || {
+        !events(&sim, "aws-0", "ForeignProviderID").is_empty()
+    })
+    .await;
+    assert_eq!(events(&sim, "aws-0", "ForeignProviderID").len(), 1);
+    assert!(has_taint(
+        &sim.get("nodes", None, "aws-0").expect("node"),
+        UNINITIALIZED
+    ));
+
+    // Services by class: the class-less one in cloudscale, the metal one in PhoenixNAP.
+    sim.create(lb_service("web", None)).expect("service");
+    sim.create(lb_service("bare", Some(METAL_CLASS)))
+        .expect("service");
+    sim.create(lb_service("elsewhere", Some("example.com/other-lb")))
+        .expect("service");
+    eventually("both load balancers", || {
+        ["web", "bare"]
+            .iter()
+            .all(|s| service(&sim, s).and_then(|s| ingress_ip(&s)).is_some())
+    })
+    .await;
+    assert_eq!(cloudscale.load_balancers(), Some(1));
+    assert_eq!(phoenixnap.load_balancers(), Some(1));
+    let web = service(&sim, "web").expect("web");
+    assert_eq!(
+        finalizers(&web),
+        [CLOUD_FINALIZER, FINALIZER],
+        "the class-less Service keeps upstream's finalizer too"
+    );
+    let bare = service(&sim, "bare").expect("bare");
+    assert_eq!(finalizers(&bare), [METAL_FINALIZER]);
+    // Events say which driver acted.
+    assert!(
+        events(&sim, "bare", "EnsuredLoadBalancer")
+            .iter()
+            .all(|e| e["note"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("driver metal: "))),
+        "{:?}",
+        events(&sim, "bare", "EnsuredLoadBalancer")
+    );
+    assert!(!events(&sim, "bare", "EnsuredLoadBalancer").is_empty());
+    // A class no driver serves is ignored entirely.
+    let elsewhere = service(&sim, "elsewhere").expect("service");
+    assert!(finalizers(&elsewhere).is_empty(), "{elsewhere}");
+    assert!(ingress_ip(&elsewhere).is_none());
+    assert!(events(&sim, "elsewhere", "EnsuringLoadBalancer").is_empty());
+    // Metrics per driver.
+    metric_at_least(
+        port,
+        "wasm_ccm_driver_calls_total{driver=\"metal\",function=\"load-balancer.ensure\",result=\"ok\"}",
+        1.0,
+    )
+    .await;
+    metric_at_least(
+        port,
+        "wasm_ccm_driver_calls_total{driver=\"cloud\",function=\"load-balancer.ensure\",result=\"ok\"}",
+        1.0,
+    )
+    .await;
+
+    // The class changes through ClusterIP (the apiserver freezes it on a LoadBalancer): the
+    // PhoenixNAP block is released, then cloudscale makes a load balancer.
+    let mut bare = service(&sim, "bare").expect("bare");
+    bare["spec"]["type"] = json!("ClusterIP");
+    bare["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("loadBalancerClass");
+    sim.update(bare).expect("to ClusterIP");
+    eventually("metal's finalizer dropped", || {
+        service(&sim, "bare").is_some_and(|s| finalizers(&s).is_empty())
+    })
+    .await;
+    eventually("the block released", || {
+        phoenixnap.load_balancers() == Some(0)
+    })
+    .await;
+    let mut bare = service(&sim, "bare").expect("bare");
+    bare["spec"]["type"] = json!("LoadBalancer");
+    sim.update(bare).expect("to LoadBalancer without a class");
+    eventually("cloudscale serves it now", || {
+        service(&sim, "bare").is_some_and(|s| {
+            finalizers(&s) == [CLOUD_FINALIZER, FINALIZER] && ingress_ip(&s).is_some()
+        })
+    })
+    .await;
+    assert_eq!(cloudscale.load_balancers(), Some(2));
+    assert_eq!(phoenixnap.load_balancers(), Some(0));
+    drop(ccm);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_driver_stalls_only_its_own_nodes_and_reloads_are_per_driver() {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    let cloudscale = wasm_ccm_sim::kit::start("cloudscale", Default::default())
+        .await
+        .expect("cloudscale sim");
+    // The hostile driver spins on the node named `loop` until its call deadline (60 s here):
+    // with one shared worker, cloudscale's nodes would wait behind it for longer than the
+    // test's bound.
+    sim.create(labelled_node(
+        "loop",
+        json!({"example.com/site": "hostile"}),
+    ))
+    .expect("node");
+    let mut cloud_volume =
+        ConfigMapVolume::new(&std::fs::read(wasm_ccm_drivers::CLOUDSCALE_DRIVER).expect("driver"));
+    let mut hostile_volume =
+        ConfigMapVolume::new(&std::fs::read(wasm_ccm_drivers::HOSTILE_DRIVER).expect("driver"));
+    let cs = cloudscale.driver_setup();
+    let drivers = format!(
+        r#"apiVersion: wasm-ccm.io/v1alpha1
+kind: DriverSet
+drivers:
+  - name: cloud
+    source: {cloud}
+    providerIDScheme: cloudscale
+    allowEgress: {egress}
+    nodes: {{default: true}}
+    loadBalancer: {{default: true}}
+  - name: hung
+    source: {hostile}
+    providerIDScheme: hostile
+    limits: {{callTimeout: 60s}}
+    nodes:
+      selector: {{matchLabels: {{example.com/site: hostile}}}}
+"#,
+        cloud = cloud_volume.plugin().display(),
+        hostile = hostile_volume.plugin().display(),
+        egress = yaml_list(&cs.egress),
+    );
+    let env: Vec<(&str, &str)> = cs
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .chain([("POD_NAME", "wasm-ccm-0"), ("POD_NAMESPACE", "kube-system")])
+        .collect();
+    let port = free_port();
+    let port_text = port.to_string();
+    let _ccm = Ccm::start_set(
+        &sim,
+        &drivers,
+        &[
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--concurrent-node-syncs",
+            "1",
+            "--driver-watch-interval",
+            "50ms",
+            "--secure-port",
+            &port_text,
+            "--bind-address",
+            "127.0.0.1",
+        ],
+        &env,
+    );
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_loads_total{driver=\"hung\",trigger=\"startup\"}",
+        1.0,
+    )
+    .await;
+    // The hung driver's one worker now spins on `loop`; cloudscale's nodes still initialise
+    // (behind a shared worker they would wait 60 s).
+    for i in 0..2 {
+        cloudscale
+            .add_instance(i, &sim_node(&format!("cs-{i}"), i))
+            .expect("server");
+        sim.create(node(&format!("cs-{i}"), None, true))
+            .expect("node");
+    }
+    eventually(
+        "cloudscale's nodes initialised beside a hung driver",
+        || initialised(&sim, "cs-0") && initialised(&sim, "cs-1"),
+    )
+    .await;
+    assert!(
+        has_taint(
+            &sim.get("nodes", None, "loop").expect("node"),
+            UNINITIALIZED
+        ),
+        "the hung driver's node waits"
+    );
+
+    // A bad version of one driver is refused while the other reloads.
+    hostile_volume.update(b"not a component");
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_reload_refusals_total{driver=\"hung\",reason=\"not-a-component\"}",
+        1.0,
+    )
+    .await;
+    let cloud_bytes = std::fs::read(wasm_ccm_drivers::CLOUDSCALE_DRIVER).expect("driver");
+    cloud_volume.update(&with_custom_section(
+        &cloud_bytes,
+        "wasm-ccm-test-version",
+        b"2",
+    ));
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_loads_total{driver=\"cloud\",trigger=\"reload\"}",
+        1.0,
+    )
+    .await;
+    let text = scrape(port).await;
+    assert_eq!(
+        metric(
+            &text,
+            "wasm_ccm_driver_loads_total{driver=\"hung\",trigger=\"reload\"}"
+        ),
+        None,
+        "the refused driver keeps its first version"
+    );
+    // A new node of cloudscale's is initialised by the reloaded driver.
+    cloudscale
+        .add_instance(5, &sim_node("cs-5", 5))
+        .expect("server");
+    sim.create(node("cs-5", None, true)).expect("node");
+    eventually("a node after the reload", || initialised(&sim, "cs-5")).await;
+}
+
+/// The DriverSet of cloudscale (default for nodes and class-less Services) and PhoenixNAP
+/// (nodes labelled `example.com/site: metal`, class [`METAL_CLASS`]).
+fn hybrid_set(cloudscale: &dyn SimCloud, phoenixnap: &dyn SimCloud) -> String {
+    format!(
+        r#"apiVersion: wasm-ccm.io/v1alpha1
+kind: DriverSet
+drivers:
+  - name: cloud
+    source: {cs_wasm}
+    providerIDScheme: cloudscale
+    allowEgress: {cs_egress}
+    nodes: {{default: true}}
+    loadBalancer: {{default: true}}
+  - name: metal
+    source: {pn_wasm}
+    providerIDScheme: phoenixnap
+    allowEgress: {pn_egress}
+    nodes:
+      selector: {{matchLabels: {{example.com/site: metal}}}}
+    loadBalancer: {{classes: ["{METAL_CLASS}"]}}
+"#,
+        cs_wasm = wasm_ccm_drivers::CLOUDSCALE_DRIVER,
+        pn_wasm = wasm_ccm_drivers::PHOENIXNAP_DRIVER,
+        cs_egress = yaml_list(&cloudscale.driver_setup().egress),
+        pn_egress = yaml_list(&phoenixnap.driver_setup().egress),
+    )
+}
+
+/// An upgrade from one driver adopts its load balancers without making new ones, and a class
+/// changed while the process was down is handed over: the old driver deletes its load balancer
+/// before the new one makes its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_adopts_and_a_class_changed_while_down_is_handed_over() {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    let cloudscale = wasm_ccm_sim::kit::start("cloudscale", Default::default())
+        .await
+        .expect("cloudscale sim");
+    let phoenixnap = wasm_ccm_sim::kit::start("phoenixnap", Default::default())
+        .await
+        .expect("phoenixnap sim");
+    cloudscale
+        .add_instance(0, &sim_node("cs-0", 0))
+        .expect("server");
+    sim.create(node("cs-0", None, true)).expect("node");
+    phoenixnap
+        .add_instance(1, &sim_node("pn-0", 1))
+        .expect("server");
+    sim.create(labelled_node("pn-0", json!({"example.com/site": "metal"})))
+        .expect("node");
+    sim.create(lb_service("web", None)).expect("service");
+
+    // Today's single-driver run: upstream's finalizer only.
+    let single = Ccm::start_setup(
+        &sim,
+        &cloudscale.driver_setup(),
+        &["--leader-elect=false", "--configure-cloud-routes=false"],
+    );
+    eventually("the single driver's load balancer", || {
+        service(&sim, "web").is_some_and(|s| ingress_ip(&s).is_some())
+    })
+    .await;
+    let first = service(&sim, "web").expect("web");
+    assert_eq!(finalizers(&first), [FINALIZER]);
+    drop(single);
+
+    let drivers = hybrid_set(cloudscale.as_ref(), phoenixnap.as_ref());
+    let env = env_of(&[cloudscale.as_ref(), phoenixnap.as_ref()]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let flags = [
+        "--leader-elect=false",
+        "--configure-cloud-routes=false",
+        "--housekeeping-period",
+        "1s",
+    ];
+    let set = Ccm::start_set(&sim, &drivers, &flags, &env);
+    eventually("the default driver adopts it", || {
+        service(&sim, "web").is_some_and(|s| finalizers(&s) == [FINALIZER, CLOUD_FINALIZER])
+    })
+    .await;
+    eventually("pn-0 initialised by its owner", || {
+        initialised(&sim, "pn-0")
+    })
+    .await;
+    assert_eq!(
+        cloudscale.load_balancers(),
+        Some(1),
+        "no second load balancer"
+    );
+    assert_eq!(
+        ingress_ip(&service(&sim, "web").expect("web")),
+        ingress_ip(&first),
+        "the same address"
+    );
+    drop(set);
+
+    // While the process is down, the Service moves to metal's class through ClusterIP.
+    let mut web = service(&sim, "web").expect("web");
+    web["spec"]["type"] = json!("ClusterIP");
+    sim.update(web).expect("to ClusterIP");
+    let mut web = service(&sim, "web").expect("web");
+    web["spec"]["type"] = json!("LoadBalancer");
+    web["spec"]["loadBalancerClass"] = json!(METAL_CLASS);
+    sim.update(web).expect("to metal's class");
+    let _set = Ccm::start_set(&sim, &drivers, &flags, &env);
+    eventually("handed over to metal", || {
+        service(&sim, "web")
+            .is_some_and(|s| finalizers(&s) == [METAL_FINALIZER] && ingress_ip(&s).is_some())
+    })
+    .await;
+    assert_eq!(cloudscale.load_balancers(), Some(0), "the old one deleted");
+    assert_eq!(phoenixnap.load_balancers(), Some(1));
+}

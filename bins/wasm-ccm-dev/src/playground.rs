@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::metrics::Metrics;
-use wasm_ccm_controllers::{ControllerConfig, DriverSlot, start_controllers};
+use wasm_ccm_controllers::{ControllerConfig, DriverSlot, start_controllers, start_driver_set};
 
 /// Driver functions the controllers call on a timer whatever the state (all read-only): counted
 /// apart in the steady-state window.
@@ -61,6 +61,9 @@ pub(crate) struct PlaygroundArgs {
     kube_api_qps: f32,
     #[arg(long, default_value_t = 4000)]
     kube_api_burst: u32,
+    /// Skip the second story (two clouds' drivers in one process, see [`hybrid_story`]).
+    #[arg(long)]
+    no_hybrid: bool,
 }
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -74,22 +77,24 @@ fn node_name(i: usize) -> String {
     SimNode::numbered(i).name
 }
 
-fn internal_ip(i: usize) -> String {
-    SimNode::numbered(i).internal_ip
-}
-
 /// A Node as a kubelet started with `--cloud-provider=external` registers it.
 fn kubelet_node(i: usize) -> Value {
+    kubelet_node_for(&SimNode::numbered(i), i)
+}
+
+/// The Node a kubelet on `node` registers (`i` picks its pod CIDR).
+fn kubelet_node_for(node: &SimNode, i: usize) -> Value {
     let third = i % 256;
     let second = 240 + i / 256;
     let cidr = format!("10.{second}.{third}.0/24");
+    let (name, ip) = (&node.name, &node.internal_ip);
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
-            "name": node_name(i),
-            "labels": {"kubernetes.io/hostname": node_name(i), "kubernetes.io/os": "linux"},
-            "annotations": {"alpha.kubernetes.io/provided-node-ip": internal_ip(i)},
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+            "annotations": {"alpha.kubernetes.io/provided-node-ip": ip},
         },
         "spec": {
             "podCIDR": cidr,
@@ -98,8 +103,8 @@ fn kubelet_node(i: usize) -> Value {
         },
         "status": {
             "addresses": [
-                {"type": "InternalIP", "address": internal_ip(i)},
-                {"type": "Hostname", "address": node_name(i)},
+                {"type": "InternalIP", "address": ip},
+                {"type": "Hostname", "address": name},
             ],
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
         },
@@ -340,6 +345,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
         kube_api_burst: args.kube_api_burst,
         ..Default::default()
     };
+    // The second story runs the same loops with several drivers.
+    let hybrid_config = config.clone();
     let driver = load_driver_bytes(
         global,
         &format!("the embedded {} driver", setup.driver),
@@ -574,6 +581,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
     cancel.cancel();
     running.join().await;
 
+    let hybrid = if args.no_hybrid {
+        Value::Null
+    } else {
+        let story = hybrid_story(global, &show, hybrid_config, args.timeout).await?;
+        failures.extend(story.failures.into_iter().map(|f| format!("hybrid: {f}")));
+        story.summary
+    };
+
     let stats = driver.stats();
     let (cloud_reads, cloud_writes) = cloud.request_counts();
     let summary = json!({
@@ -594,6 +609,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
         "driver_instances": stats.instances_created.load(std::sync::atomic::Ordering::Relaxed),
         "cloud_requests": {"reads": cloud_reads, "writes": cloud_writes},
         "cloud_load_balancers": cloud.load_balancers(),
+        "hybrid": hybrid,
         "failures": failures,
     });
     if args.json {
@@ -618,6 +634,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
         for w in &steady_writes {
             println!("   steady-state write: {w}");
         }
+        if let Some(seconds) = hybrid["seconds"].as_f64() {
+            println!(
+                "   hybrid: converged {} in {seconds:.2}s · {} drivers in one process",
+                hybrid["converged"],
+                hybrid["drivers"].as_array().map_or(0, Vec::len)
+            );
+        }
         for f in &failures {
             println!("   NOT CONVERGED: {f}");
         }
@@ -628,4 +651,383 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The DriverSet of the overlay `deploy/overlays/hybrid-configmap`, embedded: the hybrid story
+/// routes by the very file an operator installs, read by `run`'s own parser, so the worked
+/// example of deploy/README.md cannot drift from what the product accepts.
+const HYBRID_DRIVER_SET: &str =
+    include_str!("../../../deploy/overlays/hybrid-configmap/drivers.yaml");
+
+/// The limits the hybrid story's drivers take where the file gives none (the main story's).
+const HYBRID_LIMITS: wasm_ccm::driver_set::LimitDefaults = wasm_ccm::driver_set::LimitDefaults {
+    call_timeout: Duration::from_secs(10),
+    init_timeout: Duration::from_secs(60),
+    memory_limit: 64 << 20,
+};
+
+/// Nodes each driver of the hybrid story claims.
+const HYBRID_NODES_PER_DRIVER: usize = 2;
+
+/// What the hybrid story found: its part of the JSON summary (`converged`, `seconds`, per
+/// driver its nodes, Service and load balancers) and what did not converge.
+struct HybridOutcome {
+    summary: Value,
+    failures: Vec<String>,
+}
+
+/// One driver of the hybrid story: its roles, its cloud, and what it should end up serving.
+struct HybridDriver {
+    roles: wasm_ccm_controllers::DriverRoles,
+    cloud: Box<dyn kit::SimCloud>,
+    provider: String,
+    nodes: Vec<String>,
+    /// The Service it should serve (`<name>-lb`) and that Service's class.
+    service: Option<(String, Option<String>)>,
+}
+
+impl HybridDriver {
+    /// The finalizers its Service should carry (see [`service_finalizers`]).
+    fn finalizers(&self) -> Vec<String> {
+        service_finalizers(&self.roles.name, matches!(self.service, Some((_, None))))
+    }
+}
+
+/// The finalizers a Service served by `driver` carries with several drivers: the driver's own,
+/// and upstream's shared one on a class-less Service (so a single-driver rollback or a Go CCM
+/// still finds its own).
+fn service_finalizers(driver: &str, class_less: bool) -> Vec<String> {
+    let mut out = vec![format!("wasm-ccm.io/lb-cleanup.{driver}")];
+    if class_less {
+        out.push(FINALIZER.to_string());
+    }
+    out
+}
+
+/// A LoadBalancer Service of `class` (none: class-less).
+fn class_service(name: &str, class: Option<&str>) -> Value {
+    let mut svc = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}],
+        },
+    });
+    if let Some(class) = class {
+        svc["spec"]["loadBalancerClass"] = json!(class);
+    }
+    svc
+}
+
+fn finalizers_of(svc: &Value) -> Vec<String> {
+    svc["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The second story: several drivers in one process, as `run --drivers-config` runs them. The
+/// hybrid overlay's DriverSet routes between the cloudscale and PhoenixNAP drivers, each
+/// against its own simulator in a cluster of its own: the default driver's nodes and its
+/// class-less Service, beside the nodes its selector labels and a Service of its class for
+/// the other. Each driver must initialise exactly its nodes (their provider IDs name its
+/// scheme) and build exactly its Service's load balancer, under its own finalizer.
+async fn hybrid_story(
+    global: &GlobalArgs,
+    show: &Show,
+    config: ControllerConfig,
+    timeout: Duration,
+) -> anyhow::Result<HybridOutcome> {
+    let set = wasm_ccm::driver_set::parse(HYBRID_DRIVER_SET, HYBRID_LIMITS)
+        .context("deploy/overlays/hybrid-configmap/drivers.yaml")?;
+    let localhost = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let sim = KubeSim::start_with(
+        localhost,
+        KubeSimOptions {
+            history_limit: 1000,
+            request_log: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .context("starting the Kubernetes API simulator of the hybrid story")?;
+    let client = kube::Client::try_from(kube::Config::new(
+        sim.url().parse().context("simulator URL")?,
+    ))
+    .context("Kubernetes client for the simulator")?;
+    let facts = cluster_facts(&client).await?;
+    show.step(
+        "hybrid: several drivers in one process, routed by deploy/overlays/hybrid-configmap/drivers.yaml",
+    );
+
+    let mut drivers: Vec<HybridDriver> = Vec::new();
+    let mut slots = Vec::new();
+    let mut loaded: Vec<(String, Arc<wasm_ccm_runtime::Driver>)> = Vec::new();
+    // Numbers the nodes across clouds, so no two share an address.
+    let mut index = 0;
+    for roles in set.routing.drivers() {
+        // The kit's cloud of the driver's scheme: the file names real drivers' schemes.
+        let cloud = kit::start(
+            &roles.provider_id_scheme,
+            StartOptions {
+                addr: localhost,
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("the simulated cloud of driver {:?}", roles.name))?;
+        let labels = roles
+            .nodes
+            .selector
+            .as_ref()
+            .and_then(|s| s.match_labels.clone())
+            .unwrap_or_default();
+        let mut nodes = Vec::new();
+        if roles.nodes.default || !labels.is_empty() {
+            for k in 0..HYBRID_NODES_PER_DRIVER {
+                let node = SimNode {
+                    name: format!("{}-{k}", roles.name),
+                    ..SimNode::numbered(index)
+                };
+                cloud
+                    .add_instance(index, &node)
+                    .map_err(|e| anyhow::anyhow!("seeding instance {}: {e}", node.name))?;
+                // The labels its selector matches (none for the default driver's nodes).
+                let mut kubelet = kubelet_node_for(&node, index);
+                for (key, value) in &labels {
+                    kubelet["metadata"]["labels"][key] = json!(value);
+                }
+                sim.create(kubelet)
+                    .map_err(|e| anyhow::anyhow!("registering node {}: {e:?}", node.name))?;
+                nodes.push(node.name);
+                index += 1;
+            }
+        }
+        let lb = &roles.load_balancer;
+        let class = if lb.default {
+            Some(None)
+        } else {
+            lb.classes.first().map(|c| Some(c.clone()))
+        };
+        let service = class.map(|class| (format!("{}-lb", roles.name), class));
+        if let Some((name, class)) = &service {
+            sim.create(class_service(name, class.as_deref()))
+                .map_err(|e| anyhow::anyhow!("creating service {name}: {e:?}"))?;
+        }
+        let setup = cloud.driver_setup();
+        let driver = load_driver_bytes(
+            global,
+            &format!("the embedded {} driver", setup.driver),
+            crate::clouds::driver_bytes(setup.driver)?.to_vec(),
+            DriverSpec {
+                config: setup.config.unwrap_or_default().into_bytes(),
+                egress: setup.egress,
+                call_timeout: Duration::from_secs(10),
+                init_timeout: Duration::from_secs(60),
+                memory_limit: 64 << 20,
+                cluster_name: &config.cluster_name,
+                max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
+                facts: facts.clone(),
+                extra_env: setup.env,
+            },
+        )
+        .await
+        .with_context(|| format!("driver {:?}", roles.name))?;
+        // `run`'s own check: the scheme the file names, the exports its roles call.
+        wasm_ccm::driver_set::check_loaded(roles, &driver, &loaded)?;
+        show.step(&format!(
+            "driver {}: {} {} — nodes [{}]{}; Service {}",
+            roles.name,
+            driver.name(),
+            driver.info().version,
+            nodes.join(", "),
+            labels
+                .iter()
+                .map(|(k, v)| format!(" labelled {k}={v}"))
+                .collect::<String>(),
+            match &service {
+                Some((name, Some(class))) => format!("default/{name} of class {class}"),
+                Some((name, None)) => format!("default/{name} without a class"),
+                None => "none".into(),
+            }
+        ));
+        slots.push(Arc::new(DriverSlot::new(Arc::clone(&driver))));
+        loaded.push((roles.name.clone(), Arc::clone(&driver)));
+        drivers.push(HybridDriver {
+            roles: roles.clone(),
+            cloud,
+            provider: driver.name().to_string(),
+            nodes,
+            service,
+        });
+    }
+
+    let metrics = Arc::new(Metrics::default());
+    let cancel = CancellationToken::new();
+    let running = start_driver_set(
+        client,
+        slots,
+        Arc::clone(&set.routing),
+        config,
+        metrics,
+        "playground-hybrid",
+        cancel.clone(),
+    );
+    let mut watcher = Watcher {
+        sim: &sim,
+        show,
+        seen_nodes: HashSet::new(),
+        seen_services: HashSet::new(),
+        seen_events: HashSet::new(),
+    };
+    let converge = watcher
+        .until("hybrid", timeout, |sim| {
+            drivers.iter().all(|d| {
+                d.nodes.iter().all(|n| {
+                    sim.get("nodes", None, n)
+                        .is_some_and(|node| is_initialized(&node))
+                }) && d.service.as_ref().is_none_or(|(name, _)| {
+                    sim.get("services", Some("default"), name).is_some_and(|s| {
+                        ingress_of(&s).is_some() && finalizers_of(&s) == d.finalizers()
+                    })
+                })
+            })
+        })
+        .await;
+    watcher.report();
+
+    let mut failures = Vec::new();
+    if let Err(e) = &converge {
+        failures.push(e.clone());
+    }
+    let mut summaries = Vec::new();
+    for d in &drivers {
+        // Every node carries the provider ID of its driver's scheme: no driver initialised
+        // another's node.
+        let scheme = format!("{}://", d.roles.provider_id_scheme);
+        let mut nodes = serde_json::Map::new();
+        for n in &d.nodes {
+            let id = sim
+                .get("nodes", None, n)
+                .and_then(|node| node["spec"]["providerID"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            if !id.starts_with(&scheme) {
+                failures.push(format!(
+                    "node {n} has provider ID {id:?}, not one of driver {}",
+                    d.roles.name
+                ));
+            }
+            nodes.insert(n.clone(), json!(id));
+        }
+        let lbs = d.cloud.load_balancers();
+        let wanted_lbs = usize::from(d.service.is_some());
+        if lbs.is_some_and(|n| n != wanted_lbs) {
+            failures.push(format!(
+                "the cloud of driver {} holds {lbs:?} load balancers, want {wanted_lbs}",
+                d.roles.name
+            ));
+        }
+        let service = d.service.as_ref().map(|(name, class)| {
+            let svc = sim
+                .get("services", Some("default"), name)
+                .unwrap_or(Value::Null);
+            let ingress = ingress_of(&svc);
+            show.step(&format!(
+                "default/{name} → driver {} ({}): load balancer at {}, finalizers [{}]",
+                d.roles.name,
+                d.provider,
+                ingress.as_deref().unwrap_or("-"),
+                finalizers_of(&svc).join(", ")
+            ));
+            json!({"name": name, "class": class, "ingress": ingress, "finalizers": finalizers_of(&svc)})
+        });
+        summaries.push(json!({
+            "name": d.roles.name,
+            "provider": d.provider,
+            "nodes": nodes,
+            "service": service,
+            "cloud_load_balancers": lbs,
+        }));
+    }
+    let seconds = converge.as_ref().map_or(timeout, |t| *t).as_secs_f64();
+    if failures.is_empty() {
+        show.step(&format!(
+            "hybrid converged in {seconds:.2}s: each node initialised by its owner, each Service's load balancer in the cloud of its class"
+        ));
+    }
+    cancel.cancel();
+    running.join().await;
+    for d in drivers {
+        d.cloud.shutdown().await;
+    }
+    sim.shutdown().await;
+    Ok(HybridOutcome {
+        summary: json!({
+            "converged": converge.is_ok(),
+            "seconds": seconds,
+            "drivers": summaries,
+        }),
+        failures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hybrid story runs the overlay's file as `run` reads it, so a change there that `run`
+    /// refuses, or that names a driver the kit cannot simulate, fails here rather than in the
+    /// playground; and every driver has nodes and a Service to show.
+    #[test]
+    fn the_hybrid_overlay_reads_and_each_driver_has_a_simulated_cloud() {
+        let set = wasm_ccm::driver_set::parse(HYBRID_DRIVER_SET, HYBRID_LIMITS)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let roles = set.routing.drivers();
+        assert!(roles.len() >= 2, "a hybrid of one driver: {roles:?}");
+        for r in roles {
+            assert!(
+                kit::cloud(&r.provider_id_scheme).is_some(),
+                "driver {}: no simulated cloud {:?} (one of {})",
+                r.name,
+                r.provider_id_scheme,
+                kit::names()
+            );
+            assert!(
+                r.nodes.default || r.nodes.selector.is_some(),
+                "driver {} claims no nodes",
+                r.name
+            );
+            assert!(
+                r.load_balancer.default || !r.load_balancer.classes.is_empty(),
+                "driver {} serves no Service",
+                r.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_class_less_service_keeps_the_shared_finalizer_and_a_classed_one_does_not() {
+        assert_eq!(
+            service_finalizers("cloud", true),
+            ["wasm-ccm.io/lb-cleanup.cloud", FINALIZER]
+        );
+        assert_eq!(
+            service_finalizers("metal", false),
+            ["wasm-ccm.io/lb-cleanup.metal"]
+        );
+        assert_eq!(
+            class_service("x", Some("phoenixnap.com/public-ip"))["spec"]["loadBalancerClass"],
+            "phoenixnap.com/public-ip"
+        );
+        assert!(
+            class_service("x", None)["spec"]
+                .get("loadBalancerClass")
+                .is_none()
+        );
+    }
 }

@@ -245,5 +245,16 @@ fn the_playground_converges_with_every_driver() {
             // Two load balancers were built in the simulator and one was deleted with its Service.
             assert_eq!(summary["cloud_load_balancers"], 1, "{summary}");
         }
+        // The second story, whatever --driver: the hybrid overlay's two drivers in one process,
+        // each with its nodes and its Service (the playground fails when one is another's).
+        let hybrid = &summary["hybrid"];
+        assert_eq!(hybrid["converged"], true, "{summary}");
+        let providers: Vec<&str> = hybrid["drivers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["provider"].as_str())
+            .collect();
+        assert_eq!(providers, ["cloudscale", "phoenixnap"], "{summary}");
     }
 }

@@ -79,8 +79,8 @@ fn yaml_list(items: &[String]) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
+/// The Kubernetes simulator and the cloudscale and PhoenixNAP simulators, empty.
+async fn two_clouds() -> (KubeSim, Box<dyn SimCloud>, Box<dyn SimCloud>) {
     let sim = KubeSim::start(localhost()).await.expect("kube sim");
     let cloudscale = wasm_ccm_sim::kit::start("cloudscale", Default::default())
         .await
@@ -88,6 +88,12 @@ async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
     let phoenixnap = wasm_ccm_sim::kit::start("phoenixnap", Default::default())
         .await
         .expect("phoenixnap sim");
+    (sim, cloudscale, phoenixnap)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
+    let (sim, cloudscale, phoenixnap) = two_clouds().await;
     for (i, name) in ["cs-0", "cs-1"].into_iter().enumerate() {
         cloudscale
             .add_instance(i, &sim_node(name, i))
@@ -393,13 +399,7 @@ drivers:
 /// before the new one makes its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upgrade_adopts_and_a_class_changed_while_down_is_handed_over() {
-    let sim = KubeSim::start(localhost()).await.expect("kube sim");
-    let cloudscale = wasm_ccm_sim::kit::start("cloudscale", Default::default())
-        .await
-        .expect("cloudscale sim");
-    let phoenixnap = wasm_ccm_sim::kit::start("phoenixnap", Default::default())
-        .await
-        .expect("phoenixnap sim");
+    let (sim, cloudscale, phoenixnap) = two_clouds().await;
     cloudscale
         .add_instance(0, &sim_node("cs-0", 0))
         .expect("server");

@@ -1071,6 +1071,15 @@ impl Ctx {
             tracing::debug!(node = %name, provider_id = %existing, reason, "skipping a node no driver here owns");
             return true;
         }
+        let label = match reason {
+            FOREIGN_NODE_REASON => "foreign",
+            AMBIGUOUS_NODE_REASON => "ambiguous",
+            _ => "unrouted",
+        };
+        self.metrics.inc(
+            "wasm_ccm_node_ownership_skipped_total",
+            &[("reason", label)],
+        );
         tracing::info!(node = %name, provider_id = %existing, reason, "skipping a node: {message}");
         self.events
             .publish(

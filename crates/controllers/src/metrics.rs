@@ -97,6 +97,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Shadow mode: distinct would-be writes (new or changed, not repeats) by controller (or driver function) and target (kube, cloud).",
     ),
     (
+        "wasm_ccm_load_balancer_handovers_total",
+        Kind::Counter,
+        "Several drivers: load balancers a driver deleted because the Service's class moved to another driver (from, to).",
+    ),
+    (
+        "wasm_ccm_node_ownership_skipped_total",
+        Kind::Counter,
+        "Nodes left alone because no configured driver owns them (reason: foreign, ambiguous, unrouted), counted once per node and reason.",
+    ),
+    (
         "wasm_ccm_shadow_differences",
         Kind::Gauge,
         "Shadow mode: would-be writes by driver and verdict (pending, agreed, diverged); 0 diverged means switching changes nothing known.",

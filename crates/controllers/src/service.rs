@@ -391,6 +391,7 @@ impl ServiceController {
         {
             return Err(fail(format!("failed to delete load balancer: {e}"), &e));
         }
+        self.count_handover(svc, owned, exists.is_some());
         if owned {
             self.set_finalizer(svc, false).await?;
         }
@@ -400,6 +401,23 @@ impl ServiceController {
         }
         self.forget(key);
         Ok(())
+    }
+
+    /// Counts a load balancer this driver deleted because another driver serves the Service
+    /// now (its class moved): `wasm_ccm_load_balancer_handovers_total{from, to}`.
+    fn count_handover(&self, svc: &Service, owned: bool, deleted: bool) {
+        let route = &self.ctx.route;
+        if route.is_single() || !owned || !deleted || svc.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        if let Some(to) = route.routing().service_driver(svc)
+            && to != route.index()
+        {
+            self.ctx.metrics.inc(
+                "wasm_ccm_load_balancer_handovers_total",
+                &[("from", route.name()), ("to", route.name_of(to))],
+            );
+        }
     }
 
     async fn ensure_branch(
@@ -423,14 +441,23 @@ impl ServiceController {
                 route.name()
             )));
         }
+        let regarding = reference(svc);
         for gone in route.orphaned_owners(svc) {
-            tracing::warn!(
-                service = %key,
-                owner = %gone,
+            let note = format!(
                 "the Service carries the finalizer of driver {gone}, which is no longer configured: its load balancer in that cloud is left as it is (delete it and the finalizer by hand, or configure the driver again)"
             );
+            tracing::warn!(service = %key, owner = %gone, "{note}");
+            if first_sync {
+                self.event(
+                    &regarding,
+                    true,
+                    "LoadBalancerOwnerMissing",
+                    &note,
+                    "EnsureLoadBalancer",
+                )
+                .await;
+            }
         }
-        let regarding = reference(svc);
         let previous = ingress_of(svc);
         // A converged Service seen for the first time after a restart is re-ensured quietly.
         let quiet = first_sync && owned && !previous.is_empty();
@@ -480,7 +507,25 @@ impl ServiceController {
             .await;
         let result = match result {
             Ok(r) => r,
-            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => return Ok(()),
+            Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {
+                if !route.is_single() {
+                    // The host routed this Service to the driver by its class, so the driver's
+                    // refusal is a misconfiguration (the class in the DriverSet), not a class
+                    // another controller serves.
+                    self.event(
+                        &regarding,
+                        true,
+                        "LoadBalancerNotServed",
+                        &format!(
+                            "the Service is routed to driver {} by its class, but the driver answered implemented-elsewhere; check the loadBalancer roles in the DriverSet",
+                            route.name()
+                        ),
+                        "EnsureLoadBalancer",
+                    )
+                    .await;
+                }
+                return Ok(());
+            }
             Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
         };
         // Everything the driver asked for is checked before it is written (`answer_rules`).

@@ -2,8 +2,9 @@
 //! kubectl 1.20 (kustomize v2.0.3); every object is one the Kubernetes schema knows, field by
 //! field; and what `kubectl apply` would accept but a cluster would not run correctly is
 //! checked here: the upstream Secrets and keys of each driver, the driver's provider name, how
-//! the driver is delivered, the references between objects, and RBAC no broader than the host
-//! needs.
+//! the driver is delivered, the references between objects, RBAC no broader than the host
+//! needs, and for an overlay of several drivers the DriverSet file it mounts (each driver's
+//! source, scheme, cloud config and roles, one default per role).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -27,7 +28,8 @@ const PORT: i32 = 10258;
 struct DriverSpec {
     /// The overlay prefix: `<name>-configmap`, `<name>-oci`.
     name: &'static str,
-    /// `--cloud-provider`.
+    /// `--cloud-provider`; in a DriverSet, `providerIDScheme` (each of these drivers names its
+    /// provider-ID scheme as its provider).
     cloud_provider: &'static str,
     /// Every Secret reference the pod makes for this driver.
     secrets: &'static [SecretUse],
@@ -77,51 +79,112 @@ impl SecretUse {
     }
 }
 
-const DRIVERS: &[DriverSpec] = &[
-    DriverSpec {
-        name: "cloudscale",
-        cloud_provider: "cloudscale",
-        secrets: &[SecretUse::Env {
-            var: "CLOUDSCALE_ACCESS_TOKEN",
-            secret: "cloudscale",
-            key: "access-token",
-        }],
-        cloud_config: None,
-        egress: &[],
-        // https://api.cloudscale.ch
-        api_ports: &[],
-    },
-    DriverSpec {
-        name: "cloudstack",
-        cloud_provider: "external-cloudstack",
-        secrets: &[SecretUse::File {
-            secret: "cloudstack-secret",
-            key: "cloud-config",
-            path: "/config/cloud-config",
-            optional: false,
-        }],
-        cloud_config: Some("/config/cloud-config"),
-        // A placeholder the operator replaces (deploy/README.md says so).
-        egress: &["https://cloudstack.example"],
-        // The operator's api-url: https on 443 or 8443, http on 8080 (the management server's
-        // defaults).
-        api_ports: &[8443, 8080],
-    },
-    DriverSpec {
-        name: "phoenixnap",
-        cloud_provider: "phoenixnap",
-        secrets: &[SecretUse::File {
-            secret: "phoenixnap-cloud-config",
-            key: "cloud-sa.json",
-            path: "/etc/cloud-sa/cloud-sa.json",
-            optional: false,
-        }],
-        cloud_config: Some("/etc/cloud-sa/cloud-sa.json"),
-        egress: &[],
-        // https://api.phoenixnap.com, https://auth.phoenixnap.com
-        api_ports: &[],
-    },
-];
+const CLOUDSCALE: DriverSpec = DriverSpec {
+    name: "cloudscale",
+    cloud_provider: "cloudscale",
+    secrets: &[SecretUse::Env {
+        var: "CLOUDSCALE_ACCESS_TOKEN",
+        secret: "cloudscale",
+        key: "access-token",
+    }],
+    cloud_config: None,
+    egress: &[],
+    // https://api.cloudscale.ch
+    api_ports: &[],
+};
+
+const CLOUDSTACK: DriverSpec = DriverSpec {
+    name: "cloudstack",
+    cloud_provider: "external-cloudstack",
+    secrets: &[SecretUse::File {
+        secret: "cloudstack-secret",
+        key: "cloud-config",
+        path: "/config/cloud-config",
+        optional: false,
+    }],
+    cloud_config: Some("/config/cloud-config"),
+    // A placeholder the operator replaces (deploy/README.md says so).
+    egress: &["https://cloudstack.example"],
+    // The operator's api-url: https on 443 or 8443, http on 8080 (the management server's
+    // defaults).
+    api_ports: &[8443, 8080],
+};
+
+const PHOENIXNAP: DriverSpec = DriverSpec {
+    name: "phoenixnap",
+    cloud_provider: "phoenixnap",
+    secrets: &[SecretUse::File {
+        secret: "phoenixnap-cloud-config",
+        key: "cloud-sa.json",
+        path: "/etc/cloud-sa/cloud-sa.json",
+        optional: false,
+    }],
+    cloud_config: Some("/etc/cloud-sa/cloud-sa.json"),
+    egress: &[],
+    // https://api.phoenixnap.com, https://auth.phoenixnap.com
+    api_ports: &[],
+};
+
+/// The drivers of the single-driver overlays, one overlay per style each.
+const DRIVERS: &[DriverSpec] = &[CLOUDSCALE, CLOUDSTACK, PHOENIXNAP];
+
+/// An overlay of several drivers in one process (`--drivers-config`): `<name>-configmap`, each
+/// driver from its own ConfigMap ([`set_driver_configmap`]), the DriverSet file from a
+/// ConfigMap the overlay generates ([`DRIVER_SET_CONFIGMAP`]).
+struct SetSpec {
+    /// The overlay prefix.
+    name: &'static str,
+    /// The drivers in the file's order.
+    members: &'static [Member],
+}
+
+/// One driver of a DriverSet as the overlay must configure it.
+struct Member {
+    /// Its `name` in the file (finalizer suffix, metric label).
+    name: &'static str,
+    /// Which driver, with its upstream Secret, cloud config and egress.
+    driver: &'static DriverSpec,
+    /// `nodes.default`.
+    default_nodes: bool,
+    /// `nodes.selector.matchLabels`.
+    node_labels: &'static [(&'static str, &'static str)],
+    /// `loadBalancer.default`.
+    default_load_balancer: bool,
+    /// `loadBalancer.classes`.
+    classes: &'static [&'static str],
+}
+
+const SETS: &[SetSpec] = &[SetSpec {
+    name: "hybrid",
+    members: &[
+        Member {
+            name: "cloud",
+            driver: &CLOUDSCALE,
+            default_nodes: true,
+            node_labels: &[],
+            default_load_balancer: true,
+            classes: &[],
+        },
+        Member {
+            name: "metal",
+            driver: &PHOENIXNAP,
+            default_nodes: false,
+            node_labels: &[("node.example.com/site", "bare-metal")],
+            default_load_balancer: false,
+            classes: &["phoenixnap.com/public-ip"],
+        },
+    ],
+}];
+
+/// The ConfigMap a set overlay generates from its `drivers.yaml` (kustomize appends a hash of
+/// the content, so a changed file rolls the pods), and its key.
+const DRIVER_SET_CONFIGMAP: &str = "wasm-ccm-drivers";
+const DRIVER_SET_KEY: &str = "drivers.yaml";
+
+/// The ConfigMap of one driver in a set overlay (key [`DRIVER_KEY`]).
+fn set_driver_configmap(driver: &DriverSpec) -> String {
+    format!("wasm-ccm-driver-{}", driver.name)
+}
 
 /// How the driver reaches the pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +228,7 @@ const UPSTREAM_FLAGS: &[&str] = &[
 ];
 const OUR_FLAGS: &[&str] = &[
     "driver",
+    "drivers-config",
     "driver-sha256",
     "driver-watch-interval",
     "registry-config",
@@ -319,24 +383,55 @@ const BUILT_IN_ROLES: &[(&str, &str, &[Grant])] = &[(
     )],
 )];
 
+/// What an overlay runs.
+#[derive(Clone, Copy)]
+enum Drivers {
+    /// One driver, from the flags (`--cloud-provider`, `--driver`, …).
+    One(&'static DriverSpec),
+    /// Several, from a DriverSet file (`--drivers-config`).
+    Set(&'static SetSpec),
+}
+
 /// One overlay as the test expects it.
 struct Overlay {
     dir: String,
-    driver: &'static DriverSpec,
+    drivers: Drivers,
     style: Style,
 }
 
+impl Overlay {
+    /// Every driver it runs.
+    fn all_drivers(&self) -> Vec<&'static DriverSpec> {
+        match self.drivers {
+            Drivers::One(d) => vec![d],
+            Drivers::Set(set) => set.members.iter().map(|m| m.driver).collect(),
+        }
+    }
+
+    /// The drivers' names, for messages.
+    fn names(&self) -> String {
+        self.all_drivers()
+            .iter()
+            .map(|d| d.name)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
+}
+
 fn expected_overlays() -> Vec<Overlay> {
-    DRIVERS
-        .iter()
-        .flat_map(|driver| {
-            STYLES.iter().map(move |(suffix, style)| Overlay {
-                dir: format!("{}-{suffix}", driver.name),
-                driver,
-                style: *style,
-            })
+    let single = DRIVERS.iter().flat_map(|driver| {
+        STYLES.iter().map(move |(suffix, style)| Overlay {
+            dir: format!("{}-{suffix}", driver.name),
+            drivers: Drivers::One(driver),
+            style: *style,
         })
-        .collect()
+    });
+    let sets = SETS.iter().map(|set| Overlay {
+        dir: format!("{}-configmap", set.name),
+        drivers: Drivers::Set(set),
+        style: Style::ConfigMap,
+    });
+    single.chain(sets).collect()
 }
 
 /// One overlay rendered by one kubectl.
@@ -395,7 +490,12 @@ fn checked_renders() -> Vec<(&'static Render, Overlay)> {
             let overlay = expected_overlays()
                 .into_iter()
                 .find(|o| o.dir == r.overlay)
-                .unwrap_or_else(|| panic!("overlay {} has no entry in DRIVERS/STYLES", r.overlay));
+                .unwrap_or_else(|| {
+                    panic!(
+                        "overlay {} has no entry in DRIVERS/STYLES or SETS",
+                        r.overlay
+                    )
+                });
             (r, overlay)
         })
         .collect()
@@ -599,13 +699,13 @@ fn secret_uses(r: &Render, pod: &PodSpec, c: &Container) -> Vec<SecretUse<String
 }
 
 #[test]
-fn the_overlays_are_exactly_the_expected_six() {
+fn the_overlays_are_exactly_the_expected_ones() {
     let found = overlay_names().unwrap();
     let mut expected: Vec<String> = expected_overlays().into_iter().map(|o| o.dir).collect();
     expected.sort();
     assert_eq!(
         found, expected,
-        "deploy/overlays must hold one directory per driver and style; a new overlay needs its entry in DRIVERS/STYLES of this test"
+        "deploy/overlays must hold one directory per driver and style, and one per set of drivers; a new overlay needs its entry in DRIVERS/STYLES or SETS of this test"
     );
 }
 
@@ -651,17 +751,63 @@ fn both_kubectls_render_the_same_objects() {
         // this compares two programs, never one with itself.
         assert_eq!(rs.len(), 2, "{overlay}: {} renders", rs.len());
         assert_ne!(rs[0].kubectl, rs[1].kubectl, "{overlay}");
-        let sorted = |r: &Render| -> BTreeMap<String, serde_json::Value> {
-            r.objects.iter().map(|o| (o.id(), o.json.clone())).collect()
-        };
         assert_eq!(
-            sorted(rs[0]),
-            sorted(rs[1]),
+            without_generated_hashes(rs[0]),
+            without_generated_hashes(rs[1]),
             "{overlay}: {} and {} render different objects",
             rs[0].kubectl,
             rs[1].kubectl
         );
     }
+}
+
+/// The base name of a ConfigMap kustomize generated (`wasm-ccm-drivers` of
+/// `wasm-ccm-drivers-7kgmg7h6cc`), when `name` is one: one of [`GENERATED_CONFIGMAPS`] and the
+/// 10-character hash kustomize appends.
+fn generated_base(name: &str) -> Option<&'static str> {
+    let (base, hash) = name.rsplit_once('-')?;
+    let hashed = hash.len() == 10
+        && hash
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    GENERATED_CONFIGMAPS
+        .iter()
+        .find(|g| **g == base)
+        .copied()
+        .filter(|_| hashed)
+}
+
+/// The ConfigMaps the overlays generate (configMapGenerator), by base name.
+const GENERATED_CONFIGMAPS: &[&str] = &[DRIVER_SET_CONFIGMAP];
+
+/// The render's objects by id, each generated ConfigMap's name (and every reference to it) with
+/// `<hash>` for its hash: kustomize v2.0.3 and v5 hash the same content differently, and either
+/// name serves as long as the references agree (which `the_driver_set_file_matches_the_mounts_and_the_rules`
+/// checks in each render).
+fn without_generated_hashes(r: &Render) -> BTreeMap<String, serde_json::Value> {
+    let renamed: Vec<(String, String)> = r
+        .objects
+        .iter()
+        .filter(|o| o.kind == "ConfigMap")
+        .filter_map(|o| {
+            generated_base(&o.name).map(|base| (o.name.clone(), format!("{base}-<hash>")))
+        })
+        .collect();
+    r.objects
+        .iter()
+        .map(|o| {
+            let mut text = o.json.to_string();
+            let mut id = o.id();
+            for (name, shown) in &renamed {
+                // As a whole JSON string only, so a longer name that starts alike stays.
+                text = text.replace(&format!("\"{name}\""), &format!("\"{shown}\""));
+                id = id.replace(name.as_str(), shown);
+            }
+            let json = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: {} no longer parses: {e}", context(r), o.id()));
+            (id, json)
+        })
+        .collect()
 }
 
 #[test]
@@ -699,8 +845,16 @@ fn every_object_is_cluster_scoped_or_in_kube_system() {
 
 #[test]
 fn the_overlays_create_no_secret_and_no_driver_configmap() {
-    for r in renders() {
+    for (r, overlay) in checked_renders() {
         for o in &r.objects {
+            // A set overlay's DriverSet file is configuration the overlay ships, not a secret
+            // and not a driver; the_driver_set_file_matches_the_mounts_and_the_rules checks it.
+            let driver_set = matches!(overlay.drivers, Drivers::Set(_))
+                && o.kind == "ConfigMap"
+                && generated_base(&o.name) == Some(DRIVER_SET_CONFIGMAP);
+            if driver_set {
+                continue;
+            }
             assert!(
                 o.kind != "Secret" && o.kind != "ConfigMap",
                 "{}: {} is the operator's (an existing upstream Secret is reused; the driver ConfigMap comes from a release)",
@@ -982,25 +1136,51 @@ fn the_driver_and_leader_election_flags_match_the_overlay() {
     for (r, overlay) in checked_renders() {
         let (_, c) = the_container(r);
         let flags = flags(r, &c);
-        let driver = overlay.driver;
-        assert_eq!(
-            flag(&flags, "cloud-provider"),
-            Some(driver.cloud_provider),
-            "{}: --cloud-provider",
-            context(r)
-        );
-        assert_eq!(
-            flag(&flags, "cloud-config"),
-            driver.cloud_config,
-            "{}: --cloud-config",
-            context(r)
-        );
-        assert_eq!(
-            flag_values(&flags, "allow-egress"),
-            driver.egress,
-            "{}: --allow-egress",
-            context(r)
-        );
+        match overlay.drivers {
+            Drivers::One(driver) => {
+                assert_eq!(
+                    flag(&flags, "cloud-provider"),
+                    Some(driver.cloud_provider),
+                    "{}: --cloud-provider",
+                    context(r)
+                );
+                assert_eq!(
+                    flag(&flags, "cloud-config"),
+                    driver.cloud_config,
+                    "{}: --cloud-config",
+                    context(r)
+                );
+                assert_eq!(
+                    flag_values(&flags, "allow-egress"),
+                    driver.egress,
+                    "{}: --allow-egress",
+                    context(r)
+                );
+                assert_eq!(flag(&flags, "drivers-config"), None, "{}", context(r));
+            }
+            Drivers::Set(_) => {
+                // `run` refuses these beside --drivers-config: each driver's are in the file.
+                for single in [
+                    "cloud-provider",
+                    "cloud-config",
+                    "allow-egress",
+                    "driver",
+                    "driver-sha256",
+                ] {
+                    assert_eq!(
+                        flag(&flags, single),
+                        None,
+                        "{}: --{single} cannot be given with --drivers-config",
+                        context(r)
+                    );
+                }
+                assert!(
+                    flag(&flags, "drivers-config").is_some(),
+                    "{}: no --drivers-config",
+                    context(r)
+                );
+            }
+        }
         // None of the three drivers has routes.
         assert_eq!(
             flag(&flags, "configure-cloud-routes"),
@@ -1047,21 +1227,22 @@ fn every_secret_is_the_upstream_one_with_its_key() {
     for (r, overlay) in checked_renders() {
         let (pod, c) = the_container(r);
         let mut expected: Vec<SecretUse<String>> = overlay
-            .driver
-            .secrets
+            .all_drivers()
             .iter()
+            .flat_map(|d| d.secrets)
             .map(SecretUse::owned)
             .collect();
         if overlay.style == Style::Oci {
             expected.push(REGISTRY_SECRET.owned());
         }
         expected.sort();
+        expected.dedup();
         assert_eq!(
             secret_uses(r, &pod, &c),
             expected,
-            "{}: the pod must use exactly the upstream Secret of {} with upstream's key{}",
+            "{}: the pod must use exactly the upstream Secrets of {} with upstream's keys{}",
             context(r),
-            overlay.driver.name,
+            overlay.names(),
             if overlay.style == Style::Oci {
                 ", and the optional registry credentials"
             } else {
@@ -1076,12 +1257,18 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
     for (r, overlay) in checked_renders() {
         let (pod, c) = the_container(r);
         let flags = flags(r, &c);
-        let driver =
-            flag(&flags, "driver").unwrap_or_else(|| panic!("{}: no --driver", context(r)));
         let config_maps: Vec<MountedFile> = mounted_files(r, &pod, &c)
             .into_iter()
             .filter(|f| f.source == "ConfigMap")
             .collect();
+        let driver = match overlay.drivers {
+            Drivers::One(driver) => driver,
+            Drivers::Set(set) => {
+                check_set_mounts(r, set, &flags, &config_maps);
+                continue;
+            }
+        };
+        let path = flag(&flags, "driver").unwrap_or_else(|| panic!("{}: no --driver", context(r)));
         match overlay.style {
             Style::ConfigMap => {
                 assert_eq!(
@@ -1095,7 +1282,7 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
                 assert_eq!(f.key, DRIVER_KEY, "{}", context(r));
                 assert!(!f.optional, "{}: the driver is not optional", context(r));
                 assert_eq!(
-                    driver,
+                    path,
                     f.path,
                     "{}: --driver must be the mounted driver file",
                     context(r)
@@ -1104,13 +1291,13 @@ fn the_driver_comes_from_the_configmap_directory_or_an_oci_reference() {
             }
             Style::Oci => {
                 assert!(config_maps.is_empty(), "{}: {config_maps:?}", context(r));
-                let repository = format!("oci://ghcr.io/wasm-ccm/drivers/{}", overlay.driver.name);
+                let repository = format!("oci://ghcr.io/wasm-ccm/drivers/{}", driver.name);
                 assert!(
-                    driver.starts_with(&format!("{repository}:"))
-                        || driver.starts_with(&format!("{repository}@sha256:")),
-                    "{}: --driver={driver} is not an OCI reference to the {} driver",
+                    path.starts_with(&format!("{repository}:"))
+                        || path.starts_with(&format!("{repository}@sha256:")),
+                    "{}: --driver={path} is not an OCI reference to the {} driver",
                     context(r),
-                    overlay.driver.name
+                    driver.name
                 );
                 let SecretUse::File { path, .. } = REGISTRY_SECRET else {
                     unreachable!()
@@ -1361,33 +1548,41 @@ fn the_example_secrets_are_the_upstream_ones_and_not_applied() {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let objects = objects(&text).unwrap();
-        assert_eq!(objects.len(), 1, "{}", path.display());
-        let secret = &objects[0];
-        wasm_ccm_deploy_tests::round_trip(secret).unwrap();
-        let keys: BTreeSet<String> = ["data", "stringData"]
-            .iter()
-            .filter_map(|f| secret.json[f].as_object())
-            .flat_map(|m| m.keys().cloned())
-            .collect();
         let wanted: BTreeSet<(String, String)> = overlay
-            .driver
-            .secrets
+            .all_drivers()
             .iter()
+            .flat_map(|d| d.secrets)
             .map(|s| match s {
                 SecretUse::Env { secret, key, .. } | SecretUse::File { secret, key, .. } => {
                     (secret.to_string(), key.to_string())
                 }
             })
             .collect();
-        let found: BTreeSet<(String, String)> =
-            keys.into_iter().map(|k| (secret.name.clone(), k)).collect();
-        assert_eq!(secret.kind, "Secret", "{}", path.display());
+        let secrets: BTreeSet<&String> = wanted.iter().map(|(secret, _)| secret).collect();
         assert_eq!(
-            secret.namespace.as_deref(),
-            Some(NAMESPACE),
-            "{}",
+            objects.len(),
+            secrets.len(),
+            "{}: one example per upstream Secret ({secrets:?})",
             path.display()
         );
+        let mut found = BTreeSet::new();
+        for secret in &objects {
+            wasm_ccm_deploy_tests::round_trip(secret).unwrap();
+            assert_eq!(secret.kind, "Secret", "{}", path.display());
+            assert_eq!(
+                secret.namespace.as_deref(),
+                Some(NAMESPACE),
+                "{}",
+                path.display()
+            );
+            found.extend(
+                ["data", "stringData"]
+                    .iter()
+                    .filter_map(|f| secret.json[f].as_object())
+                    .flat_map(|m| m.keys().cloned())
+                    .map(|k| (secret.name.clone(), k)),
+            );
+        }
         assert_eq!(found, wanted, "{}", path.display());
     }
 }
@@ -1579,9 +1774,9 @@ fn the_network_policy_allows_egress_to_dns_the_api_server_and_the_cloud_only() {
         .collect();
         wanted.extend(
             overlay
-                .driver
-                .api_ports
+                .all_drivers()
                 .iter()
+                .flat_map(|d| d.api_ports)
                 .map(|n| ("TCP".to_string(), *n)),
         );
         assert_eq!(
@@ -1589,7 +1784,312 @@ fn the_network_policy_allows_egress_to_dns_the_api_server_and_the_cloud_only() {
             wanted,
             "{}: {id} must open exactly DNS, the API server and the {} API (see deploy/README.md, \"Network policy\")",
             context(r),
-            overlay.driver.name
+            overlay.names()
         );
     }
+}
+
+/// A set overlay's ConfigMap mounts: the DriverSet file at `--drivers-config`, and each driver's
+/// own ConfigMap (so each reloads on its own), no registry credentials.
+fn check_set_mounts(
+    r: &Render,
+    set: &SetSpec,
+    flags: &[(String, String)],
+    config_maps: &[MountedFile],
+) {
+    assert_eq!(
+        config_maps.len(),
+        set.members.len() + 1,
+        "{}: the DriverSet file and one driver per ConfigMap: {config_maps:?}",
+        context(r)
+    );
+    for f in config_maps {
+        assert!(!f.optional, "{}: {} is not optional", context(r), f.name);
+    }
+    let file = config_maps
+        .iter()
+        .find(|f| generated_base(&f.name) == Some(DRIVER_SET_CONFIGMAP))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: the generated ConfigMap {DRIVER_SET_CONFIGMAP}-<hash> is not mounted: {config_maps:?}",
+                context(r)
+            )
+        });
+    assert_eq!(file.key, DRIVER_SET_KEY, "{}", context(r));
+    assert_eq!(
+        flag(flags, "drivers-config"),
+        Some(file.path.as_str()),
+        "{}: --drivers-config must be the mounted DriverSet file",
+        context(r)
+    );
+    // kustomize rewrote the volume's reference to the generated name: the ConfigMap exists.
+    assert!(
+        r.objects
+            .iter()
+            .any(|o| o.kind == "ConfigMap" && o.name == file.name),
+        "{}: the volume refers to {}, which is not rendered",
+        context(r),
+        file.name
+    );
+    for m in set.members {
+        let name = set_driver_configmap(m.driver);
+        let mounted: Vec<&MountedFile> = config_maps.iter().filter(|f| f.name == name).collect();
+        assert!(
+            mounted.len() == 1 && mounted[0].key == DRIVER_KEY,
+            "{}: driver {} comes from ConfigMap {name} key {DRIVER_KEY}: {config_maps:?}",
+            context(r),
+            m.name
+        );
+    }
+    assert_eq!(flag(flags, "registry-config"), None, "{}", context(r));
+}
+
+/// The fields of one driver in a DriverSet; `wasm-ccm run` refuses any other.
+const DRIVER_SET_FIELDS: &[&str] = &[
+    "name",
+    "source",
+    "sha256",
+    "providerIDScheme",
+    "cloudConfig",
+    "allowEgress",
+    "limits",
+    "nodes",
+    "loadBalancer",
+    "routes",
+];
+
+/// Whether `class` is a value the apiserver accepts as `spec.loadBalancerClass` (a qualified
+/// name: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters of
+/// alphanumerics, `-`, `_` and `.`, starting and ending with an alphanumeric).
+fn is_qualified_class(class: &str) -> bool {
+    let (prefix, name) = match class.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, class),
+    };
+    let prefix_ok = prefix.is_none_or(|p| {
+        p.len() <= 253
+            && p.split('.').all(|label| {
+                (1..=63).contains(&label.len())
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    let name_ok = (1..=63).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    prefix_ok && name_ok
+}
+
+/// The `matchLabels` of a driver's `nodes.selector`, or None without a selector.
+fn node_labels(driver: &serde_json::Value) -> Option<BTreeMap<String, String>> {
+    let selector = driver["nodes"].get("selector")?;
+    Some(
+        selector["matchLabels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+            .collect(),
+    )
+}
+
+/// The strings of a list field (absent: empty).
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn the_driver_set_file_matches_the_mounts_and_the_rules() {
+    let mut checked = BTreeSet::new();
+    for (r, overlay) in checked_renders() {
+        let Drivers::Set(set) = overlay.drivers else {
+            continue;
+        };
+        checked.insert(overlay.dir.clone());
+        let ctx = context(r);
+        let (pod, c) = the_container(r);
+        let flags = flags(r, &c);
+        let files = mounted_files(r, &pod, &c);
+        let path =
+            flag(&flags, "drivers-config").unwrap_or_else(|| panic!("{ctx}: no --drivers-config"));
+        let file = files
+            .iter()
+            .find(|f| f.path == path && f.source == "ConfigMap")
+            .unwrap_or_else(|| {
+                panic!("{ctx}: --drivers-config={path} is no mounted ConfigMap key")
+            });
+        let cm = r
+            .objects
+            .iter()
+            .find(|o| o.kind == "ConfigMap" && o.name == file.name)
+            .unwrap_or_else(|| panic!("{ctx}: ConfigMap {} is not rendered", file.name));
+        // The name carries the hash of the content, so a changed file rolls the pods (the file
+        // is read only at start).
+        assert_eq!(
+            generated_base(&cm.name),
+            Some(DRIVER_SET_CONFIGMAP),
+            "{ctx}: {} is not {DRIVER_SET_CONFIGMAP}-<hash> from configMapGenerator",
+            cm.name
+        );
+        let data = cm.json["data"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{ctx}: {} has no data", cm.id()));
+        assert_eq!(
+            data.keys().collect::<Vec<_>>(),
+            [DRIVER_SET_KEY],
+            "{ctx}: {}",
+            cm.id()
+        );
+        assert!(cm.json.get("binaryData").is_none(), "{ctx}: {}", cm.id());
+        let text = data[&file.key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{ctx}: {} key {} is no text", cm.id(), file.key));
+        let doc: serde_json::Value = serde_norway::from_str(text)
+            .unwrap_or_else(|e| panic!("{ctx}: {} is no YAML: {e}", file.key));
+
+        let top: BTreeSet<&str> = doc
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            top,
+            BTreeSet::from(["apiVersion", "kind", "drivers"]),
+            "{ctx}"
+        );
+        assert_eq!(doc["apiVersion"], "wasm-ccm.io/v1alpha1", "{ctx}");
+        assert_eq!(doc["kind"], "DriverSet", "{ctx}");
+        let drivers = doc["drivers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{ctx}: drivers is no list"));
+        assert_eq!(
+            drivers.len(),
+            set.members.len(),
+            "{ctx}: the drivers of SETS"
+        );
+
+        for (d, m) in drivers.iter().zip(set.members) {
+            let at = format!("{ctx}: driver {}", m.name);
+            for key in d.as_object().into_iter().flatten().map(|(k, _)| k) {
+                assert!(
+                    DRIVER_SET_FIELDS.contains(&key.as_str()),
+                    "{at}: unknown field {key}"
+                );
+            }
+            assert_eq!(d["name"], m.name, "{at}");
+            let source = files
+                .iter()
+                .find(|f| f.name == set_driver_configmap(m.driver) && f.key == DRIVER_KEY)
+                .map(|f| f.path.as_str());
+            assert_eq!(
+                d["source"].as_str(),
+                source,
+                "{at}: source must be the mounted driver file"
+            );
+            assert_eq!(
+                d["providerIDScheme"], m.driver.cloud_provider,
+                "{at}: providerIDScheme"
+            );
+            assert_eq!(
+                d["cloudConfig"].as_str(),
+                m.driver.cloud_config,
+                "{at}: cloudConfig must be the mounted upstream Secret file"
+            );
+            assert_eq!(
+                strings(&d["allowEgress"]),
+                m.driver.egress,
+                "{at}: allowEgress"
+            );
+            // The content pin is the operator's choice, as --driver-sha256 is.
+            assert!(d.get("sha256").is_none(), "{at}: sha256");
+            assert_eq!(
+                d["nodes"]["default"].as_bool().unwrap_or(false),
+                m.default_nodes,
+                "{at}: nodes.default"
+            );
+            let wanted_labels: Option<BTreeMap<String, String>> =
+                (!m.node_labels.is_empty()).then(|| {
+                    m.node_labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect()
+                });
+            assert_eq!(node_labels(d), wanted_labels, "{at}: nodes.selector");
+            assert!(
+                d["nodes"]["selector"].get("matchExpressions").is_none(),
+                "{at}: matchLabels only (this test cannot tell expressions apart)"
+            );
+            assert_eq!(
+                d["loadBalancer"]["default"].as_bool().unwrap_or(false),
+                m.default_load_balancer,
+                "{at}: loadBalancer.default"
+            );
+            assert_eq!(
+                strings(&d["loadBalancer"]["classes"]),
+                m.classes,
+                "{at}: loadBalancer.classes"
+            );
+            // --configure-cloud-routes=false, and neither driver has routes.
+            assert!(!d["routes"].as_bool().unwrap_or(false), "{at}: routes");
+        }
+
+        // The rules `run` enforces (deploy/README.md, "Several drivers in one process"), so
+        // that a change to the table above cannot ship a file the product refuses.
+        let count =
+            |f: &dyn Fn(&serde_json::Value) -> bool| drivers.iter().filter(|d| f(d)).count();
+        assert!(
+            count(&|d| d["nodes"]["default"].as_bool() == Some(true)) <= 1,
+            "{ctx}: one default for nodes at most"
+        );
+        assert!(
+            count(&|d| d["loadBalancer"]["default"].as_bool() == Some(true)) <= 1,
+            "{ctx}: one default for class-less Services at most"
+        );
+        let names: BTreeSet<&str> = drivers.iter().filter_map(|d| d["name"].as_str()).collect();
+        assert_eq!(names.len(), drivers.len(), "{ctx}: unique names");
+        let mut classes = BTreeSet::new();
+        for class in drivers
+            .iter()
+            .flat_map(|d| strings(&d["loadBalancer"]["classes"]))
+        {
+            assert!(
+                is_qualified_class(&class),
+                "{ctx}: class {class:?} is no qualified name (`example.com/name`)"
+            );
+            assert!(
+                classes.insert(class.clone()),
+                "{ctx}: class {class:?} twice"
+            );
+        }
+        // Exclusive selectors: any two disagree on the value of a label both require, so no
+        // node can match both.
+        let selectors: Vec<BTreeMap<String, String>> =
+            drivers.iter().filter_map(node_labels).collect();
+        for (i, a) in selectors.iter().enumerate() {
+            assert!(!a.is_empty(), "{ctx}: an empty selector matches every node");
+            for b in &selectors[i + 1..] {
+                assert!(
+                    a.iter().any(|(k, v)| b.get(k).is_some_and(|w| w != v)),
+                    "{ctx}: the selectors {a:?} and {b:?} can match the same node"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        checked.len(),
+        SETS.len(),
+        "every set overlay was checked: {checked:?}"
+    );
 }

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use wasm_ccm::GlobalArgs;
 use wasm_ccm::units::parse_duration;
 
+mod hybrid;
+
 /// The options of `wasm-ccm-dev scale`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ScaleArgs {
@@ -42,6 +44,12 @@ pub(crate) struct ScaleArgs {
     /// must write nothing.
     #[arg(long)]
     shadow: bool,
+    /// Two drivers instead of the static one alone: half the nodes (labelled
+    /// `example.com/site: static`) and the Services of class `example.com/static` go to the
+    /// static driver, the others to cloudscale (an in-process simulator). `one`: one process
+    /// with both drivers (`run --drivers-config`); `two`: one process per driver.
+    #[arg(long, value_enum)]
+    hybrid: Option<hybrid::Layout>,
     /// Print one JSON line instead of the table.
     #[arg(long)]
     json: bool,
@@ -225,7 +233,10 @@ pub(crate) async fn run(_global: &GlobalArgs, args: ScaleArgs) -> anyhow::Result
         args.nodes
     ));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let result = measure(&args, &ccm, &dir).await;
+    let result = match args.hybrid {
+        Some(layout) => hybrid::measure(&args, layout, &ccm, &dir).await,
+        None => measure(&args, &ccm, &dir).await,
+    };
     if args.keep || result.is_err() {
         eprintln!("wasm-ccm-dev: the work directory is {}", dir.display());
     } else {
@@ -251,39 +262,7 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
         wasm_ccm_drivers::shipped("static").context("this build embeds no static driver")?;
     std::fs::write(&driver_path, driver)?;
 
-    let exe = std::env::current_exe().context("cannot find this executable")?;
-    let sim = Killed(
-        Command::new(&exe)
-            .args(["sim", "kube", "--listen", "127.0.0.1:0", "--seed"])
-            .arg(&seed_path)
-            .arg("--write-kubeconfig")
-            .arg(&kubeconfig)
-            .stdout(std::fs::File::create(dir.join("sim.log"))?)
-            .stderr(std::fs::File::create(dir.join("sim.err"))?)
-            .spawn()
-            .context("cannot start the Kubernetes API simulator")?,
-    );
-    let http = reqwest::Client::builder()
-        // Loopback only: `run` serves /metrics with a self-signed certificate.
-        .danger_accept_invalid_certs(true)
-        .timeout(Duration::from_secs(60))
-        .build()?;
-    let ready_by = Instant::now() + Duration::from_secs(120);
-    let api = loop {
-        if let Some(url) = server_in(&kubeconfig)
-            && get_json(&http, &format!("{url}/api/v1/nodes?limit=1"))
-                .await
-                .is_ok()
-        {
-            break url;
-        }
-        anyhow::ensure!(
-            Instant::now() < ready_by,
-            "the simulator was not ready in 120 s (see {})",
-            dir.join("sim.err").display()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let (sim, http, api) = start_sim(dir, &seed_path, &kubeconfig).await?;
 
     let metrics_port = free_port()?;
     let started = Instant::now();
@@ -353,6 +332,50 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
     }
     drop(sim);
     Ok(report)
+}
+
+/// Starts the Kubernetes API simulator (this binary's `sim kube`) seeded from `seed_path`; the
+/// process, an HTTP client for loopback and the simulator's URL once it answers.
+async fn start_sim(
+    dir: &Path,
+    seed_path: &Path,
+    kubeconfig: &Path,
+) -> anyhow::Result<(Killed, reqwest::Client, String)> {
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let sim = Killed(
+        Command::new(&exe)
+            .args(["sim", "kube", "--listen", "127.0.0.1:0", "--seed"])
+            .arg(seed_path)
+            .arg("--write-kubeconfig")
+            .arg(kubeconfig)
+            .stdout(std::fs::File::create(dir.join("sim.log"))?)
+            .stderr(std::fs::File::create(dir.join("sim.err"))?)
+            .spawn()
+            .context("cannot start the Kubernetes API simulator")?,
+    );
+    let http = reqwest::Client::builder()
+        // Loopback only: `run` serves /metrics with a self-signed certificate.
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let ready_by = Instant::now() + Duration::from_secs(120);
+    let api = loop {
+        if let Some(url) = server_in(kubeconfig)
+            && get_json(&http, &format!("{url}/api/v1/nodes?limit=1"))
+                .await
+                .is_ok()
+        {
+            break url;
+        }
+        anyhow::ensure!(
+            Instant::now() < ready_by,
+            "the simulator was not ready in 120 s (see {})",
+            dir.join("sim.err").display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    Ok((sim, http, api))
 }
 
 /// The files a `run` reads.
@@ -493,6 +516,11 @@ fn print_table(r: &Value) {
     );
     for (label, key) in [
         ("converged in (s)", "converge_s"),
+        ("processes (--hybrid)", "processes"),
+        (
+            "run peak RSS, all processes (MiB)",
+            "run_peak_rss_mib_total",
+        ),
         (
             "run peak RSS at convergence (MiB)",
             "run_peak_rss_mib_at_converge",

@@ -1,15 +1,19 @@
 //! The on-disk cache of compiled drivers.
 //!
-//! Key: the wasm's sha256 plus the engine's compatibility key, so a new wasmtime, a different
-//! engine config or another host build never loads a foreign artifact. `deserialize` trusts its
-//! input (it is `unsafe`), so every entry carries the sha256 of its own bytes, checked before
-//! use; a corrupt, truncated or foreign entry is recompiled and replaced, never trusted.
+//! Key: the wasm's sha256, the compiler tier ([`Tier`]) and the engine's compatibility key for
+//! that tier, so a new wasmtime, a different engine config, another host build or the other
+//! compiler never loads a foreign artifact. `deserialize` trusts its input (it is `unsafe`), so
+//! every entry carries the sha256 of its own bytes and the tier that wrote it, both checked
+//! before use; a corrupt, truncated, foreign or other-tier entry is recompiled and replaced,
+//! never trusted.
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Engine, Precompiled};
+
+use crate::engine::Tier;
 
 /// How a component was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -23,6 +27,16 @@ pub enum CacheOutcome {
     Hit,
     /// An entry was there but failed verification: compiled and replaced.
     Replaced,
+}
+
+/// What a look-up found.
+pub(crate) enum Lookup {
+    /// A verified entry, deserialized.
+    Hit(Component),
+    /// No entry.
+    Absent,
+    /// An entry that failed verification (logged); compiling will replace it.
+    Refused,
 }
 
 /// A directory of compiled components.
@@ -42,44 +56,97 @@ impl AotCache {
         &self.dir
     }
 
-    /// The path of the entry for `wasm_sha256` under `engine_key`.
-    pub fn entry_path(&self, wasm_sha256: &str, engine_key: &str) -> PathBuf {
-        self.dir.join(format!("{wasm_sha256}-{engine_key}.cwasm"))
+    /// The path of the entry for `wasm_sha256` compiled by `tier` under `engine_key` (the
+    /// engine's key for that tier, `WasmEngine::compatibility_key_for`).
+    pub fn entry_path(&self, wasm_sha256: &str, tier: Tier, engine_key: &str) -> PathBuf {
+        self.dir
+            .join(format!("{wasm_sha256}-{}-{engine_key}.cwasm", tier.name()))
     }
 
-    /// Loads the compiled form of `wasm`, compiling and storing it on a miss. Cache write
-    /// failures are logged, not fatal: the driver still runs.
+    /// Loads the compiled form of `wasm` for `tier`, compiling and storing it on a miss. Cache
+    /// write failures are logged, not fatal: the driver still runs.
     pub fn load(
         &self,
         engine: &Engine,
+        tier: Tier,
         engine_key: &str,
         wasm: &[u8],
         wasm_sha256: &str,
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let path = self.entry_path(wasm_sha256, engine_key);
-        let mut outcome = CacheOutcome::Miss;
-        if let Ok(bytes) = std::fs::read(&path) {
-            match verify_and_deserialize(engine, &bytes) {
-                Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                Err(why) => {
-                    tracing::warn!(path = %path.display(), "ignoring cache entry ({why}); recompiling");
-                    outcome = CacheOutcome::Replaced;
-                }
-            }
-        }
-        let compiled = engine.precompile_component(wasm)?;
-        if let Err(e) = self.store(&path, &compiled) {
-            tracing::warn!(path = %path.display(), "could not write the compile cache: {e}");
-        }
-        // SAFETY: the bytes were produced by this engine a moment ago and never left memory.
-        let component = unsafe { Component::deserialize(engine, &compiled)? };
+        let outcome = match self.get(engine, tier, engine_key, wasm_sha256) {
+            Lookup::Hit(component) => return Ok((component, CacheOutcome::Hit)),
+            Lookup::Absent => CacheOutcome::Miss,
+            Lookup::Refused => CacheOutcome::Replaced,
+        };
+        let component = self.compile_and_put(engine, tier, engine_key, wasm, wasm_sha256)?;
         Ok((component, outcome))
     }
 
-    fn store(&self, path: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    /// The verified entry for `wasm_sha256` and `tier`, if there is one.
+    pub(crate) fn get(
+        &self,
+        engine: &Engine,
+        tier: Tier,
+        engine_key: &str,
+        wasm_sha256: &str,
+    ) -> Lookup {
+        let path = self.entry_path(wasm_sha256, tier, engine_key);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Lookup::Absent;
+        };
+        match verify_and_deserialize(engine, tier, &bytes) {
+            Ok(component) => Lookup::Hit(component),
+            Err(why) => {
+                tracing::warn!(path = %path.display(), "ignoring cache entry ({why}); recompiling");
+                Lookup::Refused
+            }
+        }
+    }
+
+    /// Compiles `wasm` with `engine` (whose compiler is `tier`), stores the artifact and returns
+    /// the component.
+    pub(crate) fn compile_and_put(
+        &self,
+        engine: &Engine,
+        tier: Tier,
+        engine_key: &str,
+        wasm: &[u8],
+        wasm_sha256: &str,
+    ) -> wasmtime::Result<Component> {
+        let compiled = engine.precompile_component(wasm)?;
+        self.put(wasm_sha256, tier, engine_key, &compiled);
+        // SAFETY: the bytes were produced by this engine a moment ago and never left memory.
+        unsafe { Component::deserialize(engine, &compiled) }
+    }
+
+    /// Stores an artifact `tier`'s engine compiled; a failure is logged, not fatal.
+    pub(crate) fn put(&self, wasm_sha256: &str, tier: Tier, engine_key: &str, compiled: &[u8]) {
+        let path = self.entry_path(wasm_sha256, tier, engine_key);
+        if let Err(e) = self.store(&path, tier, compiled) {
+            tracing::warn!(path = %path.display(), "could not write the compile cache: {e}");
+        }
+    }
+
+    /// Deletes the entry for `wasm_sha256` and `tier` (a Winch build once the Cranelift build is
+    /// stored: nothing loads it again, and it is half again as big).
+    pub(crate) fn remove(&self, wasm_sha256: &str, tier: Tier, engine_key: &str) {
+        let path = self.entry_path(wasm_sha256, tier, engine_key);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(path = %path.display(), "could not remove a cache entry: {e}"),
+        }
+    }
+
+    fn store(&self, path: &Path, tier: Tier, compiled: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let mut entry = Vec::with_capacity(compiled.len() + 64);
-        entry.extend_from_slice(hex::encode(Sha256::digest(compiled)).as_bytes());
+        let tag = tag(tier);
+        let mut digest = Sha256::new();
+        digest.update(tag.as_bytes());
+        digest.update(compiled);
+        let mut entry = Vec::with_capacity(64 + tag.len() + compiled.len());
+        entry.extend_from_slice(hex::encode(digest.finalize()).as_bytes());
+        entry.extend_from_slice(tag.as_bytes());
         entry.extend_from_slice(compiled);
         // Write then rename, so a crash or a concurrent reader never sees half an entry.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
@@ -88,19 +155,39 @@ impl AotCache {
     }
 }
 
-/// Entry layout: 64 hex digits of the sha256 of the rest, then the `.cwasm` bytes.
-fn verify_and_deserialize(engine: &Engine, entry: &[u8]) -> Result<Component, String> {
+/// The line after the checksum that names the compiler, e.g. `tier=winch\n`.
+fn tag(tier: Tier) -> String {
+    format!("tier={}\n", tier.name())
+}
+
+/// Entry layout: 64 hex digits of the sha256 of the rest, then the tier tag (`tier=cranelift\n`),
+/// then the `.cwasm` bytes. The checksum covers the tag, so an entry of one tier renamed to
+/// another's path fails here, before wasmtime ever sees it.
+fn verify_and_deserialize(engine: &Engine, tier: Tier, entry: &[u8]) -> Result<Component, String> {
     if entry.len() < 64 {
         return Err("entry is truncated".into());
     }
-    let (digest, compiled) = entry.split_at(64);
-    if digest != hex::encode(Sha256::digest(compiled)).as_bytes() {
+    let (digest, rest) = entry.split_at(64);
+    if digest != hex::encode(Sha256::digest(rest)).as_bytes() {
         return Err("checksum mismatch".into());
     }
+    let want = tag(tier);
+    let Some(compiled) = rest.strip_prefix(want.as_bytes()) else {
+        let found = rest
+            .split(|b| *b == b'\n')
+            .next()
+            .map(|line| String::from_utf8_lossy(&line[..line.len().min(32)]).into_owned())
+            .unwrap_or_default();
+        return Err(format!(
+            "written for another compiler ({found:?}, wanted {:?})",
+            want.trim_end()
+        ));
+    };
     if Engine::detect_precompiled(compiled) != Some(Precompiled::Component) {
         return Err("not a precompiled component".into());
     }
-    // SAFETY: the checksum proves these are the bytes this cache wrote, and the file name binds
-    // them to this engine's compatibility key; wasmtime re-checks the engine config on load.
+    // SAFETY: the checksum proves these are the bytes this cache wrote for this tier, and the
+    // file name binds them to this engine's compatibility key; wasmtime re-checks the engine
+    // config (the compiler's calling convention included) on load.
     unsafe { Component::deserialize(engine, compiled) }.map_err(|e| format!("{e:#}"))
 }

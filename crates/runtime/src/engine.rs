@@ -1,4 +1,10 @@
-//! The one `wasmtime::Engine` of the process and its epoch ticker.
+//! The process's wasmtime engines (one per compiler tier) and the one epoch ticker that drives
+//! them all.
+//!
+//! A module compiled by one `Engine` runs only in that engine, so each tier has its own: Winch
+//! (a single-pass compiler: a driver compiles in a quarter of Cranelift's time, its code runs
+//! slower) and Cranelift (the optimising compiler). [`Compiler`] says which the host uses; see
+//! `driver/tier_up.rs` for the swap from the first to the second.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -6,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Strategy,
     WasmBacktraceDetails,
 };
 
@@ -27,14 +33,65 @@ pub enum Allocation {
     OnDemand,
 }
 
+/// Which compilers turn a driver's wasm into machine code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compiler {
+    /// A driver the compile cache does not hold is compiled with Winch and serves at once;
+    /// Cranelift compiles it again in the background, and the driver swaps to that code between
+    /// calls. A cached Cranelift build is used directly.
+    #[default]
+    Tiered,
+    /// Cranelift only: the slowest compile, the fastest code.
+    Cranelift,
+    /// Winch only (Cranelift only for a driver Winch cannot compile): the fastest compile, slower
+    /// code, never a swap.
+    Winch,
+}
+
+/// Which compiler produced the code a driver runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    /// Winch, the baseline compiler.
+    Winch,
+    /// Cranelift, the optimising compiler.
+    Cranelift,
+}
+
+impl Tier {
+    /// The tier's name in cache file names, logs and metrics: `winch` or `cranelift`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Winch => "winch",
+            Tier::Cranelift => "cranelift",
+        }
+    }
+
+    pub(crate) fn other(self) -> Tier {
+        match self {
+            Tier::Winch => Tier::Cranelift,
+            Tier::Cranelift => Tier::Winch,
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Engine-wide settings.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineOptions {
+    /// Which compilers are used.
+    pub compiler: Compiler,
     /// Allocation strategy.
     pub allocation: Allocation,
     /// The largest linear memory any driver may get (the pool's slot size).
     pub max_memory_bytes: usize,
-    /// Instances the pool holds at once, across drivers.
+    /// Instances the pool holds at once, across drivers (each tier's engine has a pool this
+    /// size).
     pub pool_instances: u32,
     /// Read a driver's DWARF so that a trap's backtrace has `file:line` (wasmtime's
     /// `WasmBacktraceDetails::Enable`). Off in the controller, on in `wasm-ccm-dev`; see
@@ -47,6 +104,7 @@ impl Default for EngineOptions {
         // 256 MiB fits the Python and JavaScript runtimes (BENCHMARKS.md, "Drivers in other
         // languages"); Rust drivers get a smaller per-driver limit through StoreLimits.
         EngineOptions {
+            compiler: Compiler::Tiered,
             allocation: Allocation::Auto,
             max_memory_bytes: 256 << 20,
             pool_instances: 128,
@@ -63,10 +121,15 @@ impl Default for EngineOptions {
     }
 }
 
-/// The engine plus the thread that ticks its epoch. Dropping the last clone stops the thread.
+/// The engines plus the thread that ticks their epochs. Dropping the last clone stops the
+/// thread.
 #[derive(Clone)]
 pub struct WasmEngine {
-    engine: Engine,
+    /// The final tier's engine.
+    main: Engine,
+    /// The other tier's engine, if the host uses two.
+    second: Option<Engine>,
+    compiler: Compiler,
     pooling: bool,
     _ticker: Arc<Ticker>,
 }
@@ -82,65 +145,165 @@ impl Drop for Ticker {
 }
 
 impl WasmEngine {
-    /// Builds the engine. With [`Allocation::Auto`] a pool that cannot be reserved falls back to
-    /// on-demand allocation with a warning.
+    /// Builds the engines. With [`Allocation::Auto`] a pool that cannot be reserved falls back
+    /// to on-demand allocation with a warning.
+    ///
+    /// Both engines allocate alike: the pooling allocator refuses some components outright
+    /// (more memories or tables than a slot holds), and a second engine allocating on demand
+    /// would run what the first refuses. So the other tier's engine gets the same allocation as
+    /// the final tier's (a pool of its own: address space, not memory, until instances use it);
+    /// if it cannot have it, the host does without that tier, with a warning: a tiered host
+    /// compiles with Cranelift only, a Winch host loses its Cranelift fallback.
     pub fn new(opts: EngineOptions) -> Result<Self, String> {
-        let (engine, pooling) = match opts.allocation {
-            Allocation::OnDemand => (build(opts, false)?, false),
-            Allocation::Pooling => (build(opts, true)?, true),
-            Allocation::Auto => match build(opts, true) {
+        let final_tier = match opts.compiler {
+            Compiler::Winch => Tier::Winch,
+            Compiler::Tiered | Compiler::Cranelift => Tier::Cranelift,
+        };
+        let (main, pooling) = match opts.allocation {
+            Allocation::OnDemand => (build(opts, final_tier, false)?, false),
+            Allocation::Pooling => (build(opts, final_tier, true)?, true),
+            Allocation::Auto => match build(opts, final_tier, true) {
                 Ok(e) => (e, true),
                 Err(why) => {
                     tracing::warn!(
                         "pooling allocator unavailable ({why}); falling back to on-demand allocation, instantiation will be slower"
                     );
-                    (build(opts, false)?, false)
+                    (build(opts, final_tier, false)?, false)
                 }
             },
         };
+        let mut compiler = opts.compiler;
+        let second = match opts.compiler {
+            Compiler::Cranelift => None,
+            Compiler::Tiered | Compiler::Winch => {
+                let tier = final_tier.other();
+                match build(opts, tier, pooling) {
+                    Ok(e) => Some(e),
+                    Err(why) => {
+                        tracing::warn!(
+                            "the {tier} engine is unavailable ({why}); {}",
+                            match compiler {
+                                Compiler::Tiered =>
+                                    "compiling drivers with Cranelift only, cold loads will be slower",
+                                _ => "a driver Winch cannot compile will be refused",
+                            }
+                        );
+                        if compiler == Compiler::Tiered {
+                            compiler = Compiler::Cranelift;
+                        }
+                        None
+                    }
+                }
+            }
+        };
+        let engines: Vec<Engine> = std::iter::once(&main).chain(&second).cloned().collect();
         let stop = Arc::new(AtomicBool::new(false));
         {
             let stop = stop.clone();
-            let engine = engine.clone();
+            // One ticker for every engine: a hung guest must be interrupted on each tier, and
+            // one thread is cheaper than one per engine.
             std::thread::Builder::new()
                 .name("wasm-epoch".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
+                        for engine in &engines {
+                            engine.increment_epoch();
+                        }
                     }
                 })
                 .map_err(|e| format!("could not start the epoch thread: {e}"))?;
         }
         Ok(WasmEngine {
-            engine,
+            main,
+            second,
+            compiler,
             pooling,
             _ticker: Arc::new(Ticker { stop }),
         })
     }
 
-    /// The wasmtime engine.
+    /// The engine of the final tier: the one whose code serves for good.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        &self.main
     }
 
-    /// Whether the pooling allocator is in use.
+    /// The engine that runs `tier`'s code, if the host uses that tier.
+    pub fn engine_for(&self, tier: Tier) -> Option<&Engine> {
+        if tier == self.final_tier() {
+            Some(&self.main)
+        } else {
+            self.second.as_ref()
+        }
+    }
+
+    /// The compilers in use (Cranelift only when Winch was asked for but is unavailable).
+    pub fn compiler(&self) -> Compiler {
+        self.compiler
+    }
+
+    /// The tier a driver the cache does not hold is compiled with first.
+    pub fn first_tier(&self) -> Tier {
+        match self.compiler {
+            Compiler::Tiered | Compiler::Winch => Tier::Winch,
+            Compiler::Cranelift => Tier::Cranelift,
+        }
+    }
+
+    /// The tier whose code serves for good.
+    pub fn final_tier(&self) -> Tier {
+        match self.compiler {
+            Compiler::Winch => Tier::Winch,
+            Compiler::Tiered | Compiler::Cranelift => Tier::Cranelift,
+        }
+    }
+
+    /// The tiers the host has, the final one first.
+    pub(crate) fn tiers(&self) -> impl Iterator<Item = Tier> + '_ {
+        let last = self.final_tier();
+        [last, last.other()]
+            .into_iter()
+            .filter(|t| self.engine_for(*t).is_some())
+    }
+
+    /// Whether the final tier's engine uses the pooling allocator.
     pub fn pooling(&self) -> bool {
         self.pooling
     }
 
-    /// A key for compiled artifacts: equal only when this engine can load what another compiled.
+    /// A key for compiled artifacts of the final tier: equal only when this engine can load what
+    /// another compiled.
     pub fn compatibility_key(&self) -> String {
+        self.compatibility_key_for(self.final_tier())
+    }
+
+    /// A key for compiled artifacts of `tier`. It names the tier as well as the engine's own
+    /// compatibility hash (which already differs between compilers), so that an artifact of
+    /// one compiler can never be taken for the other's even if wasmtime's hash stopped telling
+    /// them apart.
+    pub fn compatibility_key_for(&self, tier: Tier) -> String {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut h);
+        if let Some(engine) = self.engine_for(tier) {
+            engine.precompile_compatibility_hash().hash(&mut h);
+        }
+        tier.name().hash(&mut h);
         env!("CARGO_PKG_VERSION").hash(&mut h);
         format!("{:016x}", h.finish())
     }
 }
 
-fn build(opts: EngineOptions, pooling: bool) -> Result<Engine, String> {
+fn build(opts: EngineOptions, tier: Tier, pooling: bool) -> Result<Engine, String> {
     let mut config = Config::new();
+    config.strategy(match tier {
+        Tier::Winch => Strategy::Winch,
+        Tier::Cranelift => Strategy::Cranelift,
+    });
+    // Both tiers share everything else, so a driver behaves the same on either: the same
+    // backtraces, the same epoch interruption (Winch emits the same epoch checks), the same
+    // copy-on-write memory images. Winch leaves out the proposals it lacks (GC, tail calls,
+    // exceptions, relaxed SIMD); a driver that uses one fails to compile there and falls back
+    // to Cranelift (`driver/compile.rs`).
     config
         // Explicit, not wasmtime's default (`WASMTIME_BACKTRACE_DETAILS` in the environment):
         // the process environment must not change what the host parses or its cache key.

@@ -1,8 +1,9 @@
 //! The wasm-ccm host runtime: loads cloud drivers (WebAssembly components implementing
 //! `wasm-ccm:provider`) into a sandbox and calls them.
 //!
-//! - [`Runtime`] owns the one wasmtime engine (epoch interruption, pooling allocator), the
-//!   linker with the host's imports and the on-disk compile cache.
+//! - [`Runtime`] owns the wasmtime engines (epoch interruption, pooling allocator; one per
+//!   compiler tier, [`Compiler`]), the linkers with the host's imports and the on-disk compile
+//!   cache.
 //! - [`Runtime::compile`] checks and compiles a `.wasm` without running it; [`Runtime::load`]
 //!   runs `info` and `init` and returns a [`Driver`].
 //! - A [`Driver`] keeps a warm pool of initialised instances; every call has a deadline and a
@@ -47,5 +48,5 @@ pub use capability::{http, log};
 pub use driver::{
     Compiled, Driver, DriverOptions, DriverStats, InstanceMode, Runtime, RuntimeOptions,
 };
-pub use engine::{Allocation, EngineOptions};
+pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};

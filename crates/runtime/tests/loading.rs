@@ -4,44 +4,52 @@ mod common;
 
 use common::{compile, runtime};
 use wasm_ccm_drivers::{FUTURE_MAJOR_DRIVER, HOSTILE_DRIVER, STATIC_DRIVER};
-use wasm_ccm_runtime::{CacheOutcome, HostError, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{CacheOutcome, Compiler, EngineOptions, HostError, Runtime, RuntimeOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_load_hits_the_cache_and_a_corrupt_entry_is_recompiled() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    })
-    .expect("runtime");
-    let path = std::path::Path::new(STATIC_DRIVER);
-    let first = rt.compile_file(path).await.expect("compiles");
-    assert_eq!(first.cache, CacheOutcome::Miss);
-    let second = rt.compile_file(path).await.expect("loads");
-    assert_eq!(second.cache, CacheOutcome::Hit);
+    // Each compiler's entries are verified alike (a tiered host writes both kinds).
+    for compiler in [Compiler::Cranelift, Compiler::Winch] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rt = Runtime::new(RuntimeOptions {
+            engine: EngineOptions {
+                compiler,
+                ..Default::default()
+            },
+            cache_dir: Some(dir.path().to_path_buf()),
+        })
+        .expect("runtime");
+        let path = std::path::Path::new(STATIC_DRIVER);
+        let first = rt.compile_file(path).await.expect("compiles");
+        assert_eq!(first.cache, CacheOutcome::Miss);
+        let second = rt.compile_file(path).await.expect("loads");
+        assert_eq!(second.cache, CacheOutcome::Hit);
+        assert_eq!(second.tier, first.tier);
 
-    let entry = rt
-        .cache()
-        .expect("cache")
-        .entry_path(&first.sha256, &rt.engine().compatibility_key());
-    let mut bytes = std::fs::read(&entry).expect("entry exists");
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
-    std::fs::write(&entry, &bytes).expect("corrupt it");
-    let third = rt.compile_file(path).await.expect("recompiles");
-    assert_eq!(third.cache, CacheOutcome::Replaced);
-    // The replacement works and is trusted next time.
-    assert_eq!(rt.info(&third).await.expect("info").name, "static");
-    assert_eq!(
-        rt.compile_file(path).await.expect("loads").cache,
-        CacheOutcome::Hit
-    );
+        let entry = rt.cache().expect("cache").entry_path(
+            &first.sha256,
+            first.tier,
+            &rt.engine().compatibility_key_for(first.tier),
+        );
+        let mut bytes = std::fs::read(&entry).expect("entry exists");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&entry, &bytes).expect("corrupt it");
+        let third = rt.compile_file(path).await.expect("recompiles");
+        assert_eq!(third.cache, CacheOutcome::Replaced, "{compiler:?}");
+        // The replacement works and is trusted next time.
+        assert_eq!(rt.info(&third).await.expect("info").name, "static");
+        assert_eq!(
+            rt.compile_file(path).await.expect("loads").cache,
+            CacheOutcome::Hit
+        );
 
-    std::fs::write(&entry, b"short").expect("truncate it");
-    assert_eq!(
-        rt.compile_file(path).await.expect("recompiles").cache,
-        CacheOutcome::Replaced
-    );
+        std::fs::write(&entry, b"short").expect("truncate it");
+        assert_eq!(
+            rt.compile_file(path).await.expect("recompiles").cache,
+            CacheOutcome::Replaced
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -166,7 +166,7 @@ fn cut_line(s: &str, max: usize) -> String {
 macro_rules! node_set_call {
     ($self:ident, $function:literal, $call:ident, $service:ident, $nodes:ident, $scope:ident -> $ret:ty) => {{
         if let Err(e) = $self.inner.require(
-            $self.inner.indices.load_balancer.is_some(),
+            $self.inner.compiled.surface.exports.load_balancer,
             "load-balancer",
             $function,
         ) {
@@ -197,7 +197,7 @@ macro_rules! typed_call {
         $(#[$doc])*
         pub async fn $name(&self, $($arg: $ty,)* scope: &CallScope) -> Outcome<$ret> {
             let function = concat!($iface_name, ".", $fn_name);
-            if let Err(e) = self.inner.require(self.inner.indices.$iface.is_some(), $iface_name, function) {
+            if let Err(e) = self.inner.require(self.inner.compiled.surface.exports.$iface, $iface_name, function) {
                 return Outcome::failed(e, Duration::ZERO);
             }
             let lowered = 0 $(+ crate::lowered::Lowered::lowered_bytes($arg))*;
@@ -365,7 +365,7 @@ impl Driver {
     ) -> Outcome<String> {
         let function = "load-balancer.name";
         if let Err(e) = self.inner.require(
-            self.inner.indices.load_balancer.is_some(),
+            self.inner.compiled.surface.exports.load_balancer,
             "load-balancer",
             function,
         ) {

@@ -3,6 +3,7 @@
 //! `init` on the pool's first instance.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,12 +12,14 @@ use tokio::sync::Semaphore;
 use wasmtime::component::{Component, InstancePre, Linker};
 
 use super::call::classify;
-use super::pool::{DriverInner, Indices, Slot};
+use super::compile::{Built, first_build};
+use super::pool::{Code, DriverInner, Indices, Slot};
+use super::tier_up::{Job, TierUp};
 use super::{Driver, DriverOptions, DriverStats};
 use crate::cache::{AotCache, CacheOutcome};
 use crate::call::CallScope;
 use crate::capability::{self, DriverHost};
-use crate::engine::{EngineOptions, WasmEngine};
+use crate::engine::{Compiler, EngineOptions, Tier, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::model::types::ProviderInfo;
 use crate::state::InstanceState;
@@ -31,18 +34,24 @@ pub struct RuntimeOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// The host runtime: one engine, one linker, one compile cache, any number of drivers.
+/// The host runtime: the engines (one per compiler tier), a linker for each, one compile cache,
+/// any number of drivers.
 #[derive(Clone)]
 pub struct Runtime {
     engine: WasmEngine,
+    /// The final tier's linker.
     linker: Arc<Linker<InstanceState>>,
+    /// The other tier's linker, when the host has two engines.
+    second_linker: Option<Arc<Linker<InstanceState>>>,
     cache: Option<AotCache>,
 }
 
 /// A compiled, inspected, not yet instantiated driver.
 #[derive(Clone)]
 pub struct Compiled {
-    component: Component,
+    /// The code. `None` in a loaded driver's own copy ([`Driver::compiled`]): the driver's
+    /// instances hold what they run, and a copy here would keep Winch code alive after the swap.
+    component: Option<Component>,
     /// Where it came from (a path or an OCI reference), for messages.
     pub origin: String,
     /// sha256 of the `.wasm`, hex.
@@ -55,6 +64,11 @@ pub struct Compiled {
     pub load_time: Duration,
     /// Whether the cache was used.
     pub cache: CacheOutcome,
+    /// Which compiler made the code (a driver loaded from it may move on to Cranelift code
+    /// later: [`Driver::tier`]).
+    pub tier: Tier,
+    /// The Cranelift build on its way, for Winch code with [`Compiler::Tiered`].
+    tier_up: Option<Arc<TierUp>>,
 }
 
 impl Runtime {
@@ -65,22 +79,26 @@ impl Runtime {
             stage: "creating the WebAssembly engine",
             detail,
         })?;
-        let mut linker = Linker::new(engine.engine());
-        let link = |r: wasmtime::Result<()>| {
-            r.map_err(|e| HostError::Wasmtime {
-                origin: "wasm-ccm".into(),
-                stage: "linking host functions",
-                detail: format!("{e:#}"),
-            })
+        let linker = host_linker(engine.engine())?;
+        let second_linker = match engine.engine_for(engine.final_tier().other()) {
+            Some(e) => Some(host_linker(e)?),
+            None => None,
         };
-        link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
-        // Each capability links its own interface ([`capability::ALL`]).
-        link(capability::add_to_linker(&mut linker))?;
         Ok(Runtime {
             engine,
-            linker: Arc::new(linker),
+            linker,
+            second_linker,
             cache: opts.cache_dir.map(AotCache::new),
         })
+    }
+
+    /// The linker of `tier`'s engine.
+    fn linker_for(&self, tier: Tier) -> Option<&Arc<Linker<InstanceState>>> {
+        if tier == self.engine.final_tier() {
+            Some(&self.linker)
+        } else {
+            self.second_linker.as_ref()
+        }
     }
 
     /// The engine.
@@ -109,16 +127,15 @@ impl Runtime {
         let started = Instant::now();
         let engine = self.engine.clone();
         let cache = self.cache.clone();
-        let key = self.engine.compatibility_key();
         let digest = sha256.clone();
         let size = bytes.len();
+        let name = origin.to_string();
         // Compilation is CPU-heavy (and parallel inside): keep it off the async workers.
-        let compiled = tokio::task::spawn_blocking(move || match cache {
-            Some(cache) => cache.load(engine.engine(), &key, &bytes, &digest),
-            None => Component::new(engine.engine(), &bytes).map(|c| (c, CacheOutcome::Disabled)),
+        let compiled = tokio::task::spawn_blocking(move || {
+            first_build(&engine, cache.as_ref(), &name, &bytes, &digest).map(|b| (b, bytes))
         })
         .await;
-        let (component, cache) = match compiled {
+        let (built, bytes) = match compiled {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 return Err(HostError::Wasmtime {
@@ -135,17 +152,51 @@ impl Runtime {
                 });
             }
         };
-        let load_time = started.elapsed();
-        let surface = surface::inspect(origin, self.engine.engine(), &component)?;
-        Ok(Compiled {
+        let Built {
             component,
+            tier,
+            cache,
+            unstored,
+        } = built;
+        let load_time = started.elapsed();
+        let engine = self.engine_of(origin, tier)?;
+        let surface = surface::inspect(origin, engine, &component)?;
+        // Winch code is a stopgap only when the host is tiered; a Winch-only host keeps it.
+        let tier_up = match (tier, self.engine.compiler()) {
+            (Tier::Winch, Compiler::Tiered) => self.linker_for(Tier::Cranelift).map(|linker| {
+                TierUp::new(Job {
+                    origin: origin.into(),
+                    wasm: bytes,
+                    sha256: sha256.clone(),
+                    engine: self.engine.clone(),
+                    linker: linker.clone(),
+                    cache: self.cache.clone(),
+                    unstored,
+                })
+            }),
+            _ => None,
+        };
+        Ok(Compiled {
+            component: Some(component),
             origin: origin.into(),
             sha256,
             size,
             surface,
             load_time,
             cache,
+            tier,
+            tier_up,
         })
+    }
+
+    fn engine_of(&self, origin: &str, tier: Tier) -> Result<&wasmtime::Engine, HostError> {
+        self.engine
+            .engine_for(tier)
+            .ok_or_else(|| HostError::Wasmtime {
+                origin: origin.into(),
+                stage: "compiling",
+                detail: format!("the host has no {tier} engine"),
+            })
     }
 
     /// Links the driver's imports against the host (pre-instantiation) without running it: the
@@ -218,14 +269,28 @@ impl Runtime {
             .cloned()
             .collect();
         let host = Arc::new(DriverHost::new(&info, &opts, &env)?);
-        let pre = self.pre(compiled)?;
+        // A Cranelift build that finished since the compile serves from the start.
+        let ready = compiled.tier_up.as_ref().and_then(|t| t.ready());
+        let (pre, tier) = match ready {
+            Some(pre) => (pre, Tier::Cranelift),
+            None => (self.pre(compiled)?, compiled.tier),
+        };
         let indices = Indices::new(&pre, &compiled.surface.exports, &compiled.origin)?;
         let inner = Arc::new(DriverInner {
             name,
-            compiled: compiled.clone(),
+            compiled: Compiled {
+                component: None,
+                ..compiled.clone()
+            },
             info,
-            pre,
-            indices,
+            code: Mutex::new(Arc::new(Code {
+                pre,
+                indices,
+                tier,
+                generation: 0,
+            })),
+            generation: AtomicU64::new(0),
+            tier_tx: tokio::sync::watch::Sender::new(tier),
             host,
             env,
             permits: Semaphore::new(opts.max_concurrency.max(1)),
@@ -243,16 +308,54 @@ impl Runtime {
             },
         })?;
         inner.put_back(slot);
+        // Only a driver that passed `init` starts (or waits for) the Cranelift compile.
+        if tier == Tier::Winch
+            && let Some(tier_up) = &compiled.tier_up
+            && let Some(pre) = tier_up.subscribe(&inner)
+        {
+            inner.adopt(pre, Duration::ZERO);
+        }
         Ok(Driver { inner })
     }
 
     fn pre(&self, compiled: &Compiled) -> Result<InstancePre<InstanceState>, HostError> {
-        self.linker
-            .instantiate_pre(&compiled.component)
+        let linker = self
+            .linker_for(compiled.tier)
+            .ok_or_else(|| HostError::Wasmtime {
+                origin: compiled.origin.clone(),
+                stage: "linking the driver's imports",
+                detail: format!("the host has no {} engine", compiled.tier),
+            })?;
+        let component = compiled
+            .component
+            .as_ref()
+            .ok_or_else(|| HostError::Wasmtime {
+                origin: compiled.origin.clone(),
+                stage: "linking the driver's imports",
+                detail: "this is a loaded driver's description, without code: compile the driver's bytes again".into(),
+            })?;
+        linker
+            .instantiate_pre(component)
             .map_err(|e| HostError::Wasmtime {
                 origin: compiled.origin.clone(),
                 stage: "linking the driver's imports",
                 detail: format!("{e:#}"),
             })
     }
+}
+
+/// A linker with the host's imports (WASI, deny-by-default, and every capability) for `engine`.
+fn host_linker(engine: &wasmtime::Engine) -> Result<Arc<Linker<InstanceState>>, HostError> {
+    let mut linker = Linker::new(engine);
+    let link = |r: wasmtime::Result<()>| {
+        r.map_err(|e| HostError::Wasmtime {
+            origin: "wasm-ccm".into(),
+            stage: "linking host functions",
+            detail: format!("{e:#}"),
+        })
+    };
+    link(wasmtime_wasi::p2::add_to_linker_async(&mut linker))?;
+    // Each capability links its own interface ([`capability::ALL`]).
+    link(capability::add_to_linker(&mut linker))?;
+    Ok(Arc::new(linker))
 }

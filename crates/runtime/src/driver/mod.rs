@@ -7,14 +7,18 @@
 //!   and `invoke`, which runs one call in one instance;
 //! - [`call`]: the typed calls (`typed_call!`, `node_set_call!`), converting at the WIT
 //!   boundary (`crate::wit`), and the classification of traps;
-//! - [`dynamic`]: the dynamic JSON call, a table from function name to typed call.
+//! - [`dynamic`]: the dynamic JSON call, a table from function name to typed call;
+//! - [`compile`]: the compile a load waits for (cache first, Winch on a miss, Cranelift when
+//!   Winch cannot), and [`tier_up`]: the background Cranelift build and the swap to it.
 //!
 //! This module holds the public types the three share: [`Driver`], its options and counters.
 
 mod call;
+mod compile;
 mod dynamic;
 mod load;
 mod pool;
+mod tier_up;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crate::capability::http::{HttpInterceptor, HttpLimits};
 use crate::capability::log::{LogLimits, LogSink, TracingSink};
+use crate::engine::Tier;
 use crate::error::{CallError, HostError};
 use crate::model::types::{Context, ProviderInfo};
 use crate::special_addr::HostAddresses;
@@ -125,7 +130,8 @@ pub struct DriverStats {
     pub instances_created: AtomicU64,
     /// Instances thrown away after a trap, deadline or memory exhaustion.
     pub instances_discarded: AtomicU64,
-    /// Healthy instances retired by age, call count or memory watermark (or fresh mode).
+    /// Healthy instances retired by age, call count or memory watermark (or fresh mode), or
+    /// because their Winch code was swapped for the Cranelift build.
     pub instances_recycled: AtomicU64,
     /// Calls stopped at their deadline.
     pub deadlines: AtomicU64,
@@ -152,9 +158,24 @@ impl Driver {
         &self.inner.info
     }
 
-    /// The compiled component and what it exports.
+    /// How the driver was compiled and what it exports. A description only: loading it again
+    /// fails (the code lives in the driver's instances, so that Winch code is freed after the
+    /// swap to Cranelift); compile the bytes again for that.
     pub fn compiled(&self) -> &Compiled {
         &self.inner.compiled
+    }
+
+    /// Which compiler's code serves new calls: Winch until the background Cranelift build of a
+    /// driver loaded cold is swapped in, Cranelift after (and from the start for a cached
+    /// driver or a Cranelift-only host).
+    pub fn tier(&self) -> Tier {
+        self.inner.code().tier
+    }
+
+    /// Follows [`Driver::tier`]: the receiver sees the swap to Cranelift when it happens (for
+    /// metrics, or to wait for it without polling).
+    pub fn watch_tier(&self) -> tokio::sync::watch::Receiver<Tier> {
+        self.inner.tier_tx.subscribe()
     }
 
     /// The effective egress grants.
@@ -197,10 +218,11 @@ impl Driver {
     /// Instantiates one instance without `init` and throws it away, returning the time taken;
     /// for benchmarks of the allocator.
     pub async fn measure_instantiation(&self) -> Result<Duration, HostError> {
+        let code = self.inner.code();
         let started = Instant::now();
         let slot = Slot::new(
-            &self.inner.pre,
-            &self.inner.indices,
+            &code.pre,
+            &code.indices,
             self.inner.host.clone(),
             &self.inner.opts,
         )

@@ -4,9 +4,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use wasmtime::component::InstancePre;
@@ -17,7 +17,7 @@ use super::{Compiled, DriverOptions, DriverStats, InstanceMode};
 use crate::bindings::{instances, load_balancer, provider, routes};
 use crate::call::{CallScope, Outcome, SharedNodes};
 use crate::capability::DriverHost;
-use crate::engine::WasmEngine;
+use crate::engine::{Tier, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::model::types::{ProviderError, ProviderInfo};
 use crate::result_caps::{Capped, cap_error};
@@ -77,6 +77,18 @@ pub(super) struct Slot {
     pub(super) guests: Guests,
     pub(super) calls: u64,
     pub(super) born: Instant,
+    /// The [`Code::generation`] it was made from: an instance of code that has been swapped out
+    /// finishes its call and is dropped.
+    pub(super) generation: u64,
+}
+
+/// The code new instances are made from: one compiled build, linked.
+pub(super) struct Code {
+    pub(super) pre: InstancePre<InstanceState>,
+    pub(super) indices: Indices,
+    pub(super) tier: Tier,
+    /// Starts at 0 and grows by one at each swap.
+    pub(super) generation: u64,
 }
 
 impl Slot {
@@ -153,6 +165,7 @@ impl Slot {
             guests,
             calls: 0,
             born: Instant::now(),
+            generation: 0,
         })
     }
 }
@@ -161,8 +174,13 @@ pub(super) struct DriverInner {
     pub(super) name: String,
     pub(super) compiled: Compiled,
     pub(super) info: ProviderInfo,
-    pub(super) pre: InstancePre<InstanceState>,
-    pub(super) indices: Indices,
+    /// What new instances are made from; replaced once, by [`DriverInner::adopt`], when the
+    /// Cranelift build of a Winch-compiled driver is ready.
+    pub(super) code: Mutex<Arc<Code>>,
+    /// `code`'s generation, readable without the lock (checked when an instance goes back).
+    pub(super) generation: AtomicU64,
+    /// The tier that serves new calls, for whoever watches (`Driver::watch_tier`).
+    pub(super) tier_tx: tokio::sync::watch::Sender<Tier>,
     pub(super) host: Arc<DriverHost>,
     pub(super) env: Vec<(String, String)>,
     pub(super) opts: DriverOptions,
@@ -178,8 +196,68 @@ pub(super) type CallFuture<'a, R> =
     Pin<Box<dyn Future<Output = wasmtime::Result<Result<R, ProviderError>>> + Send + 'a>>;
 
 impl DriverInner {
+    /// The code new instances are made from now.
+    pub(super) fn code(&self) -> Arc<Code> {
+        match self.code.lock() {
+            Ok(c) => c.clone(),
+            // Only an assignment happens under this lock, so a poisoned value is still whole.
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Swaps in the Cranelift build (`pre`): new instances come from it; instances of the old
+    /// code finish the calls they are in and are dropped rather than pooled, so no call is cut
+    /// and, once they are gone, every call runs Cranelift code. `compile` is how long the
+    /// background compile took, for the log line.
+    pub(super) fn adopt(&self, pre: InstancePre<InstanceState>, compile: Duration) {
+        let indices = match Indices::new(&pre, &self.compiled.surface.exports, &self.name) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(driver = %self.name, "cannot use the Cranelift build ({e}); staying on Winch code");
+                return;
+            }
+        };
+        let generation = {
+            let mut code = match self.code.lock() {
+                Ok(c) => c,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if code.tier == Tier::Cranelift {
+                return;
+            }
+            let generation = code.generation + 1;
+            *code = Arc::new(Code {
+                pre,
+                indices,
+                tier: Tier::Cranelift,
+                generation,
+            });
+            generation
+        };
+        // Stored before the idle list is emptied, and `put_back` compares under the idle lock:
+        // an old instance returned at the same moment is either seen as old or emptied here.
+        self.generation.store(generation, Ordering::Release);
+        let retired = match self.idle.lock() {
+            Ok(mut idle) => std::mem::take(&mut *idle),
+            Err(_) => Vec::new(),
+        };
+        self.stats
+            .instances_recycled
+            .fetch_add(retired.len() as u64, Ordering::Relaxed);
+        drop(retired);
+        self.tier_tx.send_replace(Tier::Cranelift);
+        tracing::info!(
+            driver = %self.name,
+            tier = Tier::Cranelift.name(),
+            background_compile_ms = super::tier_up::millis(compile),
+            "driver now served by its Cranelift build; its Winch instances retire as their calls finish"
+        );
+    }
+
     pub(super) async fn new_slot(&self) -> Result<Slot, CallError> {
-        let mut slot = Slot::new(&self.pre, &self.indices, self.host.clone(), &self.opts).await?;
+        let code = self.code();
+        let mut slot = Slot::new(&code.pre, &code.indices, self.host.clone(), &self.opts).await?;
+        slot.generation = code.generation;
         self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.opts.init_timeout;
         slot.store
@@ -231,10 +309,15 @@ impl DriverInner {
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if let Ok(mut v) = self.idle.lock()
-            && v.len() < self.opts.max_concurrency.max(1)
-        {
-            v.push(slot);
+        if let Ok(mut v) = self.idle.lock() {
+            if slot.generation != self.generation.load(Ordering::Acquire) {
+                // Code that has been swapped out: its last call is done.
+                self.stats
+                    .instances_recycled
+                    .fetch_add(1, Ordering::Relaxed);
+            } else if v.len() < self.opts.max_concurrency.max(1) {
+                v.push(slot);
+            }
         }
     }
 

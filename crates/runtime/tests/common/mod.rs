@@ -6,12 +6,38 @@ use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_runtime::types::{EnsureResult, Node, Service, SessionAffinity, TrafficPolicy};
-use wasm_ccm_runtime::{Compiled, Driver, DriverOptions, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{
+    Compiled, Compiler, Driver, DriverOptions, EngineOptions, Runtime, RuntimeOptions,
+};
 
-/// One runtime per test process (one engine, like the real host); no disk cache.
+/// One runtime per test process (like the real host); no disk cache.
+///
+/// Its compiler is Cranelift, not the host's tiered default, so that every test runs one known
+/// build: a swap in the middle of a test would retire warm instances that a test counts or keeps
+/// state in. `WASM_CCM_TEST_COMPILER=winch` runs the same tests on Winch code (`tiers.rs` covers
+/// the tiered host and Winch's share of the sandbox in every run).
 pub(crate) fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(RuntimeOptions::default()).expect("runtime"))
+    RUNTIME.get_or_init(|| {
+        let compiler = match std::env::var("WASM_CCM_TEST_COMPILER").as_deref() {
+            Ok("winch") => Compiler::Winch,
+            Ok("tiered") => Compiler::Tiered,
+            _ => Compiler::Cranelift,
+        };
+        runtime_with(compiler)
+    })
+}
+
+/// A runtime with `compiler` and no disk cache.
+pub(crate) fn runtime_with(compiler: Compiler) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        engine: EngineOptions {
+            compiler,
+            ..Default::default()
+        },
+        cache_dir: None,
+    })
+    .expect("runtime")
 }
 
 pub(crate) async fn compile(path: &str) -> Compiled {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use wasm_ccm_runtime::{Allocation, EngineOptions, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{Allocation, Compiler, EngineOptions, Runtime, RuntimeOptions};
 
 /// Options every command shares.
 #[derive(clap::Args, Debug, Clone)]
@@ -72,6 +72,17 @@ impl GlobalArgs {
     /// on or off: the kit turns them on for an author debugging a driver, the product leaves
     /// them off (see `EngineOptions::backtrace_details`).
     pub fn runtime_with_backtrace_details(&self, details: bool) -> anyhow::Result<Runtime> {
+        self.runtime_with(details, Compiler::default())
+    }
+
+    /// A runtime for a command that compiles a driver and exits (`inspect`): Cranelift only,
+    /// so the compile cache is filled before the process ends (the tiered default would serve
+    /// from Winch and leave the Cranelift build to a background thread the exit cuts short).
+    pub fn one_shot_runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with(false, Compiler::Cranelift)
+    }
+
+    fn runtime_with(&self, details: bool, compiler: Compiler) -> anyhow::Result<Runtime> {
         let cache_dir = self.cache_root();
         let allocation = match self.allocation {
             AllocationArg::Auto => Allocation::Auto,
@@ -82,6 +93,7 @@ impl GlobalArgs {
             engine: EngineOptions {
                 allocation,
                 backtrace_details: details,
+                compiler,
                 ..Default::default()
             },
             cache_dir,

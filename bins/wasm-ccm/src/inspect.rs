@@ -19,7 +19,7 @@ pub struct InspectArgs {
 
 /// `wasm-ccm inspect`: compiles the driver and prints what it is.
 pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let runtime = global.runtime()?;
+    let runtime = global.one_shot_runtime()?;
     let compiled = runtime.compile_file(&args.driver).await?;
     let mut info = runtime.info(&compiled).await?;
     // Checked before anything is printed: a hostile `info` may hold megabytes.

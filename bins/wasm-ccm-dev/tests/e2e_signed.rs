@@ -251,7 +251,7 @@ async fn a_reload_without_a_matching_signature_is_refused_and_a_signed_one_is_sw
         volume.update_keys(&[("plugin.wasm", wasm), ("plugin.wasm.sig", sig)]);
         metric_becomes(
             port,
-            "wasm_ccm_driver_reload_refusals_total{reason=\"signature\"}",
+            "wasm_ccm_driver_reload_refusals_total{driver=\"static\",reason=\"signature\"}",
             (count + 1) as f64,
         )
         .await;
@@ -281,7 +281,10 @@ async fn a_reload_without_a_matching_signature_is_refused_and_a_signed_one_is_sw
     let text = scrape(port).await;
     assert_eq!(metric(&text, &info_series(&v1)), Some(1.0), "{text}");
     assert_eq!(
-        metric(&text, "wasm_ccm_driver_loads_total{trigger=\"reload\"}"),
+        metric(
+            &text,
+            "wasm_ccm_driver_loads_total{driver=\"static\",trigger=\"reload\"}"
+        ),
         None,
         "{text}"
     );
@@ -293,7 +296,12 @@ async fn a_reload_without_a_matching_signature_is_refused_and_a_signed_one_is_sw
         ("plugin.wasm.sig", &signature(&signer, &v3)),
     ]);
     metric_becomes(port, &info_series(&v3), 1.0).await;
-    metric_becomes(port, "wasm_ccm_driver_loads_total{trigger=\"reload\"}", 1.0).await;
+    metric_becomes(
+        port,
+        "wasm_ccm_driver_loads_total{driver=\"static\",trigger=\"reload\"}",
+        1.0,
+    )
+    .await;
     sim.create(node("c", None, true)).expect("node");
     eventually("c initialised by v3", || initialised(&sim, "c")).await;
     eventually("a DriverReloaded event", || {
@@ -305,7 +313,7 @@ async fn a_reload_without_a_matching_signature_is_refused_and_a_signed_one_is_sw
     assert_eq!(
         metric(
             &text,
-            "wasm_ccm_driver_reload_refusals_total{reason=\"signature\"}"
+            "wasm_ccm_driver_reload_refusals_total{driver=\"static\",reason=\"signature\"}"
         ),
         Some(2.0),
         "{text}"

@@ -204,28 +204,13 @@ impl LeaderElector {
                 _ = cancel.cancelled() => return false,
                 _ = tokio::time::sleep(self.config.retry_period) => {}
             }
-            // One attempt may take no longer than what is left of the renew deadline (client-go's
-            // per-round RenewDeadline timeout): against a slow apiserver (seconds per request,
-            // the client's own retries on 429) an unbounded attempt outlasted the lease while the
-            // controllers kept writing beside the replica that took it over (found by the soak,
-            // `kube_slow`). A renewal counts from when its attempt started, the last moment the
-            // lease is known to have been ours.
-            let started = Instant::now();
-            let left = self
-                .config
-                .renew_deadline
-                .saturating_sub(last_renewal.elapsed());
-            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => last_renewal = started,
-                Ok(Ok(false)) => {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renewal = Instant::now(),
+                Ok(false) => {
                     tracing::error!(identity = %self.config.identity, "leader election: another holder took the lease");
                     return true;
                 }
-                Ok(Err(e)) => tracing::warn!(error = %e, "leader election: renewal failed"),
-                Err(_) => tracing::warn!(
-                    after = ?left,
-                    "leader election: a renewal did not finish within the renew deadline"
-                ),
+                Err(e) => tracing::warn!(error = %e, "leader election: renewal failed"),
             }
             if last_renewal.elapsed() > self.config.renew_deadline {
                 tracing::error!(deadline = ?self.config.renew_deadline, "leader election: could not renew the lease in time");

@@ -469,11 +469,6 @@ pub async fn run_set(
         }
     };
     work.cancel();
-    if exit == Exit::LostLeadership {
-        // No draining: a sync still in flight would write beside the new leader. The process
-        // exits now (as upstream's does), which ends those tasks where they stand.
-        return Ok(exit);
-    }
     running.join().await;
     if exit == Exit::Stopped
         && let Some(elector) = &elector

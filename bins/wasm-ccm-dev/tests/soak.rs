@@ -140,6 +140,17 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
         count(s, "/leader_writes/writers") >= 2,
         "fewer than two processes wrote: the check saw no hand-over: {s:#}"
     );
+    // The processes' memory was read (periodically, before each kill and at the end): a
+    // sampler that silently reads nothing would make the long runs' RSS figures empty.
+    for slot in ["a", "b"] {
+        let peak = s
+            .pointer(&format!("/rss/slots/{slot}/peak_mib"))
+            .and_then(Value::as_f64);
+        assert!(
+            peak.is_some_and(|p| p > 0.0),
+            "no memory sample of process {slot}: {s:#}"
+        );
+    }
     let ops = s["operations"].as_object().expect("operations by kind");
     assert!(!ops.is_empty(), "no operation kinds: {s:#}");
     for op in ops.keys() {

@@ -173,11 +173,20 @@ impl LeaderElector {
         }
     }
 
-    /// Waits until this process holds the lease (or `cancel`; then `false`).
-    pub(crate) async fn acquire(&self, cancel: &CancellationToken) -> bool {
+    /// Waits until this process holds the lease; when the successful attempt started (the
+    /// last moment the lease is known to be ours, from which [`Self::hold`] counts), or `None`
+    /// on `cancel`.
+    pub(crate) async fn acquire(&self, cancel: &CancellationToken) -> Option<Instant> {
         loop {
+            let started = Instant::now();
             match self.try_acquire_or_renew().await {
-                Ok(true) => return true,
+                // An attempt that outlasted the renew deadline (a slow apiserver) wrote a lease
+                // that may already look expired to the other replicas: renew it before leading.
+                Ok(true) if started.elapsed() < self.config.renew_deadline => return Some(started),
+                Ok(true) => tracing::warn!(
+                    took = ?started.elapsed(),
+                    "leader election: took the lease, but slower than the renew deadline; renewing before leading"
+                ),
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "leader election: could not read or write the lease")
@@ -189,28 +198,44 @@ impl LeaderElector {
                 .retry_period
                 .mul_f64(rand::random_range(1.0..1.2));
             tokio::select! {
-                _ = cancel.cancelled() => return false,
+                _ = cancel.cancelled() => return None,
                 _ = tokio::time::sleep(jitter) => {}
             }
         }
     }
 
-    /// Renews every retry period; returns when a renewal has not succeeded for the renew
-    /// deadline (leadership lost) or on `cancel` (then `false`).
-    pub(crate) async fn hold(&self, cancel: &CancellationToken) -> bool {
-        let mut last_renewal = Instant::now();
+    /// Renews every retry period, counting from `acquired` (what [`Self::acquire`] returned);
+    /// returns when a renewal has not succeeded for the renew deadline (leadership lost) or on
+    /// `cancel` (then `false`).
+    pub(crate) async fn hold(&self, cancel: &CancellationToken, acquired: Instant) -> bool {
+        let mut last_renewal = acquired;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return false,
                 _ = tokio::time::sleep(self.config.retry_period) => {}
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewal = Instant::now(),
-                Ok(false) => {
+            // One attempt may take no longer than what is left of the renew deadline (client-go's
+            // per-round RenewDeadline timeout): against a slow apiserver (seconds per request,
+            // the client's own retries on 429) an unbounded attempt outlasted the lease while the
+            // controllers kept writing beside the replica that took it over (found by the soak,
+            // `kube_slow`). A renewal counts from when its attempt started, the last moment the
+            // lease is known to have been ours.
+            let started = Instant::now();
+            let left = self
+                .config
+                .renew_deadline
+                .saturating_sub(last_renewal.elapsed());
+            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => last_renewal = started,
+                Ok(Ok(false)) => {
                     tracing::error!(identity = %self.config.identity, "leader election: another holder took the lease");
                     return true;
                 }
-                Err(e) => tracing::warn!(error = %e, "leader election: renewal failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "leader election: renewal failed"),
+                Err(_) => tracing::warn!(
+                    after = ?left,
+                    "leader election: a renewal did not finish within the renew deadline"
+                ),
             }
             if last_renewal.elapsed() > self.config.renew_deadline {
                 tracing::error!(deadline = ?self.config.renew_deadline, "leader election: could not renew the lease in time");
@@ -344,6 +369,36 @@ mod tests {
                 );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+
+        /// Finding 11 of the soak: against an apiserver slowed to seconds per request, a
+        /// renewal that hangs must not keep this process leading past the point where the other
+        /// replica may take the lease (a lease duration after the last renewal it saw).
+        #[tokio::test]
+        async fn a_leader_whose_renewals_hang_steps_down_before_its_lease_expires() {
+            let (sim, client) = cluster().await;
+            let lease_duration = Duration::from_secs(2);
+            let b = elector(&client, lease_duration);
+            let acquired = b
+                .acquire(&CancellationToken::new())
+                .await
+                .expect("an uncontended lease is taken");
+            sim.faults().add_latency(
+                wasm_ccm_sim::kube::RequestMatcher::resource("leases"),
+                Duration::from_secs(30),
+            );
+            let lost = tokio::time::timeout(
+                Duration::from_secs(30),
+                b.hold(&CancellationToken::new(), acquired),
+            )
+            .await
+            .expect("hold returned while its renewals hung");
+            assert!(lost, "hold reports leadership lost");
+            assert!(
+                acquired.elapsed() < lease_duration,
+                "still leading {:?} after its last renewal; the lease lasts {lease_duration:?}",
+                acquired.elapsed()
+            );
         }
 
         #[tokio::test]

@@ -393,11 +393,13 @@ pub async fn run_set(
     let elector = opts
         .leader
         .map(|cfg| LeaderElector::new(client.clone(), cfg));
+    let mut leading_since = None;
     if let Some(elector) = &elector {
         tracing::info!(identity = %elector.identity(), "waiting to acquire the lease");
-        if !elector.acquire(&cancel).await {
+        let Some(acquired) = elector.acquire(&cancel).await else {
             return Ok(Exit::Stopped);
-        }
+        };
+        leading_since = Some(acquired);
         tracing::info!(identity = %elector.identity(), "became leader");
         metrics.set(
             "leader_election_master_status",
@@ -451,7 +453,8 @@ pub async fn run_set(
     });
     let exit = match &elector {
         Some(elector) => {
-            if elector.hold(&cancel).await {
+            let acquired = leading_since.unwrap_or_else(tokio::time::Instant::now);
+            if elector.hold(&cancel, acquired).await {
                 health.failed.store(true, Ordering::Relaxed);
                 metrics.set(
                     "leader_election_master_status",
@@ -469,6 +472,11 @@ pub async fn run_set(
         }
     };
     work.cancel();
+    if exit == Exit::LostLeadership {
+        // No draining: a sync still in flight would write beside the new leader. The process
+        // exits now (as upstream's does), which ends those tasks where they stand.
+        return Ok(exit);
+    }
     running.join().await;
     if exit == Exit::Stopped
         && let Some(elector) = &elector

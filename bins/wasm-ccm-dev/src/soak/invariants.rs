@@ -57,7 +57,7 @@ pub(crate) struct Continuous {
 }
 
 /// The writer incarnation of a request (`a#2`), from its per-process bearer token.
-fn writer(authorization: Option<&str>) -> Option<String> {
+pub(super) fn writer(authorization: Option<&str>) -> Option<String> {
     let token = authorization?
         .strip_prefix("Bearer ")?
         .strip_prefix(TOKEN_PREFIX)?;

@@ -8,7 +8,8 @@
 //! partition between the processes and the cloud ([`partition`]); SIGKILL of the leader, also
 //! right after a cloud write; driver reloads). Invariants are checked at every step and at
 //! quiescence (see [`invariants`]). Each process incarnation talks to the apiserver with its own
-//! bearer token, so the request log shows which one wrote.
+//! bearer token, so the request log shows which one wrote. The processes' memory is sampled
+//! throughout ([`rss`]), so a long soak also shows whether a replica's resident set grows.
 //!
 //! The schedule is a function of the seed; the timing is not. A violation prints the seed, the
 //! step and the history that led to it (every step with its number), which is what makes it
@@ -24,6 +25,7 @@ pub(crate) mod invariants;
 mod partition;
 mod procs;
 mod rng;
+mod rss;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -52,12 +54,16 @@ const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_NAME: &str = "cloud-controller-manager";
 /// How long a leader kill or a cloud partition waits for a live leader (the last one may have
 /// been killed, its lease not yet expired): a fault with no leader to hit would not fire.
-const LEADER_WAIT: Duration = Duration::from_secs(4);
+/// After a slowed apiserver no replica leads (none could renew in time): the last lease must
+/// expire before a candidate takes it.
+const LEADER_WAIT: Duration = Duration::from_secs(8);
 /// Steps a cloud partition that has not yet touched a connection (no leader talked to the
 /// cloud) is extended by at most, one at a time.
 const PARTITION_EXTENSION: u64 = 30;
-/// How long a kill point may wait for the leader's next load balancer write.
-const KILL_POINT_WAIT: Duration = Duration::from_secs(3);
+/// How long a kill point may wait for the leader's next load balancer write: under a
+/// timed kube fault still on (latency, seconds per request) the new Service reaches the
+/// leader's queue late.
+const KILL_POINT_WAIT: Duration = Duration::from_secs(8);
 /// History lines printed with a violation (the file has all of them).
 const HISTORY_TAIL: usize = 80;
 
@@ -163,6 +169,11 @@ pub(crate) struct SoakArgs {
         default_value = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
     )]
     libfaketime: PathBuf,
+    /// How often the memory (VmRSS, VmHWM) of each `run` process is sampled; also right before
+    /// a kill. Samples go to `rss.log` in the work directory, a summary per process slot to the
+    /// summary.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    rss_interval: Duration,
 }
 
 /// `1h`, `-30m`, `+90s` as signed seconds.
@@ -273,9 +284,17 @@ struct Tallies {
     orphans_removed: u64,
     unsupported: std::collections::BTreeSet<&'static str>,
     cloud: Tally,
+    /// The last fault carried out: its step, kind and when.
+    last_fault: Option<(u64, FaultKind, Instant)>,
 }
 
 impl Tallies {
+    /// Counts a fault carried out at `step`.
+    fn fault(&mut self, step: u64, kind: FaultKind) {
+        *self.faults.entry(kind.name()).or_default() += 1;
+        self.last_fault = Some((step, kind, Instant::now()));
+    }
+
     fn add_cloud(&mut self, t: Tally) {
         self.cloud.reads += t.reads;
         self.cloud.writes += t.writes;
@@ -303,17 +322,55 @@ struct Soak<'a> {
     partition_base: Option<(u64, u64)>,
 }
 
+/// Ends a cloud partition: the apiserver's arrival number that closes it is read BEFORE the
+/// link opens. The other order raced: held requests flow the moment the link opens, and when
+/// the soak's thread was descheduled between the two calls (a loaded machine), a Node DELETE
+/// that followed a cloud answer received after the partition got an arrival number inside it
+/// and was reported as a deletion during the partition (cloudscale, seed 7, step 1817 of a
+/// 30-minute run). A request arriving between the read and the opening is counted as after
+/// the partition: it could only have been decided without the cloud, within microseconds.
+fn heal_partition(partition: &partition::Partition, checker: &mut Continuous, kube: &KubeSim) {
+    checker.partition_ended(kube.arrivals());
+    partition.set(partition::Mode::Open);
+}
+
+/// Writes the apiserver's kept request log to `path`, one request a line in arrival order:
+/// arrival, writer incarnation, method, path, status, injected delay (best effort: it only
+/// helps the analysis).
+fn write_kube_log(kube: &KubeSim, path: &Path) {
+    let mut records = kube.requests();
+    records.sort_by_key(|r| r.arrival);
+    let mut text = String::from("arrival\tseq\twriter\tmethod\tpath\tstatus\tdelay_ms\tfaulted\n");
+    for r in &records {
+        text.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            r.arrival,
+            r.seq,
+            invariants::writer(r.authorization.as_deref()).unwrap_or_else(|| "-".into()),
+            r.method,
+            r.path,
+            r.status,
+            r.delay_ms,
+            r.faulted
+        ));
+    }
+    let _ = std::fs::write(path, text);
+}
+
 /// Connections a partition refused, cut or held.
 fn touched(stats: partition::PartitionStats) -> u64 {
     stats.refused_connections + stats.cut_connections + stats.held_connections
 }
 
 impl Soak<'_> {
-    /// Restarts processes that exited, and (unless `--strict`) removes orphaned Nodes.
+    /// Restarts processes that exited, and (unless `--strict`) removes orphaned Nodes. Also
+    /// samples the processes' memory when due: every loop of the soak (steps, waits,
+    /// quiescence) comes through here.
     fn reap(&mut self, step: u64) -> anyhow::Result<()> {
         for line in self.procs.reap()? {
             self.history.push(step, line);
         }
+        self.procs.sample_rss(self.args.rss_interval);
         if !self.args.strict {
             for line in self.procs.restart_without_cluster_id()? {
                 self.history.push(step, line);
@@ -341,6 +398,23 @@ impl Soak<'_> {
             self.reap(step)?;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits (bounded) until a live process holds the lease and has its Node and Service
+    /// watches open; whether one does.
+    async fn wait_for_watching_leader(&mut self, step: u64) -> anyhow::Result<bool> {
+        if !self.wait_for_live_leader(step).await? {
+            return Ok(false);
+        }
+        let started = Instant::now();
+        while self.kube.open_watches() < 2 {
+            if started.elapsed() >= LEADER_WAIT {
+                return Ok(false);
+            }
+            self.reap(step)?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(true)
     }
 
     /// SIGKILLs the current leader; whether there was a live one to kill.
@@ -371,11 +445,12 @@ impl Soak<'_> {
         kind: FaultKind,
         timed: &mut Vec<(u64, FaultKind)>,
     ) -> anyhow::Result<()> {
-        if kind == FaultKind::KubeRestart && !self.wait_for_live_leader(step).await? {
-            // Only the leader watches: a restart while none leads breaks no watch.
+        if kind == FaultKind::KubeRestart && !self.wait_for_watching_leader(step).await? {
+            // Only the leader watches: a restart while none leads (or while a new leader is
+            // still listing) breaks no watch, and no watch resumes from before it.
             self.history.push(
                 step,
-                format!("no live leader within {LEADER_WAIT:?}; restart anyway"),
+                format!("no live leader watching within {LEADER_WAIT:?}; restart anyway"),
             );
         }
         let text = if kind.is_cloud() {
@@ -387,7 +462,7 @@ impl Soak<'_> {
         // leader kill counts only when a live leader was killed (after the cloud write, for a
         // kill point), so a summary never claims a fault that did not happen.
         if text.is_some() || kind == FaultKind::DriverReload {
-            *self.tallies.faults.entry(kind.name()).or_default() += 1;
+            self.tallies.fault(step, kind);
         }
         if let Some(text) = text {
             self.history
@@ -403,10 +478,19 @@ impl Soak<'_> {
                 self.history.push(step, "fault leader_kill");
                 self.wait_for_live_leader(step).await?;
                 if self.kill_leader(step)? {
-                    *self.tallies.faults.entry(kind.name()).or_default() += 1;
+                    self.tallies.fault(step, kind);
                 }
             }
             FaultKind::LeaderKillAfterCloudWrite => {
+                // Only a leader writes to the cloud: armed while none leads (the last one
+                // killed, or stepped down under a slowed apiserver), the point would wait out
+                // a lease expiry and a new leader's start-up instead of one write.
+                if !self.wait_for_live_leader(step).await? {
+                    self.history.push(
+                        step,
+                        format!("no live leader within {LEADER_WAIT:?}; arming anyway"),
+                    );
+                }
                 // A Service to provision makes a load balancer write likely soon.
                 self.cloud.arm_kill_point();
                 let (op, text) =
@@ -428,7 +512,7 @@ impl Soak<'_> {
                     self.history
                         .push(step, "kill point reached: the cloud write was carried out");
                     if self.kill_leader(step)? {
-                        *self.tallies.faults.entry(kind.name()).or_default() += 1;
+                        self.tallies.fault(step, kind);
                     }
                 } else {
                     self.tallies.kill_points_missed += 1;
@@ -461,9 +545,11 @@ impl Soak<'_> {
                     partition::Mode::Hang
                 };
                 self.partition_base = Some((touched(self.partition.stats()), 0));
+                // The link closes before the arrival number that opens the partition is read,
+                // so a request arriving in between counts as before it (never a false alarm).
                 self.partition.set(mode);
                 self.checker.partition_started(self.kube.arrivals());
-                *self.tallies.faults.entry(kind.name()).or_default() += 1;
+                self.tallies.fault(step, kind);
                 // A node the lifecycle controller must ask the cloud about while it cannot.
                 let (op, text) = self.model.apply(
                     Op::InstanceShutdown,
@@ -532,8 +618,7 @@ impl Soak<'_> {
         }
         if kind == FaultKind::CloudPartition {
             self.partition_base = None;
-            self.partition.set(partition::Mode::Open);
-            self.checker.partition_ended(self.kube.arrivals());
+            heal_partition(&self.partition, &mut self.checker, &self.kube);
         } else if kind.is_cloud() {
             self.cloud.end_timed(kind);
         } else {
@@ -546,6 +631,25 @@ impl Soak<'_> {
 }
 
 /// Runs a soak.
+/// Which timed fault still on would keep `kind` from taking effect, if one does. An apiserver
+/// slowed to seconds per request lets no replica renew within the renew deadline, so none
+/// leads: a kill point would wait for a cloud write no one makes, an apiserver restart would
+/// break no leader's watch. A cloud partition lets no write through to arm a kill point on.
+fn blocked_by(kind: FaultKind, timed: &[(u64, FaultKind)]) -> Option<&'static str> {
+    let on = |k: FaultKind| timed.iter().any(|(_, t)| *t == k);
+    match kind {
+        FaultKind::LeaderKillAfterCloudWrite | FaultKind::KubeRestart
+            if on(FaultKind::KubeSlow) =>
+        {
+            Some("the slowed apiserver")
+        }
+        FaultKind::LeaderKillAfterCloudWrite if on(FaultKind::CloudPartition) => {
+            Some("the cloud partition")
+        }
+        _ => None,
+    }
+}
+
 pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<ExitCode> {
     let dir = std::env::temp_dir().join(format!(
         "wasm-ccm-soak-{}-{}",
@@ -699,6 +803,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
             orphans_removed: 0,
             unsupported: std::collections::BTreeSet::new(),
             cloud: Tally::default(),
+            last_fault: None,
         },
         driver,
         original,
@@ -810,6 +915,8 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let mut ops = Deck::new(&Op::ALL);
     let mut fault_deck = Deck::new(&FaultKind::ALL);
     let mut timed: Vec<(u64, FaultKind)> = Vec::new();
+    // Faults dealt while they could not take effect ([`blocked_by`]) wait for the step they can.
+    let mut deferred: Vec<FaultKind> = Vec::new();
     let soak_started = Instant::now();
     let mut step = 0u64;
     while soak_started.elapsed() < args.duration && args.steps.is_none_or(|max| step < max) {
@@ -828,9 +935,24 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
                 timed.push((step + 1, kind));
             }
         }
-        if soak.rng.chance(args.fault_percent) {
+        if let Some(i) = deferred
+            .iter()
+            .position(|k| blocked_by(*k, &timed).is_none())
+        {
+            let kind = deferred.remove(i);
+            soak.fault(step, kind, &mut timed).await?;
+        } else if soak.rng.chance(args.fault_percent) {
             if let Some(kind) = fault_deck.draw(&mut soak.rng) {
-                soak.fault(step, kind, &mut timed).await?;
+                match blocked_by(kind, &timed) {
+                    Some(why) => {
+                        deferred.push(kind);
+                        soak.history.push(
+                            step,
+                            format!("fault {}: deferred until {why} ends", kind.name()),
+                        );
+                    }
+                    None => soak.fault(step, kind, &mut timed).await?,
+                }
             }
         } else if let Some(op) = ops.draw(&mut soak.rng) {
             let (op, text) = soak
@@ -852,13 +974,13 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let mut unowned_left = 0usize;
     let mut settle_writes = 0usize;
     let mut quiet_reached = false;
+    let mut quiescence_at: Option<Instant> = None;
     if violations.is_empty() {
         soak.kube.faults().clear();
         soak.latencies.clear();
         soak.cloud.clear_faults();
-        soak.partition.set(partition::Mode::Open);
+        heal_partition(&soak.partition, &mut soak.checker, &soak.kube);
         soak.partition_base = None;
-        soak.checker.partition_ended(soak.kube.arrivals());
         if let Some(text) = soak.model.ensure_ours(&soak.kube) {
             soak.history.push(
                 step,
@@ -868,6 +990,7 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         soak.history
             .push(step, "quiescence: every fault ended, workload stopped");
         let started = Instant::now();
+        quiescence_at = Some(started);
         let mut pending;
         loop {
             soak.reap(step)?;
@@ -968,6 +1091,13 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         }
     }
     if !violations.is_empty() {
+        // The apiserver's request log (its last LOG_CAPACITY requests) beside the history:
+        // which incarnation wrote what, in arrival order, lease renewals included, is what
+        // explains a violation of the one-writer or partition invariants.
+        write_kube_log(
+            &soak.kube,
+            &soak.history.path().with_file_name("kube-requests.log"),
+        );
         // What the cloud held when the violation was seen, for the analysis.
         for lb in soak.cloud.load_balancers() {
             soak.history.push(
@@ -993,6 +1123,17 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
     let kube_counts = soak.kube.request_counts();
     let restarts = soak.kube.restart_stats();
     let (writers, handovers) = soak.checker.writers();
+    let last_fault = t.last_fault.map(|(at_step, kind, at)| {
+        json!({
+            "step": at_step,
+            "kind": kind.name(),
+            // From the fault's injection to the moment every fault ended (quiescence); its
+            // effects (a timed fault) may have lasted until then.
+            "seconds_before_quiescence": quiescence_at
+                .map(|q| q.saturating_duration_since(at).as_secs_f64()),
+        })
+    });
+    let rss = soak.procs.rss_summary(args.rss_interval);
     let member_sets = soak.cloud.member_sets().map(|sets| {
         let owned: std::collections::BTreeSet<String> = soak
             .model
@@ -1054,7 +1195,10 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         "leader_writes": {"writers": writers, "handovers": handovers},
         "load_balancer_members_at_quiescence": member_sets,
         "converged": converged,
+        // Measured from quiescence, when the last fault still on was ended.
         "converge_seconds": converge_time.as_secs_f64(),
+        "last_fault": last_fault,
+        "rss": rss,
         "settle_writes": settle_writes,
         "quiet_window_seconds": if quiet_reached { args.quiet.as_secs_f64() } else { 0.0 },
         "violations": violations,
@@ -1106,6 +1250,43 @@ fn print_summary(s: &Value) {
         s["settle_writes"],
         s["quiet_window_seconds"]
     );
+    if s["last_fault"].is_object() {
+        println!(
+            "  last fault: {} at step {}, {:.1}s before quiescence",
+            s["last_fault"]["kind"].as_str().unwrap_or("?"),
+            s["last_fault"]["step"],
+            s["last_fault"]["seconds_before_quiescence"]
+                .as_f64()
+                .unwrap_or(0.0)
+        );
+    }
+    if let Some(slots) = s["rss"]["slots"].as_object() {
+        for (slot, r) in slots {
+            let longest = &r["longest_lived"];
+            let window = &longest["last_window"];
+            println!(
+                "  memory of process {slot}: {} incarnations, peak {} MiB ({}); by quarter {}; longest-lived {} ({:.0}s): {}{}",
+                r["incarnations"],
+                r["peak_mib"],
+                r["peak_process"].as_str().unwrap_or("-"),
+                r["rss_peak_by_quarter_mib"],
+                longest["process"].as_str().unwrap_or("-"),
+                longest["lived_seconds"].as_f64().unwrap_or(0.0),
+                longest["verdict"].as_str().unwrap_or("-"),
+                if window.is_object() {
+                    format!(
+                        " over its last {}s: first {} last {} max {} MiB",
+                        longest["flat_window_seconds"],
+                        window["first_mib"],
+                        window["last_mib"],
+                        window["max_mib"]
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
     let violations = s["violations"].as_array().map_or(0, Vec::len);
     println!("  violations: {violations}");
 }

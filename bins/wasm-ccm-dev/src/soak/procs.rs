@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::Context as _;
 
+use super::rss;
+
 /// The product binary the soak runs: `explicit`, else `wasm-ccm` beside this executable (how
 /// cargo and an install lay them out), else the first on PATH.
 pub(crate) fn product_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -63,11 +65,13 @@ pub(super) struct Processes {
     pub exits: u64,
     /// Restarts of processes stuck without a cluster ID ([`Processes::restart_without_cluster_id`]).
     pub no_cluster_id: u64,
+    /// The memory of every incarnation.
+    rss: rss::Recorder,
 }
 
 impl Processes {
     /// Starts `count` processes of `exe` with `args` and `env` (and `slot_env[i]` for process
-    /// `i`, where given); logs go to `dir`.
+    /// `i`, where given); logs go to `dir`, and their memory samples to `dir/rss.log`.
     pub(super) fn start(
         exe: PathBuf,
         args: Vec<String>,
@@ -87,6 +91,7 @@ impl Processes {
             slots: Vec::new(),
             exits: 0,
             no_cluster_id: 0,
+            rss: rss::Recorder::new(&dir.join("rss.log")),
         };
         for i in 0..count {
             let label = char::from(b'a' + (i % 26) as u8);
@@ -139,6 +144,7 @@ impl Processes {
             .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {} run", self.exe.display()))?;
+        self.rss.born(slot.label, slot.incarnation, child.id());
         slot.child = Some(child);
         Ok(())
     }
@@ -178,6 +184,8 @@ impl Processes {
             };
             if let Some(status) = exited {
                 let before = self.name(i);
+                self.rss
+                    .died(self.slots[i].label, self.slots[i].incarnation);
                 // Its last words: why it exited, for the history.
                 let text = std::fs::read_to_string(&self.slots[i].log).unwrap_or_default();
                 let last = text
@@ -217,10 +225,7 @@ impl Processes {
                 continue;
             }
             let before = self.name(i);
-            if let Some(mut child) = self.slots[i].child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            self.kill(i);
             self.spawn(i)?;
             self.no_cluster_id += 1;
             lines.push(format!(
@@ -245,16 +250,50 @@ impl Processes {
             return Ok(None);
         };
         let before = self.name(i);
-        if let Some(mut child) = self.slots[i].child.take() {
-            // SIGKILL: no lease release, no graceful drain.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill(i);
         self.spawn(i)?;
         Ok(Some(format!(
             "SIGKILLed leader {before}; started {}",
             self.name(i)
         )))
+    }
+
+    /// SIGKILLs process `i` (no lease release, no graceful drain), its memory read just
+    /// before: afterwards there is no `/proc` entry to read, and a process killed between two
+    /// periodic samples would otherwise lose its last (often largest) reading.
+    fn kill(&mut self, i: usize) {
+        let (label, incarnation) = (self.slots[i].label, self.slots[i].incarnation);
+        if let Some(mut child) = self.slots[i].child.take() {
+            self.rss.sample(label, incarnation);
+            let _ = child.kill();
+            let _ = child.wait();
+            self.rss.died(label, incarnation);
+        }
+    }
+
+    /// Reads the memory of every live process.
+    fn sample_all(&mut self) {
+        for slot in &self.slots {
+            if slot.child.is_some() {
+                self.rss.sample(slot.label, slot.incarnation);
+            }
+        }
+        self.rss.flush();
+    }
+
+    /// Reads the memory of every live process when `interval` has passed since the last
+    /// periodic sample.
+    pub(super) fn sample_rss(&mut self, interval: std::time::Duration) {
+        if self.rss.due(interval) {
+            self.sample_all();
+        }
+    }
+
+    /// The memory summary ([`rss::Recorder::summary`]; `interval`: the periodic sampling's,
+    /// as reported), after a last sample of every live process (they count as ending now).
+    pub(super) fn rss_summary(&mut self, interval: std::time::Duration) -> serde_json::Value {
+        self.sample_all();
+        self.rss.summary(interval)
     }
 
     /// The log files of the current incarnations.
@@ -264,12 +303,10 @@ impl Processes {
 
     /// Kills every process.
     pub(super) fn stop(&mut self) {
-        for slot in &mut self.slots {
-            if let Some(mut child) = slot.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+        for i in 0..self.slots.len() {
+            self.kill(i);
         }
+        self.rss.flush();
     }
 }
 

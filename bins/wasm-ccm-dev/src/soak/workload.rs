@@ -366,6 +366,12 @@ impl Model {
                 node.node_deleted = true;
                 let instance = node.instance.clone();
                 node.instance_deleted = cloud.remove_instance(&instance);
+                // When, as for an instance deletion: a controller that asked the cloud after
+                // this and before a partition began may still be deleting the Node (a 404 now)
+                // while the partition is on (PhoenixNAP, seed 7, step 3899 of a 30-minute run).
+                if node.instance_deleted {
+                    node.instance_deleted_at = Some(std::time::Instant::now());
+                }
                 Ok(format!(
                     "{name} left: Node deleted, then instance {instance}"
                 ))

@@ -597,6 +597,11 @@ impl KubeSim {
         self.shared.store.compact();
     }
 
+    /// Watch streams open now, of every client.
+    pub fn open_watches(&self) -> usize {
+        self.shared.store.open_watches()
+    }
+
     /// Ends every open watch stream now (clients re-watch from their last resourceVersion).
     pub fn drop_watches(&self) {
         self.shared.store.drop_watches();

@@ -245,6 +245,11 @@ impl Store {
         self.watch_epoch.subscribe()
     }
 
+    /// Watch streams open now (each holds a receiver of the epoch until its body ends).
+    pub(super) fn open_watches(&self) -> usize {
+        self.watch_epoch.receiver_count()
+    }
+
     /// Ends every open watch stream.
     pub(super) fn drop_watches(&self) {
         self.watch_epoch.send_modify(|e| *e += 1);

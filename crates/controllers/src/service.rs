@@ -250,8 +250,28 @@ impl ServiceController {
     /// One Service key (upstream `syncService`).
     pub(crate) async fn sync(&self, key: &str) -> Result<(), ReconcileError> {
         let key_lock = self.key_lock(key);
-        let _held = key_lock.lock().await;
-        self.sync_locked(key).await
+        let result = {
+            let _held = key_lock.lock().await;
+            self.sync_locked(key).await
+        };
+        self.drop_idle_lock(key, &key_lock);
+        result
+    }
+
+    /// Drops the lock of a key the controller no longer remembers (a sync of a Service that is
+    /// gone would otherwise leave one behind per name), unless another sync holds or waits for
+    /// it: clones are only taken under the map's lock, held here while counting.
+    fn drop_idle_lock(&self, key: &str, ours: &Arc<tokio::sync::Mutex<()>>) {
+        if lock(&self.cache).contains_key(key) {
+            return;
+        }
+        let mut locks = lock(&self.key_locks);
+        if locks
+            .get(key)
+            .is_some_and(|l| Arc::ptr_eq(l, ours) && Arc::strong_count(l) <= 2)
+        {
+            locks.remove(key);
+        }
     }
 
     /// The lock of `key` (see `key_locks`).
@@ -347,12 +367,28 @@ impl ServiceController {
 
     /// Drops what the controller remembers about a Service that is gone or no longer has a load
     /// balancer.
+    /// Every per-key memory goes here: a name the workload never uses again (Services come and
+    /// go under new names) would otherwise stay for the life of the process (soak finding 12:
+    /// `seen` and `own_annotations` kept every Service key ever synced).
     fn forget(&self, key: &str) {
         lock(&self.cache).remove(key);
         lock(&self.last_nodes).remove(key);
         // Whoever holds it keeps its copy; a later node sync finds `last_nodes` empty.
         lock(&self.key_locks).remove(key);
+        lock(&self.seen).remove(key);
+        lock(&self.own_annotations).remove(key);
         self.ctx.cloud.cluster().record(key, None);
+    }
+
+    /// Keys held in the controller's per-key memories (tests: nothing is kept for a Service that
+    /// is gone).
+    #[cfg(test)]
+    pub(crate) fn remembered(&self) -> usize {
+        lock(&self.cache).len()
+            + lock(&self.last_nodes).len()
+            + lock(&self.key_locks).len()
+            + lock(&self.seen).len()
+            + lock(&self.own_annotations).len()
     }
 
     async fn deleted_event(&self, regarding: &ObjectReference) {

@@ -1145,6 +1145,8 @@ async fn run_deletion(case: DeletionCase) {
         let before = h.cloud.calls().len();
         c.reconcile(case.key).await.expect(name);
         assert_eq!(h.cloud.calls().len(), before, "{name}");
+        // Nothing of the gone Service stays in memory (soak finding 12).
+        assert_eq!(c.remembered(), 0, "{name}: per-key memory left");
     }
 }
 

@@ -8,14 +8,15 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde_json::{Value, json};
 use wasm_ccm_sim::kit::SimNode;
 
 use super::{
-    Killed, ScaleArgs, cloud_config, free_port, node_name, proc_mib, progress, seed, start_sim,
+    Killed, ScaleArgs, cloud_config, free_port, node_name, proc_mib, seed, start_sim,
+    wait_converged,
 };
 
 /// How the two drivers are run.
@@ -165,30 +166,12 @@ pub(crate) async fn measure(
                 .with_context(|| format!("cannot start {}", ccm.display()))?,
         ));
     }
-    let deadline = started + args.timeout;
-    let converged_after = loop {
-        for (i, child) in children.iter_mut().enumerate() {
-            if let Some(status) = child.0.try_wait()? {
-                bail!(
-                    "wasm-ccm run exited ({status}) before converging; see {}",
-                    dir.join(format!("run-{i}.log")).display()
-                );
-            }
-        }
-        let (nodes, services) = progress(&http, &api).await?;
-        if nodes == args.nodes && services == args.services {
-            break started.elapsed();
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "not converged after {:?}: {nodes} of {} nodes initialised, {services} of {} Services served",
-                args.timeout,
-                args.nodes,
-                args.services
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let mut watched: Vec<(&mut Killed, std::path::PathBuf)> = children
+        .iter_mut()
+        .enumerate()
+        .map(|(i, child)| (child, dir.join(format!("run-{i}.log"))))
+        .collect();
+    let converged_after = wait_converged(&http, &api, args, started, &mut watched).await?;
     let peaks: Vec<u64> = children
         .iter()
         .filter_map(|c| proc_mib(c.0.id(), "VmHWM"))

@@ -71,6 +71,42 @@ impl Drop for Killed {
     }
 }
 
+/// Polls until every node is initialised and every Service has its ingress; the time since
+/// `started`. Fails when one of `processes` (each with its log) exits first, or after
+/// `args.timeout`.
+async fn wait_converged(
+    http: &reqwest::Client,
+    api: &str,
+    args: &ScaleArgs,
+    started: Instant,
+    processes: &mut [(&mut Killed, PathBuf)],
+) -> anyhow::Result<Duration> {
+    let deadline = started + args.timeout;
+    loop {
+        for (child, log) in processes.iter_mut() {
+            if let Some(status) = child.0.try_wait()? {
+                bail!(
+                    "wasm-ccm run exited ({status}) before converging; see {}",
+                    log.display()
+                );
+            }
+        }
+        let (nodes, services) = progress(http, api).await?;
+        if nodes == args.nodes && services == args.services {
+            return Ok(started.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "not converged after {:?}: {nodes} of {} nodes initialised, {services} of {} Services served",
+                args.timeout,
+                args.nodes,
+                args.services
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The seed of the simulator: NODES tainted, Ready nodes and SERVICES LoadBalancer Services.
 fn seed(nodes: usize, services: usize) -> Value {
     let mut items: Vec<Value> = (0..nodes)
@@ -273,28 +309,14 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
     };
     let mut ccm_child = spawn_run(ccm, args, &run, metrics_port, &[], &dir.join("run.log"))?;
     let pid = ccm_child.0.id();
-    let deadline = started + args.timeout;
-    let converged_after = loop {
-        if let Some(status) = ccm_child.0.try_wait()? {
-            bail!(
-                "wasm-ccm run exited ({status}) before converging; see {}",
-                dir.join("run.log").display()
-            );
-        }
-        let (nodes, services) = progress(&http, &api).await?;
-        if nodes == args.nodes && services == args.services {
-            break started.elapsed();
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "not converged after {:?}: {nodes} of {} nodes initialised, {services} of {} Services served",
-                args.timeout,
-                args.nodes,
-                args.services
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let converged_after = wait_converged(
+        &http,
+        &api,
+        args,
+        started,
+        &mut [(&mut ccm_child, dir.join("run.log"))],
+    )
+    .await?;
     let peak_at_converge = proc_mib(pid, "VmHWM");
     let counts_at_converge = kube_counts(&http, &api).await?;
     let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");

@@ -114,88 +114,13 @@ impl Routing {
             return Err("no driver is configured: list at least one under `drivers`".into());
         }
         for (i, d) in drivers.iter().enumerate() {
-            check_driver_name(&d.name)?;
-            if d.provider_id_scheme.is_empty() || d.provider_id_scheme.contains("://") {
-                return Err(format!(
-                    "driver {:?}: providerIDScheme {:?} must be a scheme alone (e.g. `cloudscale`, the part before `://`)",
-                    d.name, d.provider_id_scheme
-                ));
-            }
-            for c in &d.load_balancer.classes {
-                check_class(c)
-                    .map_err(|e| format!("driver {:?}: loadBalancer.classes: {c:?} {e}", d.name))?;
-            }
-            if let Some(s) = &d.nodes.selector {
-                check_selector(s)
-                    .map_err(|e| format!("driver {:?}: nodes.selector: {e}", d.name))?;
-            }
+            check_driver(d)?;
             for other in &drivers[..i] {
-                if other.name == d.name {
-                    return Err(format!(
-                        "two drivers are named {:?}: names must be unique",
-                        d.name
-                    ));
-                }
-                if other.provider_id_scheme == d.provider_id_scheme {
-                    return Err(format!(
-                        "drivers {:?} and {:?} both have providerIDScheme {:?}: a node's provider ID must name exactly one driver",
-                        other.name, d.name, d.provider_id_scheme
-                    ));
-                }
-                for c in &d.load_balancer.classes {
-                    if other.load_balancer.classes.contains(c) {
-                        return Err(format!(
-                            "drivers {:?} and {:?} both serve loadBalancerClass {c:?}: a class is served by one driver",
-                            other.name, d.name
-                        ));
-                    }
-                }
-                if let (Some(a), Some(b)) = (&other.nodes.selector, &d.nodes.selector)
-                    && may_overlap(a, b)
-                {
-                    return Err(format!(
-                        "the node selectors of drivers {:?} and {:?} can match the same node: make them exclusive (e.g. different values of one label), so exactly one driver claims each new node",
-                        other.name, d.name
-                    ));
-                }
-            }
-            for c in d.load_balancer.classes.iter().enumerate() {
-                if d.load_balancer.classes[..c.0].contains(c.1) {
-                    return Err(format!(
-                        "driver {:?} lists loadBalancerClass {:?} twice",
-                        d.name, c.1
-                    ));
-                }
+                check_pair(other, d)?;
             }
         }
-        for (what, count) in [
-            (
-                "nodes.default",
-                drivers.iter().filter(|d| d.nodes.default).count(),
-            ),
-            (
-                "loadBalancer.default",
-                drivers.iter().filter(|d| d.load_balancer.default).count(),
-            ),
-            ("routes", drivers.iter().filter(|d| d.routes).count()),
-        ] {
-            if count > 1 {
-                let names: Vec<&str> = drivers
-                    .iter()
-                    .filter(|d| match what {
-                        "nodes.default" => d.nodes.default,
-                        "loadBalancer.default" => d.load_balancer.default,
-                        _ => d.routes,
-                    })
-                    .map(|d| d.name.as_str())
-                    .collect();
-                return Err(format!(
-                    "{what} is set on {} drivers ({}): at most one driver may have it",
-                    count,
-                    names.join(", ")
-                ));
-            }
-        }
+        check_classes(&drivers)?;
+        check_single_roles(&drivers)?;
         Ok(Arc::new(Routing {
             drivers,
             single: false,
@@ -363,6 +288,99 @@ fn check_selector(s: &LabelSelector) -> Result<(), String> {
                     "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The checks of one driver entry on its own.
+fn check_driver(d: &DriverRoles) -> Result<(), String> {
+    check_driver_name(&d.name)?;
+    if d.provider_id_scheme.is_empty() || d.provider_id_scheme.contains("://") {
+        return Err(format!(
+            "driver {:?}: providerIDScheme {:?} must be a scheme alone (e.g. `cloudscale`, the part before `://`)",
+            d.name, d.provider_id_scheme
+        ));
+    }
+    for c in &d.load_balancer.classes {
+        check_class(c)
+            .map_err(|e| format!("driver {:?}: loadBalancer.classes: {c:?} {e}", d.name))?;
+    }
+    if let Some(s) = &d.nodes.selector {
+        check_selector(s).map_err(|e| format!("driver {:?}: nodes.selector: {e}", d.name))?;
+    }
+    Ok(())
+}
+
+/// What two driver entries may not share: a name, a provider-ID scheme, a node.
+fn check_pair(other: &DriverRoles, d: &DriverRoles) -> Result<(), String> {
+    if other.name == d.name {
+        return Err(format!(
+            "two drivers are named {:?}: names must be unique",
+            d.name
+        ));
+    }
+    if other.provider_id_scheme == d.provider_id_scheme {
+        return Err(format!(
+            "drivers {:?} and {:?} both have providerIDScheme {:?}: a node's provider ID must name exactly one driver",
+            other.name, d.name, d.provider_id_scheme
+        ));
+    }
+    if let (Some(a), Some(b)) = (&other.nodes.selector, &d.nodes.selector)
+        && may_overlap(a, b)
+    {
+        return Err(format!(
+            "the node selectors of drivers {:?} and {:?} can match the same node: make them exclusive (e.g. different values of one label), so exactly one driver claims each new node",
+            other.name, d.name
+        ));
+    }
+    Ok(())
+}
+
+/// Every loadBalancerClass is listed once, by one driver.
+fn check_classes(drivers: &[DriverRoles]) -> Result<(), String> {
+    let mut owner: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for d in drivers {
+        for c in &d.load_balancer.classes {
+            match owner.insert(c, &d.name) {
+                Some(first) if first == d.name => {
+                    return Err(format!(
+                        "driver {:?} lists loadBalancerClass {c:?} twice",
+                        d.name
+                    ));
+                }
+                Some(first) => {
+                    return Err(format!(
+                        "drivers {first:?} and {:?} both serve loadBalancerClass {c:?}: a class is served by one driver",
+                        d.name
+                    ));
+                }
+                None => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The roles at most one driver may have.
+fn check_single_roles(drivers: &[DriverRoles]) -> Result<(), String> {
+    let roles: [(&str, fn(&DriverRoles) -> bool); 3] = [
+        ("nodes.default", |d| d.nodes.default),
+        ("loadBalancer.default", |d| d.load_balancer.default),
+        ("routes", |d| d.routes),
+    ];
+    for (what, has) in roles {
+        let names: Vec<&str> = drivers
+            .iter()
+            .filter(|d| has(d))
+            .map(|d| d.name.as_str())
+            .collect();
+        if names.len() > 1 {
+            return Err(format!(
+                "{what} is set on {} drivers ({}): at most one driver may have it",
+                names.len(),
+                names.join(", ")
+            ));
         }
     }
     Ok(())

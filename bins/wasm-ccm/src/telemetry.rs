@@ -128,4 +128,6 @@ fn propagation(_: Vec<TraceOrigin>) -> anyhow::Result<Option<TracePropagation>> 
 #[cfg(feature = "otel")]
 mod otel;
 #[cfg(feature = "otel")]
+pub use otel::traced_subscriber;
+#[cfg(feature = "otel")]
 use otel::{install, propagation};

@@ -15,7 +15,7 @@ use tracing::{Event, Metadata, Subscriber};
 use tracing_opentelemetry::{OpenTelemetrySpanExt, OtelData};
 use tracing_subscriber::filter::{FilterExt, dynamic_filter_fn, filter_fn};
 use tracing_subscriber::fmt::format::{DefaultFields, Format, JsonFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -50,6 +50,26 @@ pub(super) fn install(global: &GlobalArgs, endpoint: url::Url) -> anyhow::Result
         .with_batch_exporter(exporter)
         .with_resource(resource)
         .build();
+    traced_subscriber(global, &provider, std::io::stderr)
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("cannot install the trace exporter: {e}"))?;
+    Ok(Telemetry {
+        provider: Some(provider),
+    })
+}
+
+/// The subscriber `--otlp-endpoint` installs, writing log lines to `writer`: the log as `--log`
+/// and `--log-format` ask (lines in a traced span end with its `trace_id`) beside the
+/// OpenTelemetry layer over `provider`. Public for the trace benchmark (`benches/traces.rs`),
+/// which measures exactly this set-up.
+pub fn traced_subscriber<W>(
+    global: &GlobalArgs,
+    provider: &SdkTracerProvider,
+    writer: W,
+) -> impl Subscriber + Send + Sync + for<'a> LookupSpan<'a> + 'static
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let otel = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("wasm-ccm"))
         // Timings and source locations as attributes are noise beside the span's own times.
@@ -73,7 +93,7 @@ pub(super) fn install(global: &GlobalArgs, endpoint: url::Url) -> anyhow::Result
                 inner: Format::default().json(),
                 json: true,
             })
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_filter(shown)
             .boxed(),
         LogFormat::Text => tracing_subscriber::fmt::layer()
@@ -83,18 +103,11 @@ pub(super) fn install(global: &GlobalArgs, endpoint: url::Url) -> anyhow::Result
                 json: false,
             })
             .with_ansi(log_ansi())
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_filter(shown)
             .boxed(),
     };
-    tracing_subscriber::registry()
-        .with(fmt)
-        .with(otel)
-        .try_init()
-        .map_err(|e| anyhow::anyhow!("cannot install the trace exporter: {e}"))?;
-    Ok(Telemetry {
-        provider: Some(provider),
-    })
+    tracing_subscriber::registry().with(fmt).with(otel)
 }
 
 /// What the exporter gets: the host's trace spans, and kube's per-request `HTTP` span when it

@@ -361,6 +361,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
             max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
             facts,
             extra_env: setup.env,
+            trace_propagation: None,
         },
     )
     .await?;
@@ -834,6 +835,7 @@ async fn hybrid_story(
                 max_concurrency: config.concurrent_node_syncs + config.concurrent_service_syncs,
                 facts: facts.clone(),
                 extra_env: setup.env,
+                trace_propagation: None,
             },
         )
         .await

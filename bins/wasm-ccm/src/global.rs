@@ -108,19 +108,28 @@ fn default_cache_dir() -> Option<PathBuf> {
     Some(base.join("wasm-ccm"))
 }
 
-/// Sets up logging on stderr as `args` ask (filter, format, colour only for a terminal).
-pub fn init_logging(args: &GlobalArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|e| {
+/// The `--log` filter (the default when it does not parse, with a word on stderr).
+pub(crate) fn log_filter(args: &GlobalArgs) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|e| {
         eprintln!(
             "wasm-ccm: ignoring --log {:?} ({e}); using the default",
             args.log
         );
         tracing_subscriber::EnvFilter::new("warn,wasm_ccm=info")
-    });
-    // Colour only for a terminal: a log file or a container log gets plain text.
+    })
+}
+
+/// Whether log lines get colour: only on a terminal (a log file or a container log gets plain
+/// text).
+pub(crate) fn log_ansi() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+}
+
+/// Sets up logging on stderr as `args` ask (filter, format, colour only for a terminal).
+pub fn init_logging(args: &GlobalArgs) {
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(log_filter(args))
+        .with_ansi(log_ansi())
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => builder.json().init(),

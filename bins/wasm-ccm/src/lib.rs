@@ -13,6 +13,7 @@ pub mod run;
 pub mod shadow;
 pub mod signing;
 pub mod source;
+pub mod telemetry;
 pub mod units;
 
 use std::io::Write as _;

@@ -6,7 +6,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wasm_ccm::{GlobalArgs, block_on_command, init_logging, inspect, run, shadow, signing, source};
+use wasm_ccm::telemetry::{TraceArgs, init_logging_and_traces};
+use wasm_ccm::{GlobalArgs, block_on_command, inspect, run, shadow, signing, source};
 
 /// A Kubernetes cloud-controller-manager whose cloud drivers are sandboxed WebAssembly components.
 #[derive(Parser, Debug)]
@@ -40,8 +41,19 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.global);
-    block_on_command("wasm-ccm", async {
+    // Traces are `run`'s alone; the other commands log as before.
+    let traces = match &cli.command {
+        Command::Run(args) => args.traces.clone(),
+        _ => TraceArgs::default(),
+    };
+    let telemetry = match init_logging_and_traces(&cli.global, &traces) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("wasm-ccm: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = block_on_command("wasm-ccm", async {
         match cli.command {
             Command::Run(args) => run::run(&cli.global, *args).await,
             Command::Push(args) => source::push(&cli.global, args).await,
@@ -51,5 +63,8 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::run(&cli.global, args).await,
             Command::Shadow(args) => shadow::run(args).await,
         }
-    })
+    });
+    // Flushes the spans still batched before the process ends.
+    drop(telemetry);
+    code
 }

@@ -272,6 +272,10 @@ pub struct RunArgs {
     /// How often the driver's `housekeeping` runs.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     housekeeping_period: Duration,
+    /// OpenTelemetry traces (`--otlp-endpoint`, `--trace-propagation-origins`); read by `main`
+    /// before logging starts, and here for the drivers' propagation.
+    #[command(flatten)]
+    pub traces: crate::telemetry::TraceArgs,
 }
 
 /// A cache TTL flag: a duration, or zero (upstream's way to turn the cache off), which
@@ -303,6 +307,8 @@ pub struct DriverSpec<'a> {
     pub facts: ClusterFacts,
     /// Variables added to the process environment for the driver (later ones win).
     pub extra_env: Vec<(String, String)>,
+    /// The origins that get the `traceparent` of the driver's requests (`None`: none).
+    pub trace_propagation: Option<wasm_ccm_runtime::trace::TracePropagation>,
 }
 
 /// Facts about the cluster a driver's `init` receives in its context.
@@ -430,6 +436,7 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
         memory_limit: spec.memory_limit,
         mode: InstanceMode::Warm,
         max_concurrency: spec.max_concurrency,
+        trace_propagation: spec.trace_propagation,
         ..Default::default()
     }
 }
@@ -918,6 +925,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
         facts,
         extra_env: Vec::new(),
+        trace_propagation: args.traces.propagation()?,
     });
     let opts = DriverOptions {
         shadow: args.shadow,
@@ -1069,6 +1077,7 @@ async fn run_driver_set(
             max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
             facts: facts.clone(),
             extra_env: Vec::new(),
+            trace_propagation: args.traces.propagation()?,
         });
         let compiled = runtime
             .compile(&f.origin, f.bytes)

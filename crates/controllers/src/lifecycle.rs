@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
@@ -133,6 +134,17 @@ impl LifecycleController {
         if existing.is_empty() && !self.ctx.route.is_single() {
             return;
         }
+        if ready && !tainted {
+            return self.act(node, &name, ready, tainted).await;
+        }
+        // Only a node the pass asks the driver about gets a reconcile span: a span per Ready
+        // node every period would bury the ones that matter.
+        let span = crate::runner::reconcile_span("node-lifecycle", "Node", &name);
+        self.act(node, &name, ready, tainted).instrument(span).await
+    }
+
+    /// Asks the driver about a node that is not Ready (or is tainted) and acts on the answer.
+    async fn act(&self, node: &Node, name: &str, ready: bool, tainted: bool) {
         let (exists, shutdown) = if ready {
             (None, None)
         } else {

@@ -77,7 +77,12 @@ impl NodeController {
     /// A controller over `ctx`; call [`NodeController::handle`] from the node informer.
     pub(crate) fn new(ctx: Arc<Ctx>) -> Arc<Self> {
         Arc::new(NodeController {
-            runner: Runner::new(ctx.queue_name("node"), RETRY, Arc::clone(&ctx.metrics)),
+            runner: Runner::new(
+                ctx.queue_name("node"),
+                "Node",
+                RETRY,
+                Arc::clone(&ctx.metrics),
+            ),
             ctx,
             last_failure: Mutex::default(),
             claims: Mutex::default(),

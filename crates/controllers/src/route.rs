@@ -8,6 +8,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::context::{Ctx, Subject, reference};
 use crate::convert::node_to_wit;
@@ -42,7 +43,9 @@ impl RouteController {
                 _ = cancel.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            if let Err(e) = self.reconcile().await {
+            // One span per pass: the pass reconciles the route table as a whole.
+            let span = crate::runner::reconcile_span("route", "Route", "");
+            if let Err(e) = self.reconcile().instrument(span).await {
                 tracing::warn!(kind = e.kind.label(), error = %e, "route reconciliation failed; retrying next period");
                 self.ctx.metrics.inc(
                     "wasm_ccm_reconcile_errors_total",

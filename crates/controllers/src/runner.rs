@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::ReconcileError;
 use crate::metrics::Metrics;
@@ -57,6 +58,8 @@ pub(crate) struct RetryPolicy {
 /// The queue and retry state of one controller; the reconciler holds an `Arc` of it to enqueue.
 pub(crate) struct Runner {
     name: String,
+    /// The kind of the objects its keys name (`Node`, `Service`), for the reconcile span.
+    kind: &'static str,
     queue: Arc<WorkQueue<String>>,
     backoff: Backoff<String>,
     bucket: Option<TokenBucket>,
@@ -64,14 +67,17 @@ pub(crate) struct Runner {
 }
 
 impl Runner {
-    /// A runner whose metrics and logs say `name` (upstream's queue names: `node`, `service`).
+    /// A runner whose metrics and logs say `name` (upstream's queue names: `node`, `service`)
+    /// over keys of objects of `kind`.
     pub(crate) fn new(
         name: impl Into<String>,
+        kind: &'static str,
         policy: RetryPolicy,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Runner {
             name: name.into(),
+            kind,
             queue: WorkQueue::new(),
             backoff: Backoff::new(policy.base, policy.cap),
             bucket: policy
@@ -121,15 +127,34 @@ impl Runner {
 
     async fn worker<R: Reconciler>(&self, reconciler: Arc<R>) {
         while let Some(key) = self.queue.get().await {
-            match reconciler.reconcile(&key).await {
+            // One root span per reconcile of one object: the driver calls and Kubernetes
+            // requests of the reconcile are its children, and its log lines carry its trace ID.
+            let span = reconcile_span(&self.name, self.kind, &key);
+            let result = reconciler.reconcile(&key).instrument(span.clone()).await;
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(e) => e.kind.label(),
+            };
+            if !span.is_disabled() {
+                span.record("wasm_ccm.outcome", outcome);
+                // Work in progress (a load balancer provisioning) is not a failure of the trace.
+                if let Err(e) = &result
+                    && !e.in_progress()
+                {
+                    span.record("error.type", outcome);
+                    span.record("otel.status_code", "ERROR");
+                }
+            }
+            match result {
                 Ok(Action::Done) => self.backoff.forget(&key),
                 Ok(Action::RequeueAfter(delay)) => {
                     self.backoff.forget(&key);
                     self.queue.add_after(key.clone(), delay);
                 }
                 Err(e) => {
-                    reconciler.on_error(&key, &e).await;
+                    reconciler.on_error(&key, &e).instrument(span.clone()).await;
                     let delay = self.retry_delay(&key, &e);
+                    let _in_span = span.enter();
                     if e.in_progress() {
                         tracing::info!(controller = %self.name, key = %key, reason = %e.message, retry_in = ?delay, "work in progress");
                     } else {
@@ -164,6 +189,37 @@ impl Runner {
             None => backoff,
         }
     }
+}
+
+/// The `reconcile` span of one object (see `wasm_ccm_runtime::trace`): a root, because a work
+/// item is not caused by whatever span enqueued it. `key` is `namespace/name` or `name`.
+pub(crate) fn reconcile_span(controller: &str, kind: &str, key: &str) -> tracing::Span {
+    let span = tracing::trace_span!(
+        target: wasm_ccm_runtime::trace::TARGET,
+        parent: None,
+        "reconcile",
+        otel.kind = "internal",
+        wasm_ccm.controller = controller,
+        wasm_ccm.object.kind = kind,
+        wasm_ccm.object.namespace = tracing::field::Empty,
+        wasm_ccm.object.name = tracing::field::Empty,
+        wasm_ccm.outcome = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        match key.split_once('/') {
+            Some((namespace, name)) => {
+                span.record("wasm_ccm.object.namespace", namespace);
+                span.record("wasm_ccm.object.name", name);
+            }
+            None if !key.is_empty() => {
+                span.record("wasm_ccm.object.name", key);
+            }
+            None => {}
+        }
+    }
+    span
 }
 
 #[cfg(test)]
@@ -230,6 +286,7 @@ mod tests {
         let metrics = Arc::new(Metrics::default());
         let runner = Runner::new(
             "service",
+            "Service",
             RetryPolicy {
                 base: Duration::from_secs(5),
                 cap: Duration::from_secs(300),
@@ -326,6 +383,7 @@ mod tests {
         }
         let runner = Runner::new(
             "node",
+            "Node",
             RetryPolicy {
                 base: Duration::from_millis(5),
                 cap: Duration::from_secs(1000),

@@ -111,7 +111,12 @@ impl ServiceController {
                 ctx.nodes.clone(),
                 (!ctx.route.is_single()).then(|| ctx.route.clone()),
             ),
-            runner: Runner::new(ctx.queue_name("service"), RETRY, Arc::clone(&ctx.metrics)),
+            runner: Runner::new(
+                ctx.queue_name("service"),
+                "Service",
+                RETRY,
+                Arc::clone(&ctx.metrics),
+            ),
             ctx,
             cache: Mutex::default(),
             last_nodes: Mutex::default(),

@@ -174,6 +174,32 @@ pub enum HostError {
     },
 }
 
+impl HostError {
+    /// A short, stable name of the case (`deadline`, `trap`, …): the `error.type` of a traced
+    /// call, where the message (which may quote the driver) does not belong.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HostError::NotAComponent { .. } => "not-a-component",
+            HostError::TooLarge { .. } => "too-large",
+            HostError::UnsupportedWitVersion { .. } => "unsupported-wit-version",
+            HostError::NotADriver { .. } => "not-a-driver",
+            HostError::UnsupportedImport { .. } => "unsupported-import",
+            HostError::Wasmtime { .. } => "wasmtime",
+            HostError::InvalidEgress(_) => "invalid-egress",
+            HostError::InitFailed { .. } => "init-failed",
+            HostError::Deadline { .. } => "deadline",
+            HostError::OutOfMemory { .. } => "out-of-memory",
+            HostError::Trap { .. } => "trap",
+            HostError::InvalidInfo { .. } => "invalid-info",
+            HostError::ResultOverCap { .. } => "result-over-cap",
+            HostError::NotExported { .. } => "not-exported",
+            HostError::UnknownFunction(_) => "unknown-function",
+            HostError::BadArguments(_) => "bad-arguments",
+            HostError::Io { .. } => "io",
+        }
+    }
+}
+
 /// The flag that sets the deadline `function` ran under.
 fn deadline_flag(function: &str) -> &'static str {
     match function {

@@ -34,6 +34,7 @@ pub mod result_caps;
 pub mod special_addr;
 mod state;
 pub mod surface;
+pub mod trace;
 mod wit;
 
 pub use cache::{AotCache, CacheOutcome};

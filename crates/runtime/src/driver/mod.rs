@@ -90,6 +90,9 @@ pub struct DriverOptions {
     /// What the egress checks take for this host's own addresses: the system's interfaces in
     /// production; a fixed list lets tests prove those stay closed on any machine.
     pub host_addresses: HostAddresses,
+    /// The origins whose requests carry the call's `traceparent` (`--trace-propagation-origins`);
+    /// `None` sends it nowhere.
+    pub trace_propagation: Option<crate::trace::TracePropagation>,
 }
 
 impl Default for DriverOptions {
@@ -117,6 +120,7 @@ impl Default for DriverOptions {
             log: LogLimits::default(),
             log_sink: Arc::new(TracingSink),
             host_addresses: HostAddresses::system(),
+            trace_propagation: None,
         }
     }
 }

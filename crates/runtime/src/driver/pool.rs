@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, UpdateDeadline};
 
@@ -331,7 +332,48 @@ impl DriverInner {
     }
 
     /// [`DriverInner::invoke`] for a call that hands the guest a node set (`cluster.nodes`).
+    ///
+    /// The call runs in a `driver.call` span (see [`crate::trace`]), the parent of the call's
+    /// `http.client` spans; its outcome is the WIT error case or the host error's kind, never a
+    /// message (messages quote the driver).
     pub(super) async fn invoke_with_nodes<R: Capped>(
+        &self,
+        function: &str,
+        scope: &CallScope,
+        nodes: Option<&SharedNodes>,
+        f: impl for<'a> FnOnce(&'a mut Slot) -> CallFuture<'a, R>,
+    ) -> Outcome<R> {
+        let span = tracing::trace_span!(
+            target: crate::trace::TARGET,
+            "driver.call",
+            otel.kind = "internal",
+            wasm_ccm.driver = %self.name,
+            wasm_ccm.function = function,
+            wasm_ccm.outcome = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        if span.is_disabled() {
+            return self.run_call(function, scope, nodes, f).await;
+        }
+        let outcome = self
+            .run_call(function, scope, nodes, f)
+            .instrument(span.clone())
+            .await;
+        let case = match &outcome.result {
+            Ok(_) => "ok",
+            Err(CallError::Provider(p)) => p.case(),
+            Err(CallError::Host(h)) => h.kind(),
+        };
+        span.record("wasm_ccm.outcome", case);
+        if outcome.result.is_err() {
+            span.record("error.type", case);
+            span.record("otel.status_code", "ERROR");
+        }
+        outcome
+    }
+
+    async fn run_call<R: Capped>(
         &self,
         function: &str,
         scope: &CallScope,

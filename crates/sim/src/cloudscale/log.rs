@@ -17,6 +17,9 @@ pub struct LoggedRequest {
     pub body: Option<Value>,
     /// The status answered.
     pub status: u16,
+    /// The W3C `traceparent` header, when the client sent one (the trace tests check which
+    /// requests carry it).
+    pub traceparent: Option<String>,
 }
 
 impl LoggedRequest {
@@ -33,7 +36,11 @@ impl LoggedRequest {
 
 impl LogEntry for LoggedRequest {
     fn to_json(&self) -> Value {
-        json!({"method": self.method, "path": self.path, "body": self.body, "status": self.status})
+        let mut entry = json!({"method": self.method, "path": self.path, "body": self.body, "status": self.status});
+        if let Some(t) = &self.traceparent {
+            entry["traceparent"] = json!(t);
+        }
+        entry
     }
 }
 

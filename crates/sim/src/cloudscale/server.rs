@@ -189,6 +189,11 @@ impl CloudApi for Shared {
                 .map_or_else(|| request.path.clone(), |p| p.as_str().to_string()),
             body: crate::fixture::body_value(&request.body),
             status,
+            traceparent: request
+                .headers
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
         }
     }
 }

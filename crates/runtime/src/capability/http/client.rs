@@ -29,6 +29,7 @@ use url::Url;
 
 use crate::egress::{Denied, EgressPolicy, SpecialAddress};
 use crate::model::http::{HttpError, Method, Request, Response};
+use crate::trace::TracePropagation;
 
 /// Limits on a driver's HTTP traffic.
 #[derive(Debug, Clone, Copy)]
@@ -178,6 +179,8 @@ pub struct HttpCapability {
     interceptor: Option<Arc<dyn HttpInterceptor>>,
     /// Shadow mode: requests that would change the cloud are refused before they leave.
     shadow: bool,
+    /// The origins that get the request's `traceparent` (none by default).
+    propagation: Option<TracePropagation>,
 }
 
 impl HttpCapability {
@@ -190,6 +193,7 @@ impl HttpCapability {
             counters: Arc::new(HttpCounters::default()),
             interceptor: None,
             shadow: false,
+            propagation: None,
         })
     }
 
@@ -200,6 +204,13 @@ impl HttpCapability {
         self
     }
 
+    /// Sends the `http.client` span's trace context to the origins `propagation` lists (and to no
+    /// other, also not through a redirect).
+    pub fn with_trace_propagation(mut self, propagation: Option<TracePropagation>) -> Self {
+        self.propagation = propagation;
+        self
+    }
+
     /// Routes every checked request through `interceptor`.
     pub fn with_interceptor(mut self, interceptor: Option<Arc<dyn HttpInterceptor>>) -> Self {
         self.interceptor = interceptor;
@@ -207,9 +218,9 @@ impl HttpCapability {
     }
 
     fn client(&self) -> Result<&reqwest::Client, HttpError> {
-        let built = self
-            .client
-            .get_or_init(|| build_client(self.policy.clone(), self.limits));
+        let built = self.client.get_or_init(|| {
+            build_client(self.policy.clone(), self.limits, self.propagation.clone())
+        });
         built.as_ref().map_err(|e| HttpError::Connect(e.clone()))
     }
 
@@ -337,7 +348,19 @@ impl HttpCapability {
         let mut builder = self
             .client()?
             .request(to_reqwest_method(req.method), url.clone());
+        // Only a listed origin gets the trace context, set after the egress checks; the host's
+        // header replaces one the driver set, so a driver cannot forge the parent.
+        let trace_headers = match &self.propagation {
+            Some(p) if p.allows(&url) => Some(p.headers(&tracing::Span::current())),
+            _ => None,
+        };
         for (name, value) in &req.headers {
+            if trace_headers.is_some()
+                && (name.eq_ignore_ascii_case("traceparent")
+                    || name.eq_ignore_ascii_case("tracestate"))
+            {
+                continue;
+            }
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| HttpError::Invalid(format!("`{name}` is not a valid header name")))?;
             if matches!(
@@ -351,6 +374,9 @@ impl HttpCapability {
             let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
                 HttpError::Invalid(format!("the value of header `{name}` is not valid"))
             })?;
+            builder = builder.header(name, value);
+        }
+        for (name, value) in trace_headers.into_iter().flatten() {
             builder = builder.header(name, value);
         }
         if !req.body.is_empty() {
@@ -463,13 +489,31 @@ impl HttpCapability {
 }
 
 /// The client behind a capability: address checks in the resolver, policy checks on redirects.
-fn build_client(policy: Arc<EgressPolicy>, limits: HttpLimits) -> Result<reqwest::Client, String> {
+fn build_client(
+    policy: Arc<EgressPolicy>,
+    limits: HttpLimits,
+    propagation: Option<TracePropagation>,
+) -> Result<reqwest::Client, String> {
     let redirect_policy = {
         let policy = policy.clone();
         let max = limits.max_redirects;
         reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() > max {
                 return attempt.error(Denied(format!("more than {max} redirects")));
+            }
+            // reqwest keeps custom headers on a redirect: a request that carried `traceparent`
+            // must not take it to an origin the operator did not list.
+            if let Some(p) = &propagation
+                && attempt
+                    .previous()
+                    .first()
+                    .is_some_and(|first| p.allows(first))
+                && !p.allows(attempt.url())
+            {
+                let to = strip_query(attempt.url().as_str());
+                return attempt.error(Denied(format!(
+                    "redirect to {to} refused: the request carries traceparent and that origin is not in --trace-propagation-origins"
+                )));
             }
             match policy.check_url(attempt.url()) {
                 Ok(()) => {

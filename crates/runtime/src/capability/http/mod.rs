@@ -23,6 +23,7 @@ pub use crate::model::http::{HttpError, Method, Request, Response};
 
 use std::time::Instant;
 
+use tracing::Instrument;
 use wasmtime::component::{HasData, Linker};
 
 use super::CapabilityInfo;
@@ -75,7 +76,8 @@ pub(crate) fn from_options(
     Ok(HttpCapability::new(policy, opts.http)
         .map_err(HostError::InvalidEgress)?
         .with_interceptor(opts.http_interceptor.clone())
-        .with_shadow(opts.shadow))
+        .with_shadow(opts.shadow)
+        .with_trace_propagation(opts.trace_propagation.clone()))
 }
 
 /// The client of a driver before `info` ran: it grants nothing.
@@ -117,7 +119,28 @@ impl<'a> HttpHost<'a> {
 
 impl wit::Host for HttpHost<'_> {
     async fn send(&mut self, request: wit::Request) -> Result<wit::Response, wit::HttpError> {
-        let (result, mut exchange) = self.client.send(request.into(), self.deadline).await;
+        let request: Request = request.into();
+        let span = client_span(&request, self.logger);
+        let (result, mut exchange) = if span.is_disabled() {
+            self.client.send(request, self.deadline).await
+        } else {
+            let sent = self.client.send(request, self.deadline);
+            let (result, exchange) = sent.instrument(span.clone()).await;
+            match &result {
+                Ok(r) => {
+                    span.record("http.response.status_code", r.status);
+                    if r.status >= 400 {
+                        span.record("error.type", r.status);
+                        span.record("otel.status_code", "ERROR");
+                    }
+                }
+                Err(e) => {
+                    span.record("error.type", e.case());
+                    span.record("otel.status_code", "ERROR");
+                }
+            }
+            (result, exchange)
+        };
         if self.call.exchanges.len() < MAX_EXCHANGES_PER_CALL {
             exchange.url = self
                 .logger
@@ -127,6 +150,43 @@ impl wit::Host for HttpHost<'_> {
         result.convert()
     }
 }
+
+/// The `http.client` span of one request (see [`crate::trace`]), with OpenTelemetry's HTTP client
+/// attributes except `url.full`: never the path's query (CloudStack signs there), and no header
+/// value. The host name is the driver's text, so it is redacted like the recorded URL.
+fn client_span(request: &Request, logger: &DriverLogger) -> tracing::Span {
+    let span = tracing::trace_span!(
+        target: crate::trace::TARGET,
+        "http.client",
+        otel.kind = "client",
+        http.request.method = method_name(request.method),
+        server.address = tracing::field::Empty,
+        server.port = tracing::field::Empty,
+        url.scheme = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        "error.type" = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    if let Ok(url) = url::Url::parse(&request.url) {
+        if let Some(host) = url.host_str() {
+            span.record(
+                "server.address",
+                logger.redact_bounded(host, MAX_TRACED_HOST_BYTES),
+            );
+        }
+        if let Some(port) = url.port_or_known_default() {
+            span.record("server.port", port);
+        }
+        span.record("url.scheme", url.scheme());
+    }
+    span
+}
+
+/// Longest host name recorded in a span (DNS allows 253).
+const MAX_TRACED_HOST_BYTES: usize = 255;
 
 /// Selects [`HttpHost`] as what the bindings call.
 struct HttpData;

@@ -362,9 +362,12 @@ fn check_classes(drivers: &[DriverRoles]) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a driver has a role.
+type HasRole = fn(&DriverRoles) -> bool;
+
 /// The roles at most one driver may have.
 fn check_single_roles(drivers: &[DriverRoles]) -> Result<(), String> {
-    let roles: [(&str, fn(&DriverRoles) -> bool); 3] = [
+    let roles: [(&str, HasRole); 3] = [
         ("nodes.default", |d| d.nodes.default),
         ("loadBalancer.default", |d| d.load_balancer.default),
         ("routes", |d| d.routes),

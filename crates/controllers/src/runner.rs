@@ -194,32 +194,24 @@ impl Runner {
 /// The `reconcile` span of one object (see `wasm_ccm_runtime::trace`): a root, because a work
 /// item is not caused by whatever span enqueued it. `key` is `namespace/name` or `name`.
 pub(crate) fn reconcile_span(controller: &str, kind: &str, key: &str) -> tracing::Span {
-    let span = tracing::trace_span!(
+    let (namespace, name) = match key.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), Some(name)),
+        None => (None, (!key.is_empty()).then_some(key)),
+    };
+    // Every attribute known now is set at creation (one dispatch); only the outcome comes later.
+    tracing::trace_span!(
         target: wasm_ccm_runtime::trace::TARGET,
         parent: None,
         "reconcile",
         otel.kind = "internal",
         wasm_ccm.controller = controller,
         wasm_ccm.object.kind = kind,
-        wasm_ccm.object.namespace = tracing::field::Empty,
-        wasm_ccm.object.name = tracing::field::Empty,
+        wasm_ccm.object.namespace = namespace,
+        wasm_ccm.object.name = name,
         wasm_ccm.outcome = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
-    );
-    if !span.is_disabled() {
-        match key.split_once('/') {
-            Some((namespace, name)) => {
-                span.record("wasm_ccm.object.namespace", namespace);
-                span.record("wasm_ccm.object.name", name);
-            }
-            None if !key.is_empty() => {
-                span.record("wasm_ccm.object.name", key);
-            }
-            None => {}
-        }
-    }
-    span
+    )
 }
 
 #[cfg(test)]

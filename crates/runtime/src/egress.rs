@@ -418,8 +418,20 @@ impl EgressPolicy {
     /// Decides whether `url` may be requested (before DNS). An IP literal is judged in full
     /// here: a metadata endpoint or this host's own address needs a grant naming it exactly.
     pub fn check_url(&self, url: &Url) -> Result<(), Denied> {
+        self.check_url_named(url).map(|_| ())
+    }
+
+    /// [`EgressPolicy::check_url`], also telling whether a grant that let `url` pass names its
+    /// host exactly (a DNS name without a wildcard, or a single address): then the host is the
+    /// operator's text, not a name the driver chose.
+    pub fn check_url_named(&self, url: &Url) -> Result<bool, Denied> {
         let target = Target::of(url)?;
         let matched = self.matching(&target);
+        let named = || {
+            matched
+                .iter()
+                .any(|g| g.is_exact_name() || target.ip().is_some_and(|ip| g.names_exactly(ip)))
+        };
         let pinned =
             target.ip().and_then(
                 |ip| match special_addr::classify(ip, &self.host_addresses) {
@@ -428,7 +440,7 @@ impl EgressPolicy {
                 },
             );
         match (pinned, matched.is_empty()) {
-            (None, false) => Ok(()),
+            (None, false) => Ok(named()),
             (None, true) => Err(Denied(format!(
                 "egress to {target} denied ({}); add it with --allow-egress {target}",
                 self.granted_text()
@@ -440,7 +452,7 @@ impl EgressPolicy {
             ))),
             (Some((ip, kind, metadata)), false) => {
                 if matched.iter().any(|g| g.names_exactly(ip)) {
-                    return Ok(());
+                    return Ok(true);
                 }
                 Err(Denied(format!(
                     "egress to {target} denied: {ip} is {kind}, which a range grant ({}) never opens; {}",
@@ -772,6 +784,22 @@ mod tests {
         );
         assert!(p.check_url(&url("http://api.cloudscale.ch/")).is_err());
         assert!(p.check_url(&url("https://evil.ch/")).is_err());
+    }
+
+    #[test]
+    fn only_an_exact_grant_names_the_host() {
+        let p = policy(&[
+            "https://api.example.com",
+            "https://*.example.org",
+            "http://10.0.0.0/8",
+            "http://192.0.2.7",
+        ]);
+        let named = |u: &str| p.check_url_named(&url(u)).expect("granted");
+        assert!(named("https://api.example.com/v1"));
+        assert!(!named("https://s3cr3t.example.org/v1"));
+        assert!(!named("http://10.1.2.3/"));
+        assert!(named("http://192.0.2.7/"));
+        assert!(p.check_url_named(&url("https://evil.example/")).is_err());
     }
 
     #[test]

@@ -168,6 +168,47 @@ impl Forward<'_> {
     }
 }
 
+/// A request after the checks that need no network ([`HttpCapability::prepare`]).
+pub(crate) struct Prepared {
+    req: Request,
+    checked: Result<Checked, Refused>,
+}
+
+/// A request the egress policy lets pass.
+struct Checked {
+    url: Url,
+    /// Whether a grant names the host exactly (see [`EgressPolicy::check_url_named`]).
+    named: bool,
+}
+
+/// A request refused before it leaves, and its URL when it has one.
+struct Refused {
+    error: HttpError,
+    url: Option<Url>,
+}
+
+impl Prepared {
+    /// The request's method.
+    pub(crate) fn method(&self) -> Method {
+        self.req.method
+    }
+
+    /// The parsed URL, refused by the egress policy or not; none when it is too long or not a
+    /// URL.
+    pub(crate) fn url(&self) -> Option<&Url> {
+        match &self.checked {
+            Ok(c) => Some(&c.url),
+            Err(r) => r.url.as_ref(),
+        }
+    }
+
+    /// Whether the egress policy let the request pass through a grant that names its host
+    /// exactly: then the host is the operator's text, not a name the driver made up.
+    pub(crate) fn host_named_by_grant(&self) -> bool {
+        matches!(&self.checked, Ok(c) if c.named)
+    }
+}
+
 /// A driver's HTTP client with its egress policy.
 pub struct HttpCapability {
     policy: Arc<EgressPolicy>,
@@ -241,6 +282,50 @@ impl HttpCapability {
         req: Request,
         deadline: Instant,
     ) -> (Result<Response, HttpError>, HttpExchange) {
+        self.send_prepared(self.prepare(req), deadline).await
+    }
+
+    /// The checks of `req` that need no network, made once: the URL's length and syntax, and
+    /// the egress grant. The URL is parsed here only; the trace span, the counters and the
+    /// request itself reuse it.
+    pub(crate) fn prepare(&self, req: Request) -> Prepared {
+        if req.url.len() > MAX_URL_BYTES {
+            let error = HttpError::Invalid(format!(
+                "a URL of {} bytes is longer than the {MAX_URL_BYTES} bytes allowed",
+                req.url.len()
+            ));
+            return Prepared {
+                req,
+                checked: Err(Refused { error, url: None }),
+            };
+        }
+        let url = match Url::parse(&req.url) {
+            Ok(url) => url,
+            Err(e) => {
+                let error = HttpError::Invalid(format!("`{}` is not a valid URL: {e}", req.url));
+                return Prepared {
+                    req,
+                    checked: Err(Refused { error, url: None }),
+                };
+            }
+        };
+        let checked = match self.policy.check_url_named(&url) {
+            Ok(named) => Ok(Checked { url, named }),
+            Err(Denied(m)) => Err(Refused {
+                error: HttpError::Denied(m),
+                url: Some(url),
+            }),
+        };
+        Prepared { req, checked }
+    }
+
+    /// Sends a request [`HttpCapability::prepare`] checked, or answers why it was refused.
+    pub(crate) async fn send_prepared(
+        &self,
+        prepared: Prepared,
+        deadline: Instant,
+    ) -> (Result<Response, HttpError>, HttpExchange) {
+        let Prepared { req, checked } = prepared;
         let method = method_name(req.method);
         let mutating = super::shadow::is_write(&req);
         let mut exchange = HttpExchange {
@@ -255,25 +340,24 @@ impl HttpCapability {
             mutating,
             shadowed: None,
         };
-        let host = Url::parse(&req.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
+        // A refused request counts under `UNGRANTED_HOST`: only a checked one names its host.
+        let host = match &checked {
+            Ok(c) => c.url.host_str().unwrap_or_default().to_string(),
+            Err(_) => String::new(),
+        };
         // The summary is built only for a refusal: a normal run pays for the classification
         // alone.
         let shadowed = (self.shadow && mutating)
             .then(|| super::shadow::would_write(&req))
             .flatten();
-        let result = match shadowed {
-            Some(summary) => match self.checked_url(&req) {
-                Ok(_) => {
-                    let refused = HttpError::Denied(super::shadow::refusal(&summary));
-                    exchange.shadowed = Some(summary);
-                    Err(refused)
-                }
-                Err(e) => Err(e),
-            },
-            None => self.send_checked(req, deadline).await,
+        let result = match (checked, shadowed) {
+            (Err(refused), _) => Err(refused.error),
+            (Ok(_), Some(summary)) => {
+                let refused = HttpError::Denied(super::shadow::refusal(&summary));
+                exchange.shadowed = Some(summary);
+                Err(refused)
+            }
+            (Ok(checked), None) => self.send_checked(req, checked.url, deadline).await,
         };
         match &result {
             Ok(r) => {
@@ -293,24 +377,12 @@ impl HttpCapability {
         (result, exchange)
     }
 
-    /// The URL's length, syntax and egress grant: the checks every request passes first.
-    fn checked_url(&self, req: &Request) -> Result<Url, HttpError> {
-        if req.url.len() > MAX_URL_BYTES {
-            return Err(HttpError::Invalid(format!(
-                "a URL of {} bytes is longer than the {MAX_URL_BYTES} bytes allowed",
-                req.url.len()
-            )));
-        }
-        let url = Url::parse(&req.url)
-            .map_err(|e| HttpError::Invalid(format!("`{}` is not a valid URL: {e}", req.url)))?;
-        self.policy
-            .check_url(&url)
-            .map_err(|Denied(m)| HttpError::Denied(m))?;
-        Ok(url)
-    }
-
-    async fn send_checked(&self, req: Request, deadline: Instant) -> Result<Response, HttpError> {
-        let url = self.checked_url(&req)?;
+    async fn send_checked(
+        &self,
+        req: Request,
+        url: Url,
+        deadline: Instant,
+    ) -> Result<Response, HttpError> {
         if req.body.len() > self.limits.max_request_body {
             return Err(HttpError::TooLarge(format!(
                 "request body of {} bytes exceeds the {} bytes allowed",

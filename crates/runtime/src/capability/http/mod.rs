@@ -119,13 +119,14 @@ impl<'a> HttpHost<'a> {
 
 impl wit::Host for HttpHost<'_> {
     async fn send(&mut self, request: wit::Request) -> Result<wit::Response, wit::HttpError> {
-        let request: Request = request.into();
-        let span = client_span(&request, self.logger);
+        let prepared = self.client.prepare(request.into());
+        let span = client_span(&prepared, self.logger);
         let (result, mut exchange) = if span.is_disabled() {
-            self.client.send(request, self.deadline).await
+            self.client.send_prepared(prepared, self.deadline).await
         } else {
-            let sent = self.client.send(request, self.deadline);
+            let sent = self.client.send_prepared(prepared, self.deadline);
             let (result, exchange) = sent.instrument(span.clone()).await;
+            // The outcome is the only thing recorded after the span's creation.
             match &result {
                 Ok(r) => {
                     span.record("http.response.status_code", r.status);
@@ -153,36 +154,38 @@ impl wit::Host for HttpHost<'_> {
 
 /// The `http.client` span of one request (see [`crate::trace`]), with OpenTelemetry's HTTP client
 /// attributes except `url.full`: never the path's query (CloudStack signs there), and no header
-/// value. The host name is the driver's text, so it is redacted like the recorded URL.
-fn client_span(request: &Request, logger: &DriverLogger) -> tracing::Span {
-    let span = tracing::trace_span!(
+/// value. Every attribute known before the request is set at creation, from the URL the egress
+/// check parsed (one dispatch, no second parse); only the outcome is recorded later.
+///
+/// The host name goes through the redactor unless a grant names it exactly. An exact grant's
+/// host is the operator's own text (`--allow-egress`, or the driver's declared default, which the
+/// operator accepted), equal to the URL's host: a secret the driver holds cannot be in it. Under a
+/// wildcard or range grant, or in a refused request, the host is the driver's free text (a token
+/// as a DNS label, say), so it is redacted like the recorded URL.
+fn client_span(prepared: &Prepared, logger: &DriverLogger) -> tracing::Span {
+    if !tracing::span_enabled!(target: crate::trace::TARGET, tracing::Level::TRACE) {
+        return tracing::Span::none();
+    }
+    let url = prepared.url();
+    let host = url.and_then(url::Url::host_str).map(|host| {
+        if prepared.host_named_by_grant() {
+            std::borrow::Cow::Borrowed(host)
+        } else {
+            std::borrow::Cow::Owned(logger.redact_bounded(host, MAX_TRACED_HOST_BYTES))
+        }
+    });
+    tracing::trace_span!(
         target: crate::trace::TARGET,
         "http.client",
         otel.kind = "client",
-        http.request.method = method_name(request.method),
-        server.address = tracing::field::Empty,
-        server.port = tracing::field::Empty,
-        url.scheme = tracing::field::Empty,
+        http.request.method = method_name(prepared.method()),
+        server.address = host.as_deref(),
+        server.port = url.and_then(url::Url::port_or_known_default),
+        url.scheme = url.map(url::Url::scheme),
         http.response.status_code = tracing::field::Empty,
         "error.type" = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
-    );
-    if span.is_disabled() {
-        return span;
-    }
-    if let Ok(url) = url::Url::parse(&request.url) {
-        if let Some(host) = url.host_str() {
-            span.record(
-                "server.address",
-                logger.redact_bounded(host, MAX_TRACED_HOST_BYTES),
-            );
-        }
-        if let Some(port) = url.port_or_known_default() {
-            span.record("server.port", port);
-        }
-        span.record("url.scheme", url.scheme());
-    }
-    span
+    )
 }
 
 /// Longest host name recorded in a span (DNS allows 253).

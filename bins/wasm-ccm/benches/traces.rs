@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
-use wasm_ccm::global::{AllocationArg, GlobalArgs, LogFormat};
+use wasm_ccm::global::{AllocationArg, GlobalArgs, LogFormat, log_subscriber};
 use wasm_ccm::telemetry::traced_subscriber;
 use wasm_ccm_drivers::STATIC_DRIVER;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted, Response};
@@ -111,14 +111,7 @@ async fn main() {
     let n = node("node-7");
 
     // Off: what `init_logging` installs without the flag. On: what the flag installs.
-    let off = || {
-        tracing::subscriber::set_default(
-            tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new("warn,wasm_ccm=info"))
-                .with_writer(std::io::sink)
-                .finish(),
-        )
-    };
+    let off = || tracing::subscriber::set_default(log_subscriber(&global(), std::io::sink));
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(Discard)
         .build();

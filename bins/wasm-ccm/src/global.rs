@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use tracing::Subscriber;
+use tracing_subscriber::fmt::MakeWriter;
 use wasm_ccm_runtime::{Allocation, Compiler, EngineOptions, Runtime, RuntimeOptions};
 
 /// Options every command shares.
@@ -127,12 +129,21 @@ pub(crate) fn log_ansi() -> bool {
 
 /// Sets up logging on stderr as `args` ask (filter, format, colour only for a terminal).
 pub fn init_logging(args: &GlobalArgs) {
+    tracing_subscriber::util::SubscriberInitExt::init(log_subscriber(args, std::io::stderr));
+}
+
+/// The subscriber [`init_logging`] installs, writing to `writer`: what runs without
+/// `--otlp-endpoint` (public for the trace benchmark and the log-line tests).
+pub fn log_subscriber<W>(args: &GlobalArgs, writer: W) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let builder = tracing_subscriber::fmt()
         .with_env_filter(log_filter(args))
         .with_ansi(log_ansi())
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match args.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => Box::new(builder.json().finish()),
+        LogFormat::Text => Box::new(builder.finish()),
     }
 }

@@ -19,7 +19,7 @@ pub mod units;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-pub use global::{GlobalArgs, init_logging};
+pub use global::{GlobalArgs, init_logging, log_subscriber};
 
 /// Standard output was closed by its reader (`wasm-ccm verify … | head -1`): the command stops
 /// quietly, as a filter's writer does, instead of panicking like `println!`.

@@ -314,6 +314,9 @@ fn webpki_reason(e: &webpki::Error, at: i64, with_log: bool) -> String {
         webpki::Error::UnknownIssuer => {
             "the certificate does not chain to this CA (issued by another CA)".to_string()
         }
+        webpki::Error::InvalidSignatureForPublicKey => {
+            "the certificate does not chain to this CA (a certificate of the path is signed by another key of the same name)".to_string()
+        }
         webpki::Error::RequiredEkuNotFoundContext(_) => {
             "the certificate lacks the codeSigning extended key usage".to_string()
         }
@@ -370,6 +373,17 @@ pub fn verify(
         let (time, index) = check_bundle(root, bundle, payload, signature, leaf_der)?;
         (time, Some((time, index)))
     };
+    // webpki's `required` would demand the EKU of every CA certificate too: the leaf's
+    // codeSigning is checked here, the CAs' (when they have one) by webpki.
+    match cert.extended_key_usage() {
+        Ok(Some(eku)) if eku.value.code_signing => {}
+        _ => {
+            return Err(
+                "its certificate lacks the codeSigning extended key usage (it was not issued for signing)"
+                    .to_string(),
+            );
+        }
+    }
     let seconds = u64::try_from(at).map_err(|_| format!("the time {at} is before 1970"))?;
     let time = UnixTime::since_unix_epoch(Duration::from_secs(seconds));
     let end_entity = CertificateDer::from(leaf_der.as_slice());
@@ -403,7 +417,8 @@ pub fn verify(
             std::slice::from_ref(&anchor),
             &intermediates,
             time,
-            KeyUsage::required(CODE_SIGNING),
+            // CA certificates often carry no EKU; the leaf's is checked above.
+            KeyUsage::required_if_present(CODE_SIGNING),
             None,
             None,
         ) {

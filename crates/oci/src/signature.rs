@@ -541,7 +541,7 @@ impl Client {
         let layers = self.signatures(reference, &digest, cache).await?;
         let verdict = policy.evaluate(&digest, &layers).map_err(|why| {
             anyhow!(
-                "{}: signature verification failed: {why}. Sign the driver with the key the policy names (`wasm-ccm sign --key KEY {}`), or pin a digest that is signed",
+                "{}: signature verification failed: {why}. Sign the driver as the policy asks (a pubKey entry: `wasm-ccm sign --key KEY {}`; a keyless entry: cosign keyless signing, or `wasm-ccm sign --certificate` with your CA), or pin a digest that is signed",
                 reference.pinned(&digest),
                 reference.pinned(&digest)
             )

@@ -1,5 +1,7 @@
 //! Signed drivers: the verification flags of `run` and `pull`, and the `sign` and `verify`
-//! commands. cosign's key-based formats; nothing but the driver's registry is contacted.
+//! commands. cosign's key-based and keyless (certificate) formats; keyless signatures are
+//! checked against the trust root file the operator gives (`--trust-root`): nothing but the
+//! driver's registry is contacted.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,8 +10,9 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use sha2::{Digest, Sha256};
+use wasm_ccm_oci::keyless::{BUNDLE_ANNOTATION, CERTIFICATE_ANNOTATION, CHAIN_ANNOTATION};
 use wasm_ccm_oci::signature::{blob_signature, sign_blob};
-use wasm_ccm_oci::{BlobCache, Policy, PublicKey, Reference, SigningKey, Verdict};
+use wasm_ccm_oci::{BlobCache, Policy, PublicKey, Reference, SigningKey, TrustRoot, Verdict};
 
 use crate::GlobalArgs;
 use crate::preflight::{PathFlag, readable_files};
@@ -20,9 +23,16 @@ use crate::source::{DriverSource, RegistryArgs};
 #[derive(Args, Debug, Clone, Default)]
 pub struct VerifyArgs {
     /// A verification config (Kubewarden's `apiVersion: v1` format: allOf/anyOf of
-    /// `kind: pubKey` entries, minimumMatches). A driver that does not satisfy it is refused.
+    /// `kind: pubKey`, `genericIssuer` and `githubAction` entries, minimumMatches). A driver
+    /// that does not satisfy it is refused.
     #[arg(long, value_name = "FILE")]
     pub verify_config: Option<PathBuf>,
+    /// The Sigstore trust root keyless entries are checked against: a `trusted_root.json`
+    /// (protobuf-specs format, as `cosign --trusted-root` reads; export the public-good one
+    /// with `cosign trusted-root create` or from sigstore's TUF repository, or write your
+    /// private CA's). Read from the file only: no TUF or Rekor request is made.
+    #[arg(long, value_name = "FILE")]
+    pub trust_root: Option<PathBuf>,
     /// A public key (PEM, cosign.pub) that must have signed the driver. Repeatable: every key
     /// must have signed; combined with --verify-config, both must hold.
     #[arg(long, value_name = "FILE")]
@@ -41,12 +51,20 @@ impl VerifyArgs {
 
     /// Checks the files exist and are readable (the signature only for file drivers).
     pub fn preflight(&self, source: &DriverSource) -> anyhow::Result<()> {
-        let mut flags = vec![PathFlag {
-            flag: "--verify-config",
-            path: self.verify_config.as_deref(),
-            what: "a verification config",
-            hint: "give the mounted verification config (YAML), or leave the flag out",
-        }];
+        let mut flags = vec![
+            PathFlag {
+                flag: "--verify-config",
+                path: self.verify_config.as_deref(),
+                what: "a verification config",
+                hint: "give the mounted verification config (YAML), or leave the flag out",
+            },
+            PathFlag {
+                flag: "--trust-root",
+                path: self.trust_root.as_deref(),
+                what: "a Sigstore trusted_root.json",
+                hint: "mount the trust root (a ConfigMap key), or leave the flag out when the policy has no keyless entries",
+            },
+        ];
         for key in &self.verify_key {
             flags.push(PathFlag {
                 flag: "--verify-key",
@@ -100,11 +118,40 @@ impl VerifyArgs {
             );
         }
         let from_keys = (!keys.is_empty()).then(|| Policy::from_keys(keys));
-        Ok(match (config, from_keys) {
+        let policy = match (config, from_keys) {
             (Some(c), Some(k)) => Some(c.and(k)),
             (c, k) => c.or(k),
-        })
+        };
+        let root = match &self.trust_root {
+            Some(path) => Some(read_trust_root(path)?),
+            None => None,
+        };
+        let Some(mut policy) = policy else {
+            if self.trust_root.is_some() {
+                bail!(
+                    "--trust-root is given but no policy: add --verify-config with genericIssuer or githubAction entries"
+                );
+            }
+            return Ok(None);
+        };
+        if let Some(root) = root {
+            policy = policy.with_trust_root(root);
+        }
+        if let Some(entries) = policy.needs_trust_root() {
+            bail!(
+                "--verify-config has keyless entries ({}) and no trust root to check them against: give --trust-root trusted_root.json (the Sigstore trust root of the CA and transparency log that sign your drivers)",
+                entries.join(", ")
+            );
+        }
+        Ok(Some(policy))
     }
+}
+
+/// Reads `--trust-root`.
+pub fn read_trust_root(path: &Path) -> anyhow::Result<TrustRoot> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read --trust-root {}", path.display()))?;
+    TrustRoot::parse(&bytes).map_err(|e| anyhow::anyhow!("--trust-root {}: {e}", path.display()))
 }
 
 /// Verifies a file driver's bytes against `policy` with the signature file beside it.
@@ -170,6 +217,21 @@ pub struct SignArgs {
     /// For a file target: where to write the signature (default: the file's path + `.sig`).
     #[arg(long, value_name = "FILE")]
     output_signature: Option<PathBuf>,
+    /// A certificate (PEM) for --key's public key, from your own CA: attached to the signature
+    /// (`dev.sigstore.cosign/certificate`) so it verifies against a trust root naming that CA
+    /// (keyless policy entries) instead of a key. OCI targets only.
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// The certificate's issuing chain (PEM, intermediates then root), attached as
+    /// `dev.sigstore.cosign/chain`. Needs --certificate.
+    #[arg(long, value_name = "FILE", requires = "certificate")]
+    certificate_chain: Option<PathBuf>,
+    /// A Rekor bundle (cosign's `{"SignedEntryTimestamp", "Payload"}` JSON) to attach as
+    /// `dev.sigstore.cosign/bundle`. Its entry must name this very signature, so it only suits
+    /// a signature made before (ECDSA signatures differ each time): mostly for tests and
+    /// re-attaching. Needs --certificate.
+    #[arg(long, value_name = "FILE", requires = "certificate")]
+    rekor_bundle: Option<PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -180,9 +242,20 @@ pub async fn sign(_global: &GlobalArgs, args: SignArgs) -> anyhow::Result<ExitCo
     match DriverSource::parse(&args.target)? {
         DriverSource::Oci(reference) => {
             let annotations: BTreeMap<String, String> = args.annotation.into_iter().collect();
-            sign_oci(&args.registry, &reference, &key, &annotations).await?;
+            let layer = certificate_annotations(
+                &key,
+                args.certificate.as_deref(),
+                args.certificate_chain.as_deref(),
+                args.rekor_bundle.as_deref(),
+            )?;
+            sign_oci(&args.registry, &reference, &key, &annotations, &layer).await?;
         }
         DriverSource::File(path) => {
+            if args.certificate.is_some() {
+                bail!(
+                    "--certificate applies to oci:// targets: a file's signature is a bare signature (sign it with --key and verify it with a pubKey entry)"
+                );
+            }
             if !args.annotation.is_empty() {
                 bail!(
                     "--annotation applies to oci:// targets: a file's signature covers its bytes only"
@@ -208,17 +281,64 @@ pub async fn sign(_global: &GlobalArgs, args: SignArgs) -> anyhow::Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+/// The layer annotations of `--certificate`, `--certificate-chain` and `--rekor-bundle`; the
+/// certificate must be for `key` (a mismatch would publish a signature nothing verifies).
+fn certificate_annotations(
+    key: &SigningKey,
+    certificate: Option<&Path>,
+    chain: Option<&Path>,
+    bundle: Option<&Path>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    let Some(certificate) = certificate else {
+        return Ok(out);
+    };
+    let read = |flag: &str, path: &Path| {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {flag} {}", path.display()))
+    };
+    let text = read("--certificate", certificate)?;
+    let cert_key = wasm_ccm_oci::keyless::certificate_key(&text)
+        .map_err(|e| anyhow::anyhow!("--certificate {}: {e}", certificate.display()))?;
+    if cert_key != key.public_key() {
+        bail!(
+            "--certificate {} is for the key {}, not for --key ({}): give the certificate your CA issued for this key",
+            certificate.display(),
+            cert_key.fingerprint(),
+            key.public_key().fingerprint()
+        );
+    }
+    out.insert(CERTIFICATE_ANNOTATION.to_string(), text);
+    if let Some(chain) = chain {
+        out.insert(
+            CHAIN_ANNOTATION.to_string(),
+            read("--certificate-chain", chain)?,
+        );
+    }
+    if let Some(bundle) = bundle {
+        out.insert(
+            BUNDLE_ANNOTATION.to_string(),
+            read("--rekor-bundle", bundle)?.trim().to_string(),
+        );
+    }
+    Ok(out)
+}
+
 /// Signs `reference` and says where the signature went.
 pub async fn sign_oci(
     registry: &RegistryArgs,
     reference: &Reference,
     key: &SigningKey,
     annotations: &BTreeMap<String, String>,
+    layer_annotations: &BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
     if reference.digest.is_none() {
         tracing::warn!(%reference, "signing a tag: the digest it names now is signed");
     }
-    let signed = registry.client()?.sign(reference, key, annotations).await?;
+    let signed = registry
+        .client()?
+        .sign_with(reference, key, annotations, layer_annotations)
+        .await?;
     eprintln!(
         "signed {} with key {}; signature stored as {} ({})",
         reference.pinned(&signed.manifest_digest),

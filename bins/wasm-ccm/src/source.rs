@@ -349,7 +349,14 @@ pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCod
         pushed.manifest_digest
     );
     if let Some(key) = &key {
-        crate::signing::sign_oci(&args.registry, &pushed.pinned, key, &Default::default()).await?;
+        crate::signing::sign_oci(
+            &args.registry,
+            &pushed.pinned,
+            key,
+            &Default::default(),
+            &Default::default(),
+        )
+        .await?;
     }
     crate::outln!("{}", pushed.pinned)?;
     Ok(ExitCode::SUCCESS)

@@ -99,7 +99,7 @@ fn file_drivers_sign_and_verify_and_every_bad_one_is_refused() {
         text(&out)
     );
 
-    // A keyless policy is refused in this build, never silently skipped.
+    // A keyless policy without a trust root is refused at start, never silently skipped.
     let config = dir.path().join("verification.yaml");
     std::fs::write(
         &config,
@@ -117,7 +117,7 @@ fn file_drivers_sign_and_verify_and_every_bad_one_is_refused() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("not supported in this build"),
+        text(&out).contains("--trust-root") && text(&out).contains("githubAction acme"),
         "{}",
         text(&out)
     );

@@ -16,15 +16,19 @@
 //!   signing, the `sha256-….sig` tag and the referrers API), checked against a Kubewarden-style
 //!   [`Policy`] before the Wasm layer is fetched ([`Client::pull_verified`]), made by
 //!   [`Client::sign`]; blob signatures for file drivers ([`signature::blob_signature`]).
+//!   Keyless signatures ([`keyless`]): a certificate from a CA of an operator-provided
+//!   Sigstore [`TrustRoot`], its Rekor entry checked offline, its identity matched.
 
 pub mod artifact;
 pub mod auth;
 pub mod cache;
 pub mod client;
+pub mod keyless;
 pub mod keys;
 pub mod policy;
 pub mod reference;
 pub mod signature;
+pub mod trust_root;
 
 pub use artifact::ComponentInfo;
 pub use auth::DockerConfig;
@@ -34,3 +38,4 @@ pub use keys::{PublicKey, SigningKey};
 pub use policy::{Policy, Verdict};
 pub use reference::Reference;
 pub use signature::{SignedArtifact, Verified};
+pub use trust_root::TrustRoot;

@@ -11,21 +11,41 @@
 //!       ...
 //!     annotations:            # optional: must be in the signed payload
 //!       env: prod
+//!   - kind: genericIssuer     # keyless: a certificate from a CA of the trust root
+//!     issuer: https://token.actions.githubusercontent.com
+//!     subject:
+//!       urlPrefix: https://github.com/acme/   # or `equal: alice@example.com`
+//!   - kind: githubAction      # keyless, GitHub Actions' issuer
+//!     owner: acme
+//!     repo: drivers           # optional
 //! anyOf:                      # at least minimumMatches entries (default 1)
 //!   minimumMatches: 1
 //!   signatures: [ ... ]
 //! ```
 //!
-//! This build verifies `pubKey` entries. Keyless entries (`genericIssuer`, `githubAction`)
-//! parse, and the policy is then refused with an error naming them: a policy that asks for
-//! something that cannot be checked never silently passes or drops the entry.
+//! `pubKey` entries are checked with the key they give. Keyless entries (`genericIssuer`,
+//! `githubAction`) are checked against the Sigstore trust root the operator provides
+//! ([`Policy::with_trust_root`], `--trust-root`; see [`crate::keyless`]): the certificate must
+//! chain to one of its CAs, its Rekor entry must be signed by one of its logs, and its
+//! identity must match. A policy with keyless entries and no trust root is refused
+//! ([`Policy::needs_trust_root`]), never silently reduced to its key entries. A `urlPrefix`
+//! is forced to end in `/`, as Kubewarden does, so `https://github.com/acme` cannot match
+//! `https://github.com/acme-evil/…`; `githubAction` means the issuer
+//! `https://token.actions.githubusercontent.com` and a subject under
+//! `https://github.com/OWNER/` (or `…/OWNER/REPO/`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::keyless;
 use crate::keys::PublicKey;
 use crate::signature::{SIMPLE_SIGNING_TYPE, SignatureLayer, Signed, SimpleSigning};
+use crate::trust_root::TrustRoot;
+
+/// GitHub Actions' OIDC issuer, what `githubAction` entries require.
+pub const GITHUB_ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 /// A parsed policy.
 #[derive(Debug, Clone)]
@@ -33,13 +53,44 @@ pub struct Policy {
     all_of: Vec<Constraint>,
     any_of: Vec<Constraint>,
     minimum_matches: usize,
+    trust_root: Option<Arc<TrustRoot>>,
+}
+
+/// Who must have signed.
+#[derive(Debug, Clone)]
+pub enum Signer {
+    /// `kind: pubKey`: this key.
+    Key(PublicKey),
+    /// `kind: genericIssuer`: a certificate from this issuer whose subject matches.
+    Issuer {
+        /// The OIDC issuer (Fulcio's issuer extension), compared exactly.
+        issuer: String,
+        /// The subject alternative name.
+        subject: Subject,
+    },
+    /// `kind: githubAction`: GitHub Actions of this owner (and repository).
+    GithubAction {
+        /// The organisation or user.
+        owner: String,
+        /// The repository, if the entry names one.
+        repo: Option<String>,
+    },
+}
+
+/// How a keyless entry's subject is matched.
+#[derive(Debug, Clone)]
+pub enum Subject {
+    /// The email or URI, exactly.
+    Equal(String),
+    /// A URI starting with this prefix (which ends in `/`).
+    UrlPrefix(String),
 }
 
 /// One signature a policy asks for.
 #[derive(Debug, Clone)]
 pub struct Constraint {
-    /// The key that must have signed.
-    pub key: PublicKey,
+    /// Who must have signed.
+    pub signer: Signer,
     /// Who the key belongs to, for messages.
     pub owner: Option<String>,
     /// Annotations the signed payload must carry (`cosign sign -a key=value`).
@@ -49,7 +100,21 @@ pub struct Constraint {
 impl Constraint {
     /// `pubKey SHA256:… (owner X)`, naming the entry in messages.
     pub fn describe(&self) -> String {
-        let mut text = format!("pubKey {}", self.key.fingerprint());
+        let mut text = match &self.signer {
+            Signer::Key(key) => format!("pubKey {}", key.fingerprint()),
+            Signer::Issuer {
+                issuer,
+                subject: Subject::Equal(s),
+            } => format!("genericIssuer {issuer} subject {s}"),
+            Signer::Issuer {
+                issuer,
+                subject: Subject::UrlPrefix(p),
+            } => format!("genericIssuer {issuer} subject {p}*"),
+            Signer::GithubAction { owner, repo } => match repo {
+                Some(repo) => format!("githubAction {owner}/{repo}"),
+                None => format!("githubAction {owner}"),
+            },
+        };
         if let Some(owner) = &self.owner {
             text.push_str(&format!(" (owner {owner})"));
         }
@@ -93,15 +158,28 @@ enum RawSignature {
         #[serde(default)]
         annotations: BTreeMap<String, String>,
     },
-    // Keyless kinds: parsed so the error can name them; their fields are not read.
     GenericIssuer {
+        issuer: String,
+        subject: RawSubject,
         #[serde(default)]
-        issuer: Option<String>,
+        annotations: BTreeMap<String, String>,
     },
     GithubAction {
+        owner: String,
         #[serde(default)]
-        owner: Option<String>,
+        repo: Option<String>,
+        #[serde(default)]
+        annotations: BTreeMap<String, String>,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSubject {
+    #[serde(default)]
+    equal: Option<String>,
+    #[serde(default)]
+    url_prefix: Option<String>,
 }
 
 fn constraint(raw: RawSignature, place: &str) -> Result<Constraint, String> {
@@ -111,30 +189,119 @@ fn constraint(raw: RawSignature, place: &str) -> Result<Constraint, String> {
             owner,
             annotations,
         } => Ok(Constraint {
-            key: PublicKey::from_pem(&key).map_err(|e| format!("{place}: the key is {e}"))?,
+            signer: Signer::Key(
+                PublicKey::from_pem(&key).map_err(|e| format!("{place}: the key is {e}"))?,
+            ),
             owner,
             annotations,
         }),
-        RawSignature::GenericIssuer { issuer } => Err(format!(
-            "{place}: kind genericIssuer (issuer {}) is a keyless signature, which is not supported in this build: use kind pubKey with the signer's public key",
-            issuer.unwrap_or_default()
-        )),
-        RawSignature::GithubAction { owner } => Err(format!(
-            "{place}: kind githubAction (owner {}) is a keyless signature, which is not supported in this build: use kind pubKey with the signer's public key",
-            owner.unwrap_or_default()
-        )),
+        RawSignature::GenericIssuer {
+            issuer,
+            subject,
+            annotations,
+        } => {
+            if issuer.is_empty() {
+                return Err(format!("{place}: genericIssuer has an empty issuer"));
+            }
+            let subject = match (subject.equal, subject.url_prefix) {
+                (Some(s), None) if !s.is_empty() => Subject::Equal(s),
+                (None, Some(p)) if !p.is_empty() => {
+                    Subject::UrlPrefix(if p.ends_with('/') { p } else { format!("{p}/") })
+                }
+                _ => {
+                    return Err(format!(
+                        "{place}: genericIssuer's subject needs exactly one of equal or urlPrefix, not empty"
+                    ));
+                }
+            };
+            Ok(Constraint {
+                signer: Signer::Issuer { issuer, subject },
+                owner: None,
+                annotations,
+            })
+        }
+        RawSignature::GithubAction {
+            owner,
+            repo,
+            annotations,
+        } => {
+            let plain = |s: &str| {
+                !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            };
+            if !plain(&owner) || repo.as_deref().is_some_and(|r| !plain(r)) {
+                return Err(format!(
+                    "{place}: githubAction's owner and repo must be GitHub names (letters, digits, -, _, .), not {owner:?}/{repo:?}"
+                ));
+            }
+            Ok(Constraint {
+                signer: Signer::GithubAction { owner, repo },
+                owner: None,
+                annotations,
+            })
+        }
+    }
+}
+
+/// Whether the certificate identity `found` is the one `signer` asks for.
+fn identity_matches(signer: &Signer, found: &keyless::Signer) -> Result<(), String> {
+    let (issuer, subject) = match signer {
+        Signer::Key(_) => return Err("a key entry is not matched by a certificate".into()),
+        Signer::Issuer { issuer, subject } => (issuer.as_str(), subject.clone()),
+        Signer::GithubAction { owner, repo } => (
+            GITHUB_ACTIONS_ISSUER,
+            Subject::UrlPrefix(match repo {
+                Some(repo) => format!("https://github.com/{owner}/{repo}/"),
+                None => format!("https://github.com/{owner}/"),
+            }),
+        ),
+    };
+    match &found.issuer {
+        Some(got) if got == issuer => {}
+        Some(got) => {
+            return Err(format!(
+                "its certificate's issuer is {got}, the policy wants {issuer}"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "its certificate has no issuer extension (1.3.6.1.4.1.57264.1.8), the policy wants {issuer}"
+            ));
+        }
+    }
+    let ok = found.subjects.iter().any(|s| match &subject {
+        Subject::Equal(want) => s == want,
+        Subject::UrlPrefix(prefix) => s.starts_with(prefix.as_str()),
+    });
+    if ok {
+        Ok(())
+    } else {
+        let want = match &subject {
+            Subject::Equal(w) => w.clone(),
+            Subject::UrlPrefix(p) => format!("{p}…"),
+        };
+        Err(format!(
+            "its certificate's subject is {}, the policy wants {want}",
+            if found.subjects.is_empty() {
+                "empty (no email or URI)".to_string()
+            } else {
+                found.subjects.join(", ")
+            }
+        ))
     }
 }
 
 /// Why one signature does not satisfy one constraint, or which layer does.
 fn check(
     constraint: &Constraint,
+    trust_root: Option<&TrustRoot>,
     digest: &str,
     layers: &[SignatureLayer],
 ) -> Result<usize, Vec<String>> {
     let mut reasons = Vec::new();
     for (i, layer) in layers.iter().enumerate() {
-        let why = match layer_satisfies(constraint, digest, layer) {
+        let why = match layer_satisfies(constraint, trust_root, digest, layer) {
             Ok(()) => return Ok(i),
             Err(why) => why,
         };
@@ -145,17 +312,38 @@ fn check(
 
 fn layer_satisfies(
     constraint: &Constraint,
+    trust_root: Option<&TrustRoot>,
     digest: &str,
     layer: &SignatureLayer,
 ) -> Result<(), String> {
     let signature = layer.signature.as_ref().map_err(Clone::clone)?;
     // Nothing in the payload is read before its signature verifies.
-    if !constraint.key.verify(&layer.payload, signature) {
-        return Err(match layer.signed {
-            Signed::Payload => "its signature does not verify with this key (signed by another key, or the payload was altered)",
-            Signed::Blob => "its signature does not verify with this key (signed by another key, or the file was altered)",
+    match &constraint.signer {
+        Signer::Key(key) => {
+            if !key.verify(&layer.payload, signature) {
+                return Err(match layer.signed {
+                    Signed::Payload => "its signature does not verify with this key (signed by another key, or the payload was altered)",
+                    Signed::Blob => "its signature does not verify with this key (signed by another key, or the file was altered)",
+                }
+                .to_string());
+            }
         }
-        .to_string());
+        keyless_signer => {
+            let Some(root) = trust_root else {
+                return Err(
+                    "a keyless entry needs a trust root: give --trust-root trusted_root.json"
+                        .to_string(),
+                );
+            };
+            if !layer.keyless.is_keyless() {
+                return Err(format!(
+                    "it carries no certificate ({}): a key-based signature, not a keyless one",
+                    keyless::CERTIFICATE_ANNOTATION
+                ));
+            }
+            let found = keyless::verify(root, &layer.keyless, &layer.payload, signature)?;
+            identity_matches(keyless_signer, &found)?;
+        }
     }
     if layer.signed == Signed::Blob {
         // A blob signature covers the bytes alone: there is no payload to carry annotations.
@@ -254,6 +442,7 @@ impl Policy {
             all_of,
             any_of,
             minimum_matches,
+            trust_root: None,
         })
     }
 
@@ -263,19 +452,57 @@ impl Policy {
             all_of: keys
                 .into_iter()
                 .map(|key| Constraint {
-                    key,
+                    signer: Signer::Key(key),
                     owner: None,
                     annotations: BTreeMap::new(),
                 })
                 .collect(),
             any_of: Vec::new(),
             minimum_matches: 0,
+            trust_root: None,
         }
+    }
+
+    /// This policy, checking keyless entries against `root`.
+    pub fn with_trust_root(mut self, root: TrustRoot) -> Policy {
+        self.trust_root = Some(Arc::new(root));
+        self
+    }
+
+    /// The trust root keyless entries are checked against, if one was given.
+    pub fn trust_root(&self) -> Option<&TrustRoot> {
+        self.trust_root.as_deref()
+    }
+
+    /// The keyless entries (`allOf[0] githubAction acme`), when the policy has some and no
+    /// trust root: such a policy cannot be satisfied, and is refused at start.
+    pub fn needs_trust_root(&self) -> Option<Vec<String>> {
+        if self.trust_root.is_some() {
+            return None;
+        }
+        let keyless: Vec<String> = self
+            .all_of
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("allOf[{i}]"), c))
+            .chain(
+                self.any_of
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("anyOf.signatures[{i}]"), c)),
+            )
+            .filter(|(_, c)| !matches!(c.signer, Signer::Key(_)))
+            .map(|(place, c)| format!("{place} {}", c.describe()))
+            .collect();
+        (!keyless.is_empty()).then_some(keyless)
     }
 
     /// This policy and `other`: both must hold (`--verify-config` with `--verify-key`).
     pub fn and(mut self, other: Policy) -> Policy {
         self.all_of.extend(other.all_of);
+        if self.trust_root.is_none() {
+            self.trust_root = other.trust_root;
+        }
         if self.any_of.is_empty() {
             self.any_of = other.any_of;
             self.minimum_matches = other.minimum_matches;
@@ -293,7 +520,7 @@ impl Policy {
         let mut matched = Vec::new();
         let mut failures = Vec::new();
         for (i, c) in self.all_of.iter().enumerate() {
-            match check(c, digest, layers) {
+            match check(c, self.trust_root.as_deref(), digest, layers) {
                 Ok(layer) => matched.push(format!(
                     "allOf[{i}] {} <- {}",
                     c.describe(),
@@ -308,7 +535,7 @@ impl Policy {
             let mut any_matched = Vec::new();
             let mut any_failures = Vec::new();
             for (i, c) in self.any_of.iter().enumerate() {
-                match check(c, digest, layers) {
+                match check(c, self.trust_root.as_deref(), digest, layers) {
                     Ok(layer) => any_matched.push(format!(
                         "anyOf[{i}] {} <- {}",
                         c.describe(),
@@ -393,6 +620,7 @@ mod tests {
             signature: Ok(key.sign(&payload).unwrap()),
             payload,
             origin: "test layer".into(),
+            keyless: crate::keyless::Material::default(),
         }
     }
 
@@ -459,14 +687,29 @@ mod tests {
 
     #[test]
     fn bad_policies_are_refused_with_the_entry_named() {
-        let e = Policy::parse("apiVersion: v1\nanyOf:\n  signatures:\n    - kind: genericIssuer\n      issuer: https://token.actions.githubusercontent.com\n      subject:\n        urlPrefix: https://github.com/acme\n").unwrap_err();
-        assert!(
-            e.contains("anyOf.signatures[0]") && e.contains("not supported in this build"),
-            "{e}"
+        // Keyless entries parse; without a trust root the policy says they cannot be checked.
+        let p = Policy::parse("apiVersion: v1\nanyOf:\n  signatures:\n    - kind: genericIssuer\n      issuer: https://token.actions.githubusercontent.com\n      subject:\n        urlPrefix: https://github.com/acme\n").unwrap();
+        assert_eq!(
+            p.needs_trust_root().unwrap(),
+            vec![
+                "anyOf.signatures[0] genericIssuer https://token.actions.githubusercontent.com subject https://github.com/acme/*"
+            ]
         );
-        let e = Policy::parse("apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: acme\n")
+        let p = Policy::parse(
+            "apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: acme\n    repo: drivers\n",
+        )
+        .unwrap();
+        assert_eq!(
+            p.needs_trust_root().unwrap(),
+            vec!["allOf[0] githubAction acme/drivers"]
+        );
+        let e =
+            Policy::parse("apiVersion: v1\nallOf:\n  - kind: githubAction\n    owner: acme/evil\n")
+                .unwrap_err();
+        assert!(e.contains("allOf[0]") && e.contains("GitHub names"), "{e}");
+        let e = Policy::parse("apiVersion: v1\nallOf:\n  - kind: genericIssuer\n    issuer: https://i\n    subject: {equal: a, urlPrefix: b}\n")
             .unwrap_err();
-        assert!(e.contains("githubAction"), "{e}");
+        assert!(e.contains("exactly one of equal or urlPrefix"), "{e}");
         let e = Policy::parse("apiVersion: v1\n").unwrap_err();
         assert!(e.contains("requires nothing"), "{e}");
         let e = Policy::parse("apiVersion: v2\nallOf: []\n").unwrap_err();

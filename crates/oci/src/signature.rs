@@ -27,6 +27,7 @@ use crate::artifact::{
 };
 use crate::cache::BlobCache;
 use crate::client::{Client, Pulled};
+use crate::keyless;
 use crate::keys::SigningKey;
 use crate::policy::{Policy, Verdict};
 use crate::reference::{Reference, parse_digest};
@@ -150,6 +151,8 @@ pub struct SignatureLayer {
     pub signature: Result<Vec<u8>, String>,
     /// `tag sha256-….sig layer 0`, `referrer sha256:… layer 0` or a file path.
     pub origin: String,
+    /// The certificate, chain and Rekor bundle of a keyless signature (empty for a key's).
+    pub keyless: keyless::Material,
 }
 
 /// A verified driver's verdict and whether the registry was asked.
@@ -172,7 +175,7 @@ pub struct SignedArtifact {
     pub signature_reference: Reference,
     /// The signature manifest's digest.
     pub signature_manifest_digest: String,
-    /// The signing key's fingerprint.
+    /// The signing key's fingerprint (empty for an attached signature).
     pub key: String,
 }
 
@@ -237,6 +240,7 @@ pub fn blob_signature(bytes: &[u8], signature_file: &[u8], origin: &str) -> Sign
         payload: bytes.to_vec(),
         signature,
         origin: origin.to_string(),
+        keyless: keyless::Material::default(),
     }
 }
 
@@ -273,11 +277,17 @@ fn layers_of(
                 "the layer has no {SIGNATURE_ANNOTATION} annotation"
             )),
         };
+        let annotation = |key: &str| layer.annotations.get(key).cloned();
         out.push(SignatureLayer {
             signed: Signed::Payload,
             payload,
             signature,
             origin: format!("{origin} layer {i}"),
+            keyless: keyless::Material {
+                certificate: annotation(keyless::CERTIFICATE_ANNOTATION),
+                chain: annotation(keyless::CHAIN_ANNOTATION),
+                bundle: annotation(keyless::BUNDLE_ANNOTATION),
+            },
         });
     }
     Some(out)
@@ -443,6 +453,7 @@ impl Client {
                         payload: Vec::new(),
                         signature: Err("a Sigstore bundle (cosign 3's default format), which this build does not verify: sign with `wasm-ccm sign`, or `cosign sign --new-bundle-format=false`".to_string()),
                         origin,
+                        keyless: keyless::Material::default(),
                     });
                 }
             }
@@ -530,7 +541,7 @@ impl Client {
         let layers = self.signatures(reference, &digest, cache).await?;
         let verdict = policy.evaluate(&digest, &layers).map_err(|why| {
             anyhow!(
-                "{}: signature verification failed: {why}. Sign the driver with the key the policy names (`wasm-ccm sign --key KEY {}`), or pin a digest that is signed",
+                "{}: signature verification failed: {why}. Sign the driver as the policy asks (a pubKey entry: `wasm-ccm sign --key KEY {}`; a keyless entry: cosign keyless signing, or `wasm-ccm sign --certificate` with your CA), or pin a digest that is signed",
                 reference.pinned(&digest),
                 reference.pinned(&digest)
             )
@@ -567,6 +578,20 @@ impl Client {
         key: &SigningKey,
         annotations: &BTreeMap<String, String>,
     ) -> anyhow::Result<SignedArtifact> {
+        self.sign_with(reference, key, annotations, &BTreeMap::new())
+            .await
+    }
+
+    /// [`Client::sign`], with `layer_annotations` on the signature layer: a certificate and
+    /// its chain (`dev.sigstore.cosign/certificate`, `…/chain`) make it a keyless-style
+    /// signature, checked against a trust root instead of a key.
+    pub async fn sign_with(
+        &self,
+        reference: &Reference,
+        key: &SigningKey,
+        annotations: &BTreeMap<String, String>,
+        layer_annotations: &BTreeMap<String, String>,
+    ) -> anyhow::Result<SignedArtifact> {
         // The manifest is fetched even for a digest: signing a digest that is not in the
         // repository (a typo) would publish a signature for nothing.
         let bytes = self
@@ -586,7 +611,35 @@ impl Client {
             &digest,
             annotations,
         );
-        let signature = B64.encode(key.sign(&payload).map_err(anyhow::Error::msg)?);
+        let signature = key.sign(&payload).map_err(anyhow::Error::msg)?;
+        let mut signed = self
+            .attach_signature(
+                &reference.pinned(&digest),
+                &payload,
+                &signature,
+                layer_annotations,
+            )
+            .await?;
+        signed.key = key.public_key().fingerprint();
+        Ok(signed)
+    }
+
+    /// Stores a signature made elsewhere as cosign does (`cosign attach signature`): `payload`
+    /// and the DER `signature` as a layer of the `sha256-….sig` manifest of the digest
+    /// `reference` pins, with `layer_annotations` (a certificate, chain, Rekor bundle) beside
+    /// the signature annotation. Nothing is checked: verification is the reader's job.
+    pub async fn attach_signature(
+        &self,
+        reference: &Reference,
+        payload: &[u8],
+        signature: &[u8],
+        layer_annotations: &BTreeMap<String, String>,
+    ) -> anyhow::Result<SignedArtifact> {
+        let Some(digest) = reference.digest.clone() else {
+            bail!("{reference}: a signature is attached to a digest, not a tag");
+        };
+        let signature = B64.encode(signature);
+        let payload = payload.to_vec();
         let tag = signature_tag(&digest);
         let tagged = Reference {
             tag: Some(tag.clone()),
@@ -608,8 +661,10 @@ impl Client {
             media_type: SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
             digest: digest_of(&payload),
             size: payload.len() as u64,
-            annotations: [(SIGNATURE_ANNOTATION.to_string(), signature)]
-                .into_iter()
+            annotations: layer_annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .chain([(SIGNATURE_ANNOTATION.to_string(), signature)])
                 .collect(),
             platform: None,
         };
@@ -652,7 +707,7 @@ impl Client {
             manifest_digest: digest,
             signature_reference: tagged,
             signature_manifest_digest,
-            key: key.public_key().fingerprint(),
+            key: String::new(),
         })
     }
 }

@@ -40,6 +40,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let cli = Cli::parse();
     // Traces are `run`'s alone; the other commands log as before.
     let traces = match &cli.command {
@@ -67,4 +68,21 @@ fn main() -> ExitCode {
     // Flushes the spans still batched before the process ends.
     drop(telemetry);
     code
+}
+
+/// Caps glibc's malloc at two arenas unless the operator set `MALLOC_ARENA_MAX`. By default
+/// glibc gives each thread that allocates concurrently its own arena (up to 8 per core), and
+/// memory freed in one arena is not reused by threads on another: with tokio's workers and
+/// wasmtime's threads the leader's resident set grew about 0.5 MiB a minute for 20 minutes
+/// while its live data stayed level (soak finding 12: +12 % over 16 minutes with the default,
+/// flat within 0.1 MiB over the same workload with two arenas). Called first in `main`, before
+/// any thread exists, so every arena is created under the cap.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; no other thread is running yet.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
 }

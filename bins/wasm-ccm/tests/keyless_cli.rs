@@ -85,35 +85,6 @@ fn run_openssl(openssl: &Path, dir: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// The registry's stored bytes of `digest`, read from its filesystem without our client.
-fn stored_blob(registry: &Registry, digest: &str) -> Vec<u8> {
-    let hex = digest.strip_prefix("sha256:").unwrap();
-    std::fs::read(
-        registry
-            .storage()
-            .join("docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data"),
-    )
-    .unwrap()
-}
-
-fn stored_tag(registry: &Registry, repository: &str, tag: &str) -> String {
-    std::fs::read_to_string(
-        registry
-            .storage()
-            .join("docker/registry/v2/repositories")
-            .join(repository)
-            .join("_manifests/tags")
-            .join(tag)
-            .join("current/link"),
-    )
-    .unwrap()
-    .trim()
-    .to_string()
-}
-
 #[tokio::test]
 async fn private_ca_signing_verifies_with_the_trust_root_and_in_openssl() {
     let registry = Registry::start().unwrap();
@@ -208,10 +179,8 @@ async fn private_ca_signing_verifies_with_the_trust_root_and_in_openssl() {
         );
         assert!(String::from_utf8_lossy(&out.stdout).contains("leaf.pem: OK"));
         let digest = pinned.digest.as_deref().unwrap();
-        let manifest = stored_blob(
-            &registry,
-            &stored_tag(&registry, "drivers/k", &signature_tag(digest)),
-        );
+        let manifest =
+            registry.stored_blob(&registry.stored_tag("drivers/k", &signature_tag(digest)));
         let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
         let layer = &manifest["layers"][0];
         assert_eq!(
@@ -222,7 +191,7 @@ async fn private_ca_signing_verifies_with_the_trust_root_and_in_openssl() {
         write(
             d,
             "payload.json",
-            stored_blob(&registry, layer["digest"].as_str().unwrap()),
+            registry.stored_blob(layer["digest"].as_str().unwrap()),
         );
         write(
             d,

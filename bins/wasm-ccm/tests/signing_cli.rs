@@ -559,36 +559,6 @@ fn openssl_interop_for_file_drivers_both_ways() {
     assert!(out.status.success(), "{}", text(&out));
 }
 
-/// The registry's stored bytes of `digest` (its filesystem layout), read without our client.
-fn stored_blob(registry: &Registry, digest: &str) -> Vec<u8> {
-    let hex = digest.strip_prefix("sha256:").unwrap();
-    std::fs::read(
-        registry
-            .storage()
-            .join("docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data"),
-    )
-    .unwrap()
-}
-
-/// The manifest digest a tag names in the registry's storage.
-fn stored_tag(registry: &Registry, repository: &str, tag: &str) -> String {
-    std::fs::read_to_string(
-        registry
-            .storage()
-            .join("docker/registry/v2/repositories")
-            .join(repository)
-            .join("_manifests/tags")
-            .join(tag)
-            .join("current/link"),
-    )
-    .unwrap()
-    .trim()
-    .to_string()
-}
-
 fn sha256_digest(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
@@ -703,17 +673,16 @@ async fn openssl_interop_for_oci_drivers_both_ways() {
     let out = wasm_ccm(&["sign", "--key", &key_path, &pinned.to_string()], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let tag = format!("sha256-{}.sig", &digest["sha256:".len()..]);
-    let manifest: serde_json::Value = serde_json::from_slice(&stored_blob(
-        &registry,
-        &stored_tag(&registry, &pinned.repository, &tag),
-    ))
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &registry.stored_blob(&registry.stored_tag(&pinned.repository, &tag)),
+    )
     .unwrap();
     let layer = &manifest["layers"][0];
     assert_eq!(
         layer["mediaType"], "application/vnd.dev.cosign.simplesigning.v1+json",
         "{manifest}"
     );
-    let payload = stored_blob(&registry, layer["digest"].as_str().unwrap());
+    let payload = registry.stored_blob(layer["digest"].as_str().unwrap());
     let doc: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(doc["critical"]["image"]["docker-manifest-digest"], digest);
     assert_eq!(doc["critical"]["type"], "cosign container image signature");

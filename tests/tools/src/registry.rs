@@ -49,6 +49,35 @@ impl Registry {
         self.dir.path().join("storage")
     }
 
+    /// The stored bytes of blob `digest` (`sha256:…`), read from the registry's filesystem
+    /// layout rather than through a client: what a test checks the client against.
+    pub fn stored_blob(&self, digest: &str) -> Vec<u8> {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        std::fs::read(
+            self.storage()
+                .join("docker/registry/v2/blobs/sha256")
+                .join(&hex[..2])
+                .join(hex)
+                .join("data"),
+        )
+        .expect("the registry stores the blob")
+    }
+
+    /// The manifest digest `tag` of `repository` names in the registry's storage.
+    pub fn stored_tag(&self, repository: &str, tag: &str) -> String {
+        std::fs::read_to_string(
+            self.storage()
+                .join("docker/registry/v2/repositories")
+                .join(repository)
+                .join("_manifests/tags")
+                .join(tag)
+                .join("current/link"),
+        )
+        .expect("the registry stores the tag")
+        .trim()
+        .to_string()
+    }
+
     fn launch(auth: bool) -> Result<Registry, String> {
         let program = debian_program("docker-registry", "docker-registry")?;
         // Another process can take the port between our probe and the registry's bind; the

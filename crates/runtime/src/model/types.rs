@@ -387,4 +387,73 @@ pub struct ProviderInfo {
     pub env_prefixes: Vec<String>,
     /// Prefixes of the Service annotation keys the driver may set or remove.
     pub annotation_prefixes: Vec<String>,
+    /// The credentials the driver reads; the host keeps them out of the guest
+    /// ([`crate::secrets`]).
+    pub secrets: Vec<SecretDecl>,
+}
+
+/// Where a credential sits in what the operator gives `init` (`secret-location`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SecretLocation {
+    /// An environment variable.
+    Env(String),
+    /// An INI key: section and key.
+    Ini((String, String)),
+    /// A JSON Pointer to a string member of a JSON file.
+    Json(String),
+}
+
+/// Where the host may send a credential (`secret-origin`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct SecretOrigin {
+    /// Settings holding the URL, first present wins.
+    pub settings: Vec<SecretLocation>,
+    /// The URL when no setting is present; empty: a setting is required.
+    pub default_url: String,
+}
+
+/// How the host puts a credential into a request (`secret-use`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SecretUse {
+    /// `Authorization: Bearer`.
+    Bearer,
+    /// The whole value of a header.
+    Header(String),
+    /// A query parameter or form field.
+    Param(String),
+    /// The user of `Authorization: Basic`.
+    BasicUser,
+    /// The password of `Authorization: Basic`.
+    BasicPassword,
+    /// The key of CloudStack's request signature.
+    CloudstackSignature,
+    /// An OAuth2 client-credentials token endpoint whose token the host seals.
+    Oauth2Client(Oauth2Seal),
+}
+
+/// The token endpoint of [`SecretUse::Oauth2Client`] (`oauth2-seal`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct Oauth2Seal {
+    /// The token endpoint's path.
+    pub token_path: String,
+    /// Where the sealed access token may be sent, as a bearer token.
+    pub token_origins: Vec<SecretOrigin>,
+}
+
+/// A credential the driver declares (`secret-decl`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct SecretDecl {
+    /// Stable name.
+    pub name: String,
+    /// Every place the value may be.
+    pub at: Vec<SecretLocation>,
+    /// Where the host may send it.
+    pub origin: SecretOrigin,
+    /// How the host may put it into a request for `origin`.
+    pub uses: Vec<SecretUse>,
 }

@@ -134,7 +134,11 @@ records! { mt => wt:
     Context { cluster_name, cluster_id, kubernetes_version }
     ProviderInfo {
         name, version, provider_id_scheme, default_egress, env_prefixes, annotation_prefixes,
+        secrets,
     }
+    SecretOrigin { settings, default_url }
+    Oauth2Seal { token_path, token_origins }
+    SecretDecl { name, at, origin, uses }
 }
 
 enums! { mt => wt:
@@ -150,6 +154,11 @@ variants! { mt => wt:
     ProviderError {
         NotFound(m), NotImplemented, ImplementedElsewhere, InvalidConfig(m), Unauthorized(m),
         RateLimited(s), RetryAfter(r), Transient(m), Permanent(m),
+    }
+    SecretLocation { Env(n), Ini(k), Json(p) }
+    SecretUse {
+        Bearer, Header(n), Param(n), BasicUser, BasicPassword, CloudstackSignature,
+        Oauth2Client(s),
     }
 }
 

@@ -126,6 +126,17 @@ pub enum HostError {
         /// ([`GuestBacktrace::short`]); `wasm-ccm-dev` prints it whole.
         backtrace: GuestBacktrace,
     },
+    /// The credentials a driver declares could not be taken out of its configuration (see
+    /// [`crate::secrets`]); it is not loaded, and nothing was sent.
+    #[error(
+        "driver {driver}: the host cannot hold its credentials: {detail}; the driver was not loaded"
+    )]
+    Secrets {
+        /// The driver's name.
+        driver: String,
+        /// What is wrong (names the secret and the setting, never a value).
+        detail: String,
+    },
     /// The driver's `info()` breaks a rule (see [`crate::info_rules`]); it is not loaded.
     #[error(
         "{origin}: the driver's info() is invalid: {detail}; the driver was not loaded — fix its provider-info (wit/README.md lists the rules)"
@@ -191,6 +202,7 @@ impl HostError {
             HostError::OutOfMemory { .. } => "out-of-memory",
             HostError::Trap { .. } => "trap",
             HostError::InvalidInfo { .. } => "invalid-info",
+            HostError::Secrets { .. } => "secrets",
             HostError::ResultOverCap { .. } => "result-over-cap",
             HostError::NotExported { .. } => "not-exported",
             HostError::UnknownFunction(_) => "unknown-function",

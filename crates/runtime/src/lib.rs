@@ -31,6 +31,7 @@ pub mod info_rules;
 mod lowered;
 pub mod model;
 pub mod result_caps;
+pub mod secrets;
 pub mod special_addr;
 mod state;
 pub mod surface;

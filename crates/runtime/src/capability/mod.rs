@@ -110,14 +110,23 @@ pub(crate) struct DriverHost {
 
 impl DriverHost {
     /// The state of a loaded driver: the egress the operator granted (or the driver's declared
-    /// defaults) and a logger that knows the secrets of `env` and of the cloud config.
+    /// defaults), the vault of its declared credentials, and a logger that knows the secrets of
+    /// `env`, of the cloud config and of the vault.
     pub(crate) fn new(
         info: &ProviderInfo,
         opts: &DriverOptions,
         env: &[(String, String)],
+        vault: Option<Arc<crate::secrets::Vault>>,
     ) -> Result<Self, HostError> {
-        let http = http::from_options(&info.name, &info.default_egress, opts)?;
         let logger = log::from_options(&info.name, opts, env);
+        // Every value the host holds, and each of its encodings, is redacted from whatever the
+        // host writes (a backstop: the guest never holds them).
+        for value in vault.iter().flat_map(|v| v.values()) {
+            for form in crate::secrets::scrub::encodings(&value) {
+                logger.add_secret(&form);
+            }
+        }
+        let http = http::from_options(&info.name, &info.default_egress, opts)?.with_vault(vault);
         Ok(DriverHost {
             name: info.name.clone(),
             logger: Arc::new(logger),

@@ -268,7 +268,16 @@ impl Runtime {
             })
             .cloned()
             .collect();
-        let host = Arc::new(DriverHost::new(&info, &opts, &env)?);
+        // The declared credentials leave the config and the environment for the host's vault;
+        // `init` gets placeholders in their place.
+        let sealed =
+            crate::secrets::Vault::seal(&name, &info.secrets, &opts.config, &env, &opts.secrets)
+                .map_err(|detail| HostError::Secrets {
+                    driver: name.clone(),
+                    detail,
+                })?;
+        let host = Arc::new(DriverHost::new(&info, &opts, &env, sealed.vault)?);
+        let (config, env) = (sealed.config, sealed.env);
         // A Cranelift build that finished since the compile serves from the start.
         let ready = compiled.tier_up.as_ref().and_then(|t| t.ready());
         let (pre, tier) = match ready {
@@ -292,6 +301,7 @@ impl Runtime {
             generation: AtomicU64::new(0),
             tier_tx: tokio::sync::watch::Sender::new(tier),
             host,
+            config,
             env,
             permits: Semaphore::new(opts.max_concurrency.max(1)),
             idle: Mutex::new(Vec::new()),

@@ -93,6 +93,8 @@ pub struct DriverOptions {
     /// The origins whose requests carry the call's `traceparent` (`--trace-propagation-origins`);
     /// `None` sends it nowhere.
     pub trace_propagation: Option<crate::trace::TracePropagation>,
+    /// The operator's credential options (`--secret-origin`, `--allow-plain-http-secrets`).
+    pub secrets: crate::secrets::SecretOptions,
 }
 
 impl Default for DriverOptions {
@@ -121,6 +123,7 @@ impl Default for DriverOptions {
             log_sink: Arc::new(TracingSink),
             host_addresses: HostAddresses::system(),
             trace_propagation: None,
+            secrets: Default::default(),
         }
     }
 }

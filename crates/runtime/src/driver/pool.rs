@@ -183,6 +183,9 @@ pub(super) struct DriverInner {
     /// The tier that serves new calls, for whoever watches (`Driver::watch_tier`).
     pub(super) tier_tx: tokio::sync::watch::Sender<Tier>,
     pub(super) host: Arc<DriverHost>,
+    /// The cloud config `init` gets: placeholders in place of the declared credentials.
+    pub(super) config: Vec<u8>,
+    /// The environment `init` gets, likewise.
     pub(super) env: Vec<(String, String)>,
     pub(super) opts: DriverOptions,
     pub(super) permits: Semaphore,
@@ -266,10 +269,10 @@ impl DriverInner {
             .begin_call("provider.init", &CallScope::default(), deadline, None);
         let o = &self.opts;
         let context = o.context.clone().into();
-        let call = slot
-            .guests
-            .provider
-            .call_init(&mut slot.store, &context, &o.config, &self.env);
+        let call =
+            slot.guests
+                .provider
+                .call_init(&mut slot.store, &context, &self.config, &self.env);
         match tokio::time::timeout(o.init_timeout, call).await {
             Ok(Ok(Ok(()))) => Ok(slot),
             Ok(Ok(Err(e))) => Err(CallError::Provider(cap_error(e.into(), &|t, max| {

@@ -29,6 +29,7 @@ use url::Url;
 
 use crate::egress::{Denied, EgressPolicy, SpecialAddress};
 use crate::model::http::{HttpError, Method, Request, Response};
+use crate::secrets::{Applied, Vault};
 use crate::trace::TracePropagation;
 
 /// Limits on a driver's HTTP traffic.
@@ -137,8 +138,12 @@ pub trait HttpInterceptor: Send + Sync {
 /// A checked request on its way to the network.
 pub struct Forward<'a> {
     capability: &'a HttpCapability,
+    /// The request as the driver made it: placeholders, never credentials.
     request: Request,
     url: Url,
+    /// The same request with the driver's credentials applied, when it carries any; only the
+    /// network sees it, never an interceptor (so cassettes hold placeholders only).
+    applied: Option<Applied>,
     budget: Duration,
     asked: Duration,
 }
@@ -161,10 +166,13 @@ impl Forward<'_> {
             capability,
             request,
             url,
+            applied,
             budget,
             asked,
         } = self;
-        capability.forward(request, url, budget, asked).await
+        capability
+            .forward_applied(request, url, applied, budget, asked)
+            .await
     }
 }
 
@@ -222,6 +230,9 @@ pub struct HttpCapability {
     shadow: bool,
     /// The origins that get the request's `traceparent` (none by default).
     propagation: Option<TracePropagation>,
+    /// The driver's credentials, applied per grant ([`crate::secrets`]); none for a driver
+    /// that declares no secrets.
+    vault: Option<Arc<Vault>>,
 }
 
 impl HttpCapability {
@@ -235,6 +246,7 @@ impl HttpCapability {
             interceptor: None,
             shadow: false,
             propagation: None,
+            vault: None,
         })
     }
 
@@ -250,6 +262,18 @@ impl HttpCapability {
     pub fn with_trace_propagation(mut self, propagation: Option<TracePropagation>) -> Self {
         self.propagation = propagation;
         self
+    }
+
+    /// Applies the credentials `vault` holds to the requests that carry their placeholders, and
+    /// scrubs them from every response.
+    pub fn with_vault(mut self, vault: Option<Arc<Vault>>) -> Self {
+        self.vault = vault;
+        self
+    }
+
+    /// The driver's credentials, when it declares any.
+    pub fn vault(&self) -> Option<&Arc<Vault>> {
+        self.vault.as_ref()
     }
 
     /// Routes every checked request through `interceptor`.
@@ -357,7 +381,10 @@ impl HttpCapability {
                 exchange.shadowed = Some(summary);
                 Err(refused)
             }
-            (Ok(checked), None) => self.send_checked(req, checked.url, deadline).await,
+            (Ok(checked), None) => match self.apply_secrets(&req, &checked.url) {
+                Ok(applied) => self.send_checked(req, checked.url, applied, deadline).await,
+                Err(refused) => Err(refused),
+            },
         };
         match &result {
             Ok(r) => {
@@ -377,10 +404,23 @@ impl HttpCapability {
         (result, exchange)
     }
 
+    /// The request with the driver's credentials applied, `None` when it carries none, or the
+    /// refusal of a placeholder its grant does not allow there.
+    fn apply_secrets(&self, req: &Request, url: &Url) -> Result<Option<Applied>, HttpError> {
+        let Some(vault) = &self.vault else {
+            return Ok(None);
+        };
+        vault.apply(req, url).map_err(|refusal| match refusal {
+            crate::secrets::Refusal::Denied(m) => HttpError::Denied(m),
+            crate::secrets::Refusal::Invalid(m) => HttpError::Invalid(m),
+        })
+    }
+
     async fn send_checked(
         &self,
         req: Request,
         url: Url,
+        applied: Option<Applied>,
         deadline: Instant,
     ) -> Result<Response, HttpError> {
         if req.body.len() > self.limits.max_request_body {
@@ -400,6 +440,7 @@ impl HttpCapability {
             capability: self,
             request: req,
             url,
+            applied,
             budget,
             asked,
         };
@@ -407,6 +448,63 @@ impl HttpCapability {
             Some(interceptor) => interceptor.intercept(forward).await,
             None => forward.send().await,
         }
+    }
+
+    /// Sends a checked request to the network: with its credentials applied when it carries
+    /// any (no redirect followed, a token answer sealed or served from the cache, a 401 dropping
+    /// the sealed tokens it carried), and the response scrubbed of every secret value.
+    async fn forward_applied(
+        &self,
+        req: Request,
+        url: Url,
+        applied: Option<Applied>,
+        budget: Duration,
+        asked: Duration,
+    ) -> Result<Response, HttpError> {
+        let (Some(vault), Some(applied)) = (&self.vault, applied) else {
+            let response = self.forward(req, url, budget, asked).await?;
+            return Ok(self.scrub(response));
+        };
+        if let Some(ask) = applied.token
+            && let Some(cached) = vault.cached_token(ask)
+        {
+            return Ok(cached);
+        }
+        let Applied {
+            wire,
+            url: wire_url,
+            token,
+            sealed,
+        } = applied;
+        let sent = CARRIES_SECRET.scope(true, self.forward(wire, wire_url, budget, asked));
+        let mut response = sent.await?;
+        if response.status == 401 {
+            vault.drop_tokens(&sealed);
+        }
+        if let Some(ask) = token {
+            response = vault.seal_token(ask, response);
+        }
+        Ok(self.scrub(response))
+    }
+
+    /// `response` with every secret value the driver's vault holds replaced by its placeholder.
+    fn scrub(&self, mut response: Response) -> Response {
+        let Some(vault) = &self.vault else {
+            return response;
+        };
+        let scrubber = vault.scrubber();
+        if scrubber.is_empty() {
+            return response;
+        }
+        if let Some(body) = scrubber.scrub(&response.body) {
+            response.body = body;
+        }
+        for (_, value) in &mut response.headers {
+            if let Some(v) = scrubber.scrub_str(value) {
+                *value = v;
+            }
+        }
+        response
     }
 
     /// Sends a checked request to the network within `budget`.
@@ -570,6 +668,12 @@ fn build_client(
         let policy = policy.clone();
         let max = limits.max_redirects;
         reqwest::redirect::Policy::custom(move |attempt| {
+            // A request that carried a credential is never redirected: reqwest strips only a
+            // few headers on a cross-origin hop, and a key in a query, a custom header or a
+            // 307 body would follow. The driver gets the 3xx and decides.
+            if CARRIES_SECRET.try_with(|carries| *carries).unwrap_or(false) {
+                return attempt.stop();
+            }
             if attempt.previous().len() > max {
                 return attempt.error(Denied(format!("more than {max} redirects")));
             }
@@ -631,6 +735,10 @@ tokio::task_local! {
     /// The URL a request is connecting for: set around each request, moved to the next hop by the
     /// redirect policy, read by [`CheckedResolver`].
     static CONNECTING_FOR: RefCell<Option<Url>>;
+
+    /// Set around a request that carries a credential the host applied: its redirects are not
+    /// followed.
+    static CARRIES_SECRET: bool;
 }
 
 /// The time a request may take: what the driver asked for, but ending a margin before the call's

@@ -1,0 +1,566 @@
+//! Per request: where the guest put placeholders, whether each one's grant allows that place and
+//! origin, and the request as it goes on the wire, with the real values (and CloudStack's
+//! signature). A known placeholder anywhere else refuses the whole request; nothing is sent.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use memchr::memmem;
+use url::Url;
+
+use super::{PLACEHOLDER_PREFIX, Table, Vault, placeholder_at};
+use crate::model::http::{Method, Request};
+use crate::model::types::SecretUse;
+
+/// A request with credentials applied, and what the response handling must know.
+pub(crate) struct Applied {
+    /// The request as it goes on the wire.
+    pub wire: Request,
+    /// Its URL.
+    pub url: Url,
+    /// A token request whose answer the host seals (and may answer from its cache).
+    pub token: Option<super::oauth::TokenAsk>,
+    /// Sealed tokens the request carried: a 401 drops them.
+    pub sealed: Vec<String>,
+}
+
+/// Why a request was refused.
+pub(crate) enum Refusal {
+    /// A placeholder where its grant does not allow it (counted as misuse).
+    Denied(String),
+    /// A request the host cannot sign as asked.
+    Invalid(String),
+}
+
+/// Where in a request a placeholder was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    Bearer,
+    BasicUser,
+    BasicPassword,
+    Header(String),
+    Query(String),
+    Form(String),
+}
+
+impl Place {
+    fn describe(&self) -> String {
+        match self {
+            Place::Bearer => "the Authorization header as a bearer token".into(),
+            Place::BasicUser => "the user of Authorization: Basic".into(),
+            Place::BasicPassword => "the password of Authorization: Basic".into(),
+            Place::Header(n) => format!("header {}", crate::capability::log::cut(n, 64)),
+            Place::Query(n) => format!("query parameter {}", crate::capability::log::cut(n, 64)),
+            Place::Form(n) => format!("form field {}", crate::capability::log::cut(n, 64)),
+        }
+    }
+
+    fn allowed_by(&self, u: &SecretUse) -> bool {
+        match (self, u) {
+            (Place::Bearer, SecretUse::Bearer)
+            | (Place::BasicUser, SecretUse::BasicUser)
+            | (Place::BasicPassword, SecretUse::BasicPassword) => true,
+            (Place::Header(n), SecretUse::Header(m)) => n.eq_ignore_ascii_case(m),
+            (Place::Query(n) | Place::Form(n), SecretUse::Param(m)) => n == m,
+            _ => false,
+        }
+    }
+}
+
+/// A use as an operator reads it.
+fn describe_use(u: &SecretUse) -> String {
+    match u {
+        SecretUse::Bearer => "a bearer token".into(),
+        SecretUse::Header(n) => format!("header {n}"),
+        SecretUse::Param(n) => format!("parameter {n}"),
+        SecretUse::BasicUser => "the Basic user".into(),
+        SecretUse::BasicPassword => "the Basic password".into(),
+        SecretUse::CloudstackSignature => "the key of the host's CloudStack signature".into(),
+        SecretUse::Oauth2Client(s) => format!("the token endpoint {}", s.token_path),
+    }
+}
+
+/// Refused placements by secret and reason; bounded by the driver's declared secrets (at most
+/// 16 names, plus one for sealed tokens) times three reasons.
+#[derive(Default)]
+pub(crate) struct MisuseCounters(Mutex<BTreeMap<(String, &'static str), u64>>);
+
+impl MisuseCounters {
+    fn count(&self, secret: &str, reason: &'static str) {
+        if let Ok(mut m) = self.0.lock() {
+            *m.entry((secret.to_string(), reason)).or_default() += 1;
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<((String, &'static str), u64)> {
+        self.0
+            .lock()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Whether `url`'s host is a loopback address or `localhost` (simulators): the only `http://`
+/// origins a credential goes to without `--allow-plain-http-secrets`.
+pub fn is_loopback_origin(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// Whether any part of `req` contains the placeholder prefix: the one check every request of a
+/// driver with secrets pays.
+fn mentions_placeholder(req: &Request) -> bool {
+    let finder = memmem::Finder::new(PLACEHOLDER_PREFIX.as_bytes());
+    finder.find(req.url.as_bytes()).is_some()
+        || finder.find(&req.body).is_some()
+        || req.headers.iter().any(|(k, v)| {
+            finder.find(k.as_bytes()).is_some()
+                || finder.find(v.as_bytes()).is_some()
+                || k.eq_ignore_ascii_case("authorization")
+        })
+}
+
+/// The known placeholders in `text`.
+fn known_in<'t>(table: &Table, text: &'t [u8]) -> Vec<&'t str> {
+    let finder = memmem::Finder::new(PLACEHOLDER_PREFIX.as_bytes());
+    finder
+        .find_iter(text)
+        .filter_map(|at| placeholder_at(text, at))
+        .filter(|p| table.knows(p))
+        .collect()
+}
+
+/// `name=value` pairs of a query or form body, raw (not decoded), with their byte spans.
+fn raw_pairs(text: &str) -> Vec<(&str, &str)> {
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect()
+}
+
+fn decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("{text}=").as_bytes())
+        .next()
+        .map(|(k, _)| k.into_owned())
+        .unwrap_or_default()
+}
+
+fn form_encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+fn is_form(req: &Request) -> bool {
+    req.headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("content-type")
+            && v.trim()
+                .to_ascii_lowercase()
+                .starts_with("application/x-www-form-urlencoded")
+    })
+}
+
+/// The user and password of an `Authorization: Basic` value.
+fn basic_parts(value: &str) -> Option<(String, String)> {
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
+impl Table {
+    pub(crate) fn knows(&self, placeholder: &str) -> bool {
+        self.entries.contains_key(placeholder) || self.tokens.is_sealed(placeholder)
+    }
+}
+
+impl Vault {
+    /// The request with credentials applied, `None` when it carries none of this driver's
+    /// placeholders (it then goes as the driver made it), or why it is refused.
+    pub(crate) fn apply(&self, req: &Request, url: &Url) -> Result<Option<Applied>, Refusal> {
+        if !mentions_placeholder(req) {
+            return Ok(None);
+        }
+        let table = self
+            .table
+            .read()
+            .map_err(|_| Refusal::Denied("the host's secret table is unusable".into()))?;
+        let mut found: Vec<(Place, String)> = Vec::new();
+        let mut expected_in_url = 0usize;
+        let mut expected_in_body = 0usize;
+
+        let query = url.query().unwrap_or_default();
+        for (name, value) in raw_pairs(query) {
+            if table.knows(value) {
+                found.push((Place::Query(decode(name)), value.to_string()));
+                expected_in_url += 1;
+            }
+        }
+        let mut basic: Option<(usize, String, String)> = None;
+        for (i, (name, value)) in req.headers.iter().enumerate() {
+            if !known_in(&table, name.as_bytes()).is_empty() {
+                return Err(self.refuse(&table, name.as_bytes(), "a header name", url));
+            }
+            let authorization = name.eq_ignore_ascii_case("authorization");
+            let trimmed = value.trim();
+            if authorization
+                && let Some((scheme, token)) = trimmed.split_once(' ')
+                && scheme.eq_ignore_ascii_case("bearer")
+                && table.knows(token.trim())
+            {
+                found.push((Place::Bearer, token.trim().to_string()));
+                continue;
+            }
+            if authorization && let Some((user, password)) = basic_parts(trimmed) {
+                let mut any = false;
+                if table.knows(&user) {
+                    found.push((Place::BasicUser, user.clone()));
+                    any = true;
+                }
+                if table.knows(&password) {
+                    found.push((Place::BasicPassword, password.clone()));
+                    any = true;
+                }
+                let inside = format!("{user}:{password}");
+                if known_in(&table, inside.as_bytes()).len()
+                    > usize::from(table.knows(&user)) + usize::from(table.knows(&password))
+                {
+                    return Err(self.refuse(
+                        &table,
+                        inside.as_bytes(),
+                        "part of Authorization: Basic",
+                        url,
+                    ));
+                }
+                if any {
+                    basic = Some((i, user, password));
+                }
+                continue;
+            }
+            if table.knows(trimmed) {
+                found.push((
+                    Place::Header(name.to_ascii_lowercase()),
+                    trimmed.to_string(),
+                ));
+                continue;
+            }
+            if !known_in(&table, value.as_bytes()).is_empty() {
+                return Err(self.refuse(
+                    &table,
+                    value.as_bytes(),
+                    &format!("part of header {}", crate::capability::log::cut(name, 64)),
+                    url,
+                ));
+            }
+        }
+        let form = is_form(req) && !req.body.is_empty();
+        let body_text = std::str::from_utf8(&req.body).ok();
+        if form && let Some(text) = body_text {
+            for (name, value) in raw_pairs(text) {
+                if table.knows(value) {
+                    found.push((Place::Form(decode(name)), value.to_string()));
+                    expected_in_body += 1;
+                }
+            }
+        }
+        // Every known placeholder must be one of those found in a recognised place.
+        if known_in(&table, req.url.as_bytes()).len() > expected_in_url {
+            return Err(self.refuse(
+                &table,
+                req.url.as_bytes(),
+                "the URL outside a query parameter's value",
+                url,
+            ));
+        }
+        if known_in(&table, &req.body).len() > expected_in_body {
+            return Err(self.refuse(
+                &table,
+                &req.body,
+                "the body outside a form field's value",
+                url,
+            ));
+        }
+        if found.is_empty() {
+            return Ok(None);
+        }
+
+        // Each placement must be granted for this origin.
+        let origin = url.origin();
+        let mut values: Vec<(Place, String, String)> = Vec::with_capacity(found.len());
+        let mut sealed = Vec::new();
+        let mut signed_grants = Vec::new();
+        for (place, placeholder) in found {
+            if let Some(entry) = table.entries.get(&placeholder) {
+                let grant = &self.grants[entry.grant];
+                let allowed = grant.uses.iter().any(|u| place.allowed_by(u));
+                let reason = if grant.origin != origin {
+                    Some("origin")
+                } else if !allowed {
+                    Some("position")
+                } else if self.plain_http_refused(url) {
+                    Some("plain-http")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    self.misuse.count(&grant.name, reason);
+                    let uses: Vec<String> = grant.uses.iter().map(describe_use).collect();
+                    return Err(Refusal::Denied(format!(
+                        "secret {} may go only to {} as {}; it was placed in {} for {}{}",
+                        grant.name,
+                        grant.origin_text,
+                        uses.join(" or "),
+                        place.describe(),
+                        origin.ascii_serialization(),
+                        if reason == "plain-http" {
+                            " over plain http, which needs --allow-plain-http-secrets"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+                signed_grants.push(entry.grant);
+                values.push((place, placeholder, entry.value.clone()));
+            } else if let Some(token) = table.tokens.get(&placeholder) {
+                let reason = if place != Place::Bearer {
+                    Some("position")
+                } else if !token.origins.contains(&origin) {
+                    Some("origin")
+                } else if self.plain_http_refused(url) {
+                    Some("plain-http")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    self.misuse.count("oauth2-token", reason);
+                    return Err(Refusal::Denied(format!(
+                        "a sealed OAuth2 token may go only as a bearer token to the origins its grant names; it was placed in {} for {}",
+                        place.describe(),
+                        origin.ascii_serialization()
+                    )));
+                }
+                values.push((place, placeholder.clone(), token.value.clone()));
+                sealed.push(placeholder);
+            }
+        }
+
+        let mut wire = req.clone();
+        let mut wire_url = url.clone();
+        if expected_in_url > 0 {
+            let q = substitute_pairs(query, &values, |p| match p {
+                Place::Query(n) => Some(n),
+                _ => None,
+            });
+            wire_url.set_query(Some(&q));
+        }
+        if expected_in_body > 0
+            && let Some(text) = body_text
+        {
+            wire.body = substitute_pairs(text, &values, |p| match p {
+                Place::Form(n) => Some(n),
+                _ => None,
+            })
+            .into_bytes();
+        }
+        for (i, (name, value)) in wire.headers.iter_mut().enumerate() {
+            if let Some((bi, user, password)) = &basic
+                && *bi == i
+            {
+                let real = |part: &String, place: Place| {
+                    values
+                        .iter()
+                        .find(|(p, ph, _)| *p == place && ph == part)
+                        .map(|(_, _, v)| form_encode(v))
+                        .unwrap_or_else(|| part.clone())
+                };
+                let text = format!(
+                    "{}:{}",
+                    real(user, Place::BasicUser),
+                    real(password, Place::BasicPassword)
+                );
+                *value = format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(text)
+                );
+                continue;
+            }
+            let trimmed = value.trim().to_string();
+            let bearer = trimmed
+                .split_once(' ')
+                .filter(|(s, _)| {
+                    name.eq_ignore_ascii_case("authorization") && s.eq_ignore_ascii_case("bearer")
+                })
+                .map(|(_, t)| t.trim().to_string());
+            if let Some(token) = bearer
+                && let Some((_, _, real)) = values
+                    .iter()
+                    .find(|(p, ph, _)| *p == Place::Bearer && *ph == token)
+            {
+                *value = format!("Bearer {real}");
+                continue;
+            }
+            if let Some((_, _, real)) = values.iter().find(|(p, ph, _)| {
+                matches!(p, Place::Header(n) if n.eq_ignore_ascii_case(name)) && *ph == trimmed
+            }) {
+                *value = real.clone();
+            }
+        }
+
+        // CloudStack: a request carrying a credential toward a signing grant's origin is signed.
+        let signer =
+            self.grants.iter().enumerate().find(|(_, g)| {
+                g.origin == origin && g.uses.contains(&SecretUse::CloudstackSignature)
+            });
+        if let Some((signer_index, _)) = signer
+            && !signed_grants.is_empty()
+        {
+            let key = table
+                .entries
+                .values()
+                .filter(|e| e.grant == signer_index)
+                .min_by_key(|e| e.ordinal)
+                .map(|e| e.value.clone())
+                .ok_or_else(|| {
+                    Refusal::Invalid(format!(
+                        "secret {} signs requests to {} but has no value; set it in the cloud-config",
+                        self.grants[signer_index].name, self.grants[signer_index].origin_text
+                    ))
+                })?;
+            sign_cloudstack(&mut wire, &mut wire_url, &key)?;
+        }
+
+        // OAuth2: a POST to a token endpoint with that grant's credential is a token request.
+        let token = self.token_ask(req, url, &signed_grants);
+        wire.url = wire_url.to_string();
+        Ok(Some(Applied {
+            wire,
+            url: wire_url,
+            token,
+            sealed,
+        }))
+    }
+
+    fn plain_http_refused(&self, url: &Url) -> bool {
+        url.scheme() == "http" && !self.options.allow_plain_http && !is_loopback_origin(url)
+    }
+
+    /// The refusal of a placeholder found where no grant can allow it, counted under the
+    /// secret it stands for.
+    fn refuse(&self, table: &Table, text: &[u8], place: &str, url: &Url) -> Refusal {
+        let name = known_in(table, text)
+            .first()
+            .and_then(|p| table.entries.get(*p))
+            .map(|e| self.grants[e.grant].name.clone())
+            .unwrap_or_else(|| "oauth2-token".to_string());
+        self.misuse.count(&name, "position");
+        Refusal::Denied(format!(
+            "secret {name} was placed in {place} for {}; a secret goes only where its declaration's uses say",
+            url.origin().ascii_serialization()
+        ))
+    }
+
+    fn token_ask(
+        &self,
+        req: &Request,
+        url: &Url,
+        used: &[usize],
+    ) -> Option<super::oauth::TokenAsk> {
+        if req.method != Method::Post {
+            return None;
+        }
+        let origin = url.origin();
+        let (grant, _) = self.grants.iter().enumerate().find(|(i, g)| {
+            used.contains(i)
+                && g.origin == origin
+                && g.token.as_ref().is_some_and(|t| t.path == url.path())
+        })?;
+        // The same driver asking the same way gets the same token: the guest's request (with
+        // placeholders, so no secret is hashed) is the key.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        req.url.hash(&mut h);
+        req.body.hash(&mut h);
+        for (k, v) in &req.headers {
+            if k.eq_ignore_ascii_case("authorization") {
+                v.hash(&mut h);
+            }
+        }
+        Some(super::oauth::TokenAsk {
+            grant,
+            key: h.finish(),
+        })
+    }
+}
+
+/// Signs a CloudStack request in place: any `signature` the driver sent is removed, the host's
+/// is appended to the query (GET) or the form body (POST).
+fn sign_cloudstack(wire: &mut Request, url: &mut Url, key: &str) -> Result<(), Refusal> {
+    let in_body = wire.method == Method::Post && is_form(wire);
+    let raw = if in_body {
+        String::from_utf8(wire.body.clone())
+            .map_err(|_| Refusal::Invalid("a CloudStack form body must be UTF-8".into()))?
+    } else {
+        url.query().unwrap_or_default().to_string()
+    };
+    let kept: Vec<&str> = raw
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .filter(|p| {
+            let name = p.split_once('=').map_or(*p, |(n, _)| n);
+            !decode(name).eq_ignore_ascii_case("signature")
+        })
+        .collect();
+    let unsigned = kept.join("&");
+    let params: Vec<(String, String)> = url::form_urlencoded::parse(unsigned.as_bytes())
+        .into_owned()
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    super::cloudstack::check_expiry(&params, now).map_err(Refusal::Invalid)?;
+    let signature = super::cloudstack::signature(&params, key.as_bytes());
+    let signed = format!(
+        "{unsigned}&signature={}",
+        super::cloudstack::encode(&signature)
+    );
+    if in_body {
+        wire.body = signed.into_bytes();
+    } else {
+        url.set_query(Some(&signed));
+    }
+    Ok(())
+}
+
+/// `text` (a query or form body) with each recognised placeholder value replaced by its real
+/// value, form-encoded; every other byte as the driver wrote it.
+fn substitute_pairs(
+    text: &str,
+    values: &[(Place, String, String)],
+    kind: fn(&Place) -> Option<&String>,
+) -> String {
+    text.split('&')
+        .map(|segment| {
+            let Some((name, value)) = segment.split_once('=') else {
+                return segment.to_string();
+            };
+            let decoded = decode(name);
+            let real = values
+                .iter()
+                .find(|(p, ph, _)| kind(p).is_some_and(|n| *n == decoded) && ph == value);
+            match real {
+                Some((_, _, real)) => format!("{name}={}", form_encode(real)),
+                None => segment.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}

@@ -1,0 +1,438 @@
+//! Credentials never enter the guest (issue 31): the driver declares where its credentials sit
+//! (`provider-info.secrets`); the host reads them, gives `init` opaque placeholders in their
+//! place, and applies the real values only to requests toward each secret's origin, in the
+//! positions its declaration names.
+//!
+//! - [`locate`]: finding a value in the config or the environment, and rewriting only its bytes;
+//! - [`Vault`]: the table of placeholders, values and grants of one driver, built at load and
+//!   rotated in place (placeholders never change, so the driver is not re-initialised);
+//! - [`apply`]: per request, the placement check (a placeholder anywhere its grant does not name
+//!   refuses the request) and the substitution, with CloudStack's signature computed here;
+//! - [`oauth`]: OAuth2 client-credentials tokens sealed behind placeholders, cached per driver;
+//! - [`scrub`]: every value and its encodings replaced in responses, and handed to the redactor.
+
+mod apply;
+pub mod cloudstack;
+mod locate;
+mod oauth;
+pub mod scrub;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use url::Url;
+
+use crate::model::types::{SecretDecl, SecretLocation, SecretUse};
+
+pub use apply::is_loopback_origin;
+pub(crate) use apply::{Applied, Refusal};
+
+/// What every placeholder starts with: reserved, and safe unencoded in a URL, a header and a
+/// form body.
+pub const PLACEHOLDER_PREFIX: &str = "wccm-secret.";
+
+/// Hex digits after the prefix: 128 random bits.
+const PLACEHOLDER_HEX: usize = 32;
+
+/// A placeholder's full length.
+pub const PLACEHOLDER_LEN: usize = PLACEHOLDER_PREFIX.len() + PLACEHOLDER_HEX;
+
+/// A fresh placeholder: the prefix and 128 random bits. It names nothing, so a leaked one tells
+/// nothing.
+pub(crate) fn mint() -> String {
+    format!("{PLACEHOLDER_PREFIX}{:032x}", rand::random::<u128>())
+}
+
+/// The placeholder starting at `text[at..]`, if one does.
+pub(crate) fn placeholder_at(text: &[u8], at: usize) -> Option<&str> {
+    let candidate = text.get(at..at + PLACEHOLDER_LEN)?;
+    let (prefix, hex) = candidate.split_at(PLACEHOLDER_PREFIX.len());
+    (prefix == PLACEHOLDER_PREFIX.as_bytes()
+        && hex
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)))
+    .then(|| std::str::from_utf8(candidate).ok())
+    .flatten()
+}
+
+/// The operator's choices about credentials, from the driver's options.
+#[derive(Debug, Clone, Default)]
+pub struct SecretOptions {
+    /// `--secret-origin NAME=URL`: replaces a secret's declared origin.
+    pub origins: Vec<(String, String)>,
+    /// `--allow-plain-http-secrets`: bearer, header, parameter and Basic credentials may go to
+    /// `http://` origins that are not loopback (signatures never need it: the key does not
+    /// travel).
+    pub allow_plain_http: bool,
+}
+
+/// One declared secret: where it may go and how.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    pub name: String,
+    pub origin: url::Origin,
+    pub origin_text: String,
+    pub uses: Vec<SecretUse>,
+    /// For an `oauth2-client` use: the token path and where its tokens may go.
+    pub token: Option<TokenGrant>,
+}
+
+/// The token endpoint of a grant and the origins of its sealed tokens.
+#[derive(Debug)]
+pub(crate) struct TokenGrant {
+    pub path: String,
+    pub origins: Vec<url::Origin>,
+}
+
+/// What a placeholder stands for.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// Index of the declared secret in [`Vault::grants`].
+    pub grant: usize,
+    /// The real value.
+    pub value: String,
+    /// Where it was found.
+    pub at: SecretLocation,
+    /// Which of the values at `at` it is, in file order (a rotated file pairs by it).
+    pub ordinal: usize,
+}
+
+/// The table both paths read: declared values by placeholder, sealed tokens, and the scrubber
+/// built from both.
+pub(crate) struct Table {
+    pub entries: HashMap<String, Entry>,
+    pub tokens: oauth::Tokens,
+    pub scrubber: Arc<scrub::Scrubber>,
+}
+
+impl Table {
+    fn rebuild_scrubber(&mut self) {
+        let pairs: Vec<(&str, &str)> = self
+            .entries
+            .iter()
+            .map(|(p, e)| (e.value.as_str(), p.as_str()))
+            .chain(self.tokens.values())
+            .collect();
+        self.scrubber = Arc::new(scrub::Scrubber::new(pairs));
+    }
+}
+
+/// A driver's credentials, held by the host (see the module doc).
+pub struct Vault {
+    driver: String,
+    grants: Vec<Grant>,
+    table: RwLock<Table>,
+    options: SecretOptions,
+    misuse: apply::MisuseCounters,
+}
+
+/// A loaded driver's `init` input after the host took its credentials out.
+pub struct Sealed {
+    /// The host's table, `None` when the driver declares no secrets.
+    pub vault: Option<Arc<Vault>>,
+    /// The cloud config with placeholders in place of the values.
+    pub config: Vec<u8>,
+    /// The environment with placeholders in place of the values, and without the
+    /// credential-named variables the driver did not declare.
+    pub env: Vec<(String, String)>,
+}
+
+impl Vault {
+    /// Takes the declared secrets out of `config` and `env` (already filtered to the driver's
+    /// prefixes). A driver that declares none gets both unchanged. An error names the secret and
+    /// says what to fix.
+    pub fn seal(
+        driver: &str,
+        decls: &[SecretDecl],
+        config: &[u8],
+        env: &[(String, String)],
+        options: &SecretOptions,
+    ) -> Result<Sealed, String> {
+        if decls.is_empty() {
+            return Ok(Sealed {
+                vault: None,
+                config: config.to_vec(),
+                env: env.to_vec(),
+            });
+        }
+        let mut grants = Vec::with_capacity(decls.len());
+        for decl in decls {
+            grants.push(grant(decl, config, env, options)?);
+        }
+        let (entries, config_spans, env_values) = collect(decls, config, env)?;
+        let new_config = locate::rewrite(
+            config,
+            config_spans
+                .iter()
+                .map(|(span, p)| (span.clone(), p.as_str()))
+                .collect(),
+        );
+        let declared_env: Vec<&str> = decls
+            .iter()
+            .flat_map(|d| &d.at)
+            .filter_map(|at| match at {
+                SecretLocation::Env(n) => Some(n.as_str()),
+                _ => None,
+            })
+            .collect();
+        let new_env = env
+            .iter()
+            .enumerate()
+            .filter(|(_, (k, _))| {
+                // An undeclared credential-named variable stays out of a driver that declares
+                // its secrets: it would enter the guest in clear.
+                declared_env.contains(&k.as_str()) || !crate::capability::log::is_secret_env_name(k)
+            })
+            .map(|(i, (k, v))| {
+                let v = env_values.get(&i).cloned().unwrap_or_else(|| v.clone());
+                (k.clone(), v)
+            })
+            .collect();
+        let mut table = Table {
+            entries,
+            tokens: oauth::Tokens::default(),
+            scrubber: Arc::new(scrub::Scrubber::new([])),
+        };
+        table.rebuild_scrubber();
+        Ok(Sealed {
+            vault: Some(Arc::new(Vault {
+                driver: driver.to_string(),
+                grants,
+                table: RwLock::new(table),
+                options: options.clone(),
+                misuse: apply::MisuseCounters::default(),
+            })),
+            config: new_config,
+            env: new_env,
+        })
+    }
+
+    /// Takes new values from a changed `config` and `env` (a rotated Secret): each placeholder
+    /// keeps its place and now stands for the value at the same location; sealed tokens minted
+    /// with the old values are dropped. The driver is not re-initialised. Refused, keeping the
+    /// old values, when a location now holds a different number of values.
+    pub fn rotate(&self, config: &[u8], env: &[(String, String)]) -> Result<usize, String> {
+        let mut table = self
+            .table
+            .write()
+            .map_err(|_| "the secret table is poisoned".to_string())?;
+        let mut by_location: HashMap<SecretLocation, Vec<String>> = HashMap::new();
+        for entry in table.entries.values() {
+            if !by_location.contains_key(&entry.at) {
+                let found = locate::find(&entry.at, config, env)
+                    .map_err(|e| format!("cannot rotate driver {}'s secrets: {e}", self.driver))?;
+                by_location.insert(
+                    entry.at.clone(),
+                    found.iter().map(|f| f.value().to_string()).collect(),
+                );
+            }
+        }
+        for entry in table.entries.values() {
+            let held = by_location.get(&entry.at).map_or(0, Vec::len);
+            let at_load = table.entries.values().filter(|e| e.at == entry.at).count();
+            if held != at_load {
+                return Err(format!(
+                    "cannot rotate driver {}'s secrets: {} now holds {held} values, it held {at_load} at load; restart to take the new layout",
+                    self.driver,
+                    describe(&entry.at),
+                ));
+            }
+        }
+        let mut changed = 0;
+        for entry in table.entries.values_mut() {
+            if let Some(value) = by_location
+                .get(&entry.at)
+                .and_then(|values| values.get(entry.ordinal))
+                && &entry.value != value
+            {
+                entry.value = value.clone();
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            table.tokens.clear();
+            table.rebuild_scrubber();
+        }
+        Ok(changed)
+    }
+
+    /// The driver's declared secret names, in declaration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.grants.iter().map(|g| g.name.as_str()).collect()
+    }
+
+    /// Every real value the host holds now (declared and sealed tokens): for the redactor.
+    pub fn values(&self) -> Vec<String> {
+        match self.table.read() {
+            Ok(t) => t
+                .entries
+                .values()
+                .map(|e| e.value.clone())
+                .chain(t.tokens.values().map(|(v, _)| v.to_string()))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The scrubber of the current table.
+    pub(crate) fn scrubber(&self) -> Arc<scrub::Scrubber> {
+        match self.table.read() {
+            Ok(t) => t.scrubber.clone(),
+            Err(_) => Arc::new(scrub::Scrubber::new([])),
+        }
+    }
+
+    /// Refused placements so far, by secret and reason.
+    pub fn misuse(&self) -> Vec<((String, &'static str), u64)> {
+        self.misuse.snapshot()
+    }
+}
+
+/// The grant of `decl`: its origin (the operator's `--secret-origin`, else the first present
+/// setting, else the default) and uses.
+fn grant(
+    decl: &SecretDecl,
+    config: &[u8],
+    env: &[(String, String)],
+    options: &SecretOptions,
+) -> Result<Grant, String> {
+    let override_url = options
+        .origins
+        .iter()
+        .find(|(n, _)| n == &decl.name)
+        .map(|(_, u)| u.clone());
+    let url_text = match override_url {
+        Some(u) => u,
+        None => origin_url(&decl.origin, config, env)
+            .map_err(|e| format!("secret {}: {e}", decl.name))?,
+    };
+    let (origin, origin_text) =
+        parse_origin(&url_text).map_err(|e| format!("secret {}: its origin {e}", decl.name))?;
+    let mut token = None;
+    for u in &decl.uses {
+        if let SecretUse::Oauth2Client(seal) = u {
+            let mut origins = Vec::new();
+            for o in &seal.token_origins {
+                let text = origin_url(o, config, env)
+                    .map_err(|e| format!("secret {}'s token origin: {e}", decl.name))?;
+                origins.push(
+                    parse_origin(&text)
+                        .map_err(|e| format!("secret {}'s token origin {e}", decl.name))?
+                        .0,
+                );
+            }
+            token = Some(TokenGrant {
+                path: seal.token_path.clone(),
+                origins,
+            });
+        }
+    }
+    Ok(Grant {
+        name: decl.name.clone(),
+        origin,
+        origin_text,
+        uses: decl.uses.clone(),
+        token,
+    })
+}
+
+/// The URL an origin declaration names: the first present setting, else its default.
+fn origin_url(
+    origin: &crate::model::types::SecretOrigin,
+    config: &[u8],
+    env: &[(String, String)],
+) -> Result<String, String> {
+    for setting in &origin.settings {
+        if let Some(found) = locate::find(setting, config, env)?.into_iter().last() {
+            return Ok(found.value().trim().to_string());
+        }
+    }
+    if origin.default_url.is_empty() {
+        let names: Vec<String> = origin.settings.iter().map(describe).collect();
+        return Err(format!(
+            "none of the settings naming where it may be sent is set ({}); set one",
+            names.join(", ")
+        ));
+    }
+    Ok(origin.default_url.clone())
+}
+
+/// A URL's origin (scheme, host, port), and its text.
+fn parse_origin(url: &str) -> Result<(url::Origin, String), String> {
+    let parsed = Url::parse(url).map_err(|e| {
+        format!(
+            "{:?} is not a URL: {e}",
+            crate::capability::log::cut(url, 256)
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!(
+            "{:?} is not an http(s):// URL",
+            crate::capability::log::cut(url, 256)
+        ));
+    }
+    let origin = parsed.origin();
+    let text = origin.ascii_serialization();
+    Ok((origin, text))
+}
+
+/// A location as an operator reads it.
+pub(crate) fn describe(at: &SecretLocation) -> String {
+    match at {
+        SecretLocation::Env(n) => format!("environment variable {n}"),
+        SecretLocation::Ini((s, k)) => format!("cloud-config [{s}] {k}"),
+        SecretLocation::Json(p) => format!("cloud-config JSON {p}"),
+    }
+}
+
+type Collected = (
+    HashMap<String, Entry>,
+    Vec<(std::ops::Range<usize>, String)>,
+    HashMap<usize, String>,
+);
+
+/// A placeholder for every value every declaration finds, and where each goes.
+fn collect(
+    decls: &[SecretDecl],
+    config: &[u8],
+    env: &[(String, String)],
+) -> Result<Collected, String> {
+    let mut entries = HashMap::new();
+    let mut spans = Vec::new();
+    let mut env_values = HashMap::new();
+    for (grant, decl) in decls.iter().enumerate() {
+        for at in &decl.at {
+            let found = locate::find(at, config, env).map_err(|e| {
+                format!(
+                    "secret {} at {}: {e}; fix the file or the declaration",
+                    decl.name,
+                    describe(at)
+                )
+            })?;
+            for (ordinal, f) in found.into_iter().enumerate() {
+                let placeholder = mint();
+                match &f {
+                    locate::Found::Env { index, .. } => {
+                        env_values.insert(*index, placeholder.clone());
+                    }
+                    locate::Found::Config { span, .. } => {
+                        spans.push((span.clone(), placeholder.clone()));
+                    }
+                }
+                entries.insert(
+                    placeholder,
+                    Entry {
+                        grant,
+                        value: f.value().to_string(),
+                        at: at.clone(),
+                        ordinal,
+                    },
+                );
+            }
+        }
+    }
+    Ok((entries, spans, env_values))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,545 @@
+//! Tests of the vault: sealing the config and the environment, the placement matrix, CloudStack
+//! signing, sealed OAuth2 tokens, response scrubbing and rotation.
+
+use super::*;
+use crate::model::http::{Method, Request, Response};
+use crate::model::types::{Oauth2Seal, SecretOrigin};
+
+const TOKEN: &str = "cloudscale-token-0123456789";
+const API_KEY: &str = "cs-api-key-ABCDEFGH";
+const SECRET_KEY: &str = "cs-secret/key+with=chars";
+const CLIENT_ID: &str = "pnap-client-id-1234";
+const CLIENT_SECRET: &str = "pnap client secret:&=";
+
+fn env_origin(var: &str, default: &str) -> SecretOrigin {
+    SecretOrigin {
+        settings: vec![SecretLocation::Env(var.into())],
+        default_url: default.into(),
+    }
+}
+
+fn cloudscale() -> SecretDecl {
+    SecretDecl {
+        name: "access-token".into(),
+        at: vec![SecretLocation::Env("CLOUDSCALE_ACCESS_TOKEN".into())],
+        origin: env_origin("CLOUDSCALE_API_URL", "https://api.cloudscale.ch"),
+        uses: vec![SecretUse::Bearer],
+    }
+}
+
+fn cloudstack() -> Vec<SecretDecl> {
+    let origin = SecretOrigin {
+        settings: vec![SecretLocation::Ini(("Global".into(), "api-url".into()))],
+        default_url: String::new(),
+    };
+    vec![
+        SecretDecl {
+            name: "api-key".into(),
+            at: vec![SecretLocation::Ini(("Global".into(), "api-key".into()))],
+            origin: origin.clone(),
+            uses: vec![SecretUse::Param("apiKey".into())],
+        },
+        SecretDecl {
+            name: "secret-key".into(),
+            at: vec![SecretLocation::Ini(("Global".into(), "secret-key".into()))],
+            origin,
+            uses: vec![SecretUse::CloudstackSignature],
+        },
+    ]
+}
+
+const TOKEN_PATH: &str = "/auth/realms/BMC/protocol/openid-connect/token";
+
+fn phoenixnap() -> Vec<SecretDecl> {
+    let origin = SecretOrigin {
+        settings: vec![SecretLocation::Json("/auth-url".into())],
+        default_url: "https://auth.phoenixnap.com".into(),
+    };
+    vec![
+        SecretDecl {
+            name: "client-id".into(),
+            at: vec![SecretLocation::Json("/clientID".into())],
+            origin: origin.clone(),
+            uses: vec![SecretUse::BasicUser, SecretUse::Param("client_id".into())],
+        },
+        SecretDecl {
+            name: "client-secret".into(),
+            at: vec![SecretLocation::Json("/clientSecret".into())],
+            origin,
+            uses: vec![
+                SecretUse::BasicPassword,
+                SecretUse::Param("client_secret".into()),
+                SecretUse::Oauth2Client(Oauth2Seal {
+                    token_path: TOKEN_PATH.into(),
+                    token_origins: vec![SecretOrigin {
+                        settings: vec![SecretLocation::Json("/base-url".into())],
+                        default_url: "https://api.phoenixnap.com".into(),
+                    }],
+                }),
+            ],
+        },
+    ]
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn get(url: &str, headers: &[(&str, &str)]) -> Request {
+    Request {
+        method: Method::Get,
+        url: url.into(),
+        headers: env(headers),
+        body: Vec::new(),
+        timeout_ms: None,
+    }
+}
+
+fn form_post(url: &str, headers: &[(&str, &str)], body: &str) -> Request {
+    let mut headers = env(headers);
+    headers.push((
+        "content-type".into(),
+        "application/x-www-form-urlencoded".into(),
+    ));
+    Request {
+        method: Method::Post,
+        url: url.into(),
+        headers,
+        body: body.as_bytes().to_vec(),
+        timeout_ms: None,
+    }
+}
+
+fn apply(vault: &Vault, req: &Request) -> Result<Option<Applied>, String> {
+    let url = Url::parse(&req.url).map_err(|e| e.to_string())?;
+    vault.apply(req, &url).map_err(|r| match r {
+        Refusal::Denied(m) => format!("denied: {m}"),
+        Refusal::Invalid(m) => format!("invalid: {m}"),
+    })
+}
+
+fn sealed_cloudscale(url: Option<&str>) -> (Arc<Vault>, String) {
+    let mut e = vec![
+        ("CLOUDSCALE_ACCESS_TOKEN", TOKEN),
+        ("CLOUDSCALE_API_TIMEOUT", "5"),
+        ("CLOUDSCALE_OTHER_SECRET", "undeclared-secret-1"),
+    ];
+    if let Some(u) = url {
+        e.push(("CLOUDSCALE_API_URL", u));
+    }
+    let sealed = Vault::seal(
+        "cloudscale",
+        &[cloudscale()],
+        b"",
+        &env(&e),
+        &SecretOptions::default(),
+    )
+    .expect("sealed");
+    let placeholder = sealed
+        .env
+        .iter()
+        .find(|(k, _)| k == "CLOUDSCALE_ACCESS_TOKEN")
+        .map(|(_, v)| v.clone())
+        .expect("placeholder");
+    assert!(placeholder.starts_with(PLACEHOLDER_PREFIX) && placeholder.len() == PLACEHOLDER_LEN);
+    assert!(
+        sealed
+            .env
+            .iter()
+            .any(|(k, v)| k == "CLOUDSCALE_API_TIMEOUT" && v == "5")
+    );
+    assert!(
+        !sealed
+            .env
+            .iter()
+            .any(|(k, _)| k == "CLOUDSCALE_OTHER_SECRET"),
+        "an undeclared credential-named variable stays out: {:?}",
+        sealed.env
+    );
+    (sealed.vault.expect("vault"), placeholder)
+}
+
+#[test]
+fn a_bearer_token_goes_only_to_its_origin_and_only_as_a_bearer_token() {
+    let (vault, p) = sealed_cloudscale(None);
+    let bearer = format!("Bearer {p}");
+    let ok = apply(
+        &vault,
+        &get(
+            "https://api.cloudscale.ch/v1/servers",
+            &[("Authorization", &bearer)],
+        ),
+    )
+    .expect("allowed")
+    .expect("applied");
+    assert_eq!(ok.wire.headers[0].1, format!("Bearer {TOKEN}"));
+    assert_eq!(ok.wire.url, "https://api.cloudscale.ch/v1/servers");
+
+    let denied = [
+        // another origin: host, scheme, port
+        get("https://evil.example/v1", &[("Authorization", &bearer)]),
+        get("http://api.cloudscale.ch/v1", &[("Authorization", &bearer)]),
+        get(
+            "https://api.cloudscale.ch:8443/v1",
+            &[("Authorization", &bearer)],
+        ),
+        // the right origin, the wrong place
+        get(&format!("https://api.cloudscale.ch/v1?q={p}"), &[]),
+        get(&format!("https://api.cloudscale.ch/v1/{p}"), &[]),
+        get(&format!("https://api.cloudscale.ch/v1#{p}"), &[]),
+        get("https://api.cloudscale.ch/v1", &[("X-Token", &p)]),
+        get("https://api.cloudscale.ch/v1", &[(&format!("x-{p}"), "1")]),
+        get(
+            "https://api.cloudscale.ch/v1",
+            &[("Authorization", &format!("Token {p}"))],
+        ),
+        form_post("https://api.cloudscale.ch/v1", &[], &format!("token={p}")),
+    ];
+    for req in denied {
+        let e = apply(&vault, &req).err().unwrap_or_default();
+        assert!(
+            e.starts_with("denied: secret access-token"),
+            "{} -> {e}",
+            req.url
+        );
+        assert!(!e.contains(TOKEN) && !e.contains(&p), "{e}");
+    }
+    assert!(vault.misuse().iter().map(|(_, n)| n).sum::<u64>() >= 10);
+    // A JSON body is no place for it either.
+    let mut json = form_post(
+        "https://api.cloudscale.ch/v1",
+        &[],
+        &format!("{{\"t\":\"{p}\"}}"),
+    );
+    json.headers.clear();
+    assert!(apply(&vault, &json).is_err());
+    // A request without a placeholder goes as it is.
+    assert!(
+        apply(&vault, &get("https://api.cloudscale.ch/v1", &[]))
+            .expect("ok")
+            .is_none()
+    );
+}
+
+#[test]
+fn plain_http_is_for_loopback_unless_the_operator_allows_it() {
+    let (vault, p) = sealed_cloudscale(Some("http://127.0.0.1:8080"));
+    let bearer = format!("Bearer {p}");
+    assert!(
+        apply(
+            &vault,
+            &get("http://127.0.0.1:8080/v1", &[("Authorization", &bearer)])
+        )
+        .is_ok_and(|a| a.is_some())
+    );
+    let (vault, p) = sealed_cloudscale(Some("http://cloud.internal:8080"));
+    let bearer = format!("Bearer {p}");
+    let e = apply(
+        &vault,
+        &get(
+            "http://cloud.internal:8080/v1",
+            &[("Authorization", &bearer)],
+        ),
+    )
+    .err()
+    .unwrap_or_default();
+    assert!(e.contains("--allow-plain-http-secrets"), "{e}");
+}
+
+fn sealed_cloudstack() -> (Arc<Vault>, String, String, Vec<u8>) {
+    let file = format!(
+        "[Global]\napi-url = https://cloud.example/client/api\napi-key = {API_KEY}\nsecret-key = \"{SECRET_KEY}\" ; comment\nzone = z1\n"
+    );
+    let sealed = Vault::seal(
+        "cloudstack",
+        &cloudstack(),
+        file.as_bytes(),
+        &[],
+        &SecretOptions::default(),
+    )
+    .expect("sealed");
+    let text = String::from_utf8(sealed.config.clone()).expect("utf-8");
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .map(|v| v.split(' ').next().unwrap_or_default().to_string())
+            .expect("key")
+    };
+    let (k, s) = (value("api-key"), value("secret-key"));
+    assert_eq!(
+        text,
+        format!(
+            "[Global]\napi-url = https://cloud.example/client/api\napi-key = {k}\nsecret-key = {s} ; comment\nzone = z1\n"
+        )
+    );
+    (sealed.vault.expect("vault"), k, s, sealed.config)
+}
+
+fn expires_in(secs: i64) -> String {
+    let now = jiff::Timestamp::now().as_second() + secs;
+    let ts = jiff::Timestamp::from_second(now).expect("time");
+    ts.strftime("%Y-%m-%dT%H:%M:%S+0000").to_string()
+}
+
+#[test]
+fn the_host_signs_cloudstack_requests_with_the_key_the_guest_never_sees() {
+    let (vault, k, s, _) = sealed_cloudstack();
+    let expires = cloudstack::encode(&expires_in(600));
+    let url = format!(
+        "https://cloud.example/client/api?command=listZones&name=a%20b&apiKey={k}&response=json&signatureversion=3&expires={expires}&signature=guess"
+    );
+    let applied = apply(&vault, &get(&url, &[]))
+        .expect("allowed")
+        .expect("applied");
+    let wire = Url::parse(&applied.wire.url).expect("url");
+    let params: Vec<(String, String)> = wire.query_pairs().into_owned().collect();
+    let sig: Vec<&str> = params
+        .iter()
+        .filter(|(n, _)| n == "signature")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        sig.len(),
+        1,
+        "the guest's signature is replaced: {params:?}"
+    );
+    assert!(params.iter().any(|(n, v)| n == "apiKey" && v == API_KEY));
+    let unsigned: Vec<(String, String)> = params
+        .iter()
+        .filter(|(n, _)| n != "signature")
+        .cloned()
+        .collect();
+    assert_eq!(
+        sig[0],
+        cloudstack::signature(&unsigned, SECRET_KEY.as_bytes())
+    );
+
+    // POST: the signature goes into the form body.
+    let body =
+        format!("command=deployVirtualMachine&apiKey={k}&signatureversion=3&expires={expires}");
+    let applied = apply(
+        &vault,
+        &form_post("https://cloud.example/client/api", &[], &body),
+    )
+    .expect("allowed")
+    .expect("applied");
+    let text = String::from_utf8(applied.wire.body).expect("utf-8");
+    assert!(
+        text.contains("&signature=")
+            && text.contains(&format!("apiKey={}", form_encode_for_test(API_KEY))),
+        "{text}"
+    );
+
+    // No expiry, or one too far ahead: not signed.
+    let bad = format!(
+        "https://cloud.example/client/api?command=listZones&apiKey={k}&signatureversion=3&expires={}",
+        cloudstack::encode(&expires_in(3600))
+    );
+    assert!(apply(&vault, &get(&bad, &[])).is_err_and(|e| e.starts_with("invalid:")));
+    // The secret key has no place in a request at all.
+    let leak =
+        format!("https://cloud.example/client/api?command=listZones&apiKey={k}&secretkey={s}");
+    assert!(apply(&vault, &get(&leak, &[])).is_err_and(|e| e.contains("secret secret-key")));
+    // The api key to another origin.
+    let other = format!("https://other.example/client/api?command=listZones&apiKey={k}");
+    assert!(
+        apply(&vault, &get(&other, &[]))
+            .is_err_and(|e| e.contains("may go only to https://cloud.example"))
+    );
+}
+
+fn form_encode_for_test(v: &str) -> String {
+    url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
+}
+
+fn sealed_phoenixnap() -> (Arc<Vault>, String, String) {
+    let file = format!(
+        "{{\"clientID\": \"{CLIENT_ID}\", \"clientSecret\": \"{}\", \"location\": \"PHX\"}}",
+        CLIENT_SECRET
+    );
+    let sealed = Vault::seal(
+        "phoenixnap",
+        &phoenixnap(),
+        file.as_bytes(),
+        &[],
+        &SecretOptions::default(),
+    )
+    .expect("sealed");
+    let v: serde_json::Value = serde_json::from_slice(&sealed.config).expect("json");
+    let id = v["clientID"].as_str().expect("id").to_string();
+    let secret = v["clientSecret"].as_str().expect("secret").to_string();
+    assert_eq!(v["location"], "PHX");
+    (sealed.vault.expect("vault"), id, secret)
+}
+
+#[test]
+fn oauth2_credentials_go_in_basic_or_form_and_the_token_comes_back_sealed() {
+    let (vault, id, secret) = sealed_phoenixnap();
+    let token_url = format!("https://auth.phoenixnap.com{TOKEN_PATH}");
+    let basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+    );
+    use base64::Engine as _;
+    let req = form_post(
+        &token_url,
+        &[("Authorization", &basic)],
+        "grant_type=client_credentials",
+    );
+    let applied = apply(&vault, &req).expect("allowed").expect("applied");
+    let wire_basic = applied
+        .wire
+        .headers
+        .iter()
+        .find(|(k, _)| k == "Authorization")
+        .map(|(_, v)| v.clone())
+        .expect("basic");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(wire_basic.trim_start_matches("Basic "))
+        .expect("b64");
+    assert_eq!(
+        String::from_utf8(decoded).expect("utf-8"),
+        format!(
+            "{}:{}",
+            form_encode_for_test(CLIENT_ID),
+            form_encode_for_test(CLIENT_SECRET)
+        )
+    );
+    let ask = applied.token.expect("a token request");
+
+    // Form fields work too.
+    let form = form_post(
+        &token_url,
+        &[],
+        &format!("grant_type=client_credentials&client_id={id}&client_secret={secret}"),
+    );
+    let applied_form = apply(&vault, &form).expect("allowed").expect("applied");
+    assert!(
+        String::from_utf8_lossy(&applied_form.wire.body)
+            .contains(&form_encode_for_test(CLIENT_SECRET))
+    );
+
+    // The answer is sealed; the cache answers the same request again.
+    let answer = Response {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: br#"{"access_token":"real-access-token-xyz-123","expires_in":3600,"refresh_token":"r-123456789","token_type":"Bearer"}"#.to_vec(),
+    };
+    let sealed = vault.seal_token(ask, answer);
+    let v: serde_json::Value = serde_json::from_slice(&sealed.body).expect("json");
+    let token_ph = v["access_token"].as_str().expect("token").to_string();
+    assert!(token_ph.starts_with(PLACEHOLDER_PREFIX));
+    assert!(v.get("refresh_token").is_none());
+    let cached = vault.cached_token(ask).expect("cached");
+    assert!(String::from_utf8_lossy(&cached.body).contains(&token_ph));
+
+    // The sealed token goes to the API as a bearer token, nowhere else.
+    let bearer = format!("Bearer {token_ph}");
+    let api = apply(
+        &vault,
+        &get(
+            "https://api.phoenixnap.com/bmc/v1/servers",
+            &[("Authorization", &bearer)],
+        ),
+    )
+    .expect("allowed")
+    .expect("applied");
+    assert_eq!(api.wire.headers[0].1, "Bearer real-access-token-xyz-123");
+    assert_eq!(api.sealed, vec![token_ph.clone()]);
+    assert!(
+        apply(
+            &vault,
+            &get(
+                "https://auth.phoenixnap.com/x",
+                &[("Authorization", &bearer)]
+            )
+        )
+        .is_err()
+    );
+    assert!(
+        apply(
+            &vault,
+            &get(&format!("https://api.phoenixnap.com/x?t={token_ph}"), &[])
+        )
+        .is_err()
+    );
+    // The client secret never goes to the API origin.
+    assert!(
+        apply(
+            &vault,
+            &form_post(
+                "https://api.phoenixnap.com/x",
+                &[],
+                &format!("client_secret={secret}")
+            )
+        )
+        .is_err()
+    );
+
+    // A response that reflects the token is scrubbed; a 401 drops it.
+    let echoed = vault
+        .scrubber()
+        .scrub(b"{\"token\":\"real-access-token-xyz-123\"}")
+        .expect("found");
+    assert!(String::from_utf8_lossy(&echoed).contains(&token_ph));
+    vault.drop_tokens(&[token_ph]);
+    assert!(vault.cached_token(ask).is_none());
+}
+
+#[test]
+fn a_rotated_value_keeps_its_placeholder() {
+    let (vault, k, _, config) = sealed_cloudstack();
+    let text = String::from_utf8(config).expect("utf-8");
+    let _ = text;
+    let rotated = format!(
+        "[Global]\napi-url = https://cloud.example/client/api\napi-key = new-api-key-0001\nsecret-key = {SECRET_KEY}\n"
+    );
+    assert_eq!(vault.rotate(rotated.as_bytes(), &[]), Ok(1));
+    let expires = cloudstack::encode(&expires_in(600));
+    let url = format!(
+        "https://cloud.example/client/api?command=listZones&apiKey={k}&signatureversion=3&expires={expires}"
+    );
+    let applied = apply(&vault, &get(&url, &[]))
+        .expect("allowed")
+        .expect("applied");
+    assert!(applied.wire.url.contains("apiKey=new-api-key-0001"));
+    assert!(
+        vault.scrubber().scrub(API_KEY.as_bytes()).is_none(),
+        "the old value is no longer scrubbed"
+    );
+    // A layout change is refused and keeps the old values.
+    let two = format!("{rotated}api-key = second\n");
+    assert!(vault.rotate(two.as_bytes(), &[]).is_err());
+}
+
+#[test]
+fn a_driver_without_declarations_gets_its_config_unchanged() {
+    let sealed = Vault::seal(
+        "x",
+        &[],
+        b"key = v",
+        &env(&[("X_TOKEN", "t")]),
+        &SecretOptions::default(),
+    )
+    .expect("sealed");
+    assert!(sealed.vault.is_none());
+    assert_eq!(sealed.config, b"key = v");
+    assert_eq!(sealed.env, env(&[("X_TOKEN", "t")]));
+}
+
+#[test]
+fn a_missing_origin_setting_is_an_error_that_names_the_secret() {
+    let e = Vault::seal(
+        "cloudstack",
+        &cloudstack(),
+        b"[Global]\napi-key = k\n",
+        &[],
+        &SecretOptions::default(),
+    )
+    .err()
+    .unwrap_or_default();
+    assert!(e.contains("secret api-key") && e.contains("api-url"), "{e}");
+}

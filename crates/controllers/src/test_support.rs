@@ -167,6 +167,7 @@ impl CloudProvider for FakeCloud {
             default_egress: Vec::new(),
             env_prefixes: Vec::new(),
             annotation_prefixes: self.annotation_prefixes.clone(),
+            secrets: Vec::new(),
         }
     }
 

@@ -119,6 +119,7 @@ mod tests {
             default_egress: Vec::new(),
             env_prefixes: Vec::new(),
             annotation_prefixes: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 

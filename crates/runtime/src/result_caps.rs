@@ -8,8 +8,10 @@
 //! with a Warning event. Every cap is listed in `wit/README.md`; a result over a cap is refused
 //! whole as [`crate::HostError::ResultOverCap`].
 
+use crate::log::shown;
 use crate::model::types::{
-    EnsureResult, Ingress, InstanceMetadata, ProviderError, ProviderInfo, Route,
+    EnsureResult, Ingress, InstanceMetadata, ProviderError, ProviderInfo, Route, SecretOrigin,
+    SecretUse,
 };
 
 /// Longest string in a result (a provider ID, an address, a label or annotation value).
@@ -24,6 +26,14 @@ pub const MAX_INGRESS: usize = 64;
 pub const MAX_ANNOTATIONS: usize = 64;
 /// Routes one `routes.list` may return (two per node at 5,000 nodes, with room).
 pub const MAX_ROUTES: usize = 20_000;
+/// Most secrets one driver may declare in `info().secrets`.
+pub const MAX_SECRETS: usize = 16;
+/// Most locations in one secret's `at`, and most settings of one `secret-origin`.
+pub const MAX_SECRET_LOCATIONS: usize = 8;
+/// Most uses of one secret.
+pub const MAX_SECRET_USES: usize = 16;
+/// Most `token-origins` of one `oauth2-client` use.
+pub const MAX_TOKEN_ORIGINS: usize = 8;
 /// Longest `provider-error` message or retry reason kept; longer ones are cut (not refused: the
 /// error still says what happened).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
@@ -215,9 +225,44 @@ impl Capped for Vec<Route> {
     }
 }
 
+/// The settings of `origin` within [`MAX_SECRET_LOCATIONS`]; `what` names the origin.
+fn origin_caps(what: &str, origin: &SecretOrigin) -> Result<(), String> {
+    count(
+        &format!("{what} settings"),
+        origin.settings.len(),
+        MAX_SECRET_LOCATIONS,
+    )
+}
+
 impl Capped for ProviderInfo {
+    /// Only the lengths of the secret declarations' lists: `info` has its own, stricter rules
+    /// (`crate::info_rules`, which calls this first so that no rule walks an unbounded list).
     fn check_caps(&self) -> Result<(), String> {
-        // `info` has its own, stricter rules (`crate::info_rules`), checked at load.
+        count("secrets", self.secrets.len(), MAX_SECRETS)?;
+        for s in &self.secrets {
+            // The name is not checked yet: `shown` cuts a long one.
+            let name = shown(&s.name);
+            count(
+                &format!("secrets {name}: at"),
+                s.at.len(),
+                MAX_SECRET_LOCATIONS,
+            )?;
+            origin_caps(&format!("secrets {name}: origin"), &s.origin)?;
+            count(
+                &format!("secrets {name}: uses"),
+                s.uses.len(),
+                MAX_SECRET_USES,
+            )?;
+            for u in &s.uses {
+                if let SecretUse::Oauth2Client(seal) = u {
+                    let what = format!("secrets {name}: oauth2-client token-origins");
+                    count(&what, seal.token_origins.len(), MAX_TOKEN_ORIGINS)?;
+                    for o in &seal.token_origins {
+                        origin_caps(&what, o)?;
+                    }
+                }
+            }
+        }
         Ok(())
     }
     fn redact_strings(&mut self, _: &dyn Fn(&mut String)) {

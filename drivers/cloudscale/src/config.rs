@@ -4,7 +4,7 @@
 //! and `CLOUDSCALE_API_TIMEOUT`; so does this driver, so the upstream Secret (`cloudscale`, key
 //! `access-token`, mapped to `CLOUDSCALE_ACCESS_TOKEN`) works unchanged.
 
-use wasm_ccm_sdk::types::ProviderError;
+use wasm_ccm_sdk::types::{ProviderError, SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 
 /// The API the driver talks to unless `CLOUDSCALE_API_URL` says otherwise.
 pub const DEFAULT_API_URL: &str = "https://api.cloudscale.ch";
@@ -18,6 +18,20 @@ pub const TOKEN_VAR: &str = "CLOUDSCALE_ACCESS_TOKEN";
 pub const URL_VAR: &str = "CLOUDSCALE_API_URL";
 /// The per-request timeout variable (whole seconds).
 pub const TIMEOUT_VAR: &str = "CLOUDSCALE_API_TIMEOUT";
+
+/// The declared name of the API token (`info().secrets`).
+pub const TOKEN_SECRET: &str = "access-token";
+
+/// The credentials `info()` declares: the token in [`TOKEN_VAR`], sent by the host as a bearer
+/// token to the API at [`URL_VAR`] (or [`DEFAULT_API_URL`]), so it never enters the guest.
+pub fn secrets() -> Vec<SecretDecl> {
+    vec![SecretDecl::new(
+        TOKEN_SECRET,
+        vec![SecretLocation::env(TOKEN_VAR)],
+        SecretOrigin::new(vec![SecretLocation::env(URL_VAR)], DEFAULT_API_URL),
+        vec![SecretUse::Bearer],
+    )]
+}
 
 /// What `init` needs to know.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +119,19 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn the_token_is_declared_where_from_env_reads_it() {
+        let [decl] = secrets().try_into().expect("one secret");
+        assert_eq!(decl.name, TOKEN_SECRET);
+        assert_eq!(decl.at, vec![SecretLocation::Env(TOKEN_VAR.into())]);
+        assert_eq!(
+            decl.origin.settings,
+            vec![SecretLocation::Env(URL_VAR.into())]
+        );
+        assert_eq!(decl.origin.default_url, DEFAULT_API_URL);
+        assert_eq!(decl.uses, vec![SecretUse::Bearer]);
     }
 
     #[test]

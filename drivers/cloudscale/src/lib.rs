@@ -169,6 +169,7 @@ impl Provider for CloudscaleDriver {
             default_egress: vec![config::DEFAULT_API_URL.to_string()],
             env_prefixes: vec!["CLOUDSCALE_".to_string()],
             annotation_prefixes: vec![annotations::PREFIX.to_string()],
+            secrets: config::secrets(),
         }
     }
 

@@ -5,23 +5,57 @@
 
 use std::time::Duration;
 
-use wasm_ccm_sdk::types::ProviderError;
+use wasm_ccm_sdk::types::{ProviderError, SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 
 /// How long one call may wait for CloudStack's asynchronous jobs before it answers
 /// `retry-after`: a third of the host's default 30 s call deadline, leaving room for the
 /// requests themselves.
 pub const DEFAULT_JOB_BUDGET: Duration = Duration::from_secs(10);
 
+/// The one section of upstream's file.
+pub const SECTION: &str = "Global";
+/// The API endpoint's key.
+pub const API_URL_KEY: &str = "api-url";
+/// The API key's key.
+pub const API_KEY_KEY: &str = "api-key";
+/// The secret key's key.
+pub const SECRET_KEY_KEY: &str = "secret-key";
+/// The query parameter that carries the API key in every request.
+pub const API_KEY_PARAM: &str = "apiKey";
+
 /// The keys of upstream's `[Global]` section.
 const KEYS: &[&str] = &[
-    "api-url",
-    "api-key",
-    "secret-key",
+    API_URL_KEY,
+    API_KEY_KEY,
+    SECRET_KEY_KEY,
     "ssl-no-verify",
     "project-id",
     "zone",
     "region",
 ];
+
+/// The credentials `info()` declares, so the host can keep them out of the guest: the API key,
+/// sent as the `apiKey` parameter, and the secret key, the key of the request signature
+/// (`cloudstack-signature`: the host's to compute; until the driver hands signing over, it still
+/// signs in [`crate::sign`]). Both go only to the file's `api-url`: every CloudStack has its
+/// own, so there is no default.
+pub fn secrets() -> Vec<SecretDecl> {
+    let origin = SecretOrigin::new(vec![SecretLocation::ini(SECTION, API_URL_KEY)], "");
+    vec![
+        SecretDecl::new(
+            API_KEY_KEY,
+            vec![SecretLocation::ini(SECTION, API_KEY_KEY)],
+            origin.clone(),
+            vec![SecretUse::Param(API_KEY_PARAM.into())],
+        ),
+        SecretDecl::new(
+            SECRET_KEY_KEY,
+            vec![SecretLocation::ini(SECTION, SECRET_KEY_KEY)],
+            origin,
+            vec![SecretUse::CloudstackSignature],
+        ),
+    ]
+}
 
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,6 +259,36 @@ mod tests {
     use super::*;
 
     const FILE: &str = "[Global]\napi-url = https://cloud.example/client/api\napi-key = KEY\nsecret-key = \"se;cret\" ; a comment\nproject-id = 6a3d7c2e-0000-4000-8000-000000000001\n# zone\nzone = zone1\nssl-no-verify = false\n";
+
+    #[test]
+    fn both_keys_are_declared_at_the_keys_parse_reads() {
+        let decls = secrets();
+        let origin = SecretOrigin {
+            settings: vec![SecretLocation::Ini(("Global".into(), "api-url".into()))],
+            default_url: String::new(),
+        };
+        assert_eq!(decls.len(), 2);
+        assert_eq!(decls[0].name, "api-key");
+        assert_eq!(
+            decls[0].at,
+            vec![SecretLocation::Ini(("Global".into(), "api-key".into()))]
+        );
+        assert_eq!(decls[0].uses, vec![SecretUse::Param("apiKey".into())]);
+        assert_eq!(decls[0].origin, origin);
+        assert_eq!(decls[1].name, "secret-key");
+        assert_eq!(
+            decls[1].at,
+            vec![SecretLocation::Ini(("Global".into(), "secret-key".into()))]
+        );
+        assert_eq!(decls[1].uses, vec![SecretUse::CloudstackSignature]);
+        assert_eq!(decls[1].origin, origin);
+        // The keys the declaration names are the ones `parse` reads.
+        let c = Config::parse(FILE.as_bytes(), &[]).unwrap();
+        assert_eq!(
+            (c.api_key.as_str(), c.secret_key.as_str()),
+            ("KEY", "se;cret")
+        );
+    }
 
     #[test]
     fn upstream_file() {

@@ -51,6 +51,7 @@ impl Provider for CloudstackDriver {
             env_prefixes: vec!["CLOUDSTACK_".into()],
             // Upstream's one state annotation, kept so a migrated Service is adopted as it is.
             annotation_prefixes: vec![lb::spec::IP_ASSOCIATED.into()],
+            secrets: config::secrets(),
         }
     }
 

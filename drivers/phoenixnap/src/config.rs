@@ -3,12 +3,80 @@
 
 use serde::Deserialize;
 use wasm_ccm_sdk::selector::Selector;
-use wasm_ccm_sdk::types::ProviderError;
+use wasm_ccm_sdk::types::{
+    Oauth2Seal, ProviderError, SecretDecl, SecretLocation, SecretOrigin, SecretUse,
+};
 
 /// The API host upstream's SDK always uses.
 pub const DEFAULT_BASE_URL: &str = "https://api.phoenixnap.com";
 /// The OAuth2 server upstream's SDK always uses.
 pub const DEFAULT_AUTH_URL: &str = "https://auth.phoenixnap.com";
+/// The client ID's variable; it wins over [`CLIENT_ID_POINTER`].
+pub const CLIENT_ID_VAR: &str = "PNAP_CLIENT_ID";
+/// The client secret's variable; it wins over [`CLIENT_SECRET_POINTER`].
+pub const CLIENT_SECRET_VAR: &str = "PNAP_CLIENT_SECRET";
+/// The API base URL's variable; it wins over [`BASE_URL_POINTER`].
+pub const BASE_URL_VAR: &str = "PNAP_BASE_URL";
+/// The auth server URL's variable; it wins over [`AUTH_URL_POINTER`].
+pub const AUTH_URL_VAR: &str = "PNAP_AUTH_URL";
+/// The client ID in `cloud-sa.json` (a JSON Pointer).
+pub const CLIENT_ID_POINTER: &str = "/clientID";
+/// The client secret in `cloud-sa.json`.
+pub const CLIENT_SECRET_POINTER: &str = "/clientSecret";
+/// The API base URL in `cloud-sa.json`.
+pub const BASE_URL_POINTER: &str = "/base-url";
+/// The auth server URL in `cloud-sa.json`.
+pub const AUTH_URL_POINTER: &str = "/auth-url";
+
+/// The credentials `info()` declares, so the host can keep them out of the guest. Both go to the
+/// auth server only, as the token request's Basic credentials or form fields; the client secret
+/// also lets the host seal the access token that the token endpoint answers, which it then sends
+/// as a bearer token to the API only. Each setting lists the variable before the file key: the
+/// environment wins in [`Config::parse`].
+pub fn secrets() -> Vec<SecretDecl> {
+    let auth = SecretOrigin::new(
+        vec![
+            SecretLocation::env(AUTH_URL_VAR),
+            SecretLocation::json(AUTH_URL_POINTER),
+        ],
+        DEFAULT_AUTH_URL,
+    );
+    let api = SecretOrigin::new(
+        vec![
+            SecretLocation::env(BASE_URL_VAR),
+            SecretLocation::json(BASE_URL_POINTER),
+        ],
+        DEFAULT_BASE_URL,
+    );
+    vec![
+        SecretDecl::new(
+            "client-id",
+            vec![
+                SecretLocation::env(CLIENT_ID_VAR),
+                SecretLocation::json(CLIENT_ID_POINTER),
+            ],
+            auth.clone(),
+            vec![SecretUse::BasicUser, SecretUse::Param("client_id".into())],
+        ),
+        SecretDecl::new(
+            "client-secret",
+            vec![
+                SecretLocation::env(CLIENT_SECRET_VAR),
+                SecretLocation::json(CLIENT_SECRET_POINTER),
+            ],
+            auth,
+            vec![
+                SecretUse::BasicPassword,
+                SecretUse::Param("client_secret".into()),
+                SecretUse::Oauth2Client(Oauth2Seal {
+                    token_path: crate::api::TOKEN_PATH.into(),
+                    token_origins: vec![api],
+                }),
+            ],
+        ),
+    ]
+}
+
 /// The annotation naming a Service's IP location (upstream's default name).
 pub const DEFAULT_IP_LOCATION_ANNOTATION: &str = "phoenixnap.com/ip-location";
 
@@ -110,10 +178,10 @@ impl Config {
         let pick = |env_name: &str, file_value: &Option<String>| {
             var(env_name).or_else(|| file_value.clone().filter(|v| !v.trim().is_empty()))
         };
-        let client_id = pick("PNAP_CLIENT_ID", &f.client_id).ok_or_else(|| {
+        let client_id = pick(CLIENT_ID_VAR, &f.client_id).ok_or_else(|| {
             invalid("no client ID: set PNAP_CLIENT_ID or clientID in cloud-sa.json")
         })?;
-        let client_secret = pick("PNAP_CLIENT_SECRET", &f.client_secret).ok_or_else(|| {
+        let client_secret = pick(CLIENT_SECRET_VAR, &f.client_secret).ok_or_else(|| {
             invalid("no client secret: set PNAP_CLIENT_SECRET or clientSecret in cloud-sa.json")
         })?;
         let location = pick("PNAP_LOCATION", &f.location)
@@ -147,11 +215,11 @@ impl Config {
                     .map_err(|e| invalid(format!("serviceNodeSelector {text:?}: {e}")))?,
             ),
         };
-        let base_url = match pick("PNAP_BASE_URL", &f.base_url) {
+        let base_url = match pick(BASE_URL_VAR, &f.base_url) {
             Some(u) => http_url("base-url", &u)?,
             None => DEFAULT_BASE_URL.into(),
         };
-        let auth_url = match pick("PNAP_AUTH_URL", &f.auth_url) {
+        let auth_url = match pick(AUTH_URL_VAR, &f.auth_url) {
             Some(u) => http_url("auth-url", &u)?,
             None => DEFAULT_AUTH_URL.into(),
         };
@@ -197,6 +265,70 @@ mod tests {
 
     const FILE: &str = r#"{"clientID": "id", "clientSecret": "secret", "location": "phx",
         "loadbalancer": "kube-vip://60473c2509268bc77fd06d29", "base-url": "http://127.0.0.1:1/"}"#;
+
+    #[test]
+    fn the_declared_locations_are_the_ones_parse_reads() {
+        let decls = secrets();
+        assert_eq!(decls.len(), 2);
+        let (id, secret) = (&decls[0], &decls[1]);
+        assert_eq!(id.name, "client-id");
+        assert_eq!(secret.name, "client-secret");
+        // The environment first: it wins in `parse`.
+        assert_eq!(
+            id.at,
+            vec![
+                SecretLocation::Env("PNAP_CLIENT_ID".into()),
+                SecretLocation::Json("/clientID".into())
+            ]
+        );
+        assert_eq!(
+            secret.at,
+            vec![
+                SecretLocation::Env("PNAP_CLIENT_SECRET".into()),
+                SecretLocation::Json("/clientSecret".into())
+            ]
+        );
+        let auth = SecretOrigin {
+            settings: vec![
+                SecretLocation::Env("PNAP_AUTH_URL".into()),
+                SecretLocation::Json("/auth-url".into()),
+            ],
+            default_url: DEFAULT_AUTH_URL.into(),
+        };
+        assert_eq!((&id.origin, &secret.origin), (&auth, &auth));
+        assert_eq!(
+            id.uses,
+            vec![SecretUse::BasicUser, SecretUse::Param("client_id".into())]
+        );
+        let api = SecretOrigin {
+            settings: vec![
+                SecretLocation::Env("PNAP_BASE_URL".into()),
+                SecretLocation::Json("/base-url".into()),
+            ],
+            default_url: DEFAULT_BASE_URL.into(),
+        };
+        assert_eq!(
+            secret.uses,
+            vec![
+                SecretUse::BasicPassword,
+                SecretUse::Param("client_secret".into()),
+                SecretUse::Oauth2Client(Oauth2Seal {
+                    token_path: crate::api::TOKEN_PATH.into(),
+                    token_origins: vec![api],
+                }),
+            ]
+        );
+        // The pointers name the members `parse` reads, and the variables win over them.
+        let c = Config::parse(
+            br#"{"clientID": "file-id", "clientSecret": "file-secret", "auth-url": "https://a.example", "base-url": "https://b.example"}"#,
+            &env(&[("PNAP_CLIENT_SECRET", "env-secret")]),
+        )
+        .unwrap();
+        assert_eq!(c.client_id, "file-id");
+        assert_eq!(c.client_secret, "env-secret");
+        assert_eq!(c.auth_url, "https://a.example");
+        assert_eq!(c.base_url, "https://b.example");
+    }
 
     #[test]
     fn file_then_environment() {

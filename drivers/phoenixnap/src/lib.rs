@@ -125,6 +125,7 @@ impl Provider for PhoenixnapDriver {
             env_prefixes: vec!["PNAP_".into()],
             // kube-vip reads the block's address from here, as with the upstream CCM.
             annotation_prefixes: vec![lb::KUBE_VIP_ANNOTATION.into()],
+            secrets: config::secrets(),
         }
     }
 

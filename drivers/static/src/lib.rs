@@ -99,6 +99,9 @@ impl Provider for StaticDriver {
             default_egress: Vec::new(),
             env_prefixes: vec!["STATIC_".to_string()],
             annotation_prefixes: vec!["static.wasm-ccm.io/".to_string()],
+            // Its inventory token may sit in the YAML config, which no `secret-location` can
+            // name yet: it stays in the guest, redacted from logs (`log.redact`).
+            secrets: Vec::new(),
         }
     }
 

@@ -7,8 +7,9 @@ pub use crate::bindings::wasm_ccm::provider::cluster::{AddressClaim, AddressUse,
 pub use crate::bindings::wasm_ccm::provider::log::Level;
 pub use crate::bindings::wasm_ccm::provider::types::{
     AddressType, Context, EnsureResult, Ingress, InstanceMetadata, IpFamily, IpMode, Node,
-    NodeAddress, NodeSet, Protocol, ProviderInfo, Retry, Route, Service, ServicePort,
-    SessionAffinity, Taint, TrafficPolicy,
+    NodeAddress, NodeSet, Oauth2Seal, Protocol, ProviderInfo, Retry, Route, SecretDecl,
+    SecretLocation, SecretOrigin, SecretUse, Service, ServicePort, SessionAffinity, Taint,
+    TrafficPolicy,
 };
 pub use crate::error::ProviderError;
 
@@ -133,6 +134,53 @@ impl EnsureResult {
             ingress,
             set_annotations: Vec::new(),
             remove_annotations: Vec::new(),
+        }
+    }
+}
+
+impl SecretLocation {
+    /// The environment variable `name` (it must start with one of the driver's `env-prefixes`).
+    pub fn env(name: impl Into<String>) -> Self {
+        Self::Env(name.into())
+    }
+
+    /// The key `key` of section `section` of an INI `--cloud-config` file.
+    pub fn ini(section: impl Into<String>, key: impl Into<String>) -> Self {
+        Self::Ini((section.into(), key.into()))
+    }
+
+    /// The string member at JSON Pointer `pointer` (e.g. `/clientSecret`) of a JSON
+    /// `--cloud-config` file.
+    pub fn json(pointer: impl Into<String>) -> Self {
+        Self::Json(pointer.into())
+    }
+}
+
+impl SecretOrigin {
+    /// The origin of the URL in the first present of `settings`, else of `default_url` (empty:
+    /// one of the settings is required).
+    pub fn new(settings: Vec<SecretLocation>, default_url: impl Into<String>) -> Self {
+        Self {
+            settings,
+            default_url: default_url.into(),
+        }
+    }
+}
+
+impl SecretDecl {
+    /// A credential named `name`, found at `at`, that the host applies to requests for
+    /// `origin` in the ways `uses` lists.
+    pub fn new(
+        name: impl Into<String>,
+        at: Vec<SecretLocation>,
+        origin: SecretOrigin,
+        uses: Vec<SecretUse>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            at,
+            origin,
+            uses,
         }
     }
 }

@@ -392,6 +392,7 @@ mod tests {
             default_egress: vec!["https://api.acme.example".into()],
             env_prefixes: vec!["ACME_".into()],
             annotation_prefixes: vec!["acme.example/".into()],
+            secrets: Vec::new(),
         };
         let mut checks = Checks::new("0.1.0");
         check_info(&info, &mut checks);

@@ -201,6 +201,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         default_egress: vec!["https://api.example.com".into()],
         env_prefixes: vec![format!("{stem}_")],
         annotation_prefixes: vec![format!("{name}.example.com/")],
+        secrets: Vec::new(),
     };
     if let Err(e) = wasm_ccm_runtime::info_rules::validate(&info) {
         bail!(

@@ -295,6 +295,30 @@ fn every_record_round_trips() {
         default_egress: vec!["https://api.example.com".into()],
         env_prefixes: vec!["STATIC_".into()],
         annotation_prefixes: vec!["static.wasm-ccm.io/".into()],
+        secrets: vec![SecretDecl {
+            name: "client-secret".into(),
+            at: vec![
+                SecretLocation::Env("STATIC_SECRET".into()),
+                SecretLocation::Ini(("Global".into(), "secret".into())),
+                SecretLocation::Json("/clientSecret".into()),
+            ],
+            origin: SecretOrigin {
+                settings: vec![SecretLocation::Json("/auth-url".into())],
+                default_url: "https://auth.example.com".into(),
+            },
+            uses: vec![
+                SecretUse::Bearer,
+                SecretUse::Header("x-api-key".into()),
+                SecretUse::Param("client_secret".into()),
+                SecretUse::BasicUser,
+                SecretUse::BasicPassword,
+                SecretUse::CloudstackSignature,
+                SecretUse::Oauth2Client(Oauth2Seal {
+                    token_path: "/token".into(),
+                    token_origins: vec![SecretOrigin::default()],
+                }),
+            ],
+        }],
     });
     round_trip(AddressClaim {
         ip: "192.0.2.1".into(),

@@ -230,6 +230,7 @@ impl Provider for Broken {
             default_egress: Vec::new(),
             env_prefixes: Vec::new(),
             annotation_prefixes: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 

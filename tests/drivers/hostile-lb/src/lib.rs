@@ -62,6 +62,7 @@ impl Provider for HostileLb {
                 "hostile-lb.example/".into(),
                 "service.beta.kubernetes.io/hostile-lb-type".into(),
             ],
+            secrets: Vec::new(),
         }
     }
 

@@ -53,6 +53,7 @@ impl Provider for Hostile {
             default_egress: Vec::new(),
             env_prefixes: vec!["HOSTILE_".into()],
             annotation_prefixes: vec!["hostile.example/".into()],
+            secrets: Vec::new(),
         };
         match info_mode().as_str() {
             // Every variable whose name starts with a letter.

@@ -130,6 +130,13 @@ impl Provider for Driver {
             env_prefixes: vec!["{{ENV}}_".into()],
             // Service annotation keys the driver may set or remove (its own domain).
             annotation_prefixes: vec!["{{name}}.example.com/".into()],
+            // The credentials the driver reads. Declared, the host keeps them out of the guest:
+            // `init` sees a placeholder and the host applies the value to requests, e.g.
+            // `SecretDecl::new("api-token", vec![SecretLocation::env("{{ENV}}_API_TOKEN")],
+            // SecretOrigin::new(vec![SecretLocation::env("{{ENV}}_API_URL")],
+            // "https://api.example.com"), vec![SecretUse::Bearer])`. Left empty, the driver
+            // receives its credentials in clear.
+            secrets: Vec::new(),
         }
     }
 

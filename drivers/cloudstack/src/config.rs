@@ -36,9 +36,8 @@ const KEYS: &[&str] = &[
 
 /// The credentials `info()` declares, so the host can keep them out of the guest: the API key,
 /// sent as the `apiKey` parameter, and the secret key, the key of the request signature
-/// (`cloudstack-signature`: the host's to compute; until the driver hands signing over, it still
-/// signs in [`crate::sign`]). Both go only to the file's `api-url`: every CloudStack has its
-/// own, so there is no default.
+/// (`cloudstack-signature`: the host computes it; the driver never holds the key). Both go only
+/// to the file's `api-url`: every CloudStack has its own, so there is no default.
 pub fn secrets() -> Vec<SecretDecl> {
     let origin = SecretOrigin::new(vec![SecretLocation::ini(SECTION, API_URL_KEY)], "");
     vec![

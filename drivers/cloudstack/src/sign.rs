@@ -1,10 +1,8 @@
-//! CloudStack's request signature, as the management server verifies it: every parameter but
-//! `signature`, sorted by name, `name=value` with the value percent-encoded, joined by `&`,
-//! lower-cased, HMAC-SHA1 with the secret key, standard Base64. `signatureversion=3` with an
-//! `expires` time bounds how long a captured request stays valid.
-
-use hmac::{Hmac, Mac};
-use sha1::Sha1;
+//! The parts of CloudStack's request signing the driver still does: the query text (sorted,
+//! encoded as the management server re-encodes it) and the `expires` time. The signature itself
+//! is the host's (`secret-use.cloudstack-signature`, `crates/runtime/src/secrets/cloudstack.rs`):
+//! the driver never holds the secret key, and sends `signatureversion=3` with an `expires` so
+//! that the host signs a request whose replay is bounded to 15 minutes.
 
 /// How long a signed request stays valid (cloudstack-go uses the same).
 pub const EXPIRES_AFTER_SECS: u64 = 15 * 60;
@@ -35,21 +33,6 @@ pub fn canonical_query(params: &[(String, String)]) -> String {
         .map(|(k, v)| format!("{k}={}", encode(v)))
         .collect::<Vec<_>>()
         .join("&")
-}
-
-/// The Base64 HMAC-SHA1 signature of `params` (which must not contain `signature`).
-pub fn signature(params: &[(String, String)], secret_key: &str) -> String {
-    hmac_base64(&canonical_query(params).to_lowercase(), secret_key)
-}
-
-/// Base64 of HMAC-SHA1(`key`, `text`).
-fn hmac_base64(text: &str, key: &str) -> String {
-    // HMAC takes keys of any length, so `new_from_slice` cannot fail.
-    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(key.as_bytes()) else {
-        unreachable!("HMAC takes keys of any length")
-    };
-    mac.update(text.as_bytes());
-    wasm_ccm_sdk::http::base64(&mac.finalize().into_bytes())
 }
 
 /// Unix seconds as CloudStack's date format in UTC, `yyyy-MM-dd'T'HH:mm:ssZ` with a numeric
@@ -102,24 +85,6 @@ mod tests {
             ("apiKey", "K y"),
         ]));
         assert_eq!(q, "apiKey=K%20y&command=listZones&response=json");
-    }
-
-    /// RFC 2202's second HMAC-SHA1 test case, in Base64.
-    #[test]
-    fn hmac_sha1_vector() {
-        assert_eq!(
-            hmac_base64("what do ya want for nothing?", "Jefe"),
-            "7/zfauXrL6LSdBbV8YTfnCWafHk="
-        );
-    }
-
-    #[test]
-    fn signature_is_over_the_lowercased_canonical_query() {
-        let params = p(&[("command", "listZones"), ("apiKey", "AbC"), ("name", "Z 1")]);
-        assert_eq!(
-            signature(&params, "s3cret"),
-            hmac_base64("apikey=abc&command=listzones&name=z%201", "s3cret")
-        );
     }
 
     #[test]

@@ -139,6 +139,13 @@ fn ini_value(raw: &str) -> Option<(Range<usize>, String)> {
 /// The string member `pointer` names in the JSON document `config`.
 fn json(config: &[u8], pointer: &str) -> Result<Vec<Found>, String> {
     let path = parse_pointer(pointer)?;
+    // serde_json's error says where the file breaks (it quotes no value); the scanner below
+    // only finds the spans.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(config) {
+        return Err(format!(
+            "the cloud-config is not valid JSON ({e}); it must be strict JSON: no trailing commas, no comments"
+        ));
+    }
     let mut scanner = Scanner {
         bytes: config,
         at: 0,

@@ -165,6 +165,34 @@ impl Driver {
         &self.inner.info
     }
 
+    /// Takes the declared credentials' new values from a changed cloud config (a rotated
+    /// Secret): the placeholders the driver holds stay valid, so it is not re-initialised.
+    /// Returns how many values changed; an error keeps the old ones. A driver that declares no
+    /// secrets has nothing to rotate (it reads the file only in `init`).
+    pub fn rotate_secrets(&self, config: &[u8]) -> Result<usize, String> {
+        let Some(vault) = self.inner.host.http.vault() else {
+            return Ok(0);
+        };
+        let changed = vault.rotate(config, &[])?;
+        for value in vault.values() {
+            for form in crate::secrets::scrub::encodings(&value) {
+                self.inner.host.logger.add_secret(&form);
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Requests the host refused because a placeholder was where its grant does not allow it,
+    /// by secret and reason (`origin`, `position`, `plain-http`).
+    pub fn secret_misuse(&self) -> Vec<((String, &'static str), u64)> {
+        self.inner
+            .host
+            .http
+            .vault()
+            .map(|v| v.misuse())
+            .unwrap_or_default()
+    }
+
     /// How the driver was compiled and what it exports. A description only: loading it again
     /// fails (the code lives in the driver's instances, so that Winch code is freed after the
     /// swap to Cranelift); compile the bytes again for that.

@@ -210,7 +210,8 @@ impl Vault {
     /// Takes new values from a changed `config` and `env` (a rotated Secret): each placeholder
     /// keeps its place and now stands for the value at the same location; sealed tokens minted
     /// with the old values are dropped. The driver is not re-initialised. Refused, keeping the
-    /// old values, when a location now holds a different number of values.
+    /// old values, when a location now holds a different number of values. Environment values
+    /// keep theirs (`env` is read only for the config's settings).
     pub fn rotate(&self, config: &[u8], env: &[(String, String)]) -> Result<usize, String> {
         let mut table = self
             .table
@@ -218,6 +219,15 @@ impl Vault {
             .map_err(|_| "the secret table is poisoned".to_string())?;
         let mut by_location: HashMap<SecretLocation, Vec<String>> = HashMap::new();
         for entry in table.entries.values() {
+            // The environment of a running process never changes (the kubelet does not update
+            // it): environment values keep theirs.
+            if matches!(entry.at, SecretLocation::Env(_)) {
+                by_location
+                    .entry(entry.at.clone())
+                    .or_default()
+                    .push(entry.value.clone());
+                continue;
+            }
             if !by_location.contains_key(&entry.at) {
                 let found = locate::find(&entry.at, config, env)
                     .map_err(|e| format!("cannot rotate driver {}'s secrets: {e}", self.driver))?;

@@ -362,6 +362,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
             facts,
             extra_env: setup.env,
             trace_propagation: None,
+            secrets: Default::default(),
         },
     )
     .await?;
@@ -836,6 +837,7 @@ async fn hybrid_story(
                 facts: facts.clone(),
                 extra_env: setup.env,
                 trace_propagation: None,
+                secrets: Default::default(),
             },
         )
         .await

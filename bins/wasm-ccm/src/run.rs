@@ -260,6 +260,19 @@ pub struct RunArgs {
     /// repeatable. Default: what the driver declares.
     #[arg(long = "allow-egress", value_name = "PATTERN")]
     allow_egress: Vec<String>,
+    /// Send the declared secret NAME only to URL's origin (scheme, host, port) instead of the
+    /// origin the driver declares; repeatable. The origin must also be an egress grant.
+    #[arg(long = "secret-origin", value_name = "NAME=URL", value_parser = parse_secret_origin)]
+    secret_origins: Vec<(String, String)>,
+    /// Let the host put bearer, header, parameter and Basic credentials into plain `http://`
+    /// requests to hosts other than loopback (CloudStack signatures never need it: the key does
+    /// not travel).
+    #[arg(long)]
+    allow_plain_http_secrets: bool,
+    /// How often the `--cloud-config` file is read again for rotated credentials (the kubelet
+    /// updates a mounted Secret in place); 0 turns it off. The driver is not re-initialised.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    secret_rotation_interval: Duration,
     /// Deadline of one driver call.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     call_timeout: Duration,
@@ -309,6 +322,8 @@ pub struct DriverSpec<'a> {
     pub extra_env: Vec<(String, String)>,
     /// The origins that get the `traceparent` of the driver's requests (`None`: none).
     pub trace_propagation: Option<wasm_ccm_runtime::trace::TracePropagation>,
+    /// `--secret-origin` and `--allow-plain-http-secrets`.
+    pub secrets: wasm_ccm_runtime::secrets::SecretOptions,
 }
 
 /// Facts about the cluster a driver's `init` receives in its context.
@@ -437,8 +452,81 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
         mode: InstanceMode::Warm,
         max_concurrency: spec.max_concurrency,
         trace_propagation: spec.trace_propagation,
+        secrets: spec.secrets,
         ..Default::default()
     }
+}
+
+/// Says once, at start, how the driver's credentials are held.
+pub fn warn_about_credentials(driver: &wasm_ccm_runtime::Driver) {
+    let secrets: Vec<&str> = driver
+        .info()
+        .secrets
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    if secrets.is_empty() {
+        tracing::warn!(
+            driver = %driver.name(),
+            "credentials: in guest (the driver declares no secrets; it receives its credentials in clear)"
+        );
+    } else {
+        tracing::info!(
+            driver = %driver.name(),
+            secrets = %secrets.join(", "),
+            "credentials: held by the host; the driver holds placeholders"
+        );
+    }
+}
+
+/// `NAME=URL` of `--secret-origin`.
+fn parse_secret_origin(text: &str) -> Result<(String, String), String> {
+    let Some((name, url)) = text.split_once('=') else {
+        return Err(format!(
+            "{text:?} is not NAME=URL, e.g. access-token=https://api.cloudscale.ch"
+        ));
+    };
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!("{url:?} is not an http(s):// URL"));
+    }
+    Ok((name.to_string(), url.to_string()))
+}
+
+/// Reads `path` every `interval` and hands changed bytes to the driver's vault: a rotated
+/// Secret's new credentials are used without re-initialising the driver.
+fn watch_cloud_config(
+    path: std::path::PathBuf,
+    interval: Duration,
+    driver: Arc<wasm_ccm_runtime::Driver>,
+    mut last: Vec<u8>,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Ok(bytes) = tokio::fs::read(&path).await else {
+                tracing::warn!(path = %path.display(), "cannot read --cloud-config for rotated credentials; the current ones stay in use");
+                continue;
+            };
+            if bytes == last {
+                continue;
+            }
+            match driver.rotate_secrets(&bytes) {
+                Ok(changed) => tracing::info!(
+                    driver = %driver.name(),
+                    changed,
+                    "--cloud-config changed: rotated credentials are in use (the driver was not re-initialised)"
+                ),
+                Err(e) => {
+                    tracing::warn!(driver = %driver.name(), "--cloud-config changed but its credentials were not rotated: {e}")
+                }
+            }
+            last = bytes;
+        }
+    });
 }
 
 /// Compiles and initialises new bytes of a watched driver; a failure is a refusal with a
@@ -564,6 +652,14 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 }
 
 impl RunArgs {
+    /// The operator's credential options for every driver.
+    fn secret_options(&self) -> wasm_ccm_runtime::secrets::SecretOptions {
+        wasm_ccm_runtime::secrets::SecretOptions {
+            origins: self.secret_origins.clone(),
+            allow_plain_http: self.allow_plain_http_secrets,
+        }
+    }
+
     /// Checks every flag that names a file, a directory or a URL before any work is done.
     fn preflight(&self, global: &GlobalArgs, source: Option<&DriverSource>) -> anyhow::Result<()> {
         use crate::preflight::{PathFlag, directory, master_url, readable_files, tls_pair};
@@ -926,6 +1022,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         facts,
         extra_env: Vec::new(),
         trace_propagation: args.traces.propagation()?,
+        secrets: args.secret_options(),
     });
     let opts = DriverOptions {
         shadow: args.shadow,
@@ -962,6 +1059,18 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     // The effective grants, said once where an operator reads them: a broad one is a choice.
     for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
         tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
+    }
+    warn_about_credentials(&driver);
+    if let Some(path) = &args.cloud_config
+        && !args.secret_rotation_interval.is_zero()
+        && !driver.info().secrets.is_empty()
+    {
+        watch_cloud_config(
+            path.clone(),
+            args.secret_rotation_interval,
+            driver.clone(),
+            opts.config.clone(),
+        );
     }
     let reload = match &source {
         DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
@@ -1078,6 +1187,7 @@ async fn run_driver_set(
             facts: facts.clone(),
             extra_env: Vec::new(),
             trace_propagation: args.traces.propagation()?,
+            secrets: args.secret_options(),
         });
         let compiled = runtime
             .compile(&f.origin, f.bytes)

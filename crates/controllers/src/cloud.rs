@@ -230,6 +230,13 @@ impl CloudProvider for DriverSlot {
                 n as f64,
             );
         }
+        for ((secret, reason), n) in current.secret_misuse() {
+            metrics.set(
+                "wasm_ccm_secret_misuse_total",
+                &[("driver", driver), ("secret", &secret), ("reason", reason)],
+                n as f64,
+            );
+        }
         metrics.set(
             "wasm_ccm_driver_dropped_log_lines_total",
             &[("driver", driver)],

@@ -137,6 +137,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Cloud HTTP requests made by the driver, by destination host and status (or error kind).",
     ),
     (
+        "wasm_ccm_secret_misuse_total",
+        Kind::Counter,
+        "Driver requests the host refused because a credential's placeholder was where its grant does not allow it, by secret and reason (origin, position, plain-http).",
+    ),
+    (
         "wasm_ccm_driver_dropped_log_lines_total",
         Kind::Counter,
         "Driver log lines dropped by the rate limit.",

@@ -266,6 +266,26 @@ impl Vault {
         Ok(changed)
     }
 
+    /// The request `req` as the host sends it: `None` when it carries no placeholder of this
+    /// driver, else the wire request with credentials applied (and signed); an error is the
+    /// host's refusal. For tools and benchmarks: the HTTP capability does the same per request.
+    pub fn wire_request(
+        &self,
+        req: &crate::model::http::Request,
+    ) -> Result<Option<crate::model::http::Request>, String> {
+        let url = Url::parse(&req.url).map_err(|e| format!("not a URL: {e}"))?;
+        match self.apply(req, &url) {
+            Ok(applied) => Ok(applied.map(|a| a.wire)),
+            Err(Refusal::Denied(m) | Refusal::Invalid(m)) => Err(m),
+        }
+    }
+
+    /// `body` with every value this vault holds (and its encodings) replaced by its
+    /// placeholder, as the host scrubs each response; `None` when nothing was found.
+    pub fn scrub(&self, body: &[u8]) -> Option<Vec<u8>> {
+        self.scrubber().scrub(body)
+    }
+
     /// The driver's declared secret names, in declaration order.
     pub fn names(&self) -> Vec<&str> {
         self.grants.iter().map(|g| g.name.as_str()).collect()

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use wasm_ccm_drivers::{CLOUDSCALE_DRIVER, CLOUDSTACK_DRIVER, PHOENIXNAP_DRIVER};
 use wasm_ccm_runtime::types::{AddressType, NodeAddress, Route};
 use wasm_ccm_runtime::{
-    CallScope, Compiler, Driver, DriverOptions, EngineOptions, Outcome, Runtime, RuntimeOptions,
+    CacheOutcome, CallScope, Compiler, Driver, DriverOptions, EngineOptions, Outcome, Runtime,
+    RuntimeOptions,
 };
 use wasm_ccm_sim::kit::{self, SimCloud, SimNode, StartOptions};
 use wasm_ccm_sim::phoenixnap::PhoenixnapSim;
@@ -118,15 +119,55 @@ impl Scan {
 
 /// A runtime of the test's own whose engine allocates guest memories through `memories`.
 fn runtime(memories: &Arc<RecordingMemories>) -> Runtime {
+    runtime_caching(memories, None)
+}
+
+fn runtime_caching(
+    memories: &Arc<RecordingMemories>,
+    cache_dir: Option<std::path::PathBuf>,
+) -> Runtime {
     Runtime::new(RuntimeOptions {
         engine: EngineOptions {
             compiler: Compiler::Cranelift,
             memory_creator: Some(memories.clone()),
             ..Default::default()
         },
-        cache_dir: None,
+        cache_dir,
     })
     .expect("a runtime with a recording memory creator")
+}
+
+/// A recording engine's compile cache works: what it stored, it loads again and runs (its
+/// artifacts are its own: the settings a memory creator needs change the engine's key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_engine_loads_what_it_cached() {
+    let dir = tempfile::tempdir().expect("a cache directory");
+    let memories = RecordingMemories::new();
+    let path = std::path::Path::new(wasm_ccm_drivers::STATIC_DRIVER);
+    let first = runtime_caching(&memories, Some(dir.path().to_path_buf()))
+        .compile_file(path)
+        .await
+        .expect("compiles");
+    assert_eq!(first.cache, CacheOutcome::Miss);
+    let runtime = runtime_caching(&memories, Some(dir.path().to_path_buf()));
+    let second = runtime
+        .compile_file(path)
+        .await
+        .expect("loads from the cache");
+    assert_eq!(second.cache, CacheOutcome::Hit);
+    let driver = runtime
+        .load(&second, DriverOptions::default())
+        .await
+        .expect("the cached build loads");
+    ok(
+        "static",
+        "provider.info",
+        driver.info_call(&CallScope::default()).await,
+    );
+    assert!(
+        memories.live() > 0,
+        "its memories are the recording creator's"
+    );
 }
 
 /// The value of a call that must succeed for the scan after it to mean anything.

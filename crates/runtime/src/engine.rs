@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, Strategy,
-    WasmBacktraceDetails,
+    Config, Engine, InstanceAllocationStrategy, MemoryCreator, OptLevel, PoolingAllocationConfig,
+    Strategy, WasmBacktraceDetails,
 };
 
 use crate::error::MAX_BACKTRACE_FRAMES;
@@ -82,7 +82,7 @@ impl std::fmt::Display for Tier {
 }
 
 /// Engine-wide settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct EngineOptions {
     /// Which compilers are used.
     pub compiler: Compiler,
@@ -97,6 +97,31 @@ pub struct EngineOptions {
     /// `WasmBacktraceDetails::Enable`). Off in the controller, on in `wasm-ccm-dev`; see
     /// [`EngineOptions::default`] for why.
     pub backtrace_details: bool,
+    /// For tests that inspect guest memory: every linear memory of every instance is allocated
+    /// by this creator (`wasmtime::Config::with_host_memory`), so a test can read what a driver
+    /// holds. Forces on-demand allocation (the pool allocates its own memories, whatever
+    /// [`EngineOptions::allocation`] says) with no reservation, no guard pages and no
+    /// copy-on-write images: the creator's plain heap buffers may move when they grow, and the
+    /// code checks every access's bounds itself. Those settings change the engine's
+    /// compatibility key, so the compile cache keeps such artifacts apart. `None` (the default,
+    /// and always in the product) leaves the engine exactly as without this field.
+    pub memory_creator: Option<Arc<dyn MemoryCreator>>,
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("compiler", &self.compiler)
+            .field("allocation", &self.allocation)
+            .field("max_memory_bytes", &self.max_memory_bytes)
+            .field("pool_instances", &self.pool_instances)
+            .field("backtrace_details", &self.backtrace_details)
+            .field(
+                "memory_creator",
+                &self.memory_creator.as_ref().map(|_| "custom"),
+            )
+            .finish()
+    }
 }
 
 impl Default for EngineOptions {
@@ -117,6 +142,7 @@ impl Default for EngineOptions {
             // a test build). Events and log lines carry names only, which need no DWARF, so only
             // the developer kit, where an author debugs their own driver, turns details on.
             backtrace_details: false,
+            memory_creator: None,
         }
     }
 }
@@ -154,21 +180,27 @@ impl WasmEngine {
     /// the final tier's (a pool of its own: address space, not memory, until instances use it);
     /// if it cannot have it, the host does without that tier, with a warning: a tiered host
     /// compiles with Cranelift only, a Winch host loses its Cranelift fallback.
+    ///
+    /// With [`EngineOptions::memory_creator`] both engines allocate on demand, through it.
     pub fn new(opts: EngineOptions) -> Result<Self, String> {
         let final_tier = match opts.compiler {
             Compiler::Winch => Tier::Winch,
             Compiler::Tiered | Compiler::Cranelift => Tier::Cranelift,
         };
-        let (main, pooling) = match opts.allocation {
-            Allocation::OnDemand => (build(opts, final_tier, false)?, false),
-            Allocation::Pooling => (build(opts, final_tier, true)?, true),
-            Allocation::Auto => match build(opts, final_tier, true) {
+        let allocation = match opts.memory_creator {
+            Some(_) => Allocation::OnDemand,
+            None => opts.allocation,
+        };
+        let (main, pooling) = match allocation {
+            Allocation::OnDemand => (build(&opts, final_tier, false)?, false),
+            Allocation::Pooling => (build(&opts, final_tier, true)?, true),
+            Allocation::Auto => match build(&opts, final_tier, true) {
                 Ok(e) => (e, true),
                 Err(why) => {
                     tracing::warn!(
                         "pooling allocator unavailable ({why}); falling back to on-demand allocation, instantiation will be slower"
                     );
-                    (build(opts, final_tier, false)?, false)
+                    (build(&opts, final_tier, false)?, false)
                 }
             },
         };
@@ -177,7 +209,7 @@ impl WasmEngine {
             Compiler::Cranelift => None,
             Compiler::Tiered | Compiler::Winch => {
                 let tier = final_tier.other();
-                match build(opts, tier, pooling) {
+                match build(&opts, tier, pooling) {
                     Ok(e) => Some(e),
                     Err(why) => {
                         tracing::warn!(
@@ -293,7 +325,7 @@ impl WasmEngine {
     }
 }
 
-fn build(opts: EngineOptions, tier: Tier, pooling: bool) -> Result<Engine, String> {
+fn build(opts: &EngineOptions, tier: Tier, pooling: bool) -> Result<Engine, String> {
     let mut config = Config::new();
     config.strategy(match tier {
         Tier::Winch => Strategy::Winch,
@@ -335,5 +367,84 @@ fn build(opts: EngineOptions, tier: Tier, pooling: bool) -> Result<Engine, Strin
             .max_core_instances_per_component(64);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
+    if let Some(creator) = &opts.memory_creator {
+        // Only the on-demand allocator asks a host memory creator (`WasmEngine::new` never
+        // pools with one). wasmtime's defaults assume memories it maps itself: a reservation
+        // the memory never leaves and guard pages past it (so the code elides bounds checks),
+        // and copy-on-write images mapped over the memory (which it can do only to an mmap;
+        // on a host memory it would panic). A creator's buffer is none of these: no
+        // reservation and no guard (every access is bounds-checked, the base pointer is
+        // reloaded after a growth that moved it), data segments copied in. The same for GC
+        // heaps, which on-demand allocation also takes from the creator.
+        config
+            .memory_init_cow(false)
+            .memory_reservation(0)
+            .memory_reservation_for_growth(0)
+            .memory_guard_size(0)
+            .guard_before_linear_memory(false)
+            .memory_may_move(true)
+            .gc_heap_reservation(0)
+            .gc_heap_reservation_for_growth(0)
+            .gc_heap_guard_size(0)
+            .gc_heap_may_move(true)
+            .with_host_memory(creator.clone());
+    }
     Engine::new(&config).map_err(|e| format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A creator that refuses every memory: building an engine never asks it.
+    struct Refusing;
+
+    // SAFETY: it creates no memory at all, so it hands wasmtime nothing to misuse.
+    unsafe impl MemoryCreator for Refusing {
+        fn new_memory(
+            &self,
+            _ty: wasmtime::MemoryType,
+            _minimum: usize,
+            _maximum: Option<usize>,
+            _reserved_size_in_bytes: Option<usize>,
+            _guard_size_in_bytes: usize,
+        ) -> Result<Box<dyn wasmtime::LinearMemory>, String> {
+            Err("no memories here".into())
+        }
+    }
+
+    fn engine(memory_creator: Option<Arc<dyn MemoryCreator>>) -> WasmEngine {
+        WasmEngine::new(EngineOptions {
+            compiler: Compiler::Cranelift,
+            allocation: Allocation::OnDemand,
+            memory_creator,
+            ..Default::default()
+        })
+        .expect("engine")
+    }
+
+    /// A memory creator changes how code is compiled (bounds checks instead of guard pages), so
+    /// artifacts of such an engine must never be taken for the product's, or the reverse; an
+    /// engine without one keeps the product's key.
+    #[test]
+    fn a_memory_creator_has_a_cache_key_of_its_own() {
+        let plain = engine(None).compatibility_key();
+        assert_eq!(plain, engine(None).compatibility_key());
+        let recording = engine(Some(Arc::new(Refusing)));
+        assert!(!recording.pooling(), "a memory creator allocates on demand");
+        assert_ne!(plain, recording.compatibility_key());
+    }
+
+    /// [`Allocation::Pooling`] is overridden, not an error: the pool would never ask the creator.
+    #[test]
+    fn a_memory_creator_overrides_pooling() {
+        let e = WasmEngine::new(EngineOptions {
+            compiler: Compiler::Cranelift,
+            allocation: Allocation::Pooling,
+            memory_creator: Some(Arc::new(Refusing)),
+            ..Default::default()
+        })
+        .expect("engine");
+        assert!(!e.pooling());
+    }
 }

@@ -5,8 +5,11 @@
 //! `apt-get download` (no root needed) and unpacked with `dpkg-deb -x` into `target/tools/`,
 //! where later runs find it: the test command installs what it needs, once, project-locally, and
 //! never touches the system. Concurrent test processes serialise on a lock file.
+//!
+//! Beside them, [`guest_memory`] lets a runtime test read its drivers' linear memories.
 
 pub mod configmap;
+pub mod guest_memory;
 pub mod kubectl;
 pub mod kubernetes_validate;
 pub mod polyglot;

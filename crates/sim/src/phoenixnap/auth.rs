@@ -67,6 +67,14 @@ impl Tokens {
         token
     }
 
+    /// The tokens held: every one issued, but for those that had expired when a later one was
+    /// issued. Sorted.
+    pub(crate) fn held(&self) -> Vec<String> {
+        let mut tokens: Vec<String> = self.lock().keys().cloned().collect();
+        tokens.sort();
+        tokens
+    }
+
     /// Every issued token expires now.
     pub(crate) fn expire_all(&self) {
         let now = Instant::now();

@@ -179,6 +179,13 @@ impl PhoenixnapSim {
         self.shared.tokens.issue()
     }
 
+    /// The bearer tokens the simulator has issued (by its token endpoint or
+    /// [`PhoenixnapSim::issue_token`]), sorted; one that had expired when a later one was issued
+    /// is forgotten. For tests that look for a client's token where it must not be.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.shared.tokens.held()
+    }
+
     /// Every token issued so far expires now: API calls with them answer 401 until the client
     /// fetches a new one.
     pub fn expire_tokens(&self) {

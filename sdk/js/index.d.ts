@@ -2,7 +2,7 @@
 // in types/, generated from wit/ by `jco guest-types wit -n full-driver -o sdk/js/types`.
 /// <reference path="./types/full-driver.d.ts" />
 import type {
-  Ingress, NodeAddress,
+  Ingress, NodeAddress, SecretDecl, SecretLocation, SecretOrigin, SecretUse,
 } from 'wasm-ccm:provider/types@0.1.0';
 import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.1.0';
 import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.1.0';
@@ -97,6 +97,35 @@ export function vip(ip: string): Ingress;
 export function hostnameIngress(hostname: string): Ingress;
 /** Kubernetes' address type names → the WIT enum. */
 export const ADDRESS_TYPES: Record<string, NodeAddress['kind']>;
+/** Constructors of `ProviderInfo.secrets`: the credentials the driver declares, so that the host
+ * keeps them out of the guest (`init` receives placeholders; the host applies the values). */
+export const secret: {
+  /** The environment variable `name` (it must start with one of the `envPrefixes`). */
+  env(name: string): SecretLocation;
+  /** Key `key` of section `section` of an INI `--cloud-config` file. */
+  ini(section: string, key: string): SecretLocation;
+  /** The string member at JSON Pointer `pointer` (e.g. `/clientSecret`) of a JSON config. */
+  json(pointer: string): SecretLocation;
+  /** The URL in the first present of `settings`, else `defaultUrl` (empty: a setting is required). */
+  origin(settings: SecretLocation[], defaultUrl?: string): SecretOrigin;
+  /** `Authorization: Bearer <secret>`. */
+  bearer(): SecretUse;
+  /** The whole value of header `name`. */
+  header(name: string): SecretUse;
+  /** Query parameter or form field `name`. */
+  param(name: string): SecretUse;
+  /** The user of `Authorization: Basic`. */
+  basicUser(): SecretUse;
+  /** The password of `Authorization: Basic`. */
+  basicPassword(): SecretUse;
+  /** The key the host signs CloudStack requests with. */
+  cloudstackSignature(): SecretUse;
+  /** An OAuth2 client-credentials token endpoint; the host seals the access token and sends it
+   * only as a bearer token to `tokenOrigins`. */
+  oauth2Client(tokenPath: string, tokenOrigins: SecretOrigin[]): SecretUse;
+  /** A secret named `name` (`[a-z0-9-]`) found at `at`, sent only to `origin`, as `uses` says. */
+  decl(name: string, at: SecretLocation[], origin: SecretOrigin, uses: SecretUse[]): SecretDecl;
+};
 /** `url` without query, fragment or credentials, for messages. */
 export function displayUrl(url: string): string;
 /** Percent-encodes everything but RFC 3986's unreserved characters. */

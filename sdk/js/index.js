@@ -92,6 +92,23 @@ export const ADDRESS_TYPES = {
   InternalDNS: 'internal-dns', ExternalDNS: 'external-dns',
 };
 
+// Constructors of `info().secrets`: the credentials a driver declares so that the host keeps
+// them out of the guest. Plain objects in jco's shape ({tag, val}, camelCase fields).
+export const secret = {
+  env: (name) => ({ tag: 'env', val: name }),
+  ini: (section, key) => ({ tag: 'ini', val: [section, key] }),
+  json: (pointer) => ({ tag: 'json', val: pointer }),
+  origin: (settings, defaultUrl = '') => ({ settings, defaultUrl }),
+  bearer: () => ({ tag: 'bearer' }),
+  header: (name) => ({ tag: 'header', val: name }),
+  param: (name) => ({ tag: 'param', val: name }),
+  basicUser: () => ({ tag: 'basic-user' }),
+  basicPassword: () => ({ tag: 'basic-password' }),
+  cloudstackSignature: () => ({ tag: 'cloudstack-signature' }),
+  oauth2Client: (tokenPath, tokenOrigins) => ({ tag: 'oauth2-client', val: { tokenPath, tokenOrigins } }),
+  decl: (name, at, origin, uses) => ({ name, at, origin, uses }),
+};
+
 // ------------------------------------------------------------------ http
 
 const BODY_SNIPPET_LIMIT = 512;

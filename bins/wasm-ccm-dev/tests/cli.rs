@@ -3,7 +3,10 @@
 
 use std::process::Command;
 
-use wasm_ccm_drivers::{FUTURE_MAJOR_DRIVER, HOSTILE_DRIVER, STATIC_DRIVER};
+use wasm_ccm_drivers::{
+    CLOUDSCALE_DRIVER, CLOUDSTACK_DRIVER, FUTURE_MAJOR_DRIVER, HOSTILE_DRIVER, PHOENIXNAP_DRIVER,
+    STATIC_DRIVER,
+};
 
 /// The product binary `wasm-ccm` (`inspect`).
 fn wasm_ccm(cache: &std::path::Path) -> Command {
@@ -78,12 +81,78 @@ fn inspect_prints_the_driver_as_json() {
         "the static driver must fit a ConfigMap: {size} bytes"
     );
     assert_eq!(v["cache"], "miss");
+    // Its inventory token stays in the guest: nothing declared, and inspect says so.
+    assert_eq!(v["info"]["secrets"], serde_json::json!([]));
+    assert_eq!(v["credentials-in-guest"], true);
     let again = wasm_ccm(cache.path())
         .args(["inspect", STATIC_DRIVER, "--json"])
         .output()
         .expect("runs");
     let v: serde_json::Value = serde_json::from_slice(&again.stdout).expect("json");
     assert_eq!(v["cache"], "hit");
+}
+
+#[test]
+fn inspect_lists_the_declared_secrets_and_warns_when_there_are_none() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let text = |driver: &str| {
+        let out = wasm_ccm(cache.path())
+            .args(["inspect", driver])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let warning = "warning:             credentials: in guest (the driver declares no secrets; it receives its credentials in clear)";
+    let cloudscale = text(CLOUDSCALE_DRIVER);
+    for line in [
+        "secrets:             access-token",
+        "at:     env(CLOUDSCALE_ACCESS_TOKEN)",
+        "origin: env(CLOUDSCALE_API_URL), else https://api.cloudscale.ch",
+        "uses:   bearer",
+    ] {
+        assert!(cloudscale.contains(line), "{line:?} in\n{cloudscale}");
+    }
+    assert!(!cloudscale.contains(warning), "{cloudscale}");
+    let cloudstack = text(CLOUDSTACK_DRIVER);
+    assert!(
+        cloudstack.contains("uses:   param(apiKey)")
+            && cloudstack.contains("uses:   cloudstack-signature")
+            && cloudstack.contains("origin: ini(Global, api-url), (required)"),
+        "{cloudstack}"
+    );
+    let phoenixnap = text(PHOENIXNAP_DRIVER);
+    assert!(
+        phoenixnap.contains("at:     env(PNAP_CLIENT_SECRET), json(/clientSecret)")
+            && phoenixnap.contains("oauth2-client(/auth/realms/BMC/protocol/openid-connect/token"),
+        "{phoenixnap}"
+    );
+    assert!(
+        phoenixnap.contains("info:                valid"),
+        "{phoenixnap}"
+    );
+    let static_driver = text(STATIC_DRIVER);
+    assert!(
+        static_driver.contains("secrets:             (none)"),
+        "{static_driver}"
+    );
+    assert!(static_driver.contains(warning), "{static_driver}");
+
+    let out = wasm_ccm(cache.path())
+        .args(["inspect", PHOENIXNAP_DRIVER, "--json"])
+        .output()
+        .expect("runs");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["credentials-in-guest"], false);
+    assert_eq!(v["info"]["secrets"][1]["name"], "client-secret", "{v:#}");
+    assert_eq!(
+        v["info"]["secrets"][1]["at"],
+        serde_json::json!([{"env": "PNAP_CLIENT_SECRET"}, {"json": "/clientSecret"}])
+    );
 }
 
 #[test]

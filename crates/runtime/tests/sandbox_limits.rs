@@ -72,6 +72,23 @@ async fn declaring_kubectl_annotations_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_steered_outside_its_declaration_is_refused() {
+    for (mode, says) in [
+        ("secret-host", "belongs to the host's HTTP client"),
+        ("secret-env", "env-prefixes"),
+    ] {
+        let e = load_error(mode).await;
+        let HostError::InvalidInfo { detail, .. } = &e else {
+            panic!("{mode}: expected InvalidInfo, got {e:?}");
+        };
+        assert!(
+            detail.starts_with("secrets \"token\"") && detail.contains(says),
+            "{mode}: {detail}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unpatched_driver_still_loads() {
     let compiled = hostile_with_info("normal").await;
     runtime()

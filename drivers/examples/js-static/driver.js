@@ -253,6 +253,9 @@ export const provider = defineInterface('provider', {
   info: () => ({
     name: 'static-javascript', version: '0.1.0', providerIdScheme: SCHEME, defaultEgress: [], envPrefixes: ['STATIC_'],
     annotationPrefixes: ['static.wasm-ccm.io/'],
+    // The inventory token may sit in the YAML config, which no secret location names: it stays
+    // in the guest, redacted from the log.
+    secrets: [],
   }),
   init(ctx, config, env) {
     try {

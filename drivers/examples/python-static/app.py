@@ -280,7 +280,10 @@ class Provider(exports.Provider):
     def info(self):
         return ProviderInfo(name="static-python", version="0.1.0", provider_id_scheme=SCHEME,
                             default_egress=[], env_prefixes=["STATIC_"],
-                            annotation_prefixes=["static.wasm-ccm.io/"])
+                            annotation_prefixes=["static.wasm-ccm.io/"],
+                            # The inventory token may sit in the YAML config, which no secret
+                            # location names: it stays in the guest, redacted from the log.
+                            secrets=[])
 
     def init(self, ctx, config, env):
         global CONFIG

@@ -8,23 +8,25 @@
         def info(self):
             return ProviderInfo(name="example", version="0.1.0", provider_id_scheme="example",
                                 default_egress=["https://api.example.com"], env_prefixes=["EXAMPLE_"],
-                                annotation_prefixes=["example.com/"])
+                                annotation_prefixes=["example.com/"], secrets=[])
         ...
 
 Records are the generated dataclasses (`Node`, `Service`, `InstanceMetadata`, …), re-exported
 here; `http` is a small `requests`-like client over the host's `http` import; `log` writes to
-the host's log; `cluster` reads the cluster view and records events. Raise the errors of
+the host's log; `cluster` reads the cluster view and records events; `secrets` builds the
+declarations of `ProviderInfo.secrets`. Raise the errors of
 `wasm_ccm_sdk.errors` and decorate every exported class with `@export`.
 """
 from wit_world.imports import types  # noqa: F401
 from wit_world.imports.types import (  # noqa: F401
     AddressType, Context, EnsureResult, Ingress, InstanceMetadata, IpFamily, IpMode, Node,
-    NodeAddress, ProviderInfo, Route, Service, ServicePort, SessionAffinity, Taint, TrafficPolicy,
+    NodeAddress, Oauth2Seal, ProviderInfo, Route, SecretDecl, SecretOrigin, Service, ServicePort,
+    SessionAffinity, Taint, TrafficPolicy,
 )
 # The WIT enum `protocol` would shadow `typing.Protocol` in driver code.
 from wit_world.imports.types import Protocol as PortProtocol  # noqa: F401
 
-from . import cluster, errors, http, log  # noqa: F401
+from . import cluster, errors, http, log, secrets  # noqa: F401
 from .errors import (  # noqa: F401
     ImplementedElsewhere, InvalidConfig, NotFound, Permanent, ProviderError, RateLimited,
     RetryAfter, Transient, Unauthorized, Unimplemented,

@@ -60,6 +60,7 @@ pub(super) const SDK_PYTHON: &[(&str, &str)] = &[
     repo_file!("sdk/python/wasm_ccm_sdk/export.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/http.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/log.py"),
+    repo_file!("sdk/python/wasm_ccm_sdk/secrets.py"),
 ];
 
 /// The JavaScript SDK with its typings, vendored as `wasm-ccm/sdk/js/`.

@@ -339,6 +339,139 @@ declare module 'wasm-ccm:provider/types@0.1.0' {
     kubernetesVersion: string,
   }
   /**
+   * Where a credential sits in what the operator gives `init`. The host reads the value there
+   * and hands `init` an opaque placeholder in its place (`wccm-secret.` and 32 hex digits);
+   * every other byte of the config and the environment is unchanged.
+   */
+  export type SecretLocation = SecretLocationEnv | SecretLocationIni | SecretLocationJson;
+  /**
+   * An environment variable, by name; it must start with one of the `env-prefixes`.
+   */
+  export interface SecretLocationEnv {
+    tag: 'env',
+    val: string,
+  }
+  /**
+   * A key of an INI `--cloud-config` file: section and key, e.g. `("Global", "secret-key")`.
+   */
+  export interface SecretLocationIni {
+    tag: 'ini',
+    val: [string, string],
+  }
+  /**
+   * A string member of a JSON `--cloud-config` file, by JSON Pointer, e.g. `/clientSecret`.
+   */
+  export interface SecretLocationJson {
+    tag: 'json',
+    val: string,
+  }
+  /**
+   * Where the host may send a credential: the origin (scheme, host, port) of a URL.
+   */
+  export interface SecretOrigin {
+    /**
+     * Settings holding that URL, the first present one wins (list the environment variable
+     * before the file key when the environment wins, as upstream CCMs do).
+     */
+    settings: Array<SecretLocation>,
+    /**
+     * The URL when no setting is present, e.g. `https://api.cloudscale.ch`; empty: one of
+     * `settings` must be present.
+     */
+    defaultUrl: string,
+  }
+  /**
+   * The token endpoint of `secret-use.oauth2-client`.
+   */
+  export interface Oauth2Seal {
+    /**
+     * The endpoint's path, e.g. `/auth/realms/BMC/protocol/openid-connect/token`.
+     */
+    tokenPath: string,
+    /**
+     * Where the sealed access token may be sent, as a bearer token.
+     */
+    tokenOrigins: Array<SecretOrigin>,
+  }
+  /**
+   * How the host puts a credential into a request toward its origin. A placeholder anywhere
+   * else (another origin, another header or parameter, the path, the body) makes the host
+   * refuse the request with `http-error.denied`.
+   */
+  export type SecretUse = SecretUseBearer | SecretUseHeader | SecretUseParam | SecretUseBasicUser | SecretUseBasicPassword | SecretUseCloudstackSignature | SecretUseOauth2Client;
+  /**
+   * `Authorization: Bearer <credential>`.
+   */
+  export interface SecretUseBearer {
+    tag: 'bearer',
+  }
+  /**
+   * The whole value of this header (case-insensitive name).
+   */
+  export interface SecretUseHeader {
+    tag: 'header',
+    val: string,
+  }
+  /**
+   * This query parameter, or this field of an `application/x-www-form-urlencoded` body.
+   */
+  export interface SecretUseParam {
+    tag: 'param',
+    val: string,
+  }
+  /**
+   * The user of `Authorization: Basic` (form-encoded first, as RFC 6749 §2.3.1 allows).
+   */
+  export interface SecretUseBasicUser {
+    tag: 'basic-user',
+  }
+  /**
+   * The password of `Authorization: Basic`.
+   */
+  export interface SecretUseBasicPassword {
+    tag: 'basic-password',
+  }
+  /**
+   * The key of CloudStack's request signature: the host removes any `signature` the
+   * driver sent and signs the final parameters (`signatureversion=3` and an `expires`
+   * at most 15 minutes ahead are required) of every request that carries one of the
+   * driver's other credentials (the `apiKey`).
+   */
+  export interface SecretUseCloudstackSignature {
+    tag: 'cloudstack-signature',
+  }
+  /**
+   * An OAuth2 client-credentials token endpoint: a POST to `token-path` on the origin.
+   * The host replaces the `access_token` of its JSON answer with a placeholder that it
+   * sends only as `bearer` to `token-origins`, caches the token for its lifetime and
+   * answers a repeated token request from that cache.
+   */
+  export interface SecretUseOauth2Client {
+    tag: 'oauth2-client',
+    val: Oauth2Seal,
+  }
+  /**
+   * A credential the driver reads, declared so that the host can keep it out of the guest.
+   */
+  export interface SecretDecl {
+    /**
+     * Stable name (`access-token`); messages and metrics name the secret by it.
+     */
+    name: string,
+    /**
+     * Every place the value may be (each present one gets its own placeholder).
+     */
+    at: Array<SecretLocation>,
+    /**
+     * Where the host may send it.
+     */
+    origin: SecretOrigin,
+    /**
+     * How the host may put it into a request for `origin`.
+     */
+    uses: Array<SecretUse>,
+  }
+  /**
    * What a driver tells about itself. `info` must not need `init` and must not make requests.
    */
   export interface ProviderInfo {
@@ -370,5 +503,11 @@ declare module 'wasm-ccm:provider/types@0.1.0' {
      * refused by the host, and keys under `kubernetes.io`/`k8s.io` only when named here.
      */
     annotationPrefixes: Array<string>,
+    /**
+     * The credentials the driver reads. The host hands `init` placeholders in their place
+     * and applies the real values to requests for their origin, in their uses only; a
+     * driver that declares none gets its credentials in clear (and `inspect` warns).
+     */
+    secrets: Array<SecretDecl>,
   }
 }

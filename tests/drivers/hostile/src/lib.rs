@@ -9,6 +9,7 @@ use wasm_ccm_sdk::http::{self, HttpError};
 use wasm_ccm_sdk::log;
 use wasm_ccm_sdk::types::{
     AddressType, Context, InstanceMetadata, Node, NodeAddress, ProviderError, ProviderInfo,
+    SecretDecl, SecretLocation, SecretOrigin, SecretUse,
 };
 use wasm_ccm_sdk::{Instances, Provider};
 
@@ -68,6 +69,21 @@ impl Provider for Hostile {
             "other-scheme" => info.provider_id_scheme = "hostile2".into(),
             "kubectl-annotations" => {
                 info.annotation_prefixes = vec!["kubectl.kubernetes.io/".into()]
+            }
+            // A credential steered into the `Host` header, or read from a variable the driver
+            // never declared (another tool's token).
+            "secret-host" | "secret-env" => {
+                let (var, header) = if info_mode() == "secret-host" {
+                    ("HOSTILE_TOKEN", "Host")
+                } else {
+                    ("KUBE_TOKEN", "x-token")
+                };
+                info.secrets = vec![SecretDecl::new(
+                    "token",
+                    vec![SecretLocation::env(var)],
+                    SecretOrigin::new(vec![], "https://api.hostile.example"),
+                    vec![SecretUse::Header(header.into())],
+                )]
             }
             _ => {}
         }

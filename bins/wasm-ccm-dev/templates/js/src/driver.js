@@ -70,6 +70,12 @@ export const provider = defineInterface('provider', {
     envPrefixes: ['{{ENV}}_'],
     // Service annotation keys the driver may set or remove (its own domain).
     annotationPrefixes: ['{{name}}.example.com/'],
+    // The credentials the driver reads. Declared, the host keeps them out of the guest (init
+    // sees a placeholder; the host applies the value to requests), e.g.
+    // secret.decl('api-token', [secret.env('{{ENV}}_API_TOKEN')],
+    //   secret.origin([secret.env('{{ENV}}_API_URL')], 'https://api.example.com'), [secret.bearer()]).
+    // Left empty, the driver receives its credentials in clear.
+    secrets: [],
   }),
   init(ctx, config, env) {
     const value = (name) => env.find(([k]) => k === name)?.[1]?.trim() || undefined;

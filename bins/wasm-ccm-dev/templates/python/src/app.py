@@ -84,7 +84,15 @@ class Provider(exports.Provider):
             # Only environment variables with these prefixes reach init.
             env_prefixes=["{{ENV}}_"],
             # Service annotation keys the driver may set or remove (its own domain).
-            annotation_prefixes=["{{name}}.example.com/"])
+            annotation_prefixes=["{{name}}.example.com/"],
+            # The credentials the driver reads. Declared, the host keeps them out of the guest
+            # (init sees a placeholder; the host applies the value to requests), e.g.
+            # secrets.decl("api-token", at=[secrets.env("{{ENV}}_API_TOKEN")],
+            #              origin=secrets.origin([secrets.env("{{ENV}}_API_URL")],
+            #                                    "https://api.example.com"),
+            #              uses=[secrets.bearer()]).
+            # Left empty, the driver receives its credentials in clear.
+            secrets=[])
 
     def init(self, ctx, config, env):
         global STATE

@@ -531,10 +531,28 @@ fn watch_cloud_config(
 
 /// Compiles and initialises new bytes of a watched driver; a failure is a refusal with a
 /// reason for the metric.
-fn reload_loader(runtime: Runtime, opts: DriverOptions, check: Option<SignatureCheck>) -> Loader {
+///
+/// The cloud config is read again for each reload (`cloud_config`), so a reloaded driver gets the
+/// credentials of a rotated Secret, not those of the process's start.
+fn reload_loader(
+    runtime: Runtime,
+    opts: DriverOptions,
+    check: Option<SignatureCheck>,
+    cloud_config: Option<PathBuf>,
+) -> Loader {
     Arc::new(move |origin: String, bytes: Vec<u8>| {
-        let (runtime, opts, check) = (runtime.clone(), opts.clone(), check.clone());
+        let (runtime, mut opts, check) = (runtime.clone(), opts.clone(), check.clone());
+        let cloud_config = cloud_config.clone();
         Box::pin(async move {
+            if let Some(path) = &cloud_config {
+                opts.config = tokio::fs::read(path).await.map_err(|e| Refusal {
+                    reason: "cloud-config",
+                    message: format!(
+                        "cannot read the cloud config {} for the reloaded driver: {e}",
+                        path.display()
+                    ),
+                })?;
+            }
             // The signature is checked before a byte is compiled: a reload whose signature
             // fails is refused like any bad reload (the old version keeps serving).
             if let Some(check) = &check {
@@ -1084,7 +1102,12 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
                 path: path.clone(),
                 interval: args.driver_watch_interval,
                 pinned_sha256: args.driver_sha256.clone(),
-                load: reload_loader(runtime.clone(), opts, reload_check(&args.verify, path)?),
+                load: reload_loader(
+                    runtime.clone(),
+                    opts,
+                    reload_check(&args.verify, path)?,
+                    args.cloud_config.clone(),
+                ),
                 regarding,
             })
         }
@@ -1213,13 +1236,30 @@ async fn run_driver_set(
         for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
             tracing::warn!(driver = %d.name, "egress grant: {warning}");
         }
+        warn_about_credentials(&driver);
+        if let Some(path) = &d.cloud_config
+            && !args.secret_rotation_interval.is_zero()
+            && !driver.info().secrets.is_empty()
+        {
+            watch_cloud_config(
+                path.clone(),
+                args.secret_rotation_interval,
+                driver.clone(),
+                opts.config.clone(),
+            );
+        }
         let reload = match &d.source {
             DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
                 Some(ReloadOptions {
                     path: path.clone(),
                     interval: args.driver_watch_interval,
                     pinned_sha256: d.sha256.clone(),
-                    load: reload_loader(runtime.clone(), opts, reload_check(&args.verify, path)?),
+                    load: reload_loader(
+                        runtime.clone(),
+                        opts,
+                        reload_check(&args.verify, path)?,
+                        d.cloud_config.clone(),
+                    ),
                     regarding: regarding.clone(),
                 })
             }

@@ -241,6 +241,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
                     Ok("init accepts the scenario's configuration".into()),
                 );
                 behave(&mut h, &scenario, level, &mut checks).await;
+                credentials(&h, &mut checks);
                 measurements = h.meter.measurements();
                 crashes = std::mem::take(&mut h.crashes);
             }
@@ -299,6 +300,47 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Issue 31: a driver declares its credentials so that the host holds them, and never puts a
+/// placeholder where its declaration does not allow (the host refused no request for it during
+/// the whole run: the driver never needed a credential in clear or elsewhere).
+fn credentials(h: &Harness, checks: &mut Checks) {
+    let declared: Vec<String> = h
+        .warm
+        .info()
+        .secrets
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    if declared.is_empty() {
+        checks.skip(
+            "provider/credentials",
+            None,
+            "the driver declares no secrets, so it receives its credentials in clear; declare them in provider-info.secrets (wit/README.md) so that the host holds them",
+        );
+        return;
+    }
+    let misuse: Vec<String> = [&h.warm, &h.fresh, &h.faulty]
+        .iter()
+        .flat_map(|d| d.secret_misuse())
+        .map(|((secret, reason), n)| format!("{secret} ({reason}) ×{n}"))
+        .collect();
+    checks.check(
+        "provider/credentials",
+        None,
+        if misuse.is_empty() {
+            Ok(format!(
+                "the host held {} and applied them; the driver never placed one where its declaration does not allow",
+                declared.join(", ")
+            ))
+        } else {
+            Err(format!(
+                "the host refused requests carrying a credential where its declaration does not allow: {}",
+                misuse.join(", ")
+            ))
+        },
+    );
 }
 
 /// Results so far, with ids under the driver's WIT version instead of the default.

@@ -85,6 +85,19 @@ impl Provider for Hostile {
                     vec![SecretUse::Header(header.into())],
                 )]
             }
+            // A well-declared token (issue 31): the host holds it; the `place` behaviour then
+            // tries to put its placeholder where the declaration does not allow it.
+            "secrets" => {
+                info.secrets = vec![SecretDecl::new(
+                    "token",
+                    vec![SecretLocation::env("HOSTILE_TOKEN")],
+                    SecretOrigin::new(
+                        vec![SecretLocation::env("HOSTILE_API_URL")],
+                        "https://api.hostile.example",
+                    ),
+                    vec![SecretUse::Bearer, SecretUse::Header("x-api-key".into())],
+                )]
+            }
             _ => {}
         }
         info
@@ -142,6 +155,7 @@ impl Instances for Hostile {
             "grow" => grow(),
             "trap" => panic!("hostile driver: trap requested"),
             "fetch" => fetch(node)?,
+            "place" => place(node, &self.token)?,
             "flood" => {
                 let lines = node
                     .annotation("lines")
@@ -320,6 +334,51 @@ fn fetch(node: &Node) -> Result<String, ProviderError> {
         .annotation("url")
         .ok_or_else(|| ProviderError::invalid_config("fetch needs annotation `url`"))?;
     describe(http::get(url).send())
+}
+
+/// Sends the driver's token (a placeholder when the host holds it) in the place the node's
+/// `place` annotation names, to `url`; answers, label-safe, the status and whether the body
+/// held the `canary` annotation (the real value, which the test knows) or the placeholder.
+fn place(node: &Node, token: &str) -> Result<String, ProviderError> {
+    let url = node
+        .annotation("url")
+        .ok_or_else(|| ProviderError::invalid_config("place needs annotation `url`"))?;
+    let where_ = node.annotation("place").unwrap_or("bearer");
+    let request = match where_ {
+        "bearer" => http::get(url).header("authorization", &format!("Bearer {token}")),
+        "api-key" => http::get(url).header("x-api-key", token),
+        "other-header" => http::get(url).header("x-other", token),
+        "header-name" => http::get(url).header(&format!("x-{token}"), "1"),
+        "query" => http::get(format!("{url}?token={token}")),
+        "path" => http::get(format!("{url}/{token}")),
+        "part-of-value" => http::get(url).header("authorization", &format!("Bearer {token}x")),
+        "json-body" => http::post(url)
+            .header("content-type", "application/json")
+            .body(format!("{{\"token\":\"{token}\"}}")),
+        "basic" => http::get(url).header(
+            "authorization",
+            &format!("Basic {}", wasm_ccm_sdk::http::base64(format!("{token}:x").as_bytes())),
+        ),
+        other => {
+            return Err(ProviderError::invalid_config(format!(
+                "unknown place {other}"
+            )));
+        }
+    };
+    let response = match request.send() {
+        Ok(r) => r,
+        Err(e) => return describe(Err(e)),
+    };
+    let body = String::from_utf8_lossy(&response.body);
+    let canary = node
+        .annotation("canary")
+        .is_some_and(|c| !c.is_empty() && body.contains(c));
+    Ok(format!(
+        "s{}-canary-{}-placeholder-{}",
+        response.status,
+        if canary { "yes" } else { "no" },
+        if body.contains(token) { "yes" } else { "no" }
+    ))
 }
 
 /// A response as `status=… bytes=…`; an HTTP error as a permanent error naming its case.

@@ -272,7 +272,7 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         .await
         .expect("the concurrent calls end");
     for result in all {
-        assert_eq!(result.expect("exists"), true);
+        assert!(result.expect("exists"));
     }
     assert!(
         driver.stats().instances_created.load(Ordering::Relaxed) >= N as u64,
@@ -348,11 +348,7 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         .iter()
         .filter(|(r, _)| r.url.ends_with(TOKEN_PATH))
         .collect();
-    assert!(
-        tokens.len() >= N + 1,
-        "every instance asked: {}",
-        tokens.len()
-    );
+    assert!(tokens.len() > N, "every instance asked: {}", tokens.len());
     let mut sealed = Vec::new();
     for (request, response) in &tokens {
         assert_eq!(request.method, Method::Post);

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::sync::atomic::Ordering;
+
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use wasm_ccm_drivers::CLOUDSTACK_DRIVER;
@@ -2278,4 +2280,86 @@ async fn an_associated_ip_fixes_the_network_of_new_rules() {
             "{left_out:?}"
         );
     }
+}
+
+/// Issue 31: new credentials from a changed cloud config reach a running driver without a new
+/// `init` (`Driver::rotate_secrets`), and a config whose layout changed is refused whole.
+#[tokio::test]
+async fn rotated_keys_take_effect_without_init_and_a_changed_layout_is_refused() {
+    const K1: &str = "K1-api-key-0001";
+    const S1: &str = "S1-secret-key-0001";
+    const K2: &str = "K2-api-key-0002";
+    const S2: &str = "S2-secret-key-0002";
+    let sim = CloudstackSim::start_with(CloudstackOptions {
+        api_key: K1.into(),
+        secret_key: S1.into(),
+        ..CloudstackOptions::default()
+    })
+    .await
+    .expect("simulator");
+    sim.seed(Seed::example()).expect("seed");
+    let config = |key: &str, secret: &str, extra: &str| {
+        format!(
+            "[Global]\napi-url = {}\napi-key = {key}\nsecret-key = {secret}\n{extra}",
+            sim.url()
+        )
+    };
+    let driver = load(&sim, config(K1, S1, ""), &[]).await.expect("loads");
+    let node = common::node("k8s-node-1");
+    let metadata = || async {
+        driver
+            .instance_metadata(&node, &scope())
+            .await
+            .into_result()
+    };
+    metadata().await.expect("metadata with K1/S1");
+    let instances = driver.stats().instances_created.load(Ordering::Relaxed);
+    assert!(instances >= 1);
+
+    // Two api-key lines: a layout the driver did not start with. Refused, nothing taken.
+    let two_keys = config(K2, S2, &format!("api-key = {K2}-b\n"));
+    let refused = driver
+        .rotate_secrets(two_keys.as_bytes())
+        .expect_err("a changed layout is refused");
+    assert!(refused.contains("restart"), "{refused}");
+    assert!(
+        !refused.contains(K2) && !refused.contains(S2),
+        "no value quoted: {refused}"
+    );
+    metadata().await.expect("the old values are kept");
+
+    // The cloud rotates the account's keys: the old ones are refused from now on.
+    sim.rotate_keys(K2, S2);
+    sim.clear_requests();
+    let e = metadata().await.expect_err("K1/S1 are refused now");
+    assert!(
+        matches!(provider_error(e), ProviderError::Unauthorized(_)),
+        "the old keys answer 401"
+    );
+    assert!(
+        sim.requests().iter().all(|r| r.status == 401),
+        "{:?}",
+        sim.requests()
+    );
+
+    // The operator updates the Secret; the host takes the new values.
+    let changed = driver
+        .rotate_secrets(config(K2, S2, "").as_bytes())
+        .expect("rotates");
+    assert_eq!(changed, 2, "api-key and secret-key changed");
+    sim.clear_requests();
+    metadata().await.expect("metadata with K2/S2");
+    metadata().await.expect("and again");
+    let log = sim.requests();
+    assert!(!log.is_empty());
+    assert!(log.iter().all(|r| r.status == 200), "{log:?}");
+    // No new instance, so no new `init`: the running instance signs with the new pair (its
+    // placeholders did not change, only what the host puts in their place).
+    assert_eq!(
+        driver.stats().instances_created.load(Ordering::Relaxed),
+        instances,
+        "no instance was created (no init) for the rotation"
+    );
+    // Rotating to the same values again changes nothing.
+    assert_eq!(driver.rotate_secrets(config(K2, S2, "").as_bytes()), Ok(0));
 }

@@ -124,6 +124,10 @@ pub struct Vault {
     table: RwLock<Table>,
     options: SecretOptions,
     misuse: apply::MisuseCounters,
+    /// Held while a token request is on the network: instances that ask at the same time wait
+    /// for the first answer and are served from the cache, so a driver sends one token request
+    /// per token lifetime however many instances it runs.
+    token_gate: tokio::sync::Mutex<()>,
 }
 
 /// A loaded driver's `init` input after the host took its credentials out.
@@ -201,6 +205,7 @@ impl Vault {
                 table: RwLock::new(table),
                 options: options.clone(),
                 misuse: apply::MisuseCounters::default(),
+                token_gate: tokio::sync::Mutex::new(()),
             })),
             config: new_config,
             env: new_env,

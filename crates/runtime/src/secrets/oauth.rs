@@ -113,6 +113,11 @@ fn answer_of(token: &Token) -> Response {
 }
 
 impl Vault {
+    /// Taken around a token request that the cache cannot answer (see `token_gate`).
+    pub(crate) async fn token_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.token_gate.lock().await
+    }
+
     /// A still-valid sealed answer to the same token request, from the cache.
     pub(crate) fn cached_token(&self, ask: TokenAsk) -> Option<Response> {
         let table = self.table.read().ok()?;

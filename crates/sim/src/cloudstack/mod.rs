@@ -140,10 +140,18 @@ pub(crate) struct Shared {
     state: StateCell<State>,
     faults: Faults,
     log: log::RequestLog,
-    api_key: String,
-    secret_key: String,
+    /// The account's key pair: `(api_key, secret_key)`; [`CloudstackSim::rotate_keys`]
+    /// replaces it.
+    keys: std::sync::RwLock<(String, String)>,
     /// `http://127.0.0.1:PORT`.
     base: String,
+}
+
+impl Shared {
+    /// The current `(api_key, secret_key)`.
+    pub(crate) fn keys(&self) -> (String, String) {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// Marks the next `count` jobs of `command` (any case) to fail.
@@ -196,8 +204,7 @@ impl CloudstackSim {
             state: StateCell::new(State::new(options.settings())),
             faults: Faults::default(),
             log: log::RequestLog::default(),
-            api_key: options.api_key,
-            secret_key: options.secret_key,
+            keys: std::sync::RwLock::new((options.api_key, options.secret_key)),
             base,
         })
         .await?;
@@ -216,12 +223,19 @@ impl CloudstackSim {
 
     /// The API key requests must carry.
     pub fn api_key(&self) -> String {
-        self.shared.api_key.clone()
+        self.shared.keys().0
     }
 
     /// The secret key requests are signed with.
     pub fn secret_key(&self) -> String {
-        self.shared.secret_key.clone()
+        self.shared.keys().1
+    }
+
+    /// Replaces the account's key pair, as CloudStack's `registerUserKeys` does: from now on
+    /// requests with the old API key are refused (401, unknown key) and the new pair must sign.
+    pub fn rotate_keys(&self, api_key: &str, secret_key: &str) {
+        *self.shared.keys.write().unwrap_or_else(|p| p.into_inner()) =
+            (api_key.to_string(), secret_key.to_string());
     }
 
     /// Adds everything in `seed`; all or nothing (an error leaves the simulator as it was).

@@ -101,12 +101,8 @@ fn serve(sim: &Shared, method: &Method, path: &str, params: &Params) -> Response
     if command.is_empty() {
         return CsError::param("Invalid request, no command sent").into_response_for("");
     }
-    if let Err(refusal) = signing::verify(
-        params,
-        &sim.api_key,
-        &sim.secret_key,
-        jiff::Timestamp::now(),
-    ) {
+    let (api_key, secret_key) = sim.keys();
+    if let Err(refusal) = signing::verify(params, &api_key, &secret_key, jiff::Timestamp::now()) {
         tracing::debug!(?refusal, command, "cloudstack-sim refused a request");
         return CsError::auth().into_response_for(command);
     }

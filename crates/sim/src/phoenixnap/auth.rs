@@ -31,6 +31,23 @@ pub(crate) struct Tokens {
     accept_basic: AtomicBool,
     /// Token → expiry.
     issued: Mutex<HashMap<String, Instant>>,
+    /// Every token request's client credentials as they arrived, in order.
+    seen: Mutex<Vec<TokenRequest>>,
+}
+
+/// How one token request carried its client credentials, as the token endpoint received them
+/// (decoded), whether or not it was granted; for tests that check where credentials travel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRequest {
+    /// The `Authorization` header's scheme and decoded pair, when it is HTTP Basic:
+    /// `(client_id, client_secret)`; `None` without such a header.
+    pub basic: Option<(String, String)>,
+    /// The raw `Authorization` header when it is not HTTP Basic.
+    pub other_authorization: Option<String>,
+    /// The form fields of the body, decoded, in order.
+    pub form: Vec<(String, String)>,
+    /// The status answered.
+    pub status: u16,
 }
 
 /// Why a bearer token is refused.
@@ -49,6 +66,7 @@ impl Tokens {
             ttl,
             accept_basic: AtomicBool::new(true),
             issued: Mutex::new(HashMap::new()),
+            seen: Mutex::new(Vec::new()),
         }
     }
 
@@ -73,6 +91,11 @@ impl Tokens {
         let mut tokens: Vec<String> = self.lock().keys().cloned().collect();
         tokens.sort();
         tokens
+    }
+
+    /// The token requests received so far, in order.
+    pub(crate) fn requests(&self) -> Vec<TokenRequest> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every issued token expires now.
@@ -159,10 +182,33 @@ pub(crate) fn token_endpoint(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
-    match issue(tokens, method, headers, body) {
+    let response = match issue(tokens, method, headers, body) {
         Ok(response) => response,
         Err(e) => e.into_response(),
-    }
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let basic = authorization.as_deref().and_then(|v| {
+        let encoded = v
+            .strip_prefix("Basic ")
+            .or_else(|| v.strip_prefix("basic "))?;
+        let text = String::from_utf8(base64_decode(encoded.trim())?).ok()?;
+        let (id, secret) = text.split_once(':')?;
+        Some((form_decode(id), form_decode(secret)))
+    });
+    let seen = TokenRequest {
+        other_authorization: authorization.filter(|_| basic.is_none()),
+        basic,
+        form: parse_form(&String::from_utf8_lossy(body)),
+        status: response.status().as_u16(),
+    };
+    tokens
+        .seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(seen);
+    response
 }
 
 fn issue(

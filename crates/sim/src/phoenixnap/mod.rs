@@ -51,7 +51,7 @@ use crate::request_core::{self, StateCell};
 use crate::serving::Served;
 
 pub use crate::fixture::{Faults, Match};
-pub use auth::TOKEN_PATH;
+pub use auth::{TOKEN_PATH, TokenRequest};
 pub use log::{LOG_CAPACITY, LoggedRequest};
 pub use model::Race;
 pub use seed::{Seed, SeedIpBlock, SeedPublicNetwork, SeedServer, SeedTag, SeedTagValue};
@@ -190,6 +190,12 @@ impl PhoenixnapSim {
     /// fetches a new one.
     pub fn expire_tokens(&self) {
         self.shared.tokens.expire_all();
+    }
+
+    /// Every request the token endpoint received, with the client credentials as they came
+    /// (Basic header decoded, form fields decoded), granted or not; in order.
+    pub fn token_requests(&self) -> Vec<TokenRequest> {
+        self.shared.tokens.requests()
     }
 
     /// Whether the token endpoint accepts client credentials by HTTP Basic (default true). Off,

@@ -465,11 +465,21 @@ impl HttpCapability {
             let response = self.forward(req, url, budget, asked).await?;
             return Ok(self.scrub(response));
         };
-        if let Some(ask) = applied.token
-            && let Some(cached) = vault.cached_token(ask)
-        {
-            return Ok(cached);
-        }
+        // A token request the cache cannot answer goes out alone: instances asking at the same
+        // time wait here and are then answered from the cache (one request per lifetime).
+        let _gate = match applied.token {
+            Some(ask) => {
+                if let Some(cached) = vault.cached_token(ask) {
+                    return Ok(cached);
+                }
+                let gate = vault.token_gate().await;
+                if let Some(cached) = vault.cached_token(ask) {
+                    return Ok(cached);
+                }
+                Some(gate)
+            }
+            None => None,
+        };
         let Applied {
             wire,
             url: wire_url,

@@ -75,8 +75,13 @@ async fn credentials_quoted_by_a_driver_never_reach_events_or_logs() {
         !everything.contains(API_KEY) && !everything.contains(TOKEN),
         "a credential reached Kubernetes"
     );
+    // The event is published before the controller's log line is written (and read through
+    // the child's pipe): wait for the line rather than race it.
+    eventually("the failure was logged", || {
+        ccm.log().contains("leak-error")
+    })
+    .await;
     let log = ccm.log();
-    assert!(log.contains("leak-error"), "the failure was logged: {log}");
     assert!(
         !log.contains(API_KEY) && !log.contains(TOKEN),
         "a credential reached the log: {log}"

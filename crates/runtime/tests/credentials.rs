@@ -28,7 +28,9 @@ struct Server {
 }
 
 async fn server(redirect_to: Option<u16>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
     let port = listener.local_addr().expect("addr").port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
@@ -40,7 +42,9 @@ async fn server(redirect_to: Option<u16>) -> Server {
                 let mut buf = [0u8; 4096];
                 // Head, then as much body as content-length says.
                 let head_end = loop {
-                    let Ok(n) = sock.read(&mut buf).await else { return };
+                    let Ok(n) = sock.read(&mut buf).await else {
+                        return;
+                    };
                     if n == 0 {
                         return;
                     }
@@ -56,7 +60,9 @@ async fn server(redirect_to: Option<u16>) -> Server {
                     .and_then(|v| v.trim().parse::<usize>().ok())
                     .unwrap_or(0);
                 while raw.len() < head_end + length {
-                    let Ok(n) = sock.read(&mut buf).await else { return };
+                    let Ok(n) = sock.read(&mut buf).await else {
+                        return;
+                    };
                     if n == 0 {
                         break;
                     }
@@ -69,7 +75,8 @@ async fn server(redirect_to: Option<u16>) -> Server {
                 }
                 let (status, extra, body) = if path.starts_with("/echo") {
                     let b64 = base64::engine::general_purpose::STANDARD.encode(&text);
-                    let pct: String = url::form_urlencoded::byte_serialize(text.as_bytes()).collect();
+                    let pct: String =
+                        url::form_urlencoded::byte_serialize(text.as_bytes()).collect();
                     ("200 OK", String::new(), format!("{text}\n{b64}\n{pct}"))
                 } else if path.starts_with("/redirect") {
                     let to = redirect_to.unwrap_or(port);
@@ -161,11 +168,23 @@ async fn the_token_goes_only_to_its_origin_in_a_declared_place() {
     // The declared places, at the declared origin: the server gets the real token.
     for how in ["bearer", "api-key"] {
         let answer = place(&s, &format!("{}/ok", s.api.url()), how).await;
-        assert_eq!(answer.as_deref(), Ok("s200-canary-no-placeholder-no"), "{how}");
+        assert_eq!(
+            answer.as_deref(),
+            Ok("s200-canary-no-placeholder-no"),
+            "{how}"
+        );
     }
     let seen = s.api.requests();
-    assert!(seen[0].contains(&format!("authorization: Bearer {TOKEN}")), "{}", seen[0]);
-    assert!(seen[1].contains(&format!("x-api-key: {TOKEN}")), "{}", seen[1]);
+    assert!(
+        seen[0].contains(&format!("authorization: Bearer {TOKEN}")),
+        "{}",
+        seen[0]
+    );
+    assert!(
+        seen[1].contains(&format!("x-api-key: {TOKEN}")),
+        "{}",
+        seen[1]
+    );
 
     // Every other place, and the declared place toward another granted origin: refused
     // before anything leaves.
@@ -181,13 +200,26 @@ async fn the_token_goes_only_to_its_origin_in_a_declared_place() {
     ] {
         let e = place(&s, &format!("{}/x", s.api.url()), how).await.err();
         let e = e.unwrap_or_else(|| panic!("{how} was sent"));
-        assert!(e.contains("http-error denied") && e.contains("secret token"), "{how}: {e}");
+        assert!(
+            e.contains("http-error denied") && e.contains("secret token"),
+            "{how}: {e}"
+        );
         assert!(!e.contains(TOKEN), "{how}: {e}");
     }
-    let e = place(&s, &format!("{}/x", s.other.url()), "bearer").await.err().unwrap_or_default();
+    let e = place(&s, &format!("{}/x", s.other.url()), "bearer")
+        .await
+        .err()
+        .unwrap_or_default();
     assert!(e.contains("may go only to"), "{e}");
-    assert_eq!(s.api.requests().len(), before, "a refused request reached the API");
-    assert!(s.other.requests().is_empty(), "a refused request reached the other server");
+    assert_eq!(
+        s.api.requests().len(),
+        before,
+        "a refused request reached the API"
+    );
+    assert!(
+        s.other.requests().is_empty(),
+        "a refused request reached the other server"
+    );
     let refused: u64 = s.driver.secret_misuse().iter().map(|(_, n)| n).sum();
     assert_eq!(refused, 8, "{:?}", s.driver.secret_misuse());
     assert_no_token_in_logs(&s);
@@ -208,7 +240,11 @@ async fn a_credentialed_request_is_not_redirected() {
     let s = setup().await;
     let answer = place(&s, &format!("{}/redirect", s.api.url()), "api-key").await;
     assert_eq!(answer.as_deref(), Ok("s307-canary-no-placeholder-no"));
-    assert!(s.other.requests().is_empty(), "the redirect was followed: {:?}", s.other.requests());
+    assert!(
+        s.other.requests().is_empty(),
+        "the redirect was followed: {:?}",
+        s.other.requests()
+    );
 }
 
 fn assert_no_token_in_logs(s: &Setup) {

@@ -357,7 +357,10 @@ fn place(node: &Node, token: &str) -> Result<String, ProviderError> {
             .body(format!("{{\"token\":\"{token}\"}}")),
         "basic" => http::get(url).header(
             "authorization",
-            &format!("Basic {}", wasm_ccm_sdk::http::base64(format!("{token}:x").as_bytes())),
+            &format!(
+                "Basic {}",
+                wasm_ccm_sdk::http::base64(format!("{token}:x").as_bytes())
+            ),
         ),
         other => {
             return Err(ProviderError::invalid_config(format!(

@@ -345,19 +345,19 @@ fn place(node: &Node, token: &str) -> Result<String, ProviderError> {
         .ok_or_else(|| ProviderError::invalid_config("place needs annotation `url`"))?;
     let where_ = node.annotation("place").unwrap_or("bearer");
     let request = match where_ {
-        "bearer" => http::get(url).header("authorization", &format!("Bearer {token}")),
+        "bearer" => http::get(url).header("authorization", format!("Bearer {token}")),
         "api-key" => http::get(url).header("x-api-key", token),
         "other-header" => http::get(url).header("x-other", token),
-        "header-name" => http::get(url).header(&format!("x-{token}"), "1"),
+        "header-name" => http::get(url).header(format!("x-{token}"), "1"),
         "query" => http::get(format!("{url}?token={token}")),
         "path" => http::get(format!("{url}/{token}")),
-        "part-of-value" => http::get(url).header("authorization", &format!("Bearer {token}x")),
+        "part-of-value" => http::get(url).header("authorization", format!("Bearer {token}x")),
         "json-body" => http::post(url)
             .header("content-type", "application/json")
             .body(format!("{{\"token\":\"{token}\"}}")),
         "basic" => http::get(url).header(
             "authorization",
-            &format!(
+            format!(
                 "Basic {}",
                 wasm_ccm_sdk::http::base64(format!("{token}:x").as_bytes())
             ),

@@ -253,3 +253,62 @@ fn assert_no_token_in_logs(s: &Setup) {
         assert!(!text.contains(TOKEN), "the token is in a log record: {r:?}");
     }
 }
+
+/// Every channel a driver's text takes out through the host — its error (events, log lines),
+/// an event's reason and message, an answer the host writes to the Node, a panic line, log and
+/// stdout/stderr lines, the recorded exchanges — carries no token: the driver holds only its
+/// placeholder, whatever it tries to quote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_the_driver_emits_through_the_host_carries_the_token() {
+    let s = setup().await;
+    let mut emitted = Vec::new();
+    for behaviour in [
+        "leak",
+        "leak-error",
+        "leak-event",
+        "leak-answer",
+        "leak-panic",
+    ] {
+        let outcome = s
+            .driver
+            .instance_metadata(&node_with(behaviour, &[]), &CallScope::object("test"))
+            .await;
+        emitted.push(format!(
+            "{behaviour}: {:?} {:?} {:?}",
+            outcome.result.as_ref().map_err(|e| e.to_string()),
+            outcome.events,
+            outcome.http
+        ));
+    }
+    // The reflected request above went through the recorded exchanges too.
+    let echo = s
+        .driver
+        .instance_metadata(
+            &node_with(
+                "place",
+                &[
+                    ("url", &format!("{}/echo?q=1", s.api.url())),
+                    ("place", "bearer"),
+                ],
+            ),
+            &CallScope::object("test"),
+        )
+        .await;
+    emitted.push(format!(
+        "{:?} {:?}",
+        echo.result.map_err(|e| e.to_string()),
+        echo.http
+    ));
+    for text in &emitted {
+        assert!(
+            !text.contains(TOKEN),
+            "the token left through the host: {text}"
+        );
+    }
+    // The driver did quote what it holds: the placeholder, which names nothing.
+    assert!(
+        emitted.iter().any(|t| t.contains("wccm-secret.")),
+        "the behaviours quoted nothing: {emitted:?}"
+    );
+    assert_no_token_in_logs(&s);
+}

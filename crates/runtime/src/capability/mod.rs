@@ -126,7 +126,25 @@ impl DriverHost {
                 logger.add_secret(&form);
             }
         }
+        for placeholder in vault.iter().flat_map(|v| v.placeholders()) {
+            logger.add_secret(&placeholder);
+        }
         let http = http::from_options(&info.name, &info.default_egress, opts)?.with_vault(vault);
+        // A secret whose origin the egress grants do not cover can never be sent: say so at
+        // load, where the operator reads it, rather than as a `denied` per request.
+        for (name, origin) in http.vault().iter().flat_map(|v| v.origins()) {
+            let covered = url::Url::parse(origin)
+                .ok()
+                .is_some_and(|u| http.policy().check_url(&u).is_ok());
+            if !covered {
+                tracing::warn!(
+                    driver = %info.name,
+                    secret = name,
+                    origin,
+                    "the secret's origin is not covered by the driver's egress grants, so no request can carry it; add --allow-egress {origin} (or fix --secret-origin)"
+                );
+            }
+        }
         Ok(DriverHost {
             name: info.name.clone(),
             logger: Arc::new(logger),

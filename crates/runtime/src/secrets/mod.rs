@@ -291,6 +291,25 @@ impl Vault {
         self.scrubber().scrub(body)
     }
 
+    /// The placeholders of the declared values: the redactor hides them too, so a driver that
+    /// quotes one (in an error, an event, a log line or an answer the host writes to
+    /// Kubernetes) shows `[redacted]`, and an answer field with rules (a label value, a zone) is
+    /// refused rather than written with an opaque token in it.
+    pub fn placeholders(&self) -> Vec<String> {
+        match self.table.read() {
+            Ok(t) => t.entries.keys().cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Each declared secret's name and the origin it may go to (`scheme://host[:port]`).
+    pub fn origins(&self) -> Vec<(&str, &str)> {
+        self.grants
+            .iter()
+            .map(|g| (g.name.as_str(), g.origin_text.as_str()))
+            .collect()
+    }
+
     /// The driver's declared secret names, in declaration order.
     pub fn names(&self) -> Vec<&str> {
         self.grants.iter().map(|g| g.name.as_str()).collect()

@@ -457,6 +457,32 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
     }
 }
 
+/// What every loaded driver gets at start, in the one-driver and the driver-set paths alike:
+/// its effective egress grants and its credential mode said once where an operator reads them
+/// (a broad grant is a choice), and the watch of its cloud config for rotated credentials.
+fn announce_grants(
+    driver: &Arc<wasm_ccm_runtime::Driver>,
+    cloud_config: Option<&std::path::Path>,
+    args: &RunArgs,
+    config: &[u8],
+) {
+    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
+        tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
+    }
+    warn_about_credentials(driver);
+    if let Some(path) = cloud_config
+        && !args.secret_rotation_interval.is_zero()
+        && !driver.info().secrets.is_empty()
+    {
+        watch_cloud_config(
+            path.to_path_buf(),
+            args.secret_rotation_interval,
+            driver.clone(),
+            config.to_vec(),
+        );
+    }
+}
+
 /// Says once, at start, how the driver's credentials are held.
 pub fn warn_about_credentials(driver: &wasm_ccm_runtime::Driver) {
     let secrets: Vec<&str> = driver
@@ -1074,22 +1100,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         annotation_prefixes = %driver.info().annotation_prefixes.join(", "),
         "driver loaded"
     );
-    // The effective grants, said once where an operator reads them: a broad one is a choice.
-    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
-        tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
-    }
-    warn_about_credentials(&driver);
-    if let Some(path) = &args.cloud_config
-        && !args.secret_rotation_interval.is_zero()
-        && !driver.info().secrets.is_empty()
-    {
-        watch_cloud_config(
-            path.clone(),
-            args.secret_rotation_interval,
-            driver.clone(),
-            opts.config.clone(),
-        );
-    }
+    announce_grants(&driver, args.cloud_config.as_deref(), &args, &opts.config);
     let reload = match &source {
         DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
             let regarding = own_pod();
@@ -1233,21 +1244,7 @@ async fn run_driver_set(
             env_prefixes = %driver.info().env_prefixes.join(", "),
             "driver loaded"
         );
-        for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
-            tracing::warn!(driver = %d.name, "egress grant: {warning}");
-        }
-        warn_about_credentials(&driver);
-        if let Some(path) = &d.cloud_config
-            && !args.secret_rotation_interval.is_zero()
-            && !driver.info().secrets.is_empty()
-        {
-            watch_cloud_config(
-                path.clone(),
-                args.secret_rotation_interval,
-                driver.clone(),
-                opts.config.clone(),
-            );
-        }
+        announce_grants(&driver, d.cloud_config.as_deref(), &args, &opts.config);
         let reload = match &d.source {
             DriverSource::File(path) if !args.driver_watch_interval.is_zero() => {
                 Some(ReloadOptions {

@@ -121,13 +121,8 @@ impl DriverHost {
         let logger = log::from_options(&info.name, opts, env);
         // Every value the host holds, and each of its encodings, is redacted from whatever the
         // host writes (a backstop: the guest never holds them).
-        for value in vault.iter().flat_map(|v| v.values()) {
-            for form in crate::secrets::scrub::encodings(&value) {
-                logger.add_secret(&form);
-            }
-        }
-        for placeholder in vault.iter().flat_map(|v| v.placeholders()) {
-            logger.add_secret(&placeholder);
+        if let Some(vault) = &vault {
+            vault.teach_redactor(&logger);
         }
         let http = http::from_options(&info.name, &info.default_egress, opts)?.with_vault(vault);
         // A secret whose origin the egress grants do not cover can never be sent: say so at

@@ -174,11 +174,7 @@ impl Driver {
             return Ok(0);
         };
         let changed = vault.rotate(config, &[])?;
-        for value in vault.values() {
-            for form in crate::secrets::scrub::encodings(&value) {
-                self.inner.host.logger.add_secret(&form);
-            }
-        }
+        vault.teach_redactor(&self.inner.host.logger);
         Ok(changed)
     }
 

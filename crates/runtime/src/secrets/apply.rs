@@ -113,10 +113,14 @@ pub fn is_loopback_origin(url: &Url) -> bool {
     }
 }
 
+/// The placeholder prefix's searcher, built once: every request of a driver with secrets runs it.
+static PREFIX: std::sync::LazyLock<memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memmem::Finder::new(PLACEHOLDER_PREFIX.as_bytes()));
+
 /// Whether any part of `req` contains the placeholder prefix: the one check every request of a
 /// driver with secrets pays.
 fn mentions_placeholder(req: &Request) -> bool {
-    let finder = memmem::Finder::new(PLACEHOLDER_PREFIX.as_bytes());
+    let finder = &*PREFIX;
     finder.find(req.url.as_bytes()).is_some()
         || finder.find(&req.body).is_some()
         || req.headers.iter().any(|(k, v)| {
@@ -128,8 +132,7 @@ fn mentions_placeholder(req: &Request) -> bool {
 
 /// The known placeholders in `text`.
 fn known_in<'t>(table: &Table, text: &'t [u8]) -> Vec<&'t str> {
-    let finder = memmem::Finder::new(PLACEHOLDER_PREFIX.as_bytes());
-    finder
+    PREFIX
         .find_iter(text)
         .filter_map(|at| placeholder_at(text, at))
         .filter(|p| table.knows(p))

@@ -302,6 +302,19 @@ impl Vault {
         }
     }
 
+    /// Gives `logger`'s redactor every value the vault holds now, in each of its encodings, and
+    /// every placeholder: at load and after a rotation.
+    pub(crate) fn teach_redactor(&self, logger: &crate::capability::log::DriverLogger) {
+        for value in self.values() {
+            for form in scrub::encodings(&value) {
+                logger.add_secret(&form);
+            }
+        }
+        for placeholder in self.placeholders() {
+            logger.add_secret(&placeholder);
+        }
+    }
+
     /// Each declared secret's name and the origin it may go to (`scheme://host[:port]`).
     pub fn origins(&self) -> Vec<(&str, &str)> {
         self.grants

@@ -3,9 +3,9 @@
 /// <reference path="./types/full-driver.d.ts" />
 import type {
   Ingress, NodeAddress, SecretDecl, SecretLocation, SecretOrigin, SecretUse,
-} from 'wasm-ccm:provider/types@0.1.0';
-import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.1.0';
-import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.1.0';
+} from 'wasm-ccm:provider/types@0.2.0';
+import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.2.0';
+import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.2.0';
 
 /** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
 export class ProviderError extends Error {

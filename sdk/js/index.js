@@ -9,9 +9,9 @@
 //   host would delete the Node).
 // - `http` is a small fetch-like client over the host's `http` import, `log` writes to the host's
 //   log, `cluster` reads the cluster view and records events.
-import * as hostHttp from 'wasm-ccm:provider/http@0.1.0';
-import * as hostLog from 'wasm-ccm:provider/log@0.1.0';
-import * as hostCluster from 'wasm-ccm:provider/cluster@0.1.0';
+import * as hostHttp from 'wasm-ccm:provider/http@0.2.0';
+import * as hostLog from 'wasm-ccm:provider/log@0.2.0';
+import * as hostCluster from 'wasm-ccm:provider/cluster@0.2.0';
 import { decodeUtf8, encodeUtf8 } from './utf8.js';
 export { decodeUtf8, encodeUtf8 };
 

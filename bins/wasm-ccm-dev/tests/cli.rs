@@ -66,7 +66,7 @@ fn inspect_prints_the_driver_as_json() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(v["wit-version"], "0.1.0");
+    assert_eq!(v["wit-version"], "0.2.0");
     assert_eq!(v["info"]["name"], "static");
     assert_eq!(
         v["exports"],
@@ -201,7 +201,7 @@ fn host_errors_exit_two_with_the_reason() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("9.0.0") && err.contains("0.1.x"), "{err}");
+    assert!(err.contains("9.0.0") && err.contains("0.2.x"), "{err}");
 
     let out = wasm_ccm_dev(cache.path())
         .args([

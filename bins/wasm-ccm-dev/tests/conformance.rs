@@ -3,9 +3,13 @@
 //! each bug of the broken test driver fails exactly the checks it breaks, reports come in three
 //! formats, and a cassette recorded once replays without the cloud.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use common::conformance::{conformance, wasm_ccm, with_status};
 
 use serde_json::Value;
 use wasm_ccm_drivers::{
@@ -17,53 +21,6 @@ fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(path)
-}
-
-fn wasm_ccm() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wasm-ccm-dev"));
-    // Conformance compiles without the cache; the log stays quiet unless something is wrong.
-    c.env("WASM_CCM_LOG", "error");
-    c
-}
-
-/// Runs conformance with a JSON report; returns the process output and the parsed report.
-fn conformance(wasm: &str, scenario: &Path, extra: &[&str]) -> (Output, Value) {
-    let out = wasm_ccm()
-        .args(["conformance", wasm, "--scenario"])
-        .arg(scenario)
-        .args(["--report", "json"])
-        // Compile speed is a benchmark (BENCHMARKS.md), not a test: the default 30 s limit is a
-        // wall-clock bound a loaded machine can miss. Tests of the limit pass their own.
-        .args(if extra.contains(&"--max-compile-time") {
-            &[][..]
-        } else {
-            &["--max-compile-time", "10m"][..]
-        })
-        .args(extra)
-        .output()
-        .expect("runs");
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON report ({e}); stdout: {}; stderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out, report)
-}
-
-/// `id [subject]` of every result with `status`.
-fn with_status(report: &Value, status: &str) -> BTreeSet<String> {
-    report["results"]
-        .as_array()
-        .expect("results")
-        .iter()
-        .filter(|r| r["status"] == status)
-        .map(|r| match r["subject"].as_str() {
-            Some(s) => format!("{} [{s}]", r["id"].as_str().unwrap_or_default()),
-            None => r["id"].as_str().unwrap_or_default().to_string(),
-        })
-        .collect()
 }
 
 /// Asserts `name` conforms: the run succeeded, no check failed, some passed, and exactly
@@ -119,16 +76,16 @@ fn the_static_driver_conforms_at_full_level() {
     assert_eq!(report["level"], "full");
     let passed = with_status(&report, "pass");
     for id in [
-        "provider/0.1/static/exports",
-        "provider/0.1/instances/unknown-node [ghost-2]",
-        "provider/0.1/instances/shutdown [node-c]",
-        "provider/0.1/load-balancer/ensure-idempotent [default/web]",
-        "provider/0.1/determinism/fresh-equals-warm [load-balancer.get]",
-        "provider/0.1/robustness/http-429 [instances.instance-metadata]",
-        "provider/0.1/egress/declared",
-        "provider/0.1/routes/create-idempotent [10.244.1.0/24 → node-a]",
-        "provider/0.1/routes/delete [10.244.1.0/24 → node-a]",
-        "provider/0.1/robustness/http-500 [routes.list]",
+        "provider/0.2/static/exports",
+        "provider/0.2/instances/unknown-node [ghost-2]",
+        "provider/0.2/instances/shutdown [node-c]",
+        "provider/0.2/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.2/determinism/fresh-equals-warm [load-balancer.get]",
+        "provider/0.2/robustness/http-429 [instances.instance-metadata]",
+        "provider/0.2/egress/declared",
+        "provider/0.2/routes/create-idempotent [10.244.1.0/24 → node-a]",
+        "provider/0.2/routes/delete [10.244.1.0/24 → node-a]",
+        "provider/0.2/robustness/http-500 [routes.list]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }
@@ -153,16 +110,16 @@ fn the_cloudscale_driver_conforms_against_its_simulator() {
     );
     assert_conformant("cloudscale", &out, &report, &[]);
     assert!(
-        with_status(&report, "pass").contains("provider/0.1/provider/credentials"),
+        with_status(&report, "pass").contains("provider/0.2/provider/credentials"),
         "the host held cloudscale's token: {report}"
     );
     assert_eq!(report["cloud"], "sim:cloudscale");
     let passed = with_status(&report, "pass");
     for id in [
-        "provider/0.1/load-balancer/update [default/web]",
-        "provider/0.1/load-balancer/delete [default/web]",
-        "provider/0.1/robustness/http-401 [load-balancer.ensure]",
-        "provider/0.1/instances/metadata-expected [worker-1]",
+        "provider/0.2/load-balancer/update [default/web]",
+        "provider/0.2/load-balancer/delete [default/web]",
+        "provider/0.2/robustness/http-401 [load-balancer.ensure]",
+        "provider/0.2/instances/metadata-expected [worker-1]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }
@@ -178,9 +135,9 @@ fn the_phoenixnap_driver_conforms_against_its_simulator() {
     assert_conformant("phoenixnap", &out, &report, &[]);
     let passed = with_status(&report, "pass");
     for id in [
-        "provider/0.1/instances/metadata-expected [worker-2]",
-        "provider/0.1/load-balancer/ensure-idempotent [default/web]",
-        "provider/0.1/robustness/http-401 [load-balancer.ensure]",
+        "provider/0.2/instances/metadata-expected [worker-2]",
+        "provider/0.2/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.2/robustness/http-401 [load-balancer.ensure]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }
@@ -197,12 +154,12 @@ fn the_cloudstack_driver_conforms_against_its_simulator() {
     assert_eq!(report["cloud"], "sim:cloudstack");
     let passed = with_status(&report, "pass");
     for id in [
-        "provider/0.1/instances/metadata-expected [worker-1]",
-        "provider/0.1/instances/metadata-expected [worker-2.cluster.example]",
-        "provider/0.1/instances/unknown-node [ghost]",
-        "provider/0.1/load-balancer/ensure-idempotent [default/web]",
-        "provider/0.1/load-balancer/update [default/web]",
-        "provider/0.1/robustness/http-401 [load-balancer.ensure]",
+        "provider/0.2/instances/metadata-expected [worker-1]",
+        "provider/0.2/instances/metadata-expected [worker-2.cluster.example]",
+        "provider/0.2/instances/unknown-node [ghost]",
+        "provider/0.2/load-balancer/ensure-idempotent [default/web]",
+        "provider/0.2/load-balancer/update [default/web]",
+        "provider/0.2/robustness/http-401 [load-balancer.ensure]",
     ] {
         assert!(passed.contains(id), "{id} did not pass: {passed:?}");
     }
@@ -226,7 +183,7 @@ fn the_sdk_template_conforms_at_core_level() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         with_status(&report, "fail"),
-        BTreeSet::from(["provider/0.1/static/exports".to_string()])
+        BTreeSet::from(["provider/0.2/static/exports".to_string()])
     );
 }
 
@@ -253,7 +210,7 @@ fn failures_of(bug: &str) -> BTreeSet<String> {
 }
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
-    ids.iter().map(|s| format!("provider/0.1/{s}")).collect()
+    ids.iter().map(|s| format!("provider/0.2/{s}")).collect()
 }
 
 #[test]
@@ -383,7 +340,7 @@ fn junit_and_text_reports_are_written_where_asked() {
     assert!(xml.starts_with("<?xml"), "{xml}");
     assert!(xml.contains("failures=\"1\""), "{xml}");
     assert!(
-        xml.contains("name=\"provider/0.1/instances/unknown-node [ghost]\">"),
+        xml.contains("name=\"provider/0.2/instances/unknown-node [ghost]\">"),
         "{xml}"
     );
     let out = wasm_ccm()
@@ -393,7 +350,7 @@ fn junit_and_text_reports_are_written_where_asked() {
         .expect("runs");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("FAIL provider/0.1/instances/unknown-node [ghost]"),
+        text.contains("FAIL provider/0.2/instances/unknown-node [ghost]"),
         "{text}"
     );
     assert!(text.contains("NOT CONFORMANT"), "{text}");
@@ -429,7 +386,7 @@ fn a_recorded_run_replays_without_the_cloud() {
     );
     assert_conformant("cloudscale (replay)", &out, &report, &[]);
     assert!(
-        with_status(&report, "pass").contains("provider/0.1/replay/cassette-complete"),
+        with_status(&report, "pass").contains("provider/0.2/replay/cassette-complete"),
         "{report}"
     );
 }

@@ -234,7 +234,7 @@ pub fn wasm_from_tar_gzip(layer: &[u8], limit: usize) -> Result<Vec<u8>, String>
 /// What the CNCF config says about a component.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ComponentInfo {
-    /// Exported interfaces, e.g. `wasm-ccm:provider/instances@0.1.0`.
+    /// Exported interfaces, e.g. `wasm-ccm:provider/instances@0.2.0`.
     pub exports: Vec<String>,
     /// Imported interfaces.
     pub imports: Vec<String>,
@@ -369,8 +369,8 @@ mod tests {
     #[test]
     fn packing_is_deterministic_and_in_the_cncf_layout() {
         let info = ComponentInfo {
-            exports: vec!["wasm-ccm:provider/provider@0.1.0".into()],
-            imports: vec!["wasm-ccm:provider/http@0.1.0".into()],
+            exports: vec!["wasm-ccm:provider/provider@0.2.0".into()],
+            imports: vec!["wasm-ccm:provider/http@0.2.0".into()],
         };
         let a = pack(b"\0asm", info.clone(), None, BTreeMap::new());
         let b = pack(b"\0asm", info, None, BTreeMap::new());
@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(c["layerDigests"][0], digest_of(b"\0asm"));
         assert_eq!(
             c["component"]["exports"][0],
-            "wasm-ccm:provider/provider@0.1.0"
+            "wasm-ccm:provider/provider@0.2.0"
         );
         assert!(c.get("created").is_none());
     }

@@ -16,8 +16,8 @@ fn static_driver() -> Vec<u8> {
 
 fn info() -> ComponentInfo {
     ComponentInfo {
-        exports: vec!["wasm-ccm:provider/provider@0.1.0".into()],
-        imports: vec!["wasm-ccm:provider/http@0.1.0".into()],
+        exports: vec!["wasm-ccm:provider/provider@0.2.0".into()],
+        imports: vec!["wasm-ccm:provider/http@0.2.0".into()],
     }
 }
 
@@ -87,7 +87,7 @@ async fn a_pushed_driver_pulls_back_by_tag_then_from_the_cache_by_digest_with_th
     assert_eq!(config["os"], "wasip2");
     assert_eq!(
         config["component"]["exports"][0],
-        "wasm-ccm:provider/provider@0.1.0"
+        "wasm-ccm:provider/provider@0.2.0"
     );
 
     drop(registry);

@@ -22,7 +22,7 @@ fn static_driver() -> Vec<u8> {
 
 fn info() -> ComponentInfo {
     ComponentInfo {
-        exports: vec!["wasm-ccm:provider/provider@0.1.0".into()],
+        exports: vec!["wasm-ccm:provider/provider@0.2.0".into()],
         imports: vec![],
     }
 }

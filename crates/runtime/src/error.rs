@@ -31,7 +31,7 @@ pub enum HostError {
     },
     /// The component implements a WIT version this host does not support.
     #[error(
-        "{origin} implements wasm-ccm:provider@{found}, which this host does not support; this host supports {supported} — use a driver built for one of those, or a wasm-ccm release that supports {found}"
+        "{origin} implements wasm-ccm:provider@{found}, which this host does not support; this host supports {supported} — {advice}"
     )]
     UnsupportedWitVersion {
         /// Where the bytes came from (a path or an `oci://` reference).
@@ -40,6 +40,8 @@ pub enum HostError {
         found: String,
         /// The versions this host supports, listed for the message.
         supported: String,
+        /// What the operator or author can do about it.
+        advice: String,
     },
     /// The component does not export the mandatory `provider` interface.
     #[error(

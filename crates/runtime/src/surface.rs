@@ -11,7 +11,30 @@ use crate::error::HostError;
 pub const PACKAGE: &str = "wasm-ccm:provider";
 
 /// WIT versions this host supports, as `major.minor` (minor matters while the major is 0).
-pub const SUPPORTED_VERSIONS: &[&str] = &["0.1"];
+/// `0.2` is the first released contract (`wit/README.md`, "Versioning"): every later host keeps
+/// loading it for as long as that section promises, which `tests/golden/` proves.
+pub const SUPPORTED_VERSIONS: &[&str] = &["0.2"];
+
+/// Development versions that were never released, with what their drivers need instead. They
+/// changed in place while nothing was released, so no host loads them; the message says how to
+/// rebuild rather than pointing at a release that does not exist.
+const UNRELEASED: &[(&str, &str)] = &[(
+    "0.1",
+    "0.1 was the unreleased development contract and no release loads it: rebuild the driver against wasm-ccm:provider@0.2.0 (the SDKs' current versions); a driver built from the last 0.1 sources needs no code change, 0.2.0 is that contract frozen",
+)];
+
+/// What to do about a component that implements `found`, which this host does not support.
+fn advice(found: &str) -> String {
+    UNRELEASED
+        .iter()
+        .find(|(v, _)| minor_key(found).as_deref() == Some(*v))
+        .map(|(_, advice)| advice.to_string())
+        .unwrap_or_else(|| {
+            format!(
+                "use a driver built for one of those, or a wasm-ccm release that supports {found}"
+            )
+        })
+}
 
 /// Largest component accepted: Python and JS drivers are tens of MiB (BENCHMARKS.md, "Drivers in
 /// other languages").
@@ -53,7 +76,7 @@ pub struct Surface {
     pub wit_version: String,
     /// The capability interfaces it exports.
     pub exports: Exports,
-    /// Every import name, e.g. `wasm-ccm:provider/http@0.1.0`, `wasi:cli/stdout@0.2.6`.
+    /// Every import name, e.g. `wasm-ccm:provider/http@0.2.0`, `wasi:cli/stdout@0.2.6`.
     pub imports: Vec<String>,
 }
 
@@ -124,6 +147,7 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
                 origin: origin.into(),
                 found: v.clone(),
                 supported,
+                advice: advice(v),
             });
         }
     }
@@ -132,6 +156,7 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
             origin: origin.into(),
             found: versions.join(" and "),
             supported: format!("one version per driver, from {supported}"),
+            advice: "build every interface of the driver from one wit/ package".into(),
         });
     }
     if !has_provider {
@@ -155,24 +180,48 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
     })
 }
 
-/// `wasm-ccm:provider/instances@0.1.0` → `("instances", "0.1.0")`.
+/// `wasm-ccm:provider/instances@0.2.0` → `("instances", "0.2.0")`.
 fn split_interface(name: &str) -> Option<(&str, &str)> {
     let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
     let (iface, version) = rest.split_once('@')?;
     Some((iface, version))
 }
 
-fn is_supported(version: &str) -> bool {
+/// The part of a version that decides compatibility: `major.minor` while the major is 0 (a
+/// minor is breaking then), else the major. `None` for text that is not a version.
+fn minor_key(version: &str) -> Option<String> {
     let mut parts = version.split('.');
     let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
-        return false;
+        return None;
     };
-    let key = if major == "0" {
+    Some(if major == "0" {
         format!("{major}.{minor}")
     } else {
         major.to_string()
+    })
+}
+
+/// When linking a driver failed: advice if it was built against a later release of a supported
+/// version than this host implements (it may import something added since), else `None`.
+pub(crate) fn link_advice(driver_version: &str) -> Option<String> {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']).map(str::parse::<u64>);
+        Some((
+            parts.next()?.ok()?,
+            parts.next()?.ok()?,
+            parts.next()?.ok()?,
+        ))
     };
-    SUPPORTED_VERSIONS.contains(&key.as_str())
+    let host = crate::CONTRACT_VERSION;
+    (parse(driver_version)? > parse(host)?).then(|| {
+        format!(
+            "the driver was built against wasm-ccm:provider@{driver_version} and this host implements {host}: upgrade wasm-ccm to a release that implements {driver_version}, or build the driver against {host} (wit/README.md, \"Versioning\")"
+        )
+    })
+}
+
+fn is_supported(version: &str) -> bool {
+    minor_key(version).is_some_and(|key| SUPPORTED_VERSIONS.contains(&key.as_str()))
 }
 
 fn check_import(origin: &str, import: &str) -> Result<(), HostError> {
@@ -214,11 +263,33 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert!(is_supported("0.1.0"));
-        assert!(is_supported("0.1.7"));
-        assert!(!is_supported("0.2.0"));
+        assert!(is_supported("0.2.0"));
+        // A later patch of the frozen minor only adds (wit/README.md, "Versioning").
+        assert!(is_supported("0.2.7"));
+        assert!(!is_supported("0.1.0"));
+        assert!(!is_supported("0.3.0"));
         assert!(!is_supported("9.0.0"));
         assert!(!is_supported("garbage"));
+    }
+
+    #[test]
+    fn a_driver_newer_than_the_host_is_told_to_upgrade_the_host() {
+        assert!(link_advice("0.2.0").is_none());
+        assert!(link_advice("0.1.9").is_none());
+        assert!(link_advice("garbage").is_none());
+        let a = link_advice("0.2.9").expect("advice");
+        assert!(a.contains("upgrade wasm-ccm"), "{a}");
+    }
+
+    #[test]
+    fn the_unreleased_development_version_is_told_to_rebuild() {
+        let a = advice("0.1.0");
+        assert!(
+            a.contains("no release loads it") && a.contains("@0.2.0"),
+            "{a}"
+        );
+        let a = advice("0.3.0");
+        assert!(a.contains("a wasm-ccm release that supports 0.3.0"), "{a}");
     }
 
     #[test]
@@ -234,7 +305,7 @@ mod tests {
 
     #[test]
     fn imports() {
-        assert!(check_import("d", "wasm-ccm:provider/http@0.1.0").is_ok());
+        assert!(check_import("d", "wasm-ccm:provider/http@0.2.0").is_ok());
         assert!(check_import("d", "wasi:cli/stdout@0.2.3").is_ok());
         assert!(
             check_import("d", "wasi:http/outgoing-handler@0.2.0")
@@ -249,15 +320,15 @@ mod tests {
             e.contains("wasm-ccm:provider/{http,log,cluster} and WASI 0.2"),
             "{e}"
         );
-        let e = check_import("d", "wasm-ccm:provider/kubernetes@0.1.0")
+        let e = check_import("d", "wasm-ccm:provider/kubernetes@0.2.0")
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("offers the imports http, log and cluster"),
             "{e}"
         );
-        assert!(check_import("d", "wasm-ccm:provider/types@0.1.0").is_ok());
-        assert!(check_import("d", "wasm-ccm:provider/cluster@0.1.0").is_ok());
-        assert!(check_import("d", "wasm-ccm:provider/kubernetes@0.1.0").is_err());
+        assert!(check_import("d", "wasm-ccm:provider/types@0.2.0").is_ok());
+        assert!(check_import("d", "wasm-ccm:provider/cluster@0.2.0").is_ok());
+        assert!(check_import("d", "wasm-ccm:provider/kubernetes@0.2.0").is_err());
     }
 }

@@ -64,11 +64,116 @@ async fn an_unknown_wit_major_is_refused_naming_the_supported_versions() {
             found, supported, ..
         } => {
             assert_eq!(found, "9.0.0");
-            assert!(supported.contains("0.1.x"), "{supported}");
+            assert!(supported.contains("0.2.x"), "{supported}");
         }
         other => panic!("expected UnsupportedWitVersion, got {other:?}"),
     }
     assert!(err.to_string().contains("wasm-ccm:provider@9.0.0"), "{err}");
+}
+
+/// A component exporting `wasm-ccm:provider/provider@<version>` with one function and nothing
+/// else: enough for the host's version check, which reads only export names.
+fn component_of_version(version: &str) -> Vec<u8> {
+    wat::parse_str(format!(
+        r#"(component
+  (core module $m (func (export "f")))
+  (core instance $i (instantiate $m))
+  (func $f (canon lift (core func $i "f")))
+  (instance $p (export "info" (func $f)))
+  (export "wasm-ccm:provider/provider@{version}" (instance $p)))"#
+    ))
+    .expect("valid component text")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_of_the_unreleased_development_contract_is_told_to_rebuild() {
+    let err = runtime()
+        .compile("old.wasm", component_of_version("0.1.0"))
+        .await
+        .err()
+        .expect("refused");
+    match &err {
+        HostError::UnsupportedWitVersion { found, .. } => assert_eq!(found, "0.1.0"),
+        other => panic!("expected UnsupportedWitVersion, got {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains("no release loads it") && message.contains("wasm-ccm:provider@0.2.0"),
+        "{message}"
+    );
+    // The generic advice would point at a release that supports 0.1; none exists.
+    assert!(!message.contains("release that supports 0.1"), "{message}");
+}
+
+/// `bytes` with every `wasm-ccm:provider` interface name moved from `@0.2.0` to `@0.2.<patch>`:
+/// the same length, so the component stays valid; only its names change.
+fn renamed_to_patch(bytes: &[u8], patch: u8) -> Vec<u8> {
+    let from = b"@0.2.0";
+    let mut out = bytes.to_vec();
+    let mut renamed = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from && ends_with_interface_name(&out[..i]) {
+            out[i + from.len() - 1] = b'0' + patch;
+            renamed += 1;
+        }
+        i += 1;
+    }
+    assert!(renamed > 10, "renamed only {renamed} names");
+    out
+}
+
+/// Whether `bytes` end in `wasm-ccm:provider/<interface>` (what precedes a version).
+fn ends_with_interface_name(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(40)..];
+    let Some(at) = tail.windows(18).rposition(|w| w == b"wasm-ccm:provider/") else {
+        return false;
+    };
+    tail[at + 18..]
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || *b == b'-')
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_built_against_a_later_patch_of_0_2_loads_and_answers() {
+    // The promise (wit/README.md, "Versioning"): a later 0.2.z only adds, so a driver built
+    // against it loads in this host as long as it uses nothing the host lacks. The static
+    // driver with every interface renamed to 0.2.9 is such a driver.
+    let bytes = std::fs::read(STATIC_DRIVER).expect("static driver");
+    let rt = runtime();
+    let compiled = rt
+        .compile("later.wasm", renamed_to_patch(&bytes, 9))
+        .await
+        .expect("a later 0.2 patch compiles");
+    assert_eq!(compiled.surface.wit_version, "0.2.9");
+    rt.link(&compiled).expect("links against the host's 0.2.0");
+    let info = rt.info(&compiled).await.expect("info answers");
+    assert_eq!(info.name, "static");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_patch_using_a_function_this_host_lacks_is_refused_at_load() {
+    // `log.flush` does not exist in 0.2.0: such a driver is refused when it is linked, before
+    // any of its code runs, naming what it needs.
+    let bytes = wat::parse_str(
+        r#"(component
+  (import "wasm-ccm:provider/log@0.2.9" (instance $log (export "flush" (func))))
+  (core module $m (func (export "f")))
+  (core instance $i (instantiate $m))
+  (func $f (canon lift (core func $i "f")))
+  (instance $p (export "info" (func $f)))
+  (export "wasm-ccm:provider/provider@0.2.9" (instance $p)))"#,
+    )
+    .expect("valid component text");
+    let rt = runtime();
+    let compiled = rt.compile("newer.wasm", bytes).await.expect("compiles");
+    let err = rt.link(&compiled).expect_err("refused at link");
+    let message = err.to_string();
+    assert!(message.contains("flush"), "{message}");
+    assert!(
+        message.contains("0.2.9") && message.contains("upgrade wasm-ccm"),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +198,7 @@ async fn things_that_are_not_components_are_refused_with_the_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_are_detected_from_the_component_type() {
     let s = compile(STATIC_DRIVER).await.surface;
-    assert_eq!(s.wit_version, "0.1.0");
+    assert_eq!(s.wit_version, "0.2.0");
     assert_eq!(
         s.exports.names(),
         vec!["provider", "instances", "load-balancer", "routes"]

@@ -6,13 +6,13 @@
 /// <reference path="./interfaces/wasm-ccm-provider-provider.d.ts" />
 /// <reference path="./interfaces/wasm-ccm-provider-routes.d.ts" />
 /// <reference path="./interfaces/wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/full-driver@0.1.0' {
-  export type * as WasmCcmProviderCluster010 from 'wasm-ccm:provider/cluster@0.1.0'; // import wasm-ccm:provider/cluster@0.1.0
-  export type * as WasmCcmProviderHttp010 from 'wasm-ccm:provider/http@0.1.0'; // import wasm-ccm:provider/http@0.1.0
-  export type * as WasmCcmProviderLog010 from 'wasm-ccm:provider/log@0.1.0'; // import wasm-ccm:provider/log@0.1.0
-  export type * as WasmCcmProviderTypes010 from 'wasm-ccm:provider/types@0.1.0'; // import wasm-ccm:provider/types@0.1.0
-  export * as routes from 'wasm-ccm:provider/routes@0.1.0'; // export wasm-ccm:provider/routes@0.1.0
-  export * as loadBalancer from 'wasm-ccm:provider/load-balancer@0.1.0'; // export wasm-ccm:provider/load-balancer@0.1.0
-  export * as provider from 'wasm-ccm:provider/provider@0.1.0'; // export wasm-ccm:provider/provider@0.1.0
-  export * as instances from 'wasm-ccm:provider/instances@0.1.0'; // export wasm-ccm:provider/instances@0.1.0
+declare module 'wasm-ccm:provider/full-driver@0.2.0' {
+  export type * as WasmCcmProviderCluster020 from 'wasm-ccm:provider/cluster@0.2.0'; // import wasm-ccm:provider/cluster@0.2.0
+  export type * as WasmCcmProviderHttp020 from 'wasm-ccm:provider/http@0.2.0'; // import wasm-ccm:provider/http@0.2.0
+  export type * as WasmCcmProviderLog020 from 'wasm-ccm:provider/log@0.2.0'; // import wasm-ccm:provider/log@0.2.0
+  export type * as WasmCcmProviderTypes020 from 'wasm-ccm:provider/types@0.2.0'; // import wasm-ccm:provider/types@0.2.0
+  export * as routes from 'wasm-ccm:provider/routes@0.2.0'; // export wasm-ccm:provider/routes@0.2.0
+  export * as loadBalancer from 'wasm-ccm:provider/load-balancer@0.2.0'; // export wasm-ccm:provider/load-balancer@0.2.0
+  export * as provider from 'wasm-ccm:provider/provider@0.2.0'; // export wasm-ccm:provider/provider@0.2.0
+  export * as instances from 'wasm-ccm:provider/instances@0.2.0'; // export wasm-ccm:provider/instances@0.2.0
 }

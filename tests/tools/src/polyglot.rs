@@ -116,26 +116,64 @@ fn install_once(dir: &Path, fill: impl FnOnce(&Path) -> Result<(), String>) -> R
     std::fs::rename(&tmp, dir).map_err(|e| format!("cannot move {}: {e}", tmp.display()))
 }
 
-/// `componentize-py` at the version `sdk/python/requirements-build.txt` pins.
-/// Called with the tools lock held (by [`python_static`]).
-fn componentize_py() -> Result<PathBuf, String> {
-    let venv =
-        crate::pypi::venv_while_locked("componentize-py", "sdk/python/requirements-build.txt")?;
+/// `componentize-py` at the version `requirements` (repository-relative) pins.
+/// Called with the tools lock held (by [`python_driver`]).
+fn componentize_py(requirements: &str) -> Result<PathBuf, String> {
+    let venv = crate::pypi::venv_while_locked("componentize-py", requirements)?;
     Ok(venv.join("bin/componentize-py"))
+}
+
+/// Where a Python driver's sources are.
+struct PythonSources {
+    /// The directory with `app.py` and `requirements.txt` (the driver's own dependencies).
+    app: PathBuf,
+    /// The `wasm_ccm_sdk` package directory.
+    sdk: PathBuf,
+    /// The WIT directory the driver is built against.
+    wit: PathBuf,
+    /// The componentize-py pin, relative to the repository.
+    build_requirements: String,
 }
 
 /// The Python example driver (`drivers/examples/python-static`), built with componentize-py.
 pub fn python_static() -> Result<PathBuf, String> {
+    python_driver(
+        "python_static",
+        &PythonSources {
+            app: repo().join("drivers/examples/python-static"),
+            sdk: repo().join("sdk/python/wasm_ccm_sdk"),
+            wit: repo().join("wit"),
+            build_requirements: "sdk/python/requirements-build.txt".into(),
+        },
+    )
+}
+
+/// The Python static driver released with contract `version`, from its committed sources
+/// (`tests/golden/<version>/python-static`: the driver, the SDK as it was, the componentize-py
+/// pin) and the frozen WIT (`wit/released/<version>`).
+pub fn golden_python_static(version: &str) -> Result<PathBuf, String> {
+    let golden = format!("tests/golden/{version}/python-static");
+    python_driver(
+        &format!("golden-{version}-python_static"),
+        &PythonSources {
+            app: repo().join(&golden),
+            sdk: repo().join(&golden).join("wasm_ccm_sdk"),
+            wit: repo().join("wit/released").join(version),
+            build_requirements: format!("{golden}/requirements-build.txt"),
+        },
+    )
+}
+
+/// Builds the Python driver of `sources` into `target/polyglot/<name>-<key>.wasm`.
+fn python_driver(name: &str, sources: &PythonSources) -> Result<PathBuf, String> {
     let _lock = lock()?;
-    let example = repo().join("drivers/examples/python-static");
-    let sdk = repo().join("sdk/python/wasm_ccm_sdk");
-    let requirements = example.join("requirements.txt");
-    let mut inputs = vec![example.join("app.py"), requirements.clone()];
-    inputs.extend(files_in(&sdk, "py")?);
-    inputs.extend(files_in(&repo().join("wit"), "wit")?);
-    inputs.push(repo().join("sdk/python/requirements-build.txt"));
-    let out = output_dir().join(format!("python_static-{}.wasm", key(&inputs, &[])?));
-    let tool = componentize_py()?;
+    let requirements = sources.app.join("requirements.txt");
+    let mut inputs = vec![sources.app.join("app.py"), requirements.clone()];
+    inputs.extend(files_in(&sources.sdk, "py")?);
+    inputs.extend(files_in(&sources.wit, "wit")?);
+    inputs.push(repo().join(&sources.build_requirements));
+    let out = output_dir().join(format!("{name}-{}.wasm", key(&inputs, &[])?));
+    let tool = componentize_py(&sources.build_requirements)?;
     // Dependencies as pure Python: componentize-py cannot load C extensions, and PyYAML falls
     // back to its pure-Python parser without one.
     let deps = tools_dir().join(format!(
@@ -156,9 +194,12 @@ pub fn python_static() -> Result<PathBuf, String> {
             .arg(&requirements))
         .map_err(|e| {
             crate::cannot_install(
-                "the Python example's dependencies (drivers/examples/python-static/requirements.txt)",
+                &format!(
+                    "the Python driver's dependencies ({})",
+                    requirements.display()
+                ),
                 "PyPI (pip install --target)",
-                "pip install --target <dir> -r drivers/examples/python-static/requirements.txt",
+                &format!("pip install --target <dir> -r {}", requirements.display()),
                 &e,
             )
         })?;
@@ -166,15 +207,18 @@ pub fn python_static() -> Result<PathBuf, String> {
     })?;
     build_once(&out, |tmp| {
         // componentize-py writes bytecode next to the sources: build from a copy.
-        let stage_dir = output_dir().join("stage-python-static");
+        let stage_dir = output_dir().join(format!("stage-{name}"));
         let _ = std::fs::remove_dir_all(&stage_dir);
-        stage(&stage_dir.join("app"), &[example.join("app.py")])?;
-        stage(&stage_dir.join("sdk/wasm_ccm_sdk"), &files_in(&sdk, "py")?)?;
+        stage(&stage_dir.join("app"), &[sources.app.join("app.py")])?;
+        stage(
+            &stage_dir.join("sdk/wasm_ccm_sdk"),
+            &files_in(&sources.sdk, "py")?,
+        )?;
         run(Command::new(&tool)
             .current_dir(stage_dir.join("app"))
             .arg("-q")
             .arg("-d")
-            .arg(repo().join("wit"))
+            .arg(&sources.wit)
             .args(["-w", "full-driver", "componentize", "app", "-p", "."])
             .arg("-p")
             .arg(stage_dir.join("sdk"))
@@ -204,12 +248,11 @@ fn remove_native_extensions(dir: &Path) -> Result<(), String> {
 /// A program of the pinned JavaScript tools (`jco`, `tsc`), installed if needed.
 pub fn js_tool(name: &str) -> Result<PathBuf, String> {
     let _lock = lock()?;
-    Ok(jco()?.with_file_name(name))
+    Ok(jco(&repo().join("sdk/js/tools"))?.with_file_name(name))
 }
 
-/// `jco` at the versions `sdk/js/tools/package-lock.json` pins.
-fn jco() -> Result<PathBuf, String> {
-    let tools = repo().join("sdk/js/tools");
+/// `jco` at the versions `tools/package-lock.json` pins.
+fn jco(tools: &Path) -> Result<PathBuf, String> {
     let manifest = [tools.join("package.json"), tools.join("package-lock.json")];
     let dir = tools_dir().join(format!("jco-{}", key(&manifest, &[])?));
     install_once(&dir, |tmp| {
@@ -225,9 +268,12 @@ fn jco() -> Result<PathBuf, String> {
         ]))
         .map_err(|e| {
             crate::cannot_install(
-                "the npm packages pinned in sdk/js/tools/package-lock.json (jco, typescript)",
+                &format!(
+                    "the npm packages pinned in {} (jco, typescript)",
+                    manifest[1].display()
+                ),
                 "the npm registry (npm install; needs node/npm >= 20.19)",
-                "`npm install` in a copy of sdk/js/tools",
+                &format!("`npm install` in a copy of {}", tools.display()),
                 &e,
             )
         })
@@ -235,32 +281,72 @@ fn jco() -> Result<PathBuf, String> {
     Ok(dir.join("node_modules/.bin/jco"))
 }
 
+/// Where a JavaScript driver's sources are.
+struct JsSources {
+    /// The directory with `driver.js`, `package.json` and `package-lock.json`; the package
+    /// depends on the SDK as `file:../../../sdk/js`.
+    example: PathBuf,
+    /// The SDK's directory (`index.js`, `utf8.js`, `package.json`, `bundle.config.mjs`).
+    sdk: PathBuf,
+    /// The WIT directory the driver is built against.
+    wit: PathBuf,
+    /// The directory with the jco and TypeScript pins (`package.json`, `package-lock.json`).
+    tools: PathBuf,
+}
+
 /// The JavaScript example driver (`drivers/examples/js-static`), built with `jco componentize`
 /// (componentize-js, StarlingMonkey).
 pub fn js_static() -> Result<PathBuf, String> {
+    js_driver(
+        "js_static",
+        &JsSources {
+            example: repo().join("drivers/examples/js-static"),
+            sdk: repo().join("sdk/js"),
+            wit: repo().join("wit"),
+            tools: repo().join("sdk/js/tools"),
+        },
+    )
+}
+
+/// The JavaScript static driver released with contract `version`, from its committed sources
+/// (`tests/golden/<version>/js-static`, `js-sdk`, `js-tools`) and the frozen WIT
+/// (`wit/released/<version>`).
+pub fn golden_js_static(version: &str) -> Result<PathBuf, String> {
+    let golden = repo().join("tests/golden").join(version);
+    js_driver(
+        &format!("golden-{version}-js_static"),
+        &JsSources {
+            example: golden.join("js-static"),
+            sdk: golden.join("js-sdk"),
+            wit: repo().join("wit/released").join(version),
+            tools: golden.join("js-tools"),
+        },
+    )
+}
+
+/// Builds the JavaScript driver of `sources` into `target/polyglot/<name>-<key>.wasm`.
+fn js_driver(name: &str, sources: &JsSources) -> Result<PathBuf, String> {
     let _lock = lock()?;
-    let example = repo().join("drivers/examples/js-static");
-    let sdk = repo().join("sdk/js");
     let example_files = vec![
-        example.join("driver.js"),
-        example.join("package.json"),
-        example.join("package-lock.json"),
+        sources.example.join("driver.js"),
+        sources.example.join("package.json"),
+        sources.example.join("package-lock.json"),
     ];
     let sdk_files = vec![
-        sdk.join("index.js"),
-        sdk.join("utf8.js"),
-        sdk.join("package.json"),
-        sdk.join("bundle.config.mjs"),
+        sources.sdk.join("index.js"),
+        sources.sdk.join("utf8.js"),
+        sources.sdk.join("package.json"),
+        sources.sdk.join("bundle.config.mjs"),
     ];
     let mut inputs = example_files.clone();
     inputs.extend(sdk_files.iter().cloned());
-    inputs.extend(files_in(&repo().join("wit"), "wit")?);
-    inputs.push(sdk.join("tools/package-lock.json"));
-    let out = output_dir().join(format!("js_static-{}.wasm", key(&inputs, &[])?));
-    let jco = jco()?;
+    inputs.extend(files_in(&sources.wit, "wit")?);
+    inputs.push(sources.tools.join("package-lock.json"));
+    let out = output_dir().join(format!("{name}-{}.wasm", key(&inputs, &[])?));
+    let jco = jco(&sources.tools)?;
     build_once(&out, |tmp| {
         // The example depends on the SDK by a relative path: stage both where it expects them.
-        let stage_dir = output_dir().join("stage-js-static");
+        let stage_dir = output_dir().join(format!("stage-{name}"));
         let _ = std::fs::remove_dir_all(&stage_dir);
         let staged_example = stage_dir.join("drivers/examples/js-static");
         stage(&staged_example, &example_files)?;
@@ -274,16 +360,19 @@ pub fn js_static() -> Result<PathBuf, String> {
         ]))
         .map_err(|e| {
             crate::cannot_install(
-                "the npm packages pinned in drivers/examples/js-static/package-lock.json",
+                &format!(
+                    "the npm packages pinned in {}",
+                    sources.example.join("package-lock.json").display()
+                ),
                 "the npm registry (npm install; needs node/npm >= 20.19)",
-                "`npm install` in drivers/examples/js-static",
+                &format!("`npm install` in {}", sources.example.display()),
                 &e,
             )
         })?;
         run(Command::new(&jco)
             .current_dir(&staged_example)
             .args(["componentize", "driver.js", "--wit"])
-            .arg(repo().join("wit"))
+            .arg(&sources.wit)
             .args([
                 "-n",
                 "full-driver",

@@ -394,7 +394,7 @@ mod tests {
             annotation_prefixes: vec!["acme.example/".into()],
             secrets: Vec::new(),
         };
-        let mut checks = Checks::new("0.1.0");
+        let mut checks = Checks::new("0.2.0");
         check_info(&info, &mut checks);
         info.name = "Acme Cloud".into();
         info.version = "one".into();

@@ -5,7 +5,7 @@
 //! without running it; behavioural checks call it against a cloud (a simulator, a real endpoint
 //! or a cassette) with the nodes and services of a scenario file; robustness checks answer its
 //! requests with faults in the host's HTTP layer. Every check has a stable id versioned with the
-//! WIT, e.g. `provider/0.1/load-balancer/ensure-idempotent`; the exit status is 1 when any check
+//! WIT, e.g. `provider/0.2/load-balancer/ensure-idempotent`; the exit status is 1 when any check
 //! failed.
 
 mod cloud;
@@ -196,7 +196,12 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
         no_cache: true,
         ..global.clone()
     })?;
-    let mut checks = Checks::new("0.1");
+    // Until the component is read, ids carry the newest version this host supports.
+    let newest = wasm_ccm_runtime::surface::SUPPORTED_VERSIONS
+        .last()
+        .copied()
+        .unwrap_or_default();
+    let mut checks = Checks::new(newest);
     let compiled = static_checks::run(
         &runtime,
         &origin,

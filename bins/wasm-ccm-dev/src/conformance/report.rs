@@ -18,7 +18,7 @@ pub(super) enum Status {
 }
 
 /// One check on one subject (a node, a service, a function), e.g.
-/// `provider/0.1/load-balancer/ensure-idempotent` on `default/web`.
+/// `provider/0.2/load-balancer/ensure-idempotent` on `default/web`.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct CheckResult {
     pub id: String,
@@ -406,7 +406,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Report {
-        let mut checks = Checks::new("0.1.0");
+        let mut checks = Checks::new("0.2.0");
         checks.check("static/component", None, Ok("a component".into()));
         checks.check(
             "load-balancer/ensure-idempotent",
@@ -422,7 +422,7 @@ mod tests {
             driver: "d.wasm".into(),
             sha256: "ab".repeat(32),
             size_bytes: 10,
-            wit_version: "0.1.0".into(),
+            wit_version: "0.2.0".into(),
             level: "full".into(),
             cloud: "sim:static".into(),
             results: checks.results,
@@ -436,7 +436,7 @@ mod tests {
     #[test]
     fn ids_are_versioned_and_summarised() {
         let r = sample();
-        assert_eq!(r.results[0].id, "provider/0.1/static/component");
+        assert_eq!(r.results[0].id, "provider/0.2/static/component");
         assert_eq!(
             (r.summary.passed, r.summary.failed, r.summary.skipped),
             (1, 1, 1)
@@ -455,7 +455,7 @@ mod tests {
         );
         assert!(x.contains("&lt;x&gt; &amp; &quot;y&quot;"), "{x}");
         assert!(
-            x.contains("classname=\"provider/0.1/load-balancer\""),
+            x.contains("classname=\"provider/0.2/load-balancer\""),
             "{x}"
         );
     }

@@ -2,6 +2,7 @@
 //! bounded polling and readers for the objects in the Kubernetes API simulator.
 #![allow(dead_code)]
 
+pub(crate) mod conformance;
 pub(crate) mod rbac;
 
 use std::path::PathBuf;

@@ -17,7 +17,7 @@ use crate::model::types::{
 };
 use crate::state::InstanceState;
 use crate::wit::Convert;
-use crate::wit::v0_1::ToWit;
+use crate::wit::v0_2::ToWit;
 
 /// Why instantiating failed. The guest's start code runs during instantiation, so a trap there
 /// is described like a trap in a call (cause, bounded and redacted backtrace), never by

@@ -23,7 +23,7 @@ use crate::error::{CallError, HostError};
 use crate::model::json::{from_value, to_value};
 use crate::model::types::{Node, Route, Service};
 
-/// An export function of `wasm-ccm:provider@0.1` with its parameters, in the WIT's order and
+/// An export function of `wasm-ccm:provider@0.2` with its parameters, in the WIT's order and
 /// spelling.
 struct Function {
     interface: &'static str,

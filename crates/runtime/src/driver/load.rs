@@ -344,13 +344,17 @@ impl Runtime {
                 stage: "linking the driver's imports",
                 detail: "this is a loaded driver's description, without code: compile the driver's bytes again".into(),
             })?;
-        linker
-            .instantiate_pre(component)
-            .map_err(|e| HostError::Wasmtime {
+        linker.instantiate_pre(component).map_err(|e| {
+            let mut detail = format!("{e:#}");
+            if let Some(advice) = surface::link_advice(&compiled.surface.wit_version) {
+                detail = format!("{detail}; {advice}");
+            }
+            HostError::Wasmtime {
                 origin: compiled.origin.clone(),
                 stage: "linking the driver's imports",
-                detail: format!("{e:#}"),
-            })
+                detail,
+            }
+        })
     }
 }
 

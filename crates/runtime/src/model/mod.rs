@@ -7,7 +7,7 @@
 //! absorbed there: what a type means to the host changes here only when the host needs it to.
 //!
 //! Each type keeps the Rust name, field names and field types of its generated counterpart,
-//! so the two convert field by field (`crate::wit::v0_1` fails to compile when one gains a
+//! so the two convert field by field (`crate::wit::v0_2` fails to compile when one gains a
 //! field the other lacks).
 //!
 //! - [`types`]: the `types` interface (nodes, Services, routes, `provider-error`, …), reachable

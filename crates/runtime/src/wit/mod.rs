@@ -8,6 +8,6 @@
 //! conversion module here; what the older version lacks is filled in (or refused) in its own
 //! module, and the model changes only where the host needs the new meaning.
 
-pub(crate) mod v0_1;
+pub(crate) mod v0_2;
 
-pub(crate) use v0_1::Convert;
+pub(crate) use v0_2::Convert;

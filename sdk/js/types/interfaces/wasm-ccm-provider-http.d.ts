@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/http@0.1.0' {
+declare module 'wasm-ccm:provider/http@0.2.0' {
   /**
    * Send one request and wait for the whole response.
    */

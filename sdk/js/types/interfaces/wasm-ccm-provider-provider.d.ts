@@ -1,5 +1,5 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/provider@0.1.0' {
+declare module 'wasm-ccm:provider/provider@0.2.0' {
   /**
    * Who the driver is. Called before `init`; makes no requests.
    */
@@ -16,7 +16,7 @@ declare module 'wasm-ccm:provider/provider@0.1.0' {
    * `--housekeeping-period`. A driver with nothing to do returns ok.
    */
   export function housekeeping(): void;
-  export type Context = import('wasm-ccm:provider/types@0.1.0').Context;
-  export type ProviderError = import('wasm-ccm:provider/types@0.1.0').ProviderError;
-  export type ProviderInfo = import('wasm-ccm:provider/types@0.1.0').ProviderInfo;
+  export type Context = import('wasm-ccm:provider/types@0.2.0').Context;
+  export type ProviderError = import('wasm-ccm:provider/types@0.2.0').ProviderError;
+  export type ProviderInfo = import('wasm-ccm:provider/types@0.2.0').ProviderInfo;
 }

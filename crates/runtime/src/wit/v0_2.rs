@@ -1,4 +1,4 @@
-//! `wasm-ccm:provider@0.1.x`: its generated types ([`crate::bindings`]) to the host model and
+//! `wasm-ccm:provider@0.2.x`: its generated types ([`crate::bindings`]) to the host model and
 //! back.
 //!
 //! Every record converts field by field in a struct literal, so a field added to either side

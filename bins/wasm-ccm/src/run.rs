@@ -17,7 +17,7 @@ use wasm_ccm_controllers::server::{
 };
 use wasm_ccm_controllers::{
     ControllerConfig, DriverEntry, EnabledControllers, Exit, LeaderConfig, Loader, Refusal,
-    ReloadOptions, RunOptions, default_identity,
+    ReloadOptions, RunOptions, default_identity, kubernetes_version,
 };
 use wasm_ccm_runtime::types::Context;
 use wasm_ccm_runtime::{Driver, DriverOptions, HostError, InstanceMode, Runtime};
@@ -381,6 +381,23 @@ pub async fn cluster_facts_within(
         kubernetes_version,
         cluster_id,
     })
+}
+
+/// The start-up check of the API server's version against the supported Kubernetes minors
+/// ([`wasm_ccm_controllers::kubernetes_version`]): outside them, one warning naming the
+/// server's version, the supported range and what to do. It never refuses to start: a cluster
+/// mid-upgrade, or one a release ahead of this wasm-ccm, may well work, and a CCM that stops
+/// would take node initialisation and load balancers down with it; operators alert on
+/// `wasm_ccm_kubernetes_version_supported` instead, which `run` sets from the same version.
+pub fn announce_kubernetes_version(git_version: &str) {
+    let support = kubernetes_version::Support::of(git_version);
+    if let Some(warning) = support.warning(git_version) {
+        tracing::warn!(
+            server_version = %git_version,
+            supported = %kubernetes_version::supported_range(),
+            "{warning}"
+        );
+    }
 }
 
 /// A refusal asking again will not change: any 4xx but 429.
@@ -1053,6 +1070,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         None => None,
     };
     let facts = cluster_facts(&client).await?;
+    announce_kubernetes_version(&facts.kubernetes_version);
+    let kubernetes_version = facts.kubernetes_version.clone();
     let loading = std::time::Instant::now();
     let runtime = global.runtime()?;
     let opts = driver_options(DriverSpec {
@@ -1137,6 +1156,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
             identity,
             reload,
             driver_load_time,
+            kubernetes_version,
         },
         cancel,
     )
@@ -1193,6 +1213,7 @@ async fn run_driver_set(
         None => None,
     };
     let facts = cluster_facts(&client).await?;
+    announce_kubernetes_version(&facts.kubernetes_version);
     let runtime = global.runtime()?;
     let regarding = own_pod();
     let mut loaded: Vec<(String, Arc<Driver>)> = Vec::new();
@@ -1287,6 +1308,7 @@ async fn run_driver_set(
             identity,
             reload: None,
             driver_load_time: Duration::ZERO,
+            kubernetes_version: facts.kubernetes_version,
         },
         cancel,
     )

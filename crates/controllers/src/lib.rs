@@ -17,8 +17,9 @@
 //!
 //! The public surface is what `wasm-ccm run` and the developer tools need: [`run`] (the whole
 //! controller manager) or [`start_controllers`] (the loops alone, for the playground), their
-//! settings, [`metrics::Metrics`], the serving options in [`server`] and the Kubernetes client's
-//! [`user_agent`]. Everything else is internal.
+//! settings, [`metrics::Metrics`], the serving options in [`server`], the Kubernetes client's
+//! [`user_agent`] and the supported Kubernetes versions ([`kubernetes_version`]). Everything
+//! else is internal.
 
 mod answer_rules;
 mod backends;
@@ -28,6 +29,7 @@ mod context;
 mod convert;
 mod error;
 mod informer;
+pub mod kubernetes_version;
 mod leader;
 mod lifecycle;
 pub mod metrics;

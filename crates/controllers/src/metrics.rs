@@ -187,6 +187,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Parts of driver answers refused before anything was written to Kubernetes, by rule.",
     ),
     (
+        "wasm_ccm_kubernetes_version_supported",
+        Kind::Gauge,
+        "1 when the API server's Kubernetes version (server_version, its gitVersion at start-up) is one this wasm-ccm supports (the last three minors); 0 when it is not or could not be read.",
+    ),
+    (
         "wasm_ccm_kube_requests_total",
         Kind::Counter,
         "Requests to the Kubernetes API by verb and result code.",

@@ -14,6 +14,7 @@ use crate::cloud::SharedCloud;
 use crate::config::ControllerConfig;
 use crate::context::{Cloud, Ctx, Events, Kube, StoreCluster, Subject};
 use crate::informer::{Informer, Store};
+use crate::kubernetes_version;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::node::is_uninitialized;
@@ -39,6 +40,9 @@ pub struct RunOptions {
     pub reload: Option<ReloadOptions>,
     /// How long loading the driver took (fetch, compile, `info`, `init`), for the load metric.
     pub driver_load_time: Duration,
+    /// The API server's `gitVersion` read at start-up (empty when it did not tell), for
+    /// `wasm_ccm_kubernetes_version_supported` ([`crate::kubernetes_version`]).
+    pub kubernetes_version: String,
 }
 
 /// Why [`run`] returned.
@@ -339,6 +343,15 @@ pub async fn run_set(
     cancel: CancellationToken,
 ) -> std::io::Result<Exit> {
     let metrics = Arc::new(Metrics::default());
+    // Set once, from the version read at start-up (as the start-up warning is): after a
+    // control-plane upgrade the gauge names the version the process started against until it
+    // restarts, which the series' `server_version` label shows.
+    let support = kubernetes_version::Support::of(&opts.kubernetes_version);
+    metrics.set(
+        "wasm_ccm_kubernetes_version_supported",
+        &[("server_version", &opts.kubernetes_version)],
+        if support.is_supported() { 1.0 } else { 0.0 },
+    );
     let health = Arc::new(Health::default());
     let mut slots = Vec::with_capacity(drivers.len());
     let mut reloads = Vec::new();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
 use crate::cloudstack::{self, CidrSeparator, CloudstackOptions, CloudstackSim};
-use crate::kube::{KubeSim, load_seed_file};
+use crate::kube::{KubeSim, KubeSimOptions, load_seed_file};
 use crate::phoenixnap::{self, PhoenixnapOptions, PhoenixnapSim};
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -146,6 +146,20 @@ pub struct KubeArgs {
     /// carries it (client-go sends bearer tokens only over TLS).
     #[arg(long)]
     tls: bool,
+    /// The Kubernetes release `/version` reports (`gitVersion`; `major` and `minor` follow),
+    /// e.g. `v1.35.2`, to see how clients and `wasm-ccm run` treat a server of that version.
+    #[arg(
+        long,
+        value_name = "GITVERSION",
+        default_value = crate::kube::DEFAULT_SERVER_VERSION,
+        value_parser = parse_server_version
+    )]
+    server_version: String,
+}
+
+/// A `--server-version` the simulator can serve (refused by clap, naming the flag, otherwise).
+fn parse_server_version(text: &str) -> Result<String, String> {
+    crate::kube::check_server_version(text).map(|_| text.to_string())
 }
 
 /// Runs the simulator `command` names until the process is stopped.
@@ -300,10 +314,14 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
         Some(path) => load_seed_file(path)?,
         None => Vec::new(),
     };
+    let options = KubeSimOptions {
+        server_version: args.server_version,
+        ..KubeSimOptions::default()
+    };
     let sim = if args.tls {
-        KubeSim::start_tls(args.listen).await?
+        KubeSim::start_tls_with(args.listen, options).await?
     } else {
-        KubeSim::start(args.listen).await?
+        KubeSim::start_with(args.listen, options).await?
     };
     let count = objects.len();
     sim.seed(objects)?;

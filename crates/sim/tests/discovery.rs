@@ -10,7 +10,12 @@ async fn version_and_health() {
     let v = s.get("/version").await;
     assert_eq!(v.status, 200);
     assert_eq!(v.body["major"], "1");
-    assert_eq!(v.body["gitVersion"], "v1.33.0-wasm-ccm-sim");
+    assert_eq!(v.body["minor"], "37");
+    assert_eq!(v.body["gitVersion"], "v1.37.0-wasm-ccm-sim");
+    assert_eq!(
+        v.body["gitVersion"],
+        wasm_ccm_sim::kube::DEFAULT_SERVER_VERSION
+    );
     for path in ["/healthz", "/readyz", "/livez", "/readyz/ping"] {
         let r = s
             .client
@@ -21,6 +26,39 @@ async fn version_and_health() {
         assert_eq!(r.status(), 200, "{path}");
         assert_eq!(r.text().await.expect("text"), "ok");
     }
+}
+
+/// The served version is an option; `major` and `minor` follow it, and a text that is no
+/// Kubernetes version stops the start with a message naming it.
+#[tokio::test]
+async fn the_served_version_is_configurable() {
+    use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
+    let options = |v: &str| KubeSimOptions {
+        server_version: v.to_string(),
+        ..KubeSimOptions::default()
+    };
+    let sim = KubeSim::start_with("127.0.0.1:0".parse().expect("address"), options("v1.35.2"))
+        .await
+        .expect("start");
+    let v: Value = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+        .get(format!("{}/version", sim.url()))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        (&v["major"], &v["minor"], &v["gitVersion"]),
+        (&"1".into(), &"35".into(), &"v1.35.2".into())
+    );
+    let e = KubeSim::start_with("127.0.0.1:0".parse().expect("address"), options("1.35"))
+        .await
+        .expect_err("not a version");
+    assert!(e.to_string().contains("\"1.35\""), "{e}");
 }
 
 #[tokio::test]
@@ -278,4 +316,26 @@ async fn openapi_v3_documents() {
         )]
     );
     assert_eq!(s.get("/openapi/v3/apis/example.com/v1").await.status, 404);
+}
+
+/// `sim kube --server-version` refuses a text that is no Kubernetes version before anything
+/// starts, naming the flag.
+#[test]
+fn the_cli_refuses_a_server_version_that_is_no_version() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-ccm-sim"))
+        .args([
+            "kube",
+            "--listen",
+            "127.0.0.1:0",
+            "--server-version",
+            "1.35",
+        ])
+        .output()
+        .expect("run wasm-ccm-sim");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--server-version") && stderr.contains("\"1.35\" does not start with `v`"),
+        "{stderr}"
+    );
 }

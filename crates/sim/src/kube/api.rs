@@ -50,7 +50,7 @@ pub(crate) fn serve(
         Target::Health => {
             ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response()
         }
-        Target::Version => discovery(discovery::version()),
+        Target::Version => discovery(discovery::version(&sim.server_version)),
         Target::OpenApiV2 => discovery(openapi::v2().clone()),
         Target::OpenApiV3Index => discovery(openapi::v3_index()),
         Target::OpenApiV3(gv) => match openapi::v3(gv) {

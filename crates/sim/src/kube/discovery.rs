@@ -9,12 +9,40 @@ use serde_json::{Value, json};
 
 use super::resources::{RESOURCES, groups, verbs};
 
-/// `/version`.
-pub(crate) fn version() -> Value {
+/// The `gitVersion` a simulator reports unless told otherwise ([`super::KubeSimOptions`]): the
+/// newest Kubernetes minor wasm-ccm supports (`wasm_ccm_controllers::kubernetes_version`, which
+/// this crate cannot depend on; `bins/wasm-ccm-dev/tests/version_policy.rs` holds the two
+/// equal), marked as the simulator's build the way distributions mark theirs (`-eks-…`).
+pub const DEFAULT_SERVER_VERSION: &str = "v1.37.0-wasm-ccm-sim";
+
+/// The `major` and `minor` fields of `/version` for a `gitVersion` such as `v1.36.2` or
+/// `v1.37.0-wasm-ccm-sim` (`v`, three decimal numbers, then nothing or a `-`/`+` suffix), as
+/// kube-apiserver fills them from the same build (k8s.io/component-base/version, `Get`). The
+/// error says what is wrong with the text.
+pub(crate) fn major_minor(git_version: &str) -> Result<(String, String), String> {
+    let hint = "give a Kubernetes gitVersion like v1.36.2 or v1.37.0-wasm-ccm-sim";
+    let body = git_version
+        .strip_prefix('v')
+        .ok_or_else(|| format!("server version {git_version:?} does not start with `v`; {hint}"))?;
+    let core = body.split(['-', '+']).next().unwrap_or_default();
+    let suffix = &body[core.len()..];
+    let numbers: Vec<&str> = core.split('.').collect();
+    let numeric = |n: &&str| !n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit());
+    if numbers.len() != 3 || !numbers.iter().all(numeric) || suffix.len() == 1 {
+        return Err(format!(
+            "server version {git_version:?} is not v<major>.<minor>.<patch> with an optional -/+ suffix; {hint}"
+        ));
+    }
+    Ok((numbers[0].to_string(), numbers[1].to_string()))
+}
+
+/// `/version` for a simulator reporting `git_version` (checked by [`major_minor`] at start).
+pub(crate) fn version(git_version: &str) -> Value {
+    let (major, minor) = major_minor(git_version).unwrap_or_default();
     json!({
-        "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-wasm-ccm-sim",
+        "major": major,
+        "minor": minor,
+        "gitVersion": git_version,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-04-23T00:00:00Z",
@@ -116,6 +144,34 @@ pub(crate) fn root() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_fields_follow_the_git_version() {
+        for (git, major, minor) in [
+            (DEFAULT_SERVER_VERSION, "1", "37"),
+            ("v1.35.4", "1", "35"),
+            ("v1.36.0+build.7", "1", "36"),
+        ] {
+            let doc = version(git);
+            assert_eq!(
+                (&doc["major"], &doc["minor"], &doc["gitVersion"]),
+                (&json!(major), &json!(minor), &json!(git)),
+                "{git}"
+            );
+        }
+        for bad in [
+            "1.36.0",
+            "v1.36",
+            "v1.36.0.1",
+            "v1.x.0",
+            "v1.36.0-",
+            "",
+            "v1.36.0 ",
+        ] {
+            let e = major_minor(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
 
     #[test]
     fn core_list_has_status_subresources() {

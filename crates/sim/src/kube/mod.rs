@@ -59,6 +59,8 @@ use serde_json::Value;
 
 use crate::serving::{self, Served};
 
+pub use discovery::DEFAULT_SERVER_VERSION;
+pub(crate) use discovery::major_minor as check_server_version;
 pub use error::{ApiError, Reason};
 pub use faults::{FaultAction, FaultCommand, Faults, RequestMatcher};
 pub use log::{LOG_CAPACITY, RequestCounts, RequestRecord};
@@ -86,6 +88,8 @@ pub(crate) struct Shared {
     gate: Arc<restart::Gate>,
     /// Watch requests answered with a 410 Expired ERROR event.
     expired_watches: std::sync::atomic::AtomicU64,
+    /// The `gitVersion` of `/version` ([`KubeSimOptions::server_version`]).
+    server_version: String,
 }
 
 impl Shared {
@@ -144,6 +148,11 @@ pub struct KubeSimOptions {
     /// Whether streaming lists are served, or refused as an apiserver without them refuses
     /// them ([`WatchList`]).
     pub watch_list: WatchList,
+    /// The Kubernetes release `/version` reports as `gitVersion` (`major` and `minor` follow
+    /// it), e.g. `v1.35.2`: what clients judge their version skew by and what `wasm-ccm run`
+    /// checks against the versions it supports. Default [`DEFAULT_SERVER_VERSION`]; a text that
+    /// is no `v<major>.<minor>.<patch>[-suffix]` makes the start fail.
+    pub server_version: String,
 }
 
 impl Default for KubeSimOptions {
@@ -153,6 +162,7 @@ impl Default for KubeSimOptions {
             watch_buffer: WATCH_BUFFER,
             request_log: true,
             watch_list: WatchList::Enabled,
+            server_version: DEFAULT_SERVER_VERSION.to_string(),
         }
     }
 }
@@ -266,6 +276,8 @@ impl KubeSim {
         options: KubeSimOptions,
         tls: bool,
     ) -> anyhow::Result<KubeSim> {
+        // A bad version is the caller's mistake, refused before anything is bound.
+        discovery::major_minor(&options.server_version).map_err(anyhow::Error::msg)?;
         let (listener, addr) = serving::bind(listen).await?;
         let tls = tls.then(|| tls::generate(addr)).transpose()?;
         let shared = Arc::new(Shared {
@@ -278,6 +290,7 @@ impl KubeSim {
             watch_list: Mutex::new(options.watch_list),
             gate: Arc::new(restart::Gate::default()),
             expired_watches: std::sync::atomic::AtomicU64::new(0),
+            server_version: options.server_version,
         });
         shared.log.set_enabled(options.request_log);
         let router = server::router(shared.clone());

@@ -2,7 +2,9 @@
 # Builds the wasm-ccm container image without a container daemon: writes an OCI image layout
 # (oci-layout, index.json, blobs/sha256/...) whose single layer holds exactly what the final stage
 # of ./Containerfile holds: the static musl binary, a CA bundle, /etc/passwd and /etc/group with
-# the nonroot user 65532, and an empty /var/cache/wasm-ccm owned by that user.
+# the nonroot user 65532, and an empty /var/cache/wasm-ccm owned by that user. Its labels are the
+# Containerfile's: the version from Cargo.toml's [workspace.package], the driver contract
+# (io.wasm-ccm.driver-contract) from wit/provider.wit's package line.
 #
 # The output is reproducible: the same binary, CA bundle, tag and SOURCE_DATE_EPOCH give the same
 # digests (tar entries sorted, owners, modes and times fixed; gzip without name or time).
@@ -30,7 +32,9 @@ Writes the wasm-ccm image as an OCI image layout, with no container daemon.
 
 Options:
   --binary PATH     put this wasm-ccm executable in the image instead of building one
-                    (it should be statically linked: the image has no libc)
+                    (it should be statically linked: the image has no libc; build it from this
+                    checkout: the io.wasm-ccm.driver-contract label is read from its
+                    wit/provider.wit)
   --out DIR         the OCI layout directory (default: target/image/wasm-ccm-oci); an existing
                     layout there is replaced, any other non-empty directory is refused
   --tag TAG         the image's tag, index.json's org.opencontainers.image.ref.name
@@ -152,6 +156,15 @@ source_url=$(workspace_field repository)
 [[ -n $version ]] || die "no version in [workspace.package] of $repo_root/Cargo.toml"
 [[ $version =~ ^[0-9A-Za-z.+-]+$ ]] || die "unexpected workspace version '$version'"
 [[ $source_url =~ ^[[:graph:]]*$ ]] || die "unexpected workspace repository '$source_url'"
+
+# The driver contract the binary implements, for the io.wasm-ccm.driver-contract label: the
+# package line of wit/provider.wit (`package wasm-ccm:provider@X.Y.Z;`), as the host's build reads it.
+readonly WIT_FILE=$repo_root/wit/provider.wit
+[[ -r $WIT_FILE ]] || die "cannot read $WIT_FILE (the driver contract's version is read from it)"
+contract=$(sed -n 's/^[[:space:]]*package[[:space:]]\{1,\}\(wasm-ccm:provider@[^;[:space:]]*\)[[:space:]]*;.*$/\1/p' "$WIT_FILE")
+[[ -n $contract ]] || die "no 'package wasm-ccm:provider@X.Y.Z;' line in $WIT_FILE"
+[[ $contract =~ ^wasm-ccm:provider@[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$ ]] ||
+    die "unexpected driver contract '$contract' in $WIT_FILE (one package line, version X.Y.Z)"
 
 tag=${tag:-$version}
 # The tag grammar of the OCI distribution spec.
@@ -306,7 +319,8 @@ labels="{$(json_str org.opencontainers.image.title):$(json_str wasm-ccm)"
 labels+=",$(json_str org.opencontainers.image.description):$(json_str "$description")"
 labels+=",$(json_str org.opencontainers.image.source):$(json_str "$source_url")"
 labels+=",$(json_str org.opencontainers.image.licenses):$(json_str Apache-2.0)"
-labels+=",$(json_str org.opencontainers.image.version):$(json_str "$version")}"
+labels+=",$(json_str org.opencontainers.image.version):$(json_str "$version")"
+labels+=",$(json_str io.wasm-ccm.driver-contract):$(json_str "$contract")}"
 
 env_json="[$(json_str PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)"
 env_json+=",$(json_str "WASM_CCM_CACHE_DIR=/$CACHE_DIR")]"

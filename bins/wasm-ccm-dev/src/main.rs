@@ -53,7 +53,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--version` names the driver contract too, as the product's does.
+    let cli: Cli = wasm_ccm::version::parse();
     init_logging(&cli.global);
     block_on_command("wasm-ccm-dev", async {
         match cli.command {

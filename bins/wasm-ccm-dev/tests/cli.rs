@@ -53,6 +53,28 @@ fn example_config() -> String {
     )
 }
 
+/// `wasm-ccm-dev --version` names the release and the driver contract as the product's does
+/// (both from the workspace and wit/provider.wit, read here on their own).
+#[test]
+fn version_names_the_release_and_the_driver_contract() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let contract = wasm_ccm_test_tools::contract::version().unwrap_or_else(|e| panic!("{e}"));
+    let out = wasm_ccm_dev(cache.path())
+        .arg("--version")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        line.starts_with(concat!("wasm-ccm-dev ", env!("CARGO_PKG_VERSION"), " (")),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("driver contract wasm-ccm:provider@{contract};")),
+        "{line}"
+    );
+}
+
 #[test]
 fn inspect_prints_the_driver_as_json() {
     let cache = tempfile::tempdir().expect("tempdir");

@@ -1,6 +1,7 @@
 //! The front end of the `wasm-ccm` product binary, as a library so that the developer binary
 //! (`wasm-ccm-dev`, in `bins/wasm-ccm-dev`) runs drivers exactly as the product does: the shared
-//! options, `run`, `push`/`pull`, `inspect` and the duration and size parsers.
+//! options, `run`, `push`/`pull`, `inspect`, the duration and size parsers and the `--version`
+//! line.
 //!
 //! Nothing here depends on a simulator or on the workspace's guest builds: this crate and its
 //! dependencies are what ships in the image.
@@ -15,6 +16,7 @@ pub mod signing;
 pub mod source;
 pub mod telemetry;
 pub mod units;
+pub mod version;
 
 use std::io::Write as _;
 use std::process::ExitCode;

@@ -41,7 +41,8 @@ enum Command {
 
 fn main() -> ExitCode {
     limit_malloc_arenas();
-    let cli = Cli::parse();
+    // `--version` names the driver contract too (wasm_ccm::version).
+    let cli: Cli = wasm_ccm::version::parse();
     // Traces are `run`'s alone; the other commands log as before.
     let traces = match &cli.command {
         Command::Run(args) => args.traces.clone(),

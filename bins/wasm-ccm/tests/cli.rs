@@ -300,3 +300,38 @@ fn a_shadow_never_takes_the_lease_of_the_ccm_in_charge() {
         "{err}"
     );
 }
+
+/// `wasm-ccm --version` names the release (the workspace version), the driver contract it was
+/// built with (wit/provider.wit's package version, read here on its own) and the contract
+/// versions it loads, so an operator can match a driver to a host without reading the source.
+#[test]
+fn version_names_the_release_and_the_driver_contract() {
+    let contract = wasm_ccm_test_tools::contract::version().unwrap_or_else(|e| panic!("{e}"));
+    let minor: Vec<&str> = contract.split('.').take(2).collect();
+    for flag in ["--version", "-V"] {
+        let out = wasm_ccm(&[flag]);
+        assert!(out.status.success(), "{flag}: {out:?}");
+        let line = String::from_utf8_lossy(&out.stdout);
+        let line = line.trim_end();
+        assert!(
+            line.starts_with(concat!("wasm-ccm ", env!("CARGO_PKG_VERSION"), " (")),
+            "{flag}: {line}"
+        );
+        assert!(
+            line.contains(&format!("driver contract wasm-ccm:provider@{contract};")),
+            "{flag}: {line}"
+        );
+        // The host loads the contract it was built with (at any patch level).
+        assert!(
+            line.contains(&format!("{}.x", minor.join("."))) && line.ends_with(" drivers)"),
+            "{flag}: {line}"
+        );
+    }
+    // A subcommand says the same (the version propagates).
+    let out = wasm_ccm(&["run", "--version"]);
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        line.contains(&format!("wasm-ccm:provider@{contract}")),
+        "{line}"
+    );
+}

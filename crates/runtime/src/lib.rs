@@ -55,3 +55,63 @@ pub use driver::{
 };
 pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};
+
+/// The version of the driver contract this host was built with: the package version of
+/// `wit/provider.wit` (`package wasm-ccm:provider@X.Y.Z;`), read by the build script, so it
+/// cannot drift from the WIT the bindings are generated from. Which versions a driver may
+/// implement to be loaded is [`surface::SUPPORTED_VERSIONS`].
+pub const CONTRACT_VERSION: &str = env!("WASM_CCM_CONTRACT_VERSION");
+
+#[cfg(test)]
+mod tests {
+    use super::CONTRACT_VERSION;
+
+    /// The package version in `wit/provider.wit`, read here independently of the build script.
+    fn wit_package_version() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit/provider.wit");
+        let text = std::fs::read_to_string(path).expect("read wit/provider.wit");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("package "))
+            .expect("wit/provider.wit has a package line");
+        line.trim_start_matches("package wasm-ccm:provider@")
+            .trim_end_matches(';')
+            .to_string()
+    }
+
+    #[test]
+    fn the_contract_version_is_semver() {
+        let core = CONTRACT_VERSION
+            .split(['-', '+'])
+            .next()
+            .expect("split yields one part at least");
+        let parts: Vec<&str> = core.split('.').collect();
+        assert_eq!(parts.len(), 3, "{CONTRACT_VERSION} is MAJOR.MINOR.PATCH");
+        for p in parts {
+            assert!(
+                p.parse::<u64>().is_ok() && (p == "0" || !p.starts_with('0')),
+                "{CONTRACT_VERSION}: `{p}` is not a semver number"
+            );
+        }
+    }
+
+    #[test]
+    fn the_contract_version_is_the_wit_package_version() {
+        assert_eq!(CONTRACT_VERSION, wit_package_version());
+    }
+
+    #[test]
+    fn the_contract_version_is_one_the_host_loads() {
+        // SUPPORTED_VERSIONS is `major.minor`; the contract it was built with must be among them.
+        let minor = CONTRACT_VERSION
+            .split('.')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(".");
+        assert!(
+            crate::surface::SUPPORTED_VERSIONS.contains(&minor.as_str()),
+            "{CONTRACT_VERSION} not in {:?}",
+            crate::surface::SUPPORTED_VERSIONS
+        );
+    }
+}

@@ -22,6 +22,8 @@ const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const OCI_LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 
 const BINARY: &str = "usr/local/bin/wasm-ccm";
+/// The label naming the driver contract (`wasm-ccm:provider@X.Y.Z`).
+const CONTRACT_LABEL: &str = "io.wasm-ccm.driver-contract";
 const FAKE_BINARY: &[u8] = b"#!/bin/false\nnot wasm-ccm: a stand-in for the image test\n";
 const FAKE_CA: &[u8] = b"-----BEGIN CERTIFICATE-----\nc3RhbmQtaW4=\n-----END CERTIFICATE-----\n";
 
@@ -420,6 +422,9 @@ fn writes_a_valid_oci_image_layout() {
         labels["org.opencontainers.image.version"],
         env!("CARGO_PKG_VERSION")
     );
+    // The driver contract the binary implements, read from wit/provider.wit.
+    let contract = wasm_ccm_test_tools::contract::qualified().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(labels[CONTRACT_LABEL], contract.as_str(), "{labels}");
     for label in [
         "org.opencontainers.image.description",
         "org.opencontainers.image.source",
@@ -590,4 +595,101 @@ fn the_script_passes_bash_n_and_shellcheck() {
         script().display(),
         String::from_utf8_lossy(&output.stdout)
     );
+}
+
+/// The default of `ARG name=…` in the Containerfile.
+fn containerfile_arg(containerfile: &str, name: &str) -> Option<String> {
+    containerfile
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ARG "))
+        .filter_map(|a| a.split_once('='))
+        .find(|(n, _)| n.trim() == name)
+        .map(|(_, v)| v.trim().trim_matches('"').to_string())
+}
+
+/// The Containerfile labels its image as the script does: the version defaults to the
+/// workspace's and the driver contract to wit/provider.wit's package, so a version or contract
+/// bump that forgets the image fails here.
+#[test]
+fn the_containerfile_labels_the_version_and_the_driver_contract() {
+    let path = wasm_ccm_deploy_tests::deploy_dir().join("image/Containerfile");
+    let containerfile =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    assert_eq!(
+        containerfile_arg(&containerfile, "VERSION").as_deref(),
+        Some(env!("CARGO_PKG_VERSION")),
+        "deploy/image/Containerfile: `ARG VERSION=` must default to the workspace version"
+    );
+    let contract = wasm_ccm_test_tools::contract::qualified().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        containerfile_arg(&containerfile, "DRIVER_CONTRACT").as_deref(),
+        Some(contract.as_str()),
+        "deploy/image/Containerfile: `ARG DRIVER_CONTRACT=` must default to wit/provider.wit's \
+         package ({contract}); change it with the contract"
+    );
+    for (label, arg) in [
+        ("org.opencontainers.image.version", "VERSION"),
+        (CONTRACT_LABEL, "DRIVER_CONTRACT"),
+    ] {
+        assert!(
+            containerfile.contains(&format!("{label}=\"${{{arg}}}\"")),
+            "deploy/image/Containerfile: no label {label}=\"${{{arg}}}\""
+        );
+    }
+}
+
+/// The driver-contract label comes from wit/provider.wit: without a usable package line the
+/// script stops before writing anything, naming the file (a copy of the script in a tree
+/// whose wit/provider.wit has none).
+#[test]
+fn a_wit_file_without_a_package_line_is_refused() {
+    let fx = Fixture::new();
+    let tree = fx.path("repo");
+    let image_dir = tree.join("deploy/image");
+    std::fs::create_dir_all(&image_dir).expect("mkdir");
+    std::fs::create_dir_all(tree.join("wit")).expect("mkdir");
+    for file in ["build-oci-image.sh", "passwd", "group"] {
+        std::fs::copy(
+            wasm_ccm_deploy_tests::deploy_dir().join("image").join(file),
+            image_dir.join(file),
+        )
+        .expect("copy the image files");
+    }
+    std::fs::copy(
+        wasm_ccm_deploy_tests::deploy_dir().join("../Cargo.toml"),
+        tree.join("Cargo.toml"),
+    )
+    .expect("copy Cargo.toml");
+    let out = fx.path("oci");
+    for (wit, says) in [
+        (
+            "interface types {}\n",
+            "no 'package wasm-ccm:provider@X.Y.Z;' line",
+        ),
+        (
+            "package wasm-ccm:provider@0.2;\n",
+            "unexpected driver contract 'wasm-ccm:provider@0.2'",
+        ),
+    ] {
+        std::fs::write(tree.join("wit/provider.wit"), wit).expect("write provider.wit");
+        let output = Command::new("bash")
+            .arg(image_dir.join("build-oci-image.sh"))
+            .arg("--binary")
+            .arg(&fx.binary)
+            .arg("--ca-bundle")
+            .arg(&fx.ca)
+            .arg("--out")
+            .arg(&out)
+            .env("TMPDIR", fx.dir.path())
+            .output()
+            .expect("run the copied build-oci-image.sh");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "accepted {wit:?}: {stderr}");
+        assert!(stderr.contains(says), "{wit:?}: {stderr}");
+        assert!(
+            stderr.contains("wit/provider.wit"),
+            "names the file: {stderr}"
+        );
+        assert!(!out.exists(), "nothing written for {wit:?}");
+    }
 }

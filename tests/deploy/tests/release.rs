@@ -1,7 +1,8 @@
 //! `deploy/release/`: one rendered YAML per overlay and one for monitoring, for
 //! `kubectl apply -f`. Each must be exactly what the pinned kubectl renders from its
 //! kustomization now, under the header `render-release` writes; none is edited by hand, none is
-//! left over from a kustomization that is gone, and each installs the image of this version.
+//! left over from a kustomization that is gone, and each installs the image and the drivers of
+//! this version and names the driver contract of wit/provider.wit in its header.
 
 use std::collections::BTreeSet;
 
@@ -79,8 +80,24 @@ fn the_release_directory_holds_only_generated_files() {
     );
 }
 
+/// The driver references (`--driver=oci://…`) of a container's arguments.
+fn oci_drivers(container: &serde_json::Value) -> Vec<String> {
+    let args = container["args"].as_array().cloned().unwrap_or_default();
+    let command = container["command"].as_array().cloned().unwrap_or_default();
+    command
+        .iter()
+        .chain(&args)
+        .filter_map(|a| a.as_str())
+        .filter_map(|a| a.strip_prefix("--driver=").or(a.strip_prefix("--plugin=")))
+        .filter(|r| r.starts_with("oci://"))
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn every_release_installs_the_image_of_this_version() {
+    let contract = wasm_ccm_test_tools::contract::qualified().unwrap_or_else(|e| panic!("{e}"));
+    let mut oci_drivers_seen = 0;
     for source in release::sources().unwrap() {
         let Ok(text) = std::fs::read_to_string(source.path()) else {
             panic!(
@@ -88,10 +105,13 @@ fn every_release_installs_the_image_of_this_version() {
                 release::shown_path(&source)
             );
         };
+        let start = release::header_start(&contract);
         assert!(
-            text.starts_with(&format!("# wasm-ccm {VERSION}: ")),
-            "{}: the header does not carry version {VERSION}; run `{REGENERATE}`",
-            release::shown_path(&source)
+            text.starts_with(&start),
+            "{}: the header does not start {start:?} (wasm-ccm {VERSION}, the workspace version, \
+             and the driver contract of wit/provider.wit); run `{REGENERATE}`. It starts {:?}",
+            release::shown_path(&source),
+            text.lines().next().unwrap_or_default()
         );
         for o in objects(&text).unwrap() {
             let containers = o.json["spec"]["template"]["spec"]["containers"]
@@ -99,6 +119,21 @@ fn every_release_installs_the_image_of_this_version() {
                 .cloned()
                 .unwrap_or_default();
             for c in containers {
+                // The shipped drivers are released with the host, under the same version.
+                for driver in oci_drivers(&c) {
+                    oci_drivers_seen += 1;
+                    if let Some(rest) = driver.strip_prefix("oci://ghcr.io/wasm-ccm/drivers/") {
+                        let tag = rest.rsplit_once(':').map(|(_, t)| t).unwrap_or_default();
+                        assert_eq!(
+                            tag,
+                            VERSION,
+                            "{}: {} pulls {driver}, not the driver of wasm-ccm {VERSION}; change \
+                             the tag in its overlay's deployment-patch.yaml, then run `{REGENERATE}`",
+                            release::shown_path(&source),
+                            o.id()
+                        );
+                    }
+                }
                 let image = c["image"].as_str().unwrap_or_default();
                 assert_eq!(
                     image,
@@ -111,4 +146,8 @@ fn every_release_installs_the_image_of_this_version() {
             }
         }
     }
+    assert!(
+        oci_drivers_seen > 0,
+        "no release file pulls a driver from oci://: the OCI overlays' --driver flags were not found"
+    );
 }

@@ -6,9 +6,11 @@
 //! where later runs find it: the test command installs what it needs, once, project-locally, and
 //! never touches the system. Concurrent test processes serialise on a lock file.
 //!
-//! Beside them, [`guest_memory`] lets a runtime test read its drivers' linear memories.
+//! Beside them, [`guest_memory`] lets a runtime test read its drivers' linear memories, and
+//! [`contract`] reads the driver contract's version from `wit/provider.wit`.
 
 pub mod configmap;
+pub mod contract;
 pub mod guest_memory;
 pub mod kubectl;
 pub mod kubernetes_validate;

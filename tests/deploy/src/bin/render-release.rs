@@ -1,7 +1,8 @@
 //! Writes `deploy/release/`: every overlay of `deploy/overlays/` and `deploy/monitoring/`
-//! rendered by the pinned kubectl (`kubectl kustomize`) under a header with the version, one
-//! file each, and removes release files whose kustomization is gone. `tests/release.rs` fails
-//! until the files equal a fresh render; run this, then commit what it wrote:
+//! rendered by the pinned kubectl (`kubectl kustomize`) under a header with the version and the
+//! driver contract (wit/provider.wit's package), one file each, and removes release files whose
+//! kustomization is gone. `tests/release.rs` fails until the files equal a fresh render; run
+//! this, then commit what it wrote:
 //!
 //! ```sh
 //! cargo run -p wasm-ccm-deploy-tests --bin render-release

@@ -1,0 +1,78 @@
+//! The driver contract's version as the tests read it: the package line of `wit/provider.wit`,
+//! parsed here on its own (not through the runtime's build script), so a test comparing a
+//! release artefact with it compares two independent readings of the one source.
+
+use std::path::{Path, PathBuf};
+
+/// `wit/provider.wit`, the contract's source of truth.
+pub fn wit_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit/provider.wit")
+}
+
+/// The package name every driver implements.
+pub const PACKAGE: &str = "wasm-ccm:provider";
+
+/// The version of the `package wasm-ccm:provider@X.Y.Z;` line of `wit/provider.wit`
+/// (`0.2.0`); an error names the file and what is wrong with it.
+pub fn version() -> Result<String, String> {
+    let path = wit_file();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let prefix = format!("package {PACKAGE}@");
+    let versions: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(prefix.as_str()))
+        .map(|rest| rest.trim_end_matches(';').trim())
+        .collect();
+    match versions.as_slice() {
+        [v] if is_semver(v) => Ok((*v).to_string()),
+        [v] => Err(format!(
+            "{}: the package version {v:?} is not MAJOR.MINOR.PATCH",
+            path.display()
+        )),
+        [] => Err(format!("{} has no `{prefix}X.Y.Z;` line", path.display())),
+        _ => Err(format!(
+            "{} has {} `{prefix}…;` lines; it must have one",
+            path.display(),
+            versions.len()
+        )),
+    }
+}
+
+/// `wasm-ccm:provider@<version>`, as release artefacts name the contract.
+pub fn qualified() -> Result<String, String> {
+    Ok(format!("{PACKAGE}@{}", version()?))
+}
+
+/// Whether `v` is `MAJOR.MINOR.PATCH` with an optional `-pre` or `+build` (the numbers
+/// without leading zeros).
+fn is_semver(v: &str) -> bool {
+    let core = v.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && (*p == "0" || !p.starts_with('0'))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wit_file_has_one_semver_package_line() {
+        let v = version().unwrap_or_else(|e| panic!("{e}"));
+        assert!(is_semver(&v), "{v}");
+    }
+
+    #[test]
+    fn semver_is_three_numbers() {
+        assert!(is_semver("0.2.0"));
+        assert!(is_semver("1.10.3-rc.1"));
+        assert!(!is_semver("0.2"));
+        assert!(!is_semver("0.02.0"));
+        assert!(!is_semver("0.2.x"));
+    }
+}

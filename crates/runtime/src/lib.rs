@@ -35,9 +35,6 @@ pub mod secrets;
 pub mod special_addr;
 mod state;
 pub mod surface;
-
-/// TEMPORARY until the release-kit branch lands its build-script value.
-pub const CONTRACT_VERSION: &str = "0.2.0";
 pub mod trace;
 mod wit;
 

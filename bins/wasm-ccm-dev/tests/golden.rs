@@ -26,19 +26,9 @@ fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// The version of `package wasm-ccm:provider@X.Y.Z;` in a WIT file.
+/// The version of the `package wasm-ccm:provider@X.Y.Z;` line of a WIT file.
 fn package_version(wit: &Path) -> String {
-    let text = String::from_utf8(read(wit)).expect("WIT is UTF-8");
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("package wasm-ccm:provider@"))
-        .and_then(|rest| rest.strip_suffix(';'))
-        .unwrap_or_else(|| {
-            panic!(
-                "{} has no `package wasm-ccm:provider@…;` line",
-                wit.display()
-            )
-        })
-        .to_string()
+    wasm_ccm_test_tools::contract::version_of(wit).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -15,8 +15,13 @@ pub const PACKAGE: &str = "wasm-ccm:provider";
 /// The version of the `package wasm-ccm:provider@X.Y.Z;` line of `wit/provider.wit`
 /// (`0.2.0`); an error names the file and what is wrong with it.
 pub fn version() -> Result<String, String> {
-    let path = wit_file();
-    let text = std::fs::read_to_string(&path)
+    version_of(&wit_file())
+}
+
+/// The version of the one `package wasm-ccm:provider@X.Y.Z;` line of the WIT file at `path`
+/// (a released copy under `wit/released/` too); an error names the file and what is wrong.
+pub fn version_of(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let prefix = format!("package {PACKAGE}@");
     let versions: Vec<&str> = text

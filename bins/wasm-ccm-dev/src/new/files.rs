@@ -404,9 +404,11 @@ mod tests {
     /// A file added to an SDK or the WIT must be vendored too, or generated projects miss it.
     #[test]
     fn every_sdk_and_wit_file_is_vendored() {
+        // wit/released/ holds frozen copies of released versions for the host's golden tests;
+        // a new project builds against the current contract only.
         let wit: Vec<String> = files_under("wit")
             .into_iter()
-            .filter(|p| p.ends_with(".wit"))
+            .filter(|p| p.ends_with(".wit") && !p.starts_with("wit/released/"))
             .collect();
         assert_eq!(embedded(WIT), wit);
         assert_eq!(embedded(SDK_RUST), files_under("sdk/rust/src"));

@@ -15,6 +15,7 @@ pub mod guest_memory;
 pub mod kubectl;
 pub mod kubernetes_validate;
 pub mod polyglot;
+pub mod ports;
 pub mod product;
 pub mod pypi;
 pub mod registry;

@@ -2,7 +2,7 @@
 //! per test with its own storage and port, stopped when dropped.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,11 +137,7 @@ impl Drop for Registry {
 }
 
 fn free_port() -> Result<SocketAddr, String> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind a port: {e}"))?;
-    listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the port: {e}"))
+    Ok(SocketAddr::from(([127, 0, 0, 1], crate::ports::reserve()?)))
 }
 
 /// Polls `GET /v2/` (any HTTP answer will do) until the registry answers, it exits, or 20 s pass.

@@ -209,12 +209,10 @@ impl Drop for Ccm {
     }
 }
 
-/// A port free a moment ago, for `--secure-port`.
+/// A port for `--secure-port` that no other socket of the machine is given meanwhile
+/// ([`wasm_ccm_test_tools::ports`]).
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    wasm_ccm_test_tools::ports::reserve().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A client for the CCM's serving port: HTTPS with the self-signed certificate it generates in

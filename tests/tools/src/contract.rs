@@ -72,6 +72,22 @@ mod tests {
         assert!(is_semver(&v), "{v}");
     }
 
+    /// componentize-py's generated modules carry no version, so the Python SDK names its
+    /// contract itself; a contract bump that forgets it fails here. (The Rust SDK's `with`
+    /// mappings and the JS SDK's imports name the version and fail to build instead.)
+    #[test]
+    fn the_python_sdk_names_the_contract_of_wit() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python/wasm_ccm_sdk/__init__.py");
+        let text = std::fs::read_to_string(&path).expect("the Python SDK");
+        let named = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CONTRACT_VERSION = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("a line CONTRACT_VERSION = \"X.Y.Z\"");
+        assert_eq!(named, version().unwrap_or_else(|e| panic!("{e}")));
+    }
+
     #[test]
     fn semver_is_three_numbers() {
         assert!(is_semver("0.2.0"));

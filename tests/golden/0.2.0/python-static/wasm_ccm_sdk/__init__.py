@@ -17,7 +17,13 @@ the host's log; `cluster` reads the cluster view and records events; `secrets` b
 declarations of `ProviderInfo.secrets`. Raise the errors of
 `wasm_ccm_sdk.errors` and decorate every exported class with `@export`.
 """
-from wit_world.imports import types  # noqa: F401
+# The contract this SDK is written against. componentize-py generates `wit_world` from the WIT
+# given with `-d` and its modules carry no version, so nothing else in a Python driver says which
+# contract it was built for; build it against this version's `wit/` (`wit/README.md`,
+# "Versioning"). tests/tools (contract.rs) holds it equal to `wit/provider.wit`.
+CONTRACT_VERSION = "0.2.0"
+
+from wit_world.imports import types  # noqa: F401,E402
 from wit_world.imports.types import (  # noqa: F401
     AddressType, Context, EnsureResult, Ingress, InstanceMetadata, IpFamily, IpMode, Node,
     NodeAddress, Oauth2Seal, ProviderInfo, Route, SecretDecl, SecretOrigin, Service, ServicePort,

@@ -181,6 +181,61 @@ fn check_secrets(info: &ProviderInfo) -> Result<(), String> {
             ));
         }
     }
+    check_locations_declared_once(info)
+}
+
+/// A location as the host reads it: INI sections and keys match without regard to case (see
+/// `secrets::locate`), variables and JSON Pointers exactly.
+fn location_key(at: &SecretLocation) -> (u8, String, String) {
+    match at {
+        SecretLocation::Env(n) => (0, n.clone(), String::new()),
+        SecretLocation::Ini((s, k)) => (1, s.to_ascii_lowercase(), k.to_ascii_lowercase()),
+        SecretLocation::Json(p) => (2, p.clone(), String::new()),
+    }
+}
+
+/// Each credential's location is declared once, by one secret: a second name for the same
+/// value could carry another origin (the operator's `--secret-origin` pins one name, the other
+/// would send the value elsewhere), and a location that is also an origin setting would make
+/// the host read a credential as a URL (and quote it in a message). Values that are equal at
+/// different locations are refused when the host reads them (`Vault::seal`).
+fn check_locations_declared_once(info: &ProviderInfo) -> Result<(), String> {
+    let mut seen: Vec<((u8, String, String), &str)> = Vec::new();
+    for s in &info.secrets {
+        for at in &s.at {
+            let key = location_key(at);
+            if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                return Err(format!(
+                    "secrets {}: {} is already declared by secret {}; a location is declared once, by one secret, so that one name (and one origin) governs its value",
+                    shown(&s.name),
+                    crate::secrets::describe(at),
+                    shown(first)
+                ));
+            }
+            seen.push((key, &s.name));
+        }
+    }
+    for s in &info.secrets {
+        let token_settings = s.uses.iter().flat_map(|u| match u {
+            SecretUse::Oauth2Client(seal) => seal
+                .token_origins
+                .iter()
+                .flat_map(|o| o.settings.iter())
+                .collect::<Vec<_>>(),
+            _ => Vec::new(),
+        });
+        for setting in s.origin.settings.iter().chain(token_settings) {
+            let key = location_key(setting);
+            if let Some((_, holder)) = seen.iter().find(|(k, _)| *k == key) {
+                return Err(format!(
+                    "secrets {}: its origin setting {} is where secret {} is declared; a credential is never read as a URL",
+                    shown(&s.name),
+                    crate::secrets::describe(setting),
+                    shown(holder)
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -606,6 +661,49 @@ mod tests {
             settings: Vec::new(),
             default_url: url.into(),
         }
+    }
+
+    #[test]
+    fn a_location_is_declared_once_and_never_read_as_an_origin() {
+        // The same variable under a second name with another origin.
+        let mut i = info();
+        let mut alias = i.secrets[0].clone();
+        alias.name = "alias".into();
+        alias.at = vec![SecretLocation::Env("ACME_TOKEN".into())];
+        alias.origin = origin("https://exfil.example");
+        i.secrets.push(alias);
+        let e = validate(&i).expect_err("an alias");
+        assert!(
+            e.starts_with("secrets \"alias\"") && e.contains("already declared by secret \"access-token\""),
+            "{e}"
+        );
+        // INI keys match without regard to case, as the host reads them.
+        let mut i = info();
+        i.secrets[0].at = vec![SecretLocation::Ini(("Global".into(), "Token".into()))];
+        let mut alias = i.secrets[0].clone();
+        alias.name = "alias".into();
+        alias.at = vec![SecretLocation::Ini(("global".into(), "TOKEN".into()))];
+        i.secrets.push(alias);
+        assert!(validate(&i).is_err());
+        // One declaration naming a place twice is the same mistake.
+        let e = secret_error(|s| s.at = vec![SecretLocation::Json("/t".into()); 2]);
+        assert!(e.contains("already declared"), "{e}");
+        // A credential's location as another secret's origin setting.
+        let mut i = info();
+        let mut second = i.secrets[0].clone();
+        second.name = "second".into();
+        second.at = vec![SecretLocation::Env("ACME_OTHER".into())];
+        second.origin.settings = vec![SecretLocation::Env("ACME_TOKEN".into())];
+        i.secrets.push(second);
+        let e = validate(&i).expect_err("read as a URL");
+        assert!(e.contains("a credential is never read as a URL"), "{e}");
+        // Control: distinct places load.
+        let mut i = info();
+        let mut other = i.secrets[0].clone();
+        other.name = "other".into();
+        other.at = vec![SecretLocation::Env("ACME_OTHER".into())];
+        i.secrets.push(other);
+        assert!(validate(&i).is_ok());
     }
 
     #[test]

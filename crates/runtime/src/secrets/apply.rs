@@ -24,6 +24,9 @@ pub(crate) struct Applied {
     pub token: Option<super::oauth::TokenAsk>,
     /// Sealed tokens the request carried: a 401 drops them.
     pub sealed: Vec<String>,
+    /// Values the host computed into the wire request that the guest never had (CloudStack's
+    /// signature): the response is scanned for them too.
+    pub host_values: Vec<String>,
 }
 
 /// Why a request was refused.
@@ -424,6 +427,7 @@ impl Vault {
             self.grants.iter().enumerate().find(|(_, g)| {
                 g.origin == origin && g.uses.contains(&SecretUse::CloudstackSignature)
             });
+        let mut host_values = Vec::new();
         if let Some((signer_index, _)) = signer
             && !signed_grants.is_empty()
         {
@@ -439,17 +443,18 @@ impl Vault {
                         self.grants[signer_index].name, self.grants[signer_index].origin_text
                     ))
                 })?;
-            sign_cloudstack(&mut wire, &mut wire_url, &key)?;
+            host_values.push(sign_cloudstack(&mut wire, &mut wire_url, &key)?);
         }
 
-        // OAuth2: a POST to a token endpoint with that grant's credential is a token request.
-        let token = self.token_ask(req, url, &signed_grants);
+        // OAuth2: a request carrying a client credential is a token request, whatever it asks.
+        let token = self.token_exchange(req, url, &signed_grants)?;
         wire.url = wire_url.to_string();
         Ok(Some(Applied {
             wire,
             url: wire_url,
             token,
             sealed,
+            host_values,
         }))
     }
 
@@ -472,41 +477,82 @@ impl Vault {
         ))
     }
 
-    fn token_ask(
+    /// The token request `req` is, when it carries the credential of a grant with an
+    /// `oauth2-client` use: recognised by what it sends, not by where, so that no spelling of
+    /// the path, method or answer format can make a token answer pass unsealed. Such a request
+    /// must be a POST (RFC 6749 §3.2) to the grant's token path (compared after RFC 3986 §6.2.2
+    /// normalisation); any other is refused before it leaves.
+    fn token_exchange(
         &self,
         req: &Request,
         url: &Url,
         used: &[usize],
-    ) -> Option<super::oauth::TokenAsk> {
-        if req.method != Method::Post {
-            return None;
+    ) -> Result<Option<super::oauth::TokenAsk>, Refusal> {
+        let Some((grant, token)) = used
+            .iter()
+            .find_map(|&i| self.grants[i].token.as_ref().map(|t| (i, t)))
+        else {
+            return Ok(None);
+        };
+        let name = &self.grants[grant].name;
+        if req.method != Method::Post || normalised_path(url.path()) != normalised_path(&token.path)
+        {
+            self.misuse.count(name, "position");
+            return Err(Refusal::Denied(format!(
+                "secret {name} is an OAuth2 client credential: it goes only in a POST to the token endpoint {}; this request was a {} to {}",
+                token.path,
+                crate::capability::http::method_name(req.method),
+                crate::capability::log::cut(url.path(), 128)
+            )));
         }
-        let origin = url.origin();
-        let (grant, _) = self.grants.iter().enumerate().find(|(i, g)| {
-            used.contains(i)
-                && g.origin == origin
-                && g.token.as_ref().is_some_and(|t| t.path == url.path())
-        })?;
         // The same driver asking the same way gets the same token: the guest's request (with
         // placeholders, so no secret is hashed) is the key.
         let mut h = std::collections::hash_map::DefaultHasher::new();
         req.url.hash(&mut h);
         req.body.hash(&mut h);
         for (k, v) in &req.headers {
-            if k.eq_ignore_ascii_case("authorization") {
+            if k.eq_ignore_ascii_case("authorization") || k.eq_ignore_ascii_case("accept") {
+                k.to_ascii_lowercase().hash(&mut h);
                 v.hash(&mut h);
             }
         }
-        Some(super::oauth::TokenAsk {
+        Ok(Some(super::oauth::TokenAsk {
             grant,
             key: h.finish(),
-        })
+        }))
     }
 }
 
+/// A URL path in RFC 3986 §6.2.2's normal form: percent-encoded unreserved characters decoded
+/// (§6.2.2.2), other escapes' hex upper-cased (§6.2.2.1). Dot segments are already gone: the
+/// `url` crate removes them when it parses.
+pub(crate) fn normalised_path(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%'
+            && let Some(hex) = path.get(at + 1..at + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+            at += 3;
+            continue;
+        }
+        out.push(bytes[at] as char);
+        at += 1;
+    }
+    out
+}
+
 /// Signs a CloudStack request in place: any `signature` the driver sent is removed, the host's
-/// is appended to the query (GET) or the form body (POST).
-fn sign_cloudstack(wire: &mut Request, url: &mut Url, key: &str) -> Result<(), Refusal> {
+/// is appended to the query (GET) or the form body (POST). Returns the signature, which the
+/// guest never sees: a server that echoes the request must not hand it over.
+fn sign_cloudstack(wire: &mut Request, url: &mut Url, key: &str) -> Result<String, Refusal> {
     let in_body = wire.method == Method::Post && is_form(wire);
     let raw = if in_body {
         String::from_utf8(wire.body.clone())
@@ -540,7 +586,7 @@ fn sign_cloudstack(wire: &mut Request, url: &mut Url, key: &str) -> Result<(), R
     } else {
         url.set_query(Some(&signed));
     }
-    Ok(())
+    Ok(signature)
 }
 
 /// `text` (a query or form body) with each recognised placeholder value replaced by its real

@@ -31,6 +31,10 @@ pub(crate) use apply::{Applied, Refusal};
 /// form body.
 pub const PLACEHOLDER_PREFIX: &str = "wccm-secret.";
 
+/// What replaces, in a response, a value the host computed for the request and the guest never
+/// had (CloudStack's signature): it stands for nothing the guest could send.
+pub(crate) const HOST_VALUE_MARK: &str = "wccm-host-value";
+
 /// Hex digits after the prefix: 128 random bits.
 const PLACEHOLDER_HEX: usize = 32;
 
@@ -164,6 +168,7 @@ impl Vault {
             grants.push(grant(decl, config, env, options)?);
         }
         let (entries, config_spans, env_values) = collect(decls, config, env)?;
+        refuse_aliases(&entries, &grants)?;
         let new_config = locate::rewrite(
             config,
             config_spans
@@ -285,9 +290,10 @@ impl Vault {
         }
     }
 
-    /// `body` with every value this vault holds (and its encodings) replaced by its
-    /// placeholder, as the host scrubs each response; `None` when nothing was found.
-    pub fn scrub(&self, body: &[u8]) -> Option<Vec<u8>> {
+    /// `body` with every value this vault holds (in any encoding the scanner undoes) replaced
+    /// by its placeholder, as the host scrubs each response; `Ok(None)` when nothing was found,
+    /// an error when the body cannot be checked (the host then refuses the response).
+    pub fn scrub(&self, body: &[u8]) -> Result<Option<Vec<u8>>, scrub::Unscrubbable> {
         self.scrubber().scrub(body)
     }
 
@@ -450,6 +456,41 @@ pub(crate) fn describe(at: &SecretLocation) -> String {
         SecretLocation::Ini((s, k)) => format!("cloud-config [{s}] {k}"),
         SecretLocation::Json(p) => format!("cloud-config JSON {p}"),
     }
+}
+
+/// One value under two declared secrets with different origins is refused: the operator's
+/// `--secret-origin` pins one name, and the other would send the same value elsewhere.
+fn refuse_aliases(entries: &HashMap<String, Entry>, grants: &[Grant]) -> Result<(), String> {
+    let mut by_value: HashMap<&str, &Entry> = HashMap::new();
+    for entry in entries.values() {
+        if entry.value.is_empty() {
+            continue;
+        }
+        if let Some(other) = by_value.insert(&entry.value, entry) {
+            let (a, b) = (&grants[other.grant], &grants[entry.grant]);
+            if a.origin != b.origin {
+                let (first, second) = if a.name <= b.name { (a, b) } else { (b, a) };
+                return Err(format!(
+                    "secrets {} and {} hold the same value ({} and {}) but may go to different origins ({} and {}); one credential has one declaration: give each its own value or fix the configuration",
+                    first.name,
+                    second.name,
+                    describe(if a.name <= b.name {
+                        &other.at
+                    } else {
+                        &entry.at
+                    }),
+                    describe(if a.name <= b.name {
+                        &entry.at
+                    } else {
+                        &other.at
+                    }),
+                    first.origin_text,
+                    second.origin_text,
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 type Collected = (

@@ -428,7 +428,7 @@ fn oauth2_credentials_go_in_basic_or_form_and_the_token_comes_back_sealed() {
         headers: vec![("content-type".into(), "application/json".into())],
         body: br#"{"access_token":"real-access-token-xyz-123","expires_in":3600,"refresh_token":"r-123456789","token_type":"Bearer"}"#.to_vec(),
     };
-    let sealed = vault.seal_token(ask, answer);
+    let sealed = vault.seal_token(ask, answer).expect("sealed");
     let v: serde_json::Value = serde_json::from_slice(&sealed.body).expect("json");
     let token_ph = v["access_token"].as_str().expect("token").to_string();
     assert!(token_ph.starts_with(PLACEHOLDER_PREFIX));
@@ -483,6 +483,7 @@ fn oauth2_credentials_go_in_basic_or_form_and_the_token_comes_back_sealed() {
     let echoed = vault
         .scrubber()
         .scrub(b"{\"token\":\"real-access-token-xyz-123\"}")
+        .expect("checked")
         .expect("found");
     assert!(String::from_utf8_lossy(&echoed).contains(&token_ph));
     vault.drop_tokens(&[token_ph]);
@@ -507,7 +508,7 @@ fn a_rotated_value_keeps_its_placeholder() {
         .expect("applied");
     assert!(applied.wire.url.contains("apiKey=new-api-key-0001"));
     assert!(
-        vault.scrubber().scrub(API_KEY.as_bytes()).is_none(),
+        vault.scrubber().scrub(API_KEY.as_bytes()) == Ok(None),
         "the old value is no longer scrubbed"
     );
     // A layout change is refused and keeps the old values.
@@ -542,4 +543,318 @@ fn a_missing_origin_setting_is_an_error_that_names_the_secret() {
     .err()
     .unwrap_or_default();
     assert!(e.contains("secret api-key") && e.contains("api-url"), "{e}");
+}
+
+/// A token request in the client secret's name, with the guest's choice of path, method and
+/// answer format.
+fn token_request(
+    vault: &Vault,
+    id: &str,
+    secret: &str,
+    path: &str,
+) -> Result<Option<Applied>, String> {
+    let body = format!("grant_type=client_credentials&client_id={id}&client_secret={secret}");
+    apply(
+        vault,
+        &form_post(&format!("https://auth.phoenixnap.com{path}"), &[], &body),
+    )
+}
+
+#[test]
+fn the_token_exchange_is_recognised_by_the_client_secret_not_by_the_path_spelling() {
+    let (vault, id, secret) = sealed_phoenixnap();
+    // Equivalent spellings (RFC 3986 §6.2.2.2, dot segments) are the token request, sealed.
+    for path in [
+        TOKEN_PATH.to_string(),
+        TOKEN_PATH.replace("/token", "/%74oken"),
+        TOKEN_PATH.replace("/token", "/%74%6F%6b%65%6E"),
+        TOKEN_PATH.replace("/openid-connect/", "/x/../openid-connect/./"),
+    ] {
+        let applied = token_request(&vault, &id, &secret, &path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .expect("applied");
+        assert!(
+            applied.token.is_some(),
+            "{path}: not taken for a token request"
+        );
+    }
+    // Anywhere else, or not a POST, the client secret does not go at all.
+    for path in [
+        "/auth/realms/BMC/protocol/openid-connect/token/".to_string(),
+        "/auth/realms/BMC/protocol/openid-connect/userinfo".to_string(),
+        TOKEN_PATH.replace("/token", "/%2574oken"),
+    ] {
+        let e = token_request(&vault, &id, &secret, &path)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("only in a POST to the token endpoint"),
+            "{path}: {e}"
+        );
+    }
+    let get = get(
+        &format!("https://auth.phoenixnap.com{TOKEN_PATH}?client_id={id}&client_secret={secret}"),
+        &[],
+    );
+    let e = apply(&vault, &get).err().unwrap_or_default();
+    assert!(e.contains("a GET to"), "{e}");
+    // The client ID alone is no token request (a confidential client must authenticate,
+    // RFC 6749 §3.2.1): it passes, scrubbed like every request.
+    let id_only = apply(
+        &vault,
+        &form_post(
+            &format!("https://auth.phoenixnap.com{TOKEN_PATH}"),
+            &[],
+            &format!("client_id={id}"),
+        ),
+    )
+    .expect("allowed")
+    .expect("applied");
+    assert!(id_only.token.is_none());
+}
+
+fn ask_of(vault: &Vault, id: &str, secret: &str) -> super::oauth::TokenAsk {
+    token_request(vault, id, secret, TOKEN_PATH)
+        .expect("allowed")
+        .and_then(|a| a.token)
+        .expect("a token request")
+}
+
+fn answer(status: u16, content_type: &str, body: &str) -> Response {
+    Response {
+        status,
+        headers: vec![
+            ("content-type".into(), content_type.into()),
+            (
+                "x-debug-token".into(),
+                "real-access-token-in-a-header".into(),
+            ),
+        ],
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn every_answer_format_is_sealed_or_refused() {
+    let (vault, id, secret) = sealed_phoenixnap();
+    let ask = ask_of(&vault, &id, &secret);
+    const REAL: &str = "real-access-token-abc-987";
+
+    // A form answer (asked for with `Accept`) is sealed in its own format.
+    let form = vault
+        .seal_token(
+            ask,
+            answer(
+                200,
+                "application/x-www-form-urlencoded",
+                &format!(
+                    "access_token={REAL}&token_type=bearer&refresh_token=r-1234567890&scope=all"
+                ),
+            ),
+        )
+        .expect("sealed");
+    let text = String::from_utf8_lossy(&form.body).into_owned();
+    assert!(
+        text.contains(&format!("access_token={PLACEHOLDER_PREFIX}")),
+        "{text}"
+    );
+    assert!(
+        !text.contains(REAL) && !text.contains("refresh_token") && text.contains("scope=all"),
+        "{text}"
+    );
+    // No header of the endpoint's passes: the answer is the host's.
+    assert!(
+        form.headers
+            .iter()
+            .all(|(k, _)| k == "content-type" || k == "cache-control")
+    );
+
+    // JSON with an ID token: the ID token goes, the access token is sealed.
+    let json = vault
+        .seal_token(
+            ask,
+            answer(
+                200,
+                "application/json",
+                &format!(
+                    r#"{{"access_token":"{REAL}","id_token":"eyJhbGciOi.x.y","expires_in":"60"}}"#
+                ),
+            ),
+        )
+        .expect("sealed");
+    let v: serde_json::Value = serde_json::from_slice(&json.body).expect("json");
+    assert!(
+        v["access_token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(PLACEHOLDER_PREFIX))
+    );
+    assert!(v.get("id_token").is_none());
+
+    // What the host cannot seal is refused: a success in another format, a token under another
+    // name, an error answer that names a token.
+    for (status, ct, body) in [
+        (200, "text/plain", format!("token: {REAL}")),
+        (200, "application/xml", format!("<token>{REAL}</token>")),
+        (200, "application/json", format!(r#"{{"token":"{REAL}"}}"#)),
+        (
+            200,
+            "application/json",
+            format!(r#"{{"access_token":"{REAL}","issued_token":"{REAL}"}}"#),
+        ),
+        (
+            400,
+            "application/json",
+            format!(r#"{{"error":"x","access_token":"{REAL}"}}"#),
+        ),
+    ] {
+        let refused = vault.seal_token(ask, answer(status, ct, &body));
+        assert!(refused.is_err(), "{status} {ct} {body}: passed");
+    }
+    // An error page the host cannot read passes (scrubbed later); a JSON error is rebuilt.
+    let page = vault
+        .seal_token(ask, answer(401, "text/html", "<h1>invalid client</h1>"))
+        .expect("passed");
+    assert_eq!(page.body, b"<h1>invalid client</h1>");
+    let error = vault
+        .seal_token(
+            ask,
+            answer(401, "application/json", r#"{"error":"invalid_client"}"#),
+        )
+        .expect("passed");
+    assert!(error.headers.iter().all(|(k, _)| k != "x-debug-token"));
+}
+
+#[test]
+fn a_location_is_declared_once_and_one_value_has_one_origin() {
+    // The same value under two names with different origins: refused at load.
+    let mut decls = phoenixnap();
+    decls[0].at = vec![SecretLocation::Json("/alias".into())];
+    let file = format!("{{\"alias\": \"{CLIENT_SECRET}\", \"clientSecret\": \"{CLIENT_SECRET}\"}}");
+    decls[0].origin = crate::model::types::SecretOrigin {
+        settings: Vec::new(),
+        default_url: "https://elsewhere.example".into(),
+    };
+    let e = Vault::seal(
+        "phoenixnap",
+        &decls,
+        file.as_bytes(),
+        &[],
+        &SecretOptions::default(),
+    )
+    .err()
+    .unwrap_or_default();
+    assert!(
+        e.contains("client-id and client-secret hold the same value")
+            && e.contains("https://elsewhere.example"),
+        "{e}"
+    );
+    // The same value for two secrets of one origin is allowed (nothing goes elsewhere).
+    let mut same_origin = phoenixnap();
+    same_origin[0].at = vec![SecretLocation::Json("/alias".into())];
+    assert!(
+        Vault::seal(
+            "phoenixnap",
+            &same_origin,
+            file.as_bytes(),
+            &[],
+            &SecretOptions::default()
+        )
+        .is_ok()
+    );
+}
+
+/// A loopback server that answers every request with its request line, raw and entity-escaped
+/// (as CloudStack's XML errors quote a command), and the request line it read.
+async fn echo_server() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 16 * 1024];
+            let n = sock.read(&mut buf).await.unwrap_or(0);
+            let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let line = text.lines().next().unwrap_or_default().to_string();
+            if let Ok(mut s) = record.lock() {
+                s.push(line.clone());
+            }
+            let body = format!(
+                "<error><errortext>{}</errortext><raw>{line}</raw></error>",
+                line.replace('&', "&amp;")
+            );
+            let reply = format!(
+                "HTTP/1.1 431 Bad\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(reply.as_bytes()).await;
+        }
+    });
+    (url, seen)
+}
+
+/// CloudStack's signature is computed by the host and never held by the guest: a server that
+/// echoes the signed request hands the guest neither the API key nor the signature (which
+/// would be replayable until `expires`).
+#[tokio::test]
+async fn an_echoed_signed_request_gives_the_guest_neither_key_nor_signature() {
+    let (url, seen) = echo_server().await;
+    let file = format!(
+        "[Global]\napi-url = {url}/client/api\napi-key = {API_KEY}\nsecret-key = {SECRET_KEY}\n"
+    );
+    let sealed = Vault::seal(
+        "cloudstack",
+        &cloudstack(),
+        file.as_bytes(),
+        &[],
+        &SecretOptions::default(),
+    )
+    .expect("sealed");
+    let config = String::from_utf8(sealed.config).expect("utf-8");
+    let key_ph = config
+        .lines()
+        .find_map(|l| l.strip_prefix("api-key = "))
+        .expect("placeholder")
+        .to_string();
+    let policy = crate::egress::EgressPolicy::parse(&[url.clone()]).expect("grant");
+    let client = crate::capability::http::HttpCapability::new(policy, Default::default())
+        .expect("client")
+        .with_vault(sealed.vault);
+    let expires = cloudstack::encode(&expires_in(600));
+    let request = Request {
+        method: Method::Get,
+        url: format!(
+            "{url}/client/api?command=listZones&apiKey={key_ph}&signatureversion=3&expires={expires}&response=xml"
+        ),
+        headers: Vec::new(),
+        body: Vec::new(),
+        timeout_ms: None,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (result, _) = client.send(request, deadline).await;
+    let response = result.expect("answered");
+    let line = seen.lock().map(|s| s.join("")).unwrap_or_default();
+    // The attack fired: the server got the real key and a signature.
+    assert!(line.contains(&format!("apiKey={API_KEY}")), "{line}");
+    let signature = line
+        .split(['?', '&', ' '])
+        .find_map(|p| p.strip_prefix("signature="))
+        .map(|s| percent_encoding_decode(s))
+        .expect("signed");
+    let body = String::from_utf8_lossy(&response.body).into_owned();
+    assert!(!body.contains(API_KEY), "{body}");
+    assert!(body.contains(&key_ph), "{body}");
+    assert!(body.contains(HOST_VALUE_MARK), "{body}");
+    let scrubber = scrub::Scrubber::new([(signature.as_str(), "found")]);
+    assert_eq!(scrubber.finds(&response.body), Ok(false), "{body}");
+}
+
+fn percent_encoding_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
 }

@@ -3,6 +3,8 @@
 //! The host's sandbox tests call `instances.instance-metadata(node)`; `node.name` picks the
 //! misbehaviour. See the crate's description and the host tests for what each one proves.
 
+mod recover;
+
 use std::cell::Cell;
 
 use wasm_ccm_sdk::http::{self, HttpError};
@@ -87,16 +89,31 @@ impl Provider for Hostile {
             }
             // A well-declared token (issue 31): the host holds it; the `place` behaviour then
             // tries to put its placeholder where the declaration does not allow it.
-            "secrets" => {
-                info.secrets = vec![SecretDecl::new(
-                    "token",
-                    vec![SecretLocation::env("HOSTILE_TOKEN")],
-                    SecretOrigin::new(
-                        vec![SecretLocation::env("HOSTILE_API_URL")],
-                        "https://api.hostile.example",
+            "secrets" => info.secrets = vec![declared_token()],
+            // The token's location declared a second time under another name whose origin is
+            // elsewhere: `--secret-origin token=…` would pin one name, the other would exfiltrate.
+            "secrets-alias" => {
+                info.secrets = vec![
+                    declared_token(),
+                    SecretDecl::new(
+                        "token-two",
+                        vec![SecretLocation::env("HOSTILE_TOKEN")],
+                        SecretOrigin::new(vec![], "https://exfil.hostile.example"),
+                        vec![SecretUse::Bearer],
                     ),
-                    vec![SecretUse::Bearer, SecretUse::Header("x-api-key".into())],
-                )]
+                ]
+            }
+            // The same value under a second variable and name, bound elsewhere.
+            "secrets-twin" => {
+                info.secrets = vec![
+                    declared_token(),
+                    SecretDecl::new(
+                        "twin",
+                        vec![SecretLocation::env("HOSTILE_TWIN")],
+                        SecretOrigin::new(vec![], "https://exfil.hostile.example"),
+                        vec![SecretUse::Bearer],
+                    ),
+                ]
             }
             _ => {}
         }
@@ -134,6 +151,23 @@ impl Provider for Hostile {
             token,
         })
     }
+}
+
+/// A well-declared token: bearer, `x-api-key` or the `api_key` parameter, to `HOSTILE_API_URL`.
+fn declared_token() -> SecretDecl {
+    SecretDecl::new(
+        "token",
+        vec![SecretLocation::env("HOSTILE_TOKEN")],
+        SecretOrigin::new(
+            vec![SecretLocation::env("HOSTILE_API_URL")],
+            "https://api.hostile.example",
+        ),
+        vec![
+            SecretUse::Bearer,
+            SecretUse::Header("x-api-key".into()),
+            SecretUse::Param("api_key".into()),
+        ],
+    )
 }
 
 impl Instances for Hostile {
@@ -346,6 +380,13 @@ fn place(node: &Node, token: &str) -> Result<String, ProviderError> {
     let where_ = node.annotation("place").unwrap_or("bearer");
     let request = match where_ {
         "bearer" => http::get(url).header("authorization", format!("Bearer {token}")),
+        // The guest asks for a compressed answer: the host must not hand it compressed bytes it
+        // could not scan.
+        "bearer-gzip" => http::get(url)
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept-encoding", "gzip, deflate, br"),
+        // A declared place that puts the key in the URL the HTTP stack quotes in its errors.
+        "api-key-query" => http::get(format!("{url}?api_key={token}")),
         "api-key" => http::get(url).header("x-api-key", token),
         "other-header" => http::get(url).header("x-other", token),
         "header-name" => http::get(url).header(format!("x-{token}"), "1"),
@@ -370,12 +411,31 @@ fn place(node: &Node, token: &str) -> Result<String, ProviderError> {
     };
     let response = match request.send() {
         Ok(r) => r,
-        Err(e) => return describe(Err(e)),
+        Err(e) => {
+            // Whether the host's own error text handed the guest the real value: the host's
+            // redactor would hide it from what the test reads, so the guest says so itself.
+            let held = node
+                .annotation("canary")
+                .is_some_and(|c| recover::recovers(format!("{e:?}").as_bytes(), c));
+            return describe(Err(e)).map_err(|mut e| {
+                if held && let ProviderError::Permanent(m) = &mut e {
+                    m.push_str(" [canary-held]");
+                }
+                e
+            });
+        }
     };
     let body = String::from_utf8_lossy(&response.body);
+    // The real value, recovered by any decoding a driver could apply, from the body or a
+    // header (a `Location` quoting the request).
+    let headers: Vec<u8> = response
+        .headers
+        .iter()
+        .flat_map(|(k, v)| format!("{k}: {v}\n").into_bytes())
+        .collect();
     let canary = node
         .annotation("canary")
-        .is_some_and(|c| !c.is_empty() && body.contains(c));
+        .is_some_and(|c| recover::recovers(&response.body, c) || recover::recovers(&headers, c));
     Ok(format!(
         "s{}-canary-{}-placeholder-{}",
         response.status,

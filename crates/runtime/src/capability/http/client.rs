@@ -462,8 +462,10 @@ impl HttpCapability {
         asked: Duration,
     ) -> Result<Response, HttpError> {
         let (Some(vault), Some(applied)) = (&self.vault, applied) else {
-            let response = self.forward(req, url, budget, asked).await?;
-            return Ok(self.scrub(response));
+            let response = self
+                .forward(req, url.clone(), &url, Carries::Nothing, budget, asked)
+                .await?;
+            return self.scrub(response, &url, &[]);
         };
         // A token request the cache cannot answer goes out alone: instances asking at the same
         // time wait here and are then answered from the cache (one request per lifetime).
@@ -485,46 +487,87 @@ impl HttpCapability {
             url: wire_url,
             token,
             sealed,
+            host_values,
         } = applied;
-        let sent = CARRIES_SECRET.scope(true, self.forward(wire, wire_url, budget, asked));
+        // Everything the host tells the guest about this request is composed from `url`, the
+        // guest's own (placeholders only): never from `wire`.
+        let sent = CARRIES_SECRET.scope(
+            true,
+            self.forward(wire, wire_url, &url, Carries::Credential, budget, asked),
+        );
         let mut response = sent.await?;
         if response.status == 401 {
             vault.drop_tokens(&sealed);
         }
         if let Some(ask) = token {
-            response = vault.seal_token(ask, response);
+            response = vault.seal_token(ask, response).map_err(HttpError::Denied)?;
         }
-        Ok(self.scrub(response))
+        self.scrub(response, &url, &host_values)
     }
 
-    /// `response` with every secret value the driver's vault holds replaced by its placeholder.
-    fn scrub(&self, mut response: Response) -> Response {
+    /// `response` with every secret value the driver's vault holds, and every value the host
+    /// computed for this request (`host_values`: a signature), replaced, in the body, the header
+    /// values and the header names (a header whose name holds one is dropped). A response the
+    /// scanner cannot judge is refused, not passed on.
+    fn scrub(
+        &self,
+        mut response: Response,
+        shown: &Url,
+        host_values: &[String],
+    ) -> Result<Response, HttpError> {
         let Some(vault) = &self.vault else {
-            return response;
+            return Ok(response);
         };
-        let scrubber = vault.scrubber();
-        if scrubber.is_empty() {
-            return response;
-        }
-        if let Some(body) = scrubber.scrub(&response.body) {
-            response.body = body;
-        }
-        for (_, value) in &mut response.headers {
-            if let Some(v) = scrubber.scrub_str(value) {
-                *value = v;
+        let refused = |e: crate::secrets::scrub::Unscrubbable| {
+            HttpError::Denied(format!(
+                "the response from {} was not passed on: the host could not check it for the driver's credentials ({e})",
+                strip_query(shown.as_str())
+            ))
+        };
+        let vault_scrubber = vault.scrubber();
+        let extra = (!host_values.is_empty()).then(|| {
+            crate::secrets::scrub::Scrubber::new(
+                host_values
+                    .iter()
+                    .map(|v| (v.as_str(), crate::secrets::HOST_VALUE_MARK)),
+            )
+        });
+        for scrubber in std::iter::once(vault_scrubber.as_ref()).chain(extra.as_ref()) {
+            if scrubber.is_empty() {
+                continue;
             }
+            if let Some(body) = scrubber.scrub(&response.body).map_err(refused)? {
+                response.body = body;
+            }
+            let mut kept = Vec::with_capacity(response.headers.len());
+            for (name, mut value) in std::mem::take(&mut response.headers) {
+                if scrubber.finds(name.as_bytes()).map_err(refused)? {
+                    continue;
+                }
+                if let Some(v) = scrubber.scrub_str(&value).map_err(refused)? {
+                    value = v;
+                }
+                kept.push((name, value));
+            }
+            response.headers = kept;
         }
-        response
+        Ok(response)
     }
 
-    /// Sends a checked request to the network within `budget`.
+    /// Sends a request to the network within `budget`. `url` is where it goes; `shown` is the
+    /// guest's URL, the only one any message names. A driver holding credentials never gets
+    /// content-encoded bytes: the host asks for `identity` on each of its requests and refuses
+    /// an encoded answer, so the scan reads what the guest would read.
     async fn forward(
         &self,
         req: Request,
         url: Url,
+        shown: &Url,
+        carries: Carries,
         budget: Duration,
         asked: Duration,
     ) -> Result<Response, HttpError> {
+        let owns_encoding = self.vault.is_some();
         let mut builder = self
             .client()?
             .request(to_reqwest_method(req.method), url.clone());
@@ -539,6 +582,9 @@ impl HttpCapability {
                 && (name.eq_ignore_ascii_case("traceparent")
                     || name.eq_ignore_ascii_case("tracestate"))
             {
+                continue;
+            }
+            if owns_encoding && name.eq_ignore_ascii_case("accept-encoding") {
                 continue;
             }
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -556,6 +602,9 @@ impl HttpCapability {
             })?;
             builder = builder.header(name, value);
         }
+        if owns_encoding {
+            builder = builder.header(reqwest::header::ACCEPT_ENCODING, "identity");
+        }
         for (name, value) in trace_headers.into_iter().flatten() {
             builder = builder.header(name, value);
         }
@@ -566,13 +615,16 @@ impl HttpCapability {
         // policy writes here); the scope travels with the future wherever it is polled.
         let exchange = CONNECTING_FOR.scope(
             RefCell::new(Some(url.clone())),
-            tokio::time::timeout(budget, self.exchange(builder, &url)),
+            tokio::time::timeout(
+                budget,
+                self.exchange(builder, shown, carries, owns_encoding),
+            ),
         );
         match exchange.await {
             Ok(result) => result,
             Err(_) => Err(HttpError::Timeout(format!(
                 "no complete response from {} within {budget:?}{}",
-                strip_query(url.as_str()),
+                strip_query(shown.as_str()),
                 if budget < asked {
                     " (cut short to end before the call's deadline)"
                 } else {
@@ -585,9 +637,15 @@ impl HttpCapability {
     async fn exchange(
         &self,
         builder: reqwest::RequestBuilder,
-        url: &Url,
+        shown: &Url,
+        carries: Carries,
+        owns_encoding: bool,
     ) -> Result<Response, HttpError> {
-        let mut resp = builder.send().await.map_err(|e| self.map_error(e, url))?;
+        let what = strip_query(shown.as_str());
+        let mut resp = builder
+            .send()
+            .await
+            .map_err(|e| self.map_error(e, &what, carries))?;
         let header_bytes: usize = resp
             .headers()
             .iter()
@@ -595,16 +653,23 @@ impl HttpCapability {
             .sum();
         if header_bytes > self.limits.max_response_headers {
             return Err(HttpError::TooLarge(format!(
-                "response headers from {} are {header_bytes} bytes, more than the {} allowed",
-                strip_query(url.as_str()),
+                "response headers from {what} are {header_bytes} bytes, more than the {} allowed",
                 self.limits.max_response_headers
+            )));
+        }
+        if owns_encoding
+            && let Some(encoding) = resp.headers().get(reqwest::header::CONTENT_ENCODING)
+            && !encoding.as_bytes().eq_ignore_ascii_case(b"identity")
+        {
+            return Err(HttpError::Denied(format!(
+                "the response from {what} is content-encoded ({}) although the host asked for identity; the host passes no encoded answer to a driver that holds credentials, since it could not check it for them",
+                crate::log::cut(&String::from_utf8_lossy(encoding.as_bytes()), 32)
             )));
         }
         let cap = self.limits.max_response_body;
         let too_large = || {
             HttpError::TooLarge(format!(
-                "response body from {} is larger than the {cap} bytes the host accepts",
-                strip_query(url.as_str())
+                "response body from {what} is larger than the {cap} bytes the host accepts"
             ))
         };
         if resp.content_length().is_some_and(|n| n > cap as u64) {
@@ -622,7 +687,11 @@ impl HttpCapability {
             })
             .collect();
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| self.map_error(e, url))? {
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| self.map_error(e, &what, carries))?
+        {
             if body.len() + chunk.len() > cap {
                 return Err(too_large());
             }
@@ -635,8 +704,15 @@ impl HttpCapability {
         })
     }
 
-    fn map_error(&self, e: reqwest::Error, url: &Url) -> HttpError {
+    /// The guest's error for a failed exchange with `what` (the guest's URL, query cut).
+    ///
+    /// reqwest's own text quotes the URL it sent, which for a credentialed request is the wire
+    /// URL (the key in a query, a signature). So for a credentialed request the message is
+    /// composed only of `what` and a classification (the I/O error's kind, a fixed text); the
+    /// error's text is never quoted. Other requests quote the error chain without its URL.
+    fn map_error(&self, e: reqwest::Error, what: &str, carries: Carries) -> HttpError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut io_kind = None;
         while let Some(s) = source {
             if let Some(Denied(m)) = s.downcast_ref::<Denied>() {
                 return HttpError::Denied(m.clone());
@@ -644,9 +720,12 @@ impl HttpCapability {
             if let Some(refused) = s.downcast_ref::<ResolvedRefused>() {
                 return HttpError::Denied(refused.to_string());
             }
+            if let Some(io) = s.downcast_ref::<std::io::Error>() {
+                io_kind = Some(io.kind());
+            }
             source = s.source();
         }
-        let what = strip_query(url.as_str());
+        let e = e.without_url();
         // hyper refuses a response head over its buffer (one huge header) or with more headers
         // than it parses (thousands of small ones) with this message; hyper is not a direct
         // dependency, so its error type cannot be downcast. Either way the response was too large.
@@ -656,16 +735,36 @@ impl HttpCapability {
                 self.limits.max_response_headers
             ));
         }
+        let detail = match carries {
+            Carries::Nothing => chain(&e),
+            Carries::Credential => match io_kind {
+                Some(kind) => {
+                    format!("{kind} (details withheld: the request carried a credential)")
+                }
+                None => {
+                    "the connection failed (details withheld: the request carried a credential)"
+                        .to_string()
+                }
+            },
+        };
         if e.is_timeout() {
-            HttpError::Timeout(format!("{what}: {e}"))
+            HttpError::Timeout(format!("{what}: {detail}"))
         } else if e.is_connect() || e.is_request() {
-            HttpError::Connect(format!("could not reach {what}: {}", chain(&e)))
+            HttpError::Connect(format!("could not reach {what}: {detail}"))
         } else if e.is_redirect() {
-            HttpError::Denied(format!("{what}: {}", chain(&e)))
+            HttpError::Denied(format!("{what}: {detail}"))
         } else {
-            HttpError::Connect(format!("{what}: {}", chain(&e)))
+            HttpError::Connect(format!("{what}: {detail}"))
         }
     }
+}
+
+/// Whether a request on the wire carries a credential the host applied: then no text of the
+/// HTTP stack (which quotes the wire request) reaches the guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carries {
+    Nothing,
+    Credential,
 }
 
 /// The client behind a capability: address checks in the resolver, policy checks on redirects.

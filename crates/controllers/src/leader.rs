@@ -4,6 +4,39 @@
 //!
 //! Expiry is judged by the time *this* process last saw the lease record change, never by the
 //! timestamps in it, which makes the algorithm tolerant of clock skew between holders.
+//!
+//! # Renewal budget
+//!
+//! As client-go's `renew()` (`k8s.io/client-go/tools/leaderelection`): once the lease is taken,
+//! the holder renews in *rounds*, the first at once and each next one a retry period after the
+//! last one succeeded. A round gets the whole renew deadline, counted from its own start, and
+//! tries every retry period within it (from each attempt's start, as `PollImmediateUntil`); a
+//! round that does not succeed in time, or that finds another holder, loses leadership. The
+//! holder's attempt is one PUT over the Lease it last saw (client-go's optimistic update, its
+//! resourceVersion guarding it), falling back to a GET and a PUT. So a leader keeps its lease
+//! while each lease request takes a good part of the renew deadline; the earlier code gave a
+//! round only what was left of the deadline since the previous renewal and lost the lease when
+//! `2 × (GET + PUT) + retry period` exceeded it (review of 2026-11-28, §2).
+//!
+//! # The fence
+//!
+//! client-go's rounds count from their own start, so under latency a round may end after the
+//! lease it renews could have passed; here leadership also ends before that, whatever is left
+//! of the round. Another replica takes the lease only after it has seen our last record
+//! unchanged for the record's `leaseDurationSeconds` on its clock, and it can have seen that
+//! record only after our write reached the apiserver: after the attempt that wrote it
+//! *started*, on our monotonic clock. The write may have been applied at any moment between
+//! sending it and its answer (latency before or after the apiserver), so we count from the
+//! start, never from the answer: the lease is ours until the start of the last successful
+//! attempt plus the lease, the shorter of the configured duration and the whole seconds written
+//! in the record. [`LeaderElector::hold`] returns a twentieth of the lease before that instant
+//! ([`lead_until`]); `run` then cancels the controllers and exits at once
+//! without draining, so no controller write is sent after the lease may have passed. The
+//! twentieth covers a late timer, the step-down itself and rate differences between the two
+//! monotonic clocks. It cannot cover a write the apiserver itself holds past that instant
+//! (Kubernetes has no fencing tokens; upstream has the same limit). [`LeaderElector::acquire`]
+//! likewise hands over leadership only when the attempt that took the lease was quicker than a
+//! renewal round; a slower one is renewed first.
 
 use std::time::Duration;
 
@@ -26,7 +59,8 @@ pub struct LeaderConfig {
     pub identity: String,
     /// How long a lease is valid after its last renewal, as seen by the others (15 s).
     pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives leadership up (10 s).
+    /// How long one renewal round may keep trying before leadership is given up (10 s); the
+    /// lease's fence (module documentation) may end a round sooner.
     pub renew_deadline: Duration,
     /// Pause between attempts to acquire or renew (2 s).
     pub retry_period: Duration,
@@ -71,13 +105,69 @@ impl Record {
             transitions: spec.lease_transitions.unwrap_or(0),
         }
     }
+
+    /// How long the others wait, after they saw this record change, before taking the lease.
+    fn lasts(&self) -> Duration {
+        Duration::from_secs(u64::try_from(self.duration.max(0)).unwrap_or(0))
+    }
+}
+
+/// How long a lease written with `lease_duration` stays the writer's after the write: the
+/// duration in the record (`leaseDurationSeconds`, whole seconds, which the others go by) or
+/// the configured one, whichever is shorter.
+fn lease_lasts(lease_duration: Duration) -> Duration {
+    let written = Duration::from_secs(u64::from(
+        LeaderElector::secs(lease_duration).unsigned_abs(),
+    ));
+    written.min(lease_duration)
+}
+
+/// The last instant a holder may lead on a lease written with `lease_duration` by an attempt
+/// that started at `renewed`: a twentieth of the lease before it may expire for the others
+/// (module documentation, "The fence").
+fn lead_until(renewed: Instant, lease_duration: Duration) -> Instant {
+    let lasts = lease_lasts(lease_duration);
+    renewed + lasts - lasts / 20
+}
+
+/// The lease as this process last saw it.
+struct Observed {
+    record: Record,
+    /// When this process saw `record` change (client-go's `observedTime`).
+    at: Instant,
+    /// The Lease object as the apiserver last answered it, with its resourceVersion: what the
+    /// holder's optimistic renewal writes over.
+    lease: Lease,
+}
+
+/// What one attempt to take or renew the lease found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// This process holds the lease: its write was accepted.
+    Holding,
+    /// Another candidate holds the lease and, by when this process saw it change, it has not
+    /// expired.
+    HeldBy(String),
+    /// Someone wrote the lease between this attempt's read and its write (409 Conflict): the
+    /// next attempt reads it again.
+    Conflict,
+}
+
+/// How a renewal round ended.
+enum Round {
+    /// Renewed by an attempt that started at this instant.
+    Renewed(Instant),
+    /// Leadership is lost (the reason is logged).
+    Lost,
+    /// `cancel` fired.
+    Cancelled,
 }
 
 /// One participant in the election.
 pub(crate) struct LeaderElector {
     api: Api<Lease>,
     config: LeaderConfig,
-    observed: Mutex<Option<(Record, Instant)>>,
+    observed: Mutex<Option<Observed>>,
 }
 
 impl LeaderElector {
@@ -99,9 +189,70 @@ impl LeaderElector {
         i32::try_from(d.as_secs()).unwrap_or(i32::MAX).max(1)
     }
 
-    /// One attempt to take or renew the lease; `Ok(true)` when this process holds it now.
-    pub(crate) async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+    /// How long the lease this process writes stays its own after a write: see [`lease_lasts`].
+    fn lease_lasts(&self) -> Duration {
+        lease_lasts(self.config.lease_duration)
+    }
+
+    /// The last instant this process may lead on a lease whose last successful attempt
+    /// started at `renewed`: see [`lead_until`].
+    fn lead_until(&self, renewed: Instant) -> Instant {
+        lead_until(renewed, self.config.lease_duration)
+    }
+
+    /// Records the lease the apiserver answered; `observed_at` is kept when the record did not
+    /// change (client-go's rule: expiry counts from when this process saw the record change).
+    async fn observe(&self, lease: Lease) {
+        let record = Record::of(&lease.spec.clone().unwrap_or_default());
+        let mut observed = self.observed.lock().await;
+        let at = match observed.as_ref() {
+            Some(o) if o.record == record => o.at,
+            _ => Instant::now(),
+        };
+        *observed = Some(Observed { record, at, lease });
+    }
+
+    /// The holder's fast path (client-go's "update optimistically"): while this process holds
+    /// the lease and, by its own observation, the lease has not expired, one PUT over the Lease
+    /// it last saw renews it; its resourceVersion makes the apiserver refuse the write (409) if
+    /// anyone wrote the lease since. `None` when the slow path must read the lease first.
+    async fn optimistic_renewal(&self, now: &MicroTime) -> Option<Lease> {
+        let observed = self.observed.lock().await;
+        let o = observed.as_ref()?;
+        if o.record.holder != self.config.identity || o.at + o.record.lasts() <= Instant::now() {
+            return None;
+        }
+        let mut lease = o.lease.clone();
+        let old = lease.spec.clone().unwrap_or_default();
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.config.identity.clone()),
+            lease_duration_seconds: Some(Self::secs(self.config.lease_duration)),
+            acquire_time: old.acquire_time,
+            renew_time: Some(now.clone()),
+            lease_transitions: Some(o.record.transitions),
+            ..Default::default()
+        });
+        Some(lease)
+    }
+
+    /// One attempt to take or renew the lease: the holder's optimistic PUT first, then (or
+    /// for a candidate) a GET and a PUT, or a POST when there is no Lease yet.
+    pub(crate) async fn try_acquire_or_renew(&self) -> Result<Attempt, kube::Error> {
         let now = MicroTime(jiff::Timestamp::now());
+        let pp = PostParams::default();
+        if let Some(lease) = self.optimistic_renewal(&now).await {
+            match self.api.replace(&self.config.name, &pp, &lease).await {
+                Ok(written) => {
+                    self.observe(written).await;
+                    return Ok(Attempt::Holding);
+                }
+                // As client-go: any failure falls back to reading the lease.
+                Err(e) => tracing::debug!(
+                    error = %e,
+                    "leader election: the optimistic renewal was refused; reading the lease"
+                ),
+            }
+        }
         let mine = LeaseSpec {
             holder_identity: Some(self.config.identity.clone()),
             lease_duration_seconds: Some(Self::secs(self.config.lease_duration)),
@@ -119,36 +270,31 @@ impl LeaderElector {
                         namespace: Some(self.config.namespace.clone()),
                         ..Default::default()
                     },
-                    spec: Some(mine.clone()),
+                    spec: Some(mine),
                 };
-                return match self.api.create(&PostParams::default(), &lease).await {
-                    Ok(_) => {
-                        *self.observed.lock().await = Some((Record::of(&mine), Instant::now()));
-                        Ok(true)
+                return match self.api.create(&pp, &lease).await {
+                    Ok(written) => {
+                        self.observe(written).await;
+                        Ok(Attempt::Holding)
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Conflict),
                     Err(e) => Err(e),
                 };
             }
         };
+        self.observe(existing.clone()).await;
         let spec = existing.spec.clone().unwrap_or_default();
         let record = Record::of(&spec);
-        let observed_at = {
-            let mut observed = self.observed.lock().await;
-            match observed.as_ref() {
-                Some((r, at)) if *r == record => *at,
-                _ => {
-                    let at = Instant::now();
-                    *observed = Some((record.clone(), at));
-                    at
-                }
-            }
-        };
+        let observed_at = self
+            .observed
+            .lock()
+            .await
+            .as_ref()
+            .map_or_else(Instant::now, |o| o.at);
         let held_by_me = record.holder == self.config.identity;
-        let expires =
-            observed_at + Duration::from_secs(u64::try_from(record.duration.max(0)).unwrap_or(0));
-        if !record.holder.is_empty() && !held_by_me && expires > Instant::now() {
-            return Ok(false);
+        if !record.holder.is_empty() && !held_by_me && observed_at + record.lasts() > Instant::now()
+        {
+            return Ok(Attempt::HeldBy(record.holder));
         }
         let mut next = mine;
         if held_by_me {
@@ -158,39 +304,47 @@ impl LeaderElector {
             next.lease_transitions = Some(record.transitions + 1);
         }
         let mut lease = existing;
-        lease.spec = Some(next.clone());
-        match self
-            .api
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => {
-                *self.observed.lock().await = Some((Record::of(&next), Instant::now()));
-                Ok(true)
+        lease.spec = Some(next);
+        match self.api.replace(&self.config.name, &pp, &lease).await {
+            Ok(written) => {
+                self.observe(written).await;
+                Ok(Attempt::Holding)
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }
     }
 
-    /// Waits until this process holds the lease; when the successful attempt started (the
-    /// last moment the lease is known to be ours, from which [`Self::hold`] counts), or `None`
-    /// on `cancel`.
+    /// Waits until this process holds the lease with enough of it left to lead; returns when
+    /// the successful attempt started (from which [`Self::hold`] counts), or `None` on
+    /// `cancel`.
     pub(crate) async fn acquire(&self, cancel: &CancellationToken) -> Option<Instant> {
         loop {
             let started = Instant::now();
-            match self.try_acquire_or_renew().await {
-                // An attempt that outlasted the renew deadline (a slow apiserver) wrote a lease
-                // that may already look expired to the other replicas: renew it before leading.
-                Ok(true) if started.elapsed() < self.config.renew_deadline => return Some(started),
-                Ok(true) => tracing::warn!(
-                    took = ?started.elapsed(),
-                    "leader election: took the lease, but slower than the renew deadline; renewing before leading"
-                ),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "leader election: could not read or write the lease")
+            let outcome = tokio::select! {
+                _ = cancel.cancelled() => return None,
+                outcome = self.try_acquire_or_renew() => outcome,
+            };
+            match outcome {
+                // An attempt slower than a whole renewal round (a slow apiserver) leaves too
+                // little of the lease it wrote to lead on: the next attempt renews it (the
+                // holder's one PUT) before the controllers start.
+                Ok(Attempt::Holding)
+                    if started.elapsed() < self.config.renew_deadline
+                        && Instant::now() < self.lead_until(started) =>
+                {
+                    return Some(started);
                 }
+                Ok(Attempt::Holding) => tracing::warn!(
+                    took = ?started.elapsed(),
+                    renew_deadline = ?self.config.renew_deadline,
+                    "leader election: took the lease, but the attempt outlasted the renew deadline; renewing it before leading (the apiserver answers slowly)"
+                ),
+                Ok(Attempt::HeldBy(_) | Attempt::Conflict) => {}
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "leader election: could not read or write the lease; retrying (check the apiserver and the RBAC rules on leases)"
+                ),
             }
             // client-go's jitter factor 1.2.
             let jitter = self
@@ -204,233 +358,133 @@ impl LeaderElector {
         }
     }
 
-    /// Renews every retry period, counting from `acquired` (what [`Self::acquire`] returned);
-    /// returns when a renewal has not succeeded for the renew deadline (leadership lost) or on
-    /// `cancel` (then `false`).
+    /// Leads on the lease [`Self::acquire`] took at `acquired` and keeps renewing it, as
+    /// client-go's `renew()`: a round at once, then one a retry period after each round that
+    /// succeeded (sooner when the last renewal was so slow that one as slow started a retry
+    /// period later would end past the fence). Returns `true` when leadership is lost (a round failed, another holder took
+    /// the lease, or the lease may expire for the others before a renewal succeeds: module
+    /// documentation, "The fence"), `false` on `cancel`. Once it returns, the caller must send
+    /// no further write.
     pub(crate) async fn hold(&self, cancel: &CancellationToken, acquired: Instant) -> bool {
-        let mut last_renewal = acquired;
+        let mut renewed = acquired;
         loop {
+            match self.renewal_round(cancel, renewed).await {
+                Round::Renewed(at) => renewed = at,
+                Round::Lost => return true,
+                Round::Cancelled => return false,
+            }
+            // The next round a retry period after this one (client-go's `wait.Until`), but
+            // early enough that an attempt as slow as the last one still ends before the fence.
+            let done = Instant::now();
+            let took = done.saturating_duration_since(renewed);
+            let next = (done + self.config.retry_period)
+                .min(self.lead_until(renewed).checked_sub(took).unwrap_or(done))
+                .max(done);
             tokio::select! {
                 _ = cancel.cancelled() => return false,
-                _ = tokio::time::sleep(self.config.retry_period) => {}
-            }
-            // One attempt may take no longer than what is left of the renew deadline (client-go's
-            // per-round RenewDeadline timeout): against a slow apiserver (seconds per request,
-            // the client's own retries on 429) an unbounded attempt outlasted the lease while the
-            // controllers kept writing beside the replica that took it over (found by the soak,
-            // `kube_slow`). A renewal counts from when its attempt started, the last moment the
-            // lease is known to have been ours.
-            let started = Instant::now();
-            let left = self
-                .config
-                .renew_deadline
-                .saturating_sub(last_renewal.elapsed());
-            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
-                Ok(Ok(true)) => last_renewal = started,
-                Ok(Ok(false)) => {
-                    tracing::error!(identity = %self.config.identity, "leader election: another holder took the lease");
-                    return true;
-                }
-                Ok(Err(e)) => tracing::warn!(error = %e, "leader election: renewal failed"),
-                Err(_) => tracing::warn!(
-                    after = ?left,
-                    "leader election: a renewal did not finish within the renew deadline"
-                ),
-            }
-            if last_renewal.elapsed() > self.config.renew_deadline {
-                tracing::error!(deadline = ?self.config.renew_deadline, "leader election: could not renew the lease in time");
-                return true;
+                _ = tokio::time::sleep_until(next) => {}
             }
         }
     }
 
-    /// Gives the lease up on a clean shutdown, so a standby takes over without waiting for it
-    /// to expire (client-go's ReleaseOnCancel).
-    pub(crate) async fn release(&self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
-            return;
-        };
-        let Some(spec) = lease.spec.as_mut() else {
-            return;
-        };
-        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
+    /// One renewal round: attempts every retry period (from each attempt's start, client-go's
+    /// `PollImmediateUntil`) until one succeeds, within the renew deadline from the round's
+    /// start and never past [`Self::lead_until`] of the last successful attempt. An attempt
+    /// still running then is abandoned: its PUT carries the resourceVersion it read, so if it
+    /// still reaches the apiserver it cannot overwrite a lease another replica took since.
+    async fn renewal_round(&self, cancel: &CancellationToken, renewed: Instant) -> Round {
+        let round_ends = Instant::now() + self.config.renew_deadline;
+        let lead_until = self.lead_until(renewed);
+        let stop = round_ends.min(lead_until);
+        loop {
+            let started = Instant::now();
+            if started >= stop {
+                self.round_failed(renewed, round_ends, lead_until);
+                return Round::Lost;
+            }
+            let outcome = tokio::select! {
+                _ = cancel.cancelled() => return Round::Cancelled,
+                outcome = tokio::time::timeout_at(stop, self.try_acquire_or_renew()) => outcome,
+            };
+            match outcome {
+                Ok(Ok(Attempt::Holding)) => return Round::Renewed(started),
+                Ok(Ok(Attempt::HeldBy(holder))) => {
+                    tracing::error!(identity = %self.config.identity, %holder, "leader election: another holder took the lease");
+                    return Round::Lost;
+                }
+                Ok(Ok(Attempt::Conflict)) => tracing::warn!(
+                    "leader election: the lease changed between reading and renewing it; reading it again"
+                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "leader election: a renewal failed; retrying within the renew deadline")
+                }
+                Err(_) => {
+                    self.round_failed(renewed, round_ends, lead_until);
+                    return Round::Lost;
+                }
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Round::Cancelled,
+                _ = tokio::time::sleep_until((started + self.config.retry_period).min(stop)) => {}
+            }
         }
-        let now = MicroTime(jiff::Timestamp::now());
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.acquire_time = Some(now.clone());
-        spec.renew_time = Some(now);
-        if let Err(e) = self
-            .api
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            tracing::warn!(error = %e, "leader election: could not release the lease");
+    }
+
+    /// Logs why a round that ran out of time lost leadership.
+    fn round_failed(&self, renewed: Instant, round_ends: Instant, lead_until: Instant) {
+        if lead_until <= round_ends {
+            self.stepping_down(renewed);
+        } else {
+            tracing::error!(
+                renew_deadline = ?self.config.renew_deadline,
+                "leader election: no renewal succeeded within the renew deadline; stepping down (check the apiserver's health and latency)"
+            );
+        }
+    }
+
+    fn stepping_down(&self, renewed: Instant) {
+        tracing::error!(
+            since_last_renewal = ?renewed.elapsed(),
+            lease = ?self.lease_lasts(),
+            "leader election: the lease may expire for the other replicas before a renewal succeeds; stepping down before it can (the apiserver answers lease requests too slowly for this lease duration: check its latency, or raise --leader-elect-lease-duration)"
+        );
+    }
+
+    /// Gives the lease up on a clean shutdown, so a standby takes over without waiting for it
+    /// to expire (client-go's ReleaseOnCancel, bounded like it by the renew deadline).
+    pub(crate) async fn release(&self) {
+        let released = tokio::time::timeout(self.config.renew_deadline, async {
+            let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
+                return Ok(());
+            };
+            let Some(spec) = lease.spec.as_mut() else {
+                return Ok(());
+            };
+            if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+                return Ok(());
+            }
+            let now = MicroTime(jiff::Timestamp::now());
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.acquire_time = Some(now.clone());
+            spec.renew_time = Some(now);
+            self.api
+                .replace(&self.config.name, &PostParams::default(), &lease)
+                .await
+                .map(|_| ())
+        })
+        .await;
+        match released {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "leader election: could not release the lease; a standby takes it once it expires")
+            }
+            Err(_) => tracing::warn!(
+                "leader election: releasing the lease took longer than the renew deadline; a standby takes it once it expires"
+            ),
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Clock skew between replicas (issue 36): the lease's timestamps are another process's
-    /// wall clock, so an elector judges expiry by when *it* saw the record change (client-go's
-    /// rule), never by `renewTime`. These tests write the other replica's lease by hand with a
-    /// clock an hour behind or ahead, against the Kubernetes simulator on loopback.
-    mod clock_skew {
-        use super::*;
-        use wasm_ccm_sim::kube::KubeSim;
-
-        const LEASE: &str = "cloud-controller-manager";
-
-        async fn cluster() -> (KubeSim, Client) {
-            let sim = KubeSim::start("127.0.0.1:0".parse().expect("loopback"))
-                .await
-                .expect("simulator");
-            let config = kube::Config::new(sim.url().parse().expect("URL"));
-            let client = Client::try_from(config).expect("client");
-            (sim, client)
-        }
-
-        fn elector(client: &Client, lease_duration: Duration) -> LeaderElector {
-            LeaderElector::new(
-                client.clone(),
-                LeaderConfig {
-                    namespace: "kube-system".into(),
-                    name: LEASE.into(),
-                    identity: "b".into(),
-                    lease_duration,
-                    renew_deadline: lease_duration / 2,
-                    retry_period: Duration::from_millis(100),
-                },
-            )
-        }
-
-        /// Writes the lease as replica `a` would with its clock `skew` off.
-        async fn renew_as_a(client: &Client, skew: jiff::SignedDuration, duration_s: i32) {
-            let api: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
-            let at = MicroTime(jiff::Timestamp::now() + skew);
-            let spec = LeaseSpec {
-                holder_identity: Some("a".into()),
-                lease_duration_seconds: Some(duration_s),
-                acquire_time: Some(at.clone()),
-                renew_time: Some(at),
-                lease_transitions: Some(0),
-                ..Default::default()
-            };
-            let mut lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(LEASE.into()),
-                    namespace: Some("kube-system".into()),
-                    ..Default::default()
-                },
-                spec: Some(spec),
-            };
-            match api.get_opt(LEASE).await.expect("read lease") {
-                Some(existing) => {
-                    lease.metadata.resource_version = existing.metadata.resource_version;
-                    api.replace(LEASE, &PostParams::default(), &lease)
-                        .await
-                        .expect("renew");
-                }
-                None => {
-                    api.create(&PostParams::default(), &lease)
-                        .await
-                        .expect("create");
-                }
-            }
-        }
-
-        #[tokio::test]
-        async fn a_leader_whose_clock_runs_behind_keeps_the_lease_while_it_renews() {
-            let (_sim, client) = cluster().await;
-            let hour_behind = jiff::SignedDuration::from_hours(-1);
-            renew_as_a(&client, hour_behind, 1).await;
-            let b = elector(&client, Duration::from_secs(1));
-            // Its renewTime is an hour old on b's clock, yet a renews: for 3 lease durations b
-            // never takes over.
-            let until = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < until {
-                assert!(
-                    !b.try_acquire_or_renew().await.expect("try"),
-                    "b took a live lease"
-                );
-                renew_as_a(&client, hour_behind, 1).await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            // a stops renewing: b takes over once a lease duration passed on its own clock.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !b.try_acquire_or_renew().await.expect("try") {
-                assert!(
-                    Instant::now() < deadline,
-                    "b never took the abandoned lease"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-
-        /// Finding 11 of the soak: against an apiserver slowed to seconds per request, a
-        /// renewal that hangs must not keep this process leading past the point where the other
-        /// replica may take the lease (a lease duration after the last renewal it saw).
-        #[tokio::test]
-        async fn a_leader_whose_renewals_hang_steps_down_before_its_lease_expires() {
-            let (sim, client) = cluster().await;
-            let lease_duration = Duration::from_secs(2);
-            let b = elector(&client, lease_duration);
-            let acquired = b
-                .acquire(&CancellationToken::new())
-                .await
-                .expect("an uncontended lease is taken");
-            sim.faults().add_latency(
-                wasm_ccm_sim::kube::RequestMatcher::resource("leases"),
-                Duration::from_secs(30),
-            );
-            let lost = tokio::time::timeout(
-                Duration::from_secs(30),
-                b.hold(&CancellationToken::new(), acquired),
-            )
-            .await
-            .expect("hold returned while its renewals hung");
-            assert!(lost, "hold reports leadership lost");
-            assert!(
-                acquired.elapsed() < lease_duration,
-                "still leading {:?} after its last renewal; the lease lasts {lease_duration:?}",
-                acquired.elapsed()
-            );
-        }
-
-        #[tokio::test]
-        async fn a_dead_leader_whose_clock_ran_ahead_does_not_hold_the_lease_for_an_hour() {
-            let (_sim, client) = cluster().await;
-            renew_as_a(&client, jiff::SignedDuration::from_hours(1), 1).await;
-            let b = elector(&client, Duration::from_secs(1));
-            let started = Instant::now();
-            assert!(
-                !b.try_acquire_or_renew().await.expect("try"),
-                "first sight: not yet"
-            );
-            while !b.try_acquire_or_renew().await.expect("try") {
-                assert!(
-                    started.elapsed() < Duration::from_secs(10),
-                    "b waited for a's future renewTime instead of its own lease duration"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            assert!(
-                started.elapsed() >= Duration::from_secs(1),
-                "took over before the lease duration"
-            );
-        }
-    }
-
-    #[test]
-    fn identity_is_hostname_underscore_uuid() {
-        let id = default_identity();
-        let (_, uuid) = id.rsplit_once('_').expect("underscore");
-        let parts: Vec<usize> = uuid.split('-').map(str::len).collect();
-        assert_eq!(parts, vec![8, 4, 4, 4, 12], "{id}");
-        assert_ne!(default_identity(), id);
-    }
-}
+mod tests;

@@ -17,6 +17,7 @@ use crate::artifact::{
 };
 use crate::auth::{Challenge, DockerConfig, parse_challenge};
 use crate::cache::BlobCache;
+use crate::fetch::Object;
 use crate::reference::{Reference, parse_digest};
 
 /// How the client reaches registries.
@@ -435,7 +436,7 @@ impl Client {
 
     /// Pulls the component `reference` names. With a digest and a cache holding it, nothing is
     /// fetched; a tag is always resolved against the registry (tags move). Every manifest and
-    /// blob read is checked against its digest.
+    /// blob read is checked against its descriptor's size and digest ([`crate::fetch`]).
     pub async fn pull(
         &self,
         reference: &Reference,
@@ -452,35 +453,15 @@ impl Client {
         cache: Option<&BlobCache>,
         fetched: Option<Vec<u8>>,
     ) -> anyhow::Result<Pulled> {
-        let cached = |digest: &str| cache.and_then(|c| c.get(digest));
-        let mut from_cache = fetched.is_none();
         let fetched =
             fetched.filter(|b| reference.digest.as_deref() == Some(digest_of(b).as_str()));
-        let (mut manifest_bytes, manifest_digest) = match reference
-            .digest
-            .as_deref()
-            .and_then(|d| fetched.or_else(|| cached(d)).map(|b| (b, d)))
-        {
-            Some((bytes, digest)) => (bytes, digest.to_string()),
-            None => {
-                from_cache = false;
-                let bytes = self
-                    .fetch_manifest(reference, reference.manifest_ref())
-                    .await?;
+        // Bytes the caller fetched (resolving a tag) were fetched, not cached.
+        let (mut manifest_bytes, manifest_digest, mut from_cache) = match fetched {
+            Some(bytes) => {
                 let digest = digest_of(&bytes);
-                if let Some(want) = &reference.digest
-                    && *want != digest
-                {
-                    bail!(
-                        "registry {} answered {reference} with a manifest whose digest is {digest}: refusing it",
-                        reference.registry
-                    );
-                }
-                if let Some(c) = cache {
-                    c.put(&digest, &bytes);
-                }
-                (bytes, digest)
+                (bytes, digest, false)
             }
+            None => self.fetch_reference(reference, cache).await?,
         };
         let mut manifest = parse_manifest(&manifest_bytes, reference)?;
         if manifest.is_index() {
@@ -488,52 +469,24 @@ impl Client {
                 .wasm_entry()
                 .map_err(|e| anyhow!("{reference}: {e}"))?
                 .clone();
-            manifest_bytes = match cached(&entry.digest) {
-                Some(bytes) => bytes,
-                None => {
-                    from_cache = false;
-                    let bytes = self.fetch_manifest(reference, &entry.digest).await?;
-                    if digest_of(&bytes) != entry.digest {
-                        bail!(
-                            "registry {} answered the manifest {} with other bytes",
-                            reference.registry,
-                            entry.digest
-                        );
-                    }
-                    if let Some(c) = cache {
-                        c.put(&entry.digest, &bytes);
-                    }
-                    bytes
-                }
-            };
+            let platform = self
+                .fetch(reference, Object::PlatformManifest, &entry, cache)
+                .await?;
+            from_cache &= platform.from_cache;
+            manifest_bytes = platform.bytes;
             manifest = parse_manifest(&manifest_bytes, reference)?;
         }
         let (layer, packing) = manifest
             .wasm_layer()
             .map_err(|e| anyhow!("{reference}: {e}"))?;
-        let limit = self.options.max_wasm_bytes;
-        if layer.size > limit as u64 {
-            bail!(
-                "{reference}: the Wasm layer is {} bytes, over the limit of {limit}",
-                layer.size
-            );
-        }
-        let blob = match cached(&layer.digest) {
-            Some(bytes) => bytes,
-            None => {
-                from_cache = false;
-                let bytes = self.fetch_blob(reference, &layer.digest, limit).await?;
-                if let Some(c) = cache {
-                    c.put(&layer.digest, &bytes);
-                }
-                bytes
-            }
-        };
+        let blob = self
+            .fetch(reference, Object::WasmLayer, layer, cache)
+            .await?;
+        from_cache &= blob.from_cache;
         let wasm = match packing {
-            Packing::Raw => blob,
-            Packing::TarGzip => {
-                wasm_from_tar_gzip(&blob, limit).map_err(|e| anyhow!("{reference}: {e}"))?
-            }
+            Packing::Raw => blob.bytes,
+            Packing::TarGzip => wasm_from_tar_gzip(&blob.bytes, self.options.max_wasm_bytes)
+                .map_err(|e| anyhow!("{reference}: {e}"))?,
         };
         Ok(Pulled {
             wasm,
@@ -544,12 +497,32 @@ impl Client {
         })
     }
 
-    pub(crate) async fn fetch_manifest(
+    /// The manifest `reference` names, its digest, and whether it came from the cache: by
+    /// digest through `Client::fetch_pinned` (cache first, digest checked); by tag from the
+    /// registry (a tag names no content to check against: its digest is what it resolves to).
+    pub(crate) async fn fetch_reference(
         &self,
         reference: &Reference,
-        what: &str,
-    ) -> anyhow::Result<Vec<u8>> {
-        let url = self.endpoint(reference, &format!("manifests/{what}"))?;
+        cache: Option<&BlobCache>,
+    ) -> anyhow::Result<(Vec<u8>, String, bool)> {
+        if let Some(digest) = &reference.digest {
+            let fetched = self.fetch_pinned(reference, digest, cache).await?;
+            return Ok((fetched.bytes, digest.clone(), fetched.from_cache));
+        }
+        let bytes = self.fetch_tag(reference).await?;
+        let digest = digest_of(&bytes);
+        if let Some(c) = cache {
+            c.put(&digest, &bytes);
+        }
+        Ok((bytes, digest, false))
+    }
+
+    /// The manifest the tag of `reference` names now.
+    async fn fetch_tag(&self, reference: &Reference) -> anyhow::Result<Vec<u8>> {
+        let url = self.endpoint(
+            reference,
+            &format!("manifests/{}", reference.manifest_ref()),
+        )?;
         let accept = [
             OCI_MANIFEST,
             DOCKER_MANIFEST,
@@ -569,35 +542,14 @@ impl Client {
                 registry_error(response, &format!("reading the manifest of {reference}")).await,
             );
         }
-        read_limited(response, MAX_MANIFEST_BYTES, "the manifest").await
+        read_limited(response, MAX_MANIFEST_BYTES, "the manifest")
+            .await
+            .map_err(|e| anyhow!("{reference}: {e}"))
     }
 
-    pub(crate) async fn fetch_blob(
-        &self,
-        reference: &Reference,
-        digest: &str,
-        limit: usize,
-    ) -> anyhow::Result<Vec<u8>> {
-        let url = self.endpoint(reference, &format!("blobs/{digest}"))?;
-        let scope = format!("repository:{}:pull", reference.repository);
-        let response = self
-            .send(reference, &scope, &url, |http| http.get(url.clone()))
-            .await?;
-        if !response.status().is_success() {
-            return Err(registry_error(
-                response,
-                &format!("reading the layer {digest} of {reference}"),
-            )
-            .await);
-        }
-        let bytes = read_limited(response, limit, "the Wasm layer").await?;
-        let got = digest_of(&bytes);
-        if got != digest {
-            bail!(
-                "{reference}: the layer fetched as {digest} hashes to {got}: refusing it (a corrupt transfer or a tampering registry)"
-            );
-        }
-        Ok(bytes)
+    /// The largest component accepted.
+    pub(crate) fn max_wasm_bytes(&self) -> usize {
+        self.options.max_wasm_bytes
     }
 }
 

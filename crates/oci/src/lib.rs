@@ -7,14 +7,16 @@
 //!   exports and imports), one `application/wasm` layer.
 //! - [`Client::pull`] accepts the common Wasm layouts (CNCF, oci-client/Kubewarden/Spin,
 //!   Istio's and its tar+gzip "compat" image), refuses others naming the accepted media types,
-//!   checks every manifest and blob against its digest, and serves a digest reference from the
+//!   checks every manifest and blob against its descriptor's size and digest ([`fetch`], the
+//!   one way content is read by digest), and serves a digest reference from the
 //!   content-addressed [`BlobCache`] without touching the network.
 //! - Credentials come from a dockerconfigjson file ([`DockerConfig`]); Basic and Bearer-token
 //!   challenges are answered. Plain HTTP is used only for loopback registries and those named
 //!   insecure.
 //! - Signatures ([`signature`], [`keys`], [`policy`]): cosign's key-based signatures (simple
 //!   signing, the `sha256-….sig` tag and the referrers API), checked against a Kubewarden-style
-//!   [`Policy`] before the Wasm layer is fetched ([`Client::pull_verified`]), made by
+//!   [`Policy`] before the Wasm layer is fetched ([`Client::pull_verified`]), at most a bounded
+//!   number of them read ([`candidates`]), made by
 //!   [`Client::sign`]; blob signatures for file drivers ([`signature::blob_signature`]).
 //!   Keyless signatures ([`keyless`]): a certificate from a CA of an operator-provided
 //!   Sigstore [`TrustRoot`], its Rekor entry checked offline, its identity matched.
@@ -22,11 +24,14 @@
 pub mod artifact;
 pub mod auth;
 pub mod cache;
+pub mod candidates;
 pub mod client;
+pub mod fetch;
 pub mod keyless;
 pub mod keys;
 pub mod policy;
 pub mod reference;
+mod refusal;
 pub mod signature;
 pub mod trust_root;
 

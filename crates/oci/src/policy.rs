@@ -39,8 +39,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::candidates::{MAX_CANDIDATES, Unchecked};
 use crate::keyless;
 use crate::keys::PublicKey;
+use crate::refusal::{MAX_FAILURES_CHARS, clip, counts, join_bounded, unsatisfied};
 use crate::signature::{SIMPLE_SIGNING_TYPE, SignatureLayer, Signed, SimpleSigning};
 use crate::trust_root::TrustRoot;
 
@@ -292,20 +294,20 @@ fn identity_matches(signer: &Signer, found: &keyless::Signer) -> Result<(), Stri
     }
 }
 
-/// Why one signature does not satisfy one constraint, or which layer does.
+/// Which layer satisfies one constraint, or why each does not: (origin, reason).
 fn check(
     constraint: &Constraint,
     trust_root: Option<&TrustRoot>,
     digest: &str,
     layers: &[SignatureLayer],
-) -> Result<usize, Vec<String>> {
+) -> Result<usize, Vec<(String, String)>> {
     let mut reasons = Vec::new();
     for (i, layer) in layers.iter().enumerate() {
         let why = match layer_satisfies(constraint, trust_root, digest, layer) {
             Ok(()) => return Ok(i),
             Err(why) => why,
         };
-        reasons.push(format!("{}: {why}", layer.origin));
+        reasons.push((layer.origin.clone(), why));
     }
     Err(reasons)
 }
@@ -514,9 +516,30 @@ impl Policy {
         self
     }
 
-    /// Checks `layers` (the signatures found for the manifest `digest`) against the policy.
-    /// The error lists each unsatisfied entry and why every signature failed it.
+    /// Checks `layers` (the signatures found for the manifest `digest`) against the policy:
+    /// [`Policy::evaluate_bounded`] with nothing left unread.
     pub fn evaluate(&self, digest: &str, layers: &[SignatureLayer]) -> Result<Verdict, String> {
+        self.evaluate_bounded(digest, layers, Unchecked::default())
+    }
+
+    /// Checks at most [`MAX_CANDIDATES`] of `layers` (the signatures found for the manifest
+    /// `digest`; `unchecked` counts those the registry listed and were not read) against the
+    /// policy. The refusal is one line of bounded length: each unsatisfied entry with a few of
+    /// the reasons its candidates failed, then how many candidates were checked and how many
+    /// were not.
+    pub fn evaluate_bounded(
+        &self,
+        digest: &str,
+        layers: &[SignatureLayer],
+        mut unchecked: Unchecked,
+    ) -> Result<Verdict, String> {
+        let layers = match layers.split_at_checked(MAX_CANDIDATES) {
+            Some((checked, rest)) => {
+                unchecked.candidates += rest.len();
+                checked
+            }
+            None => layers,
+        };
         let mut matched = Vec::new();
         let mut failures = Vec::new();
         for (i, c) in self.all_of.iter().enumerate() {
@@ -526,9 +549,10 @@ impl Policy {
                     c.describe(),
                     layers[layer].origin
                 )),
-                Err(reasons) => {
-                    failures.push(failure(&format!("allOf[{i}] {}", c.describe()), &reasons))
-                }
+                Err(reasons) => failures.push(unsatisfied(
+                    &format!("allOf[{i}] {}", c.describe()),
+                    &reasons,
+                )),
             }
         }
         if !self.any_of.is_empty() {
@@ -541,8 +565,10 @@ impl Policy {
                         c.describe(),
                         layers[layer].origin
                     )),
-                    Err(reasons) => any_failures
-                        .push(failure(&format!("anyOf[{i}] {}", c.describe()), &reasons)),
+                    Err(reasons) => any_failures.push(unsatisfied(
+                        &format!("anyOf[{i}] {}", c.describe()),
+                        &reasons,
+                    )),
                 }
             }
             if any_matched.len() < self.minimum_matches {
@@ -551,20 +577,24 @@ impl Policy {
                     self.minimum_matches,
                     self.any_of.len(),
                     any_matched.len(),
-                    any_failures.join("; ")
+                    join_bounded(&any_failures, "; ", MAX_FAILURES_CHARS)
                 ));
             }
             matched.extend(any_matched);
         }
         if failures.is_empty() {
             Ok(Verdict { matched })
-        } else if layers.is_empty() {
+        } else if layers.is_empty() && unchecked.is_none() {
             Err(format!(
                 "no signature was found for {digest}, and the policy requires {}",
-                self.requirements()
+                clip(&self.requirements(), MAX_FAILURES_CHARS)
             ))
         } else {
-            Err(failures.join("; "))
+            Err(format!(
+                "{}; {}",
+                join_bounded(&failures, "; ", MAX_FAILURES_CHARS),
+                counts(layers.len(), unchecked)
+            ))
         }
     }
 
@@ -582,14 +612,6 @@ impl Policy {
             ));
         }
         parts.join(" and ")
-    }
-}
-
-fn failure(what: &str, reasons: &[String]) -> String {
-    if reasons.is_empty() {
-        format!("{what}: no signature found")
-    } else {
-        format!("{what} is not satisfied: {}", reasons.join(", "))
     }
 }
 
@@ -683,6 +705,40 @@ mod tests {
         garbage.signature = Err("its signature annotation is not base64".into());
         let e = policy.evaluate(DIGEST, &[garbage]).unwrap_err();
         assert!(e.contains("not base64"), "{e}");
+    }
+
+    #[test]
+    fn a_crowd_of_failing_signatures_gives_one_bounded_line_with_the_counts() {
+        let stranger = key();
+        let mut layers: Vec<SignatureLayer> = (0..1000)
+            .map(|i| SignatureLayer {
+                origin: format!("tag sha256-….sig layer {i}"),
+                ..layer(&stranger, DIGEST, &[])
+            })
+            .collect();
+        // A registry-chosen reason with line breaks and no end stays on the line, cut short.
+        layers[1].signature = Err(format!("not base64\n{}", "x".repeat(10_000)));
+        let policy = Policy::from_keys(vec![key().public_key(), key().public_key()]);
+        let e = policy.evaluate(DIGEST, &layers).unwrap_err();
+        assert!(e.contains("does not verify with this key"), "{e}");
+        assert!(e.contains("not base64"), "{e}");
+        assert!(!e.contains('\n') && !e.contains('\r'), "{e}");
+        assert!(e.len() <= 2048, "{} characters: {e}", e.len());
+        assert!(
+            e.contains("allOf[0]") && e.contains("allOf[1]"),
+            "both entries named: {e}"
+        );
+        assert!(
+            e.contains("64 signature candidates checked, 936 more not checked"),
+            "{e}"
+        );
+
+        // One signature: nothing was left unchecked, and the line says so.
+        let e = policy.evaluate(DIGEST, &layers[..1]).unwrap_err();
+        assert!(
+            e.contains("1 signature candidate checked, none left unchecked"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,24 +8,20 @@
 //! when the registry has it.
 //!
 //! A driver is verified before its Wasm layer is fetched ([`Client::pull_verified`]): resolve the
-//! reference to a manifest digest, find the signatures, check the [`Policy`], then pull the
-//! layer from that (signed) manifest, checked against its digest. Signature manifests and
-//! payloads go to the [`BlobCache`] with an index per signed digest, so a restart re-verifies
-//! them from disk (the signatures are checked again, not a stored verdict) and contacts nothing.
+//! reference to a manifest digest, find the signatures ([`crate::candidates`], read up to a
+//! bound and cached), check the [`Policy`], then pull the layer from that (signed) manifest,
+//! checked against its descriptor's size and digest.
 
 use std::collections::BTreeMap;
 
 use anyhow::{Context as _, anyhow, bail};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use reqwest::StatusCode;
-use reqwest::header::ACCEPT;
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::{
-    Descriptor, MAX_MANIFEST_BYTES, Manifest, OCI_INDEX, OCI_MANIFEST, digest_of,
-};
+use crate::artifact::{Descriptor, Manifest, OCI_MANIFEST, digest_of};
 use crate::cache::BlobCache;
+use crate::candidates::cached_signatures;
 use crate::client::{Client, Pulled};
 use crate::keyless;
 use crate::keys::SigningKey;
@@ -40,15 +36,8 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 pub const SIMPLE_SIGNING_TYPE: &str = "cosign container image signature";
 /// The `artifactType` of a simple-signing manifest attached as a referrer.
 pub const COSIGN_SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
-/// The prefix of Sigstore bundle artifact types (cosign 3's default format).
-const SIGSTORE_BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.dev.sigstore.bundle";
 /// The config media type cosign gives signature manifests.
 const IMAGE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
-/// At most this many signature layers and referrers are read: a hostile registry must not
-/// make a start fetch without end.
-const MAX_SIGNATURES: usize = 64;
-/// The largest payload read (cosign's are a few hundred bytes).
-const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
 /// `sha256-<hex>.sig`: the tag cosign stores the signatures of `digest` under.
 pub fn signature_tag(digest: &str) -> String {
@@ -254,107 +243,9 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
     sha2::Sha256::digest(bytes).to_vec()
 }
 
-fn decode_signature(text: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn decode_signature(text: &str) -> Result<Vec<u8>, String> {
     B64.decode(text.trim())
         .map_err(|e| format!("its signature is not base64 ({e})"))
-}
-
-/// The layers of a signature manifest (already digest-checked) whose payloads `blob` returns.
-fn layers_of(
-    manifest: &Manifest,
-    origin: &str,
-    mut blob: impl FnMut(&Descriptor) -> Option<Vec<u8>>,
-) -> Option<Vec<SignatureLayer>> {
-    let mut out = Vec::new();
-    for (i, layer) in manifest.layers.iter().enumerate().take(MAX_SIGNATURES) {
-        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE {
-            continue;
-        }
-        let payload = blob(layer)?;
-        let signature = match layer.annotations.get(SIGNATURE_ANNOTATION) {
-            Some(sig) => decode_signature(sig),
-            None => Err(format!(
-                "the layer has no {SIGNATURE_ANNOTATION} annotation"
-            )),
-        };
-        let annotation = |key: &str| layer.annotations.get(key).cloned();
-        out.push(SignatureLayer {
-            signed: Signed::Payload,
-            payload,
-            signature,
-            origin: format!("{origin} layer {i}"),
-            keyless: keyless::Material {
-                certificate: annotation(keyless::CERTIFICATE_ANNOTATION),
-                chain: annotation(keyless::CHAIN_ANNOTATION),
-                bundle: annotation(keyless::BUNDLE_ANNOTATION),
-            },
-        });
-    }
-    Some(out)
-}
-
-/// The cache's index of the signature manifests of one digest.
-#[derive(Serialize, Deserialize)]
-struct SignatureIndex {
-    /// (origin, signature manifest digest).
-    manifests: Vec<(String, String)>,
-}
-
-fn index_path(cache: &BlobCache, digest: &str) -> Option<std::path::PathBuf> {
-    let digest = parse_digest(digest).ok()?;
-    Some(
-        cache
-            .dir()
-            .join("signatures")
-            .join(format!("{}.json", digest.replacen(':', "-", 1))),
-    )
-}
-
-/// The signatures of `digest` recorded in the cache, if every blob is still there and intact.
-pub fn cached_signatures(cache: &BlobCache, digest: &str) -> Option<Vec<SignatureLayer>> {
-    let bytes = std::fs::read(index_path(cache, digest)?).ok()?;
-    let index: SignatureIndex = serde_json::from_slice(&bytes).ok()?;
-    let mut out = Vec::new();
-    for (origin, manifest_digest) in &index.manifests {
-        let manifest: Manifest = serde_json::from_slice(&cache.get(manifest_digest)?).ok()?;
-        out.extend(layers_of(&manifest, origin, |d| cache.get(&d.digest))?);
-    }
-    Some(out)
-}
-
-fn write_index(cache: &BlobCache, digest: &str, manifests: &[(String, String)]) {
-    let Some(path) = index_path(cache, digest) else {
-        return;
-    };
-    let index = SignatureIndex {
-        manifests: manifests.to_vec(),
-    };
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let result = (|| {
-        std::fs::create_dir_all(path.parent().expect("index paths have a parent"))?;
-        std::fs::write(&tmp, serde_json::to_vec(&index).expect("serialises"))?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        tracing::warn!(path = %path.display(), "cannot write the signature cache: {e}");
-    }
-}
-
-/// An OCI index's entries as the referrers API lists them.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Referrers {
-    #[serde(default)]
-    manifests: Vec<Referrer>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Referrer {
-    digest: String,
-    #[serde(default)]
-    artifact_type: Option<String>,
 }
 
 impl Client {
@@ -368,151 +259,8 @@ impl Client {
         if let Some(digest) = &reference.digest {
             return Ok((digest.clone(), None));
         }
-        let bytes = self
-            .fetch_manifest(reference, reference.manifest_ref())
-            .await?;
-        let digest = digest_of(&bytes);
-        if let Some(c) = cache {
-            c.put(&digest, &bytes);
-        }
+        let (bytes, digest, _) = self.fetch_reference(reference, cache).await?;
         Ok((digest, Some(bytes)))
-    }
-
-    /// GET of a manifest that may be absent: `None` on 404.
-    async fn optional_manifest(
-        &self,
-        reference: &Reference,
-        what: &str,
-        accept: &str,
-    ) -> anyhow::Result<Option<Vec<u8>>> {
-        let url = self.endpoint(reference, what)?;
-        let scope = format!("repository:{}:pull", reference.repository);
-        let response = self
-            .send(reference, &scope, &url, |http| {
-                http.get(url.clone()).header(ACCEPT, accept)
-            })
-            .await?;
-        match response.status() {
-            StatusCode::NOT_FOUND => Ok(None),
-            s if s.is_success() => Ok(Some(
-                crate::client::read_limited(response, MAX_MANIFEST_BYTES, "a signature manifest")
-                    .await?,
-            )),
-            _ => Err(crate::client::registry_error(
-                response,
-                &format!("reading {what} of {reference}"),
-            )
-            .await),
-        }
-    }
-
-    /// The signature manifests of `digest`: referrers whose artifact type is cosign's, then
-    /// the `sha256-….sig` tag. Returns (origin, manifest digest, manifest).
-    async fn signature_manifests(
-        &self,
-        reference: &Reference,
-        digest: &str,
-    ) -> anyhow::Result<(
-        Vec<(String, String, Vec<u8>, Manifest)>,
-        Vec<SignatureLayer>,
-    )> {
-        let mut found = Vec::new();
-        let mut unsupported = Vec::new();
-        // The referrers API: a registry without it answers 404 (distribution 2.8) or another
-        // client error; either way the tag scheme below still finds cosign 2's signatures.
-        let referrers = self
-            .optional_manifest(reference, &format!("referrers/{digest}"), OCI_INDEX)
-            .await
-            .unwrap_or_else(|e| {
-                tracing::debug!(error = %e, "no referrers API; using the signature tag");
-                None
-            });
-        if let Some(bytes) = referrers
-            && let Ok(list) = serde_json::from_slice::<Referrers>(&bytes)
-        {
-            for entry in list.manifests.into_iter().take(MAX_SIGNATURES) {
-                let kind = entry.artifact_type.unwrap_or_default();
-                if parse_digest(&entry.digest).is_err() {
-                    continue;
-                }
-                let origin = format!("referrer {}", entry.digest);
-                if kind == COSIGN_SIGNATURE_ARTIFACT_TYPE {
-                    let bytes = self.fetch_manifest(reference, &entry.digest).await?;
-                    if digest_of(&bytes) != entry.digest {
-                        bail!(
-                            "registry {} answered the referrer {} with other bytes",
-                            reference.registry,
-                            entry.digest
-                        );
-                    }
-                    let manifest = parse_signature_manifest(&bytes, reference)?;
-                    found.push((origin, entry.digest, bytes, manifest));
-                } else if kind.starts_with(SIGSTORE_BUNDLE_ARTIFACT_TYPE) {
-                    unsupported.push(SignatureLayer {
-                        signed: Signed::Payload,
-                        payload: Vec::new(),
-                        signature: Err("a Sigstore bundle (cosign 3's default format), which this build does not verify: sign with `wasm-ccm sign`, or `cosign sign --new-bundle-format=false`".to_string()),
-                        origin,
-                        keyless: keyless::Material::default(),
-                    });
-                }
-            }
-        }
-        let tag = signature_tag(digest);
-        let tagged = Reference {
-            tag: Some(tag.clone()),
-            digest: None,
-            ..reference.clone()
-        };
-        if let Some(bytes) = self
-            .optional_manifest(&tagged, &format!("manifests/{tag}"), OCI_MANIFEST)
-            .await?
-        {
-            let manifest_digest = digest_of(&bytes);
-            if !found.iter().any(|(_, d, _, _)| *d == manifest_digest) {
-                let manifest = parse_signature_manifest(&bytes, reference)?;
-                found.push((format!("tag {tag}"), manifest_digest, bytes, manifest));
-            }
-        }
-        Ok((found, unsupported))
-    }
-
-    /// The signatures of `digest` from the registry, stored in `cache` with an index.
-    pub async fn signatures(
-        &self,
-        reference: &Reference,
-        digest: &str,
-        cache: Option<&BlobCache>,
-    ) -> anyhow::Result<Vec<SignatureLayer>> {
-        let (manifests, mut layers) = self.signature_manifests(reference, digest).await?;
-        let mut index = Vec::new();
-        for (origin, manifest_digest, manifest_bytes, manifest) in &manifests {
-            let mut payloads = BTreeMap::new();
-            for layer in manifest.layers.iter().take(MAX_SIGNATURES) {
-                if layer.media_type == SIMPLE_SIGNING_MEDIA_TYPE
-                    && !payloads.contains_key(&layer.digest)
-                {
-                    let bytes = self
-                        .fetch_blob(reference, &layer.digest, MAX_PAYLOAD_BYTES)
-                        .await?;
-                    payloads.insert(layer.digest.clone(), bytes);
-                }
-            }
-            let found = layers_of(manifest, origin, |d| payloads.get(&d.digest).cloned())
-                .expect("every payload was fetched");
-            if let Some(c) = cache {
-                for (d, bytes) in &payloads {
-                    c.put(d, bytes);
-                }
-                c.put(manifest_digest, manifest_bytes);
-            }
-            index.push((origin.clone(), manifest_digest.clone()));
-            layers.extend(found);
-        }
-        if let Some(c) = cache {
-            write_index(c, digest, &index);
-        }
-        Ok(layers)
     }
 
     /// Verifies `reference` against `policy`: from the cached signatures when they satisfy it
@@ -526,7 +274,7 @@ impl Client {
     ) -> anyhow::Result<(Verified, Option<Vec<u8>>)> {
         let (digest, manifest) = self.resolve(reference, cache).await?;
         if let Some(c) = cache
-            && let Some(layers) = cached_signatures(c, &digest)
+            && let Some(layers) = cached_signatures(c, reference, &digest)
             && let Ok(verdict) = policy.evaluate(&digest, &layers)
         {
             return Ok((
@@ -538,8 +286,10 @@ impl Client {
                 manifest,
             ));
         }
-        let layers = self.signatures(reference, &digest, cache).await?;
-        let verdict = policy.evaluate(&digest, &layers).map_err(|why| {
+        let (layers, unchecked) = self.signatures(reference, &digest, cache).await?;
+        let verdict = policy
+            .evaluate_bounded(&digest, &layers, unchecked)
+            .map_err(|why| {
             anyhow!(
                 "{}: signature verification failed: {why}. Sign the driver as the policy asks (a pubKey entry: `wasm-ccm sign --key KEY {}`; a keyless entry: cosign keyless signing, or `wasm-ccm sign --certificate` with your CA), or pin a digest that is signed",
                 reference.pinned(&digest),
@@ -594,18 +344,7 @@ impl Client {
     ) -> anyhow::Result<SignedArtifact> {
         // The manifest is fetched even for a digest: signing a digest that is not in the
         // repository (a typo) would publish a signature for nothing.
-        let bytes = self
-            .fetch_manifest(reference, reference.manifest_ref())
-            .await?;
-        let digest = digest_of(&bytes);
-        if let Some(want) = &reference.digest
-            && *want != digest
-        {
-            bail!(
-                "registry {} answered {reference} with a manifest whose digest is {digest}",
-                reference.registry
-            );
-        }
+        let (_, digest, _) = self.fetch_reference(reference, None).await?;
         let payload = simple_signing_payload(
             &format!("{}/{}", reference.registry, reference.repository),
             &digest,
@@ -712,7 +451,10 @@ impl Client {
     }
 }
 
-fn parse_signature_manifest(bytes: &[u8], reference: &Reference) -> anyhow::Result<Manifest> {
+pub(crate) fn parse_signature_manifest(
+    bytes: &[u8],
+    reference: &Reference,
+) -> anyhow::Result<Manifest> {
     let manifest: Manifest = serde_json::from_slice(bytes).with_context(|| {
         format!("{reference}: a signature manifest is not valid JSON of an OCI manifest")
     })?;

@@ -333,7 +333,7 @@ async fn every_bad_keyless_signature_is_refused_naming_what_failed() {
         .unwrap();
     refused(&pinned, &good, "a key-based signature, not a keyless one").await;
 
-    // The legacy issuer extension (raw string) is read when the v2 one is absent.
+    // The legacy issuer extension (raw string) is read when the v2 one is absent…
     let pinned = pushed(&registry, "good/legacy-issuer:1").await;
     let legacy = LeafSpec {
         issuer: None,
@@ -341,6 +341,64 @@ async fn every_bad_keyless_signature_is_refused_naming_what_failed() {
         ..spec.clone()
     };
     attach(&pinned, &keyless_layer(&fake, &fake.leaf(&legacy), &pinned)).await;
+    client().verify(&pinned, None, &good).await.unwrap();
+    // …and held to the policy like the v2 one: another issuer there is refused, naming it.
+    let pinned = pushed(&registry, "bad/legacy-issuer:1").await;
+    let wrong_legacy = LeafSpec {
+        issuer: None,
+        legacy_issuer: Some("https://evil.example.com".to_string()),
+        ..spec.clone()
+    };
+    attach(
+        &pinned,
+        &keyless_layer(&fake, &fake.leaf(&wrong_legacy), &pinned),
+    )
+    .await;
+    refused(
+        &pinned,
+        &good,
+        "issuer is https://evil.example.com, the policy wants https://accounts.example.com",
+    )
+    .await;
+    // Neither extension: refused as having no issuer, never matched by its subject alone.
+    let pinned = pushed(&registry, "bad/no-issuer:1").await;
+    let no_issuer = LeafSpec {
+        issuer: None,
+        legacy_issuer: None,
+        ..spec.clone()
+    };
+    attach(
+        &pinned,
+        &keyless_layer(&fake, &fake.leaf(&no_issuer), &pinned),
+    )
+    .await;
+    refused(&pinned, &good, "its certificate has no issuer extension").await;
+    // Both: the v2 extension is the one read (Fulcio writes it; the legacy one is deprecated),
+    // so a good legacy value does not rescue a wrong v2 one, and a wrong legacy value does not
+    // spoil a good v2 one.
+    let pinned = pushed(&registry, "bad/v2-wins:1").await;
+    let v2_wrong = LeafSpec {
+        issuer: Some("https://evil.example.com".to_string()),
+        legacy_issuer: Some(ISSUER.to_string()),
+        ..spec.clone()
+    };
+    attach(
+        &pinned,
+        &keyless_layer(&fake, &fake.leaf(&v2_wrong), &pinned),
+    )
+    .await;
+    refused(&pinned, &good, "issuer is https://evil.example.com").await;
+    let pinned = pushed(&registry, "good/v2-wins:1").await;
+    let legacy_wrong = LeafSpec {
+        issuer: Some(ISSUER.to_string()),
+        legacy_issuer: Some("https://evil.example.com".to_string()),
+        ..spec.clone()
+    };
+    attach(
+        &pinned,
+        &keyless_layer(&fake, &fake.leaf(&legacy_wrong), &pinned),
+    )
+    .await;
     client().verify(&pinned, None, &good).await.unwrap();
 }
 

@@ -1,9 +1,15 @@
 //! cosign key-based signatures against a real registry (Debian's `docker-registry` on
 //! loopback, which has no referrers API, so the `sha256-….sig` tag scheme is what is found):
-//! the right key passes; every bad artifact is refused with a message naming what failed; a
-//! restart verifies from the cache with the registry gone.
+//! the right key passes; every bad artifact is refused with a message naming what failed, and
+//! the registry's request log (a recording proxy in front of it) shows the Wasm layer was never
+//! asked for; a restart verifies from the cache with the registry gone.
+
+#[path = "support/registry_proxy.rs"]
+mod registry_proxy;
 
 use std::collections::BTreeMap;
+
+use registry_proxy::RegistryProxy;
 
 use base64::Engine as _;
 use wasm_ccm_oci::artifact::{Descriptor, Manifest, OCI_MANIFEST, digest_of};
@@ -103,13 +109,32 @@ async fn signed_drivers_verify_and_pull_then_restart_from_the_cache_with_the_reg
     assert_eq!(pulled.wasm, wasm);
 }
 
-/// The refusal for `reference` under `policy`, which must name `expect`; and the Wasm layer
-/// must not have been fetched (nothing of it in the cache).
-async fn refused(reference: &Reference, policy: &Policy, expect: &str) {
+/// `reference` read through `proxy` instead of the registry itself.
+fn via(proxy: &RegistryProxy, reference: &Reference) -> Reference {
+    Reference {
+        registry: proxy.host(),
+        ..reference.clone()
+    }
+}
+
+/// The GETs of the blob `digest` among `requests`.
+fn blob_gets(requests: &[String], digest: &str) -> usize {
+    let tail = format!("/blobs/{digest}");
+    requests
+        .iter()
+        .filter(|r| r.starts_with("GET ") && r.ends_with(&tail))
+        .count()
+}
+
+/// The refusal for `reference` (read through `proxy`) under `policy`, which must name
+/// `expect`; the registry's request log shows the signatures were looked up and the Wasm
+/// layer never asked for.
+async fn refused(proxy: &RegistryProxy, reference: &Reference, policy: &Policy, expect: &str) {
     let dir = tempfile::tempdir().unwrap();
     let cache = BlobCache::new(dir.path());
+    let before = proxy.requests().len();
     let e = client()
-        .pull_verified(reference, Some(&cache), policy)
+        .pull_verified(&via(proxy, reference), Some(&cache), policy)
         .await
         .map(|_| ())
         .unwrap_err();
@@ -120,23 +145,58 @@ async fn refused(reference: &Reference, policy: &Policy, expect: &str) {
         text.contains("wasm-ccm sign --key"),
         "the message says what to do: {text}"
     );
-    let layer = cache.path(&digest_of(&static_driver())).unwrap();
+    let requests = &proxy.requests()[before..];
+    let tag = signature_tag(reference.digest.as_deref().unwrap());
     assert!(
-        !layer.exists(),
-        "the Wasm layer was fetched before verification"
+        requests
+            .iter()
+            .any(|r| r.ends_with(&format!("/manifests/{tag}"))),
+        "the signatures were not looked up through the proxy: {requests:?}"
+    );
+    assert_eq!(
+        blob_gets(requests, &digest_of(&static_driver())),
+        0,
+        "the Wasm layer was fetched before verification: {requests:?}"
     );
 }
 
 #[tokio::test]
 async fn every_bad_artifact_is_refused_naming_what_failed() {
     let registry = Registry::start().unwrap();
+    let proxy = RegistryProxy::start(registry.addr());
     let wasm = static_driver();
     let signer = key();
     let policy = policy_of(&signer);
 
+    // Control: a signed driver pulled through the proxy shows up in its log, the Wasm layer
+    // fetched once, after the signature lookup.
+    let good = pushed(&registry, "drivers/good:1", &wasm).await;
+    client()
+        .sign(&good, &signer, &BTreeMap::new())
+        .await
+        .unwrap();
+    let (pulled, _) = client()
+        .pull_verified(&via(&proxy, &good), None, &policy)
+        .await
+        .unwrap();
+    assert_eq!(pulled.wasm, wasm);
+    let requests = proxy.requests();
+    let tag = signature_tag(good.digest.as_deref().unwrap());
+    let looked_up = requests
+        .iter()
+        .position(|r| r.ends_with(&format!("/manifests/{tag}")));
+    let fetched = requests
+        .iter()
+        .position(|r| r.ends_with(&format!("/blobs/{}", digest_of(&wasm))));
+    assert!(
+        matches!((looked_up, fetched), (Some(l), Some(f)) if l < f),
+        "{requests:?}"
+    );
+    assert_eq!(blob_gets(&requests, &digest_of(&wasm)), 1, "{requests:?}");
+
     // 1. Unsigned.
     let unsigned = pushed(&registry, "drivers/unsigned:1", &wasm).await;
-    refused(&unsigned, &policy, "no signature was found").await;
+    refused(&proxy, &unsigned, &policy, "no signature was found").await;
 
     // 2. Signed by another key.
     let wrong = pushed(&registry, "drivers/wrong-key:1", &wasm).await;
@@ -144,7 +204,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         .sign(&wrong, &key(), &BTreeMap::new())
         .await
         .unwrap();
-    refused(&wrong, &policy, "does not verify with this key").await;
+    refused(&proxy, &wrong, &policy, "does not verify with this key").await;
 
     // 3. A valid signature of another artifact copied under this one's tag.
     let mut other_wasm = wasm.clone();
@@ -156,7 +216,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         .await
         .unwrap();
     copy_signature(&registry, &other, &victim).await;
-    refused(&victim, &policy, "it signs the manifest").await;
+    refused(&proxy, &victim, &policy, "it signs the manifest").await;
 
     // 4. A tampered payload (the signature no longer matches it).
     let tampered = pushed(&registry, "drivers/tampered:1", &wasm).await;
@@ -170,7 +230,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         )
     })
     .await;
-    refused(&tampered, &policy, "payload was altered").await;
+    refused(&proxy, &tampered, &policy, "payload was altered").await;
 
     // 5. A signature annotation that is not base64.
     let garbage = pushed(&registry, "drivers/garbage:1", &wasm).await;
@@ -178,7 +238,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         (payload, "%%% not base64".into())
     })
     .await;
-    refused(&garbage, &policy, "not base64").await;
+    refused(&proxy, &garbage, &policy, "not base64").await;
 
     // 6. Wrong annotations for a policy that wants them.
     let annotated = pushed(&registry, "drivers/annotated:1", &wasm).await;
@@ -197,7 +257,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         "apiVersion: v1\nallOf:\n  - kind: pubKey\n    owner: ci\n    key: |\n{pem}    annotations:\n      env: prod\n"
     ))
     .unwrap();
-    refused(&annotated, &wants_prod, "annotation env is \"dev\"").await;
+    refused(&proxy, &annotated, &wants_prod, "annotation env is \"dev\"").await;
 
     // 7. anyOf with too few matches.
     let other_pem: String = key()
@@ -212,6 +272,7 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
     ))
     .unwrap();
     refused(
+        &proxy,
         &annotated,
         &two_of,
         "anyOf needs 2 of 2 entries and 1 matched",
@@ -224,6 +285,11 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
     let swapped = pushed(&registry, "drivers/swapped:1", &wasm).await;
     client()
         .sign(&swapped, &signer, &BTreeMap::new())
+        .await
+        .unwrap();
+    // Control: before the layer is tampered with, the signed artifact pulls.
+    client()
+        .pull_verified(&swapped, None, &policy)
         .await
         .unwrap();
     let blob = registry
@@ -241,7 +307,16 @@ async fn every_bad_artifact_is_refused_naming_what_failed() {
         .await
         .map(|_| ())
         .unwrap_err();
-    assert!(format!("{e:#}").contains("refusing it"), "{e:#}");
+    // The layer's digest check refused it, not the manifest's (which is untouched).
+    let text = format!("{e:#}");
+    assert!(
+        text.contains(&format!(
+            "the Wasm layer {} hashes to {}: refusing it",
+            digest_of(&wasm),
+            digest_of(&bytes)
+        )),
+        "{text}"
+    );
 }
 
 /// Copies `from`'s signature manifest to `to`'s signature tag.

@@ -36,16 +36,23 @@ async fn leaky_driver(sink: Arc<MemorySink>) -> Driver {
     load(HOSTILE_DRIVER, opts).await
 }
 
-/// Fails naming the channel when `text` carries either credential; requires the redaction mark,
+/// Fails naming the channel when `text` carries either credential; requires one redaction mark,
 /// so a text that never held the credential cannot pass.
 fn assert_redacted(channel: &str, text: &str) {
+    assert_redacted_n(channel, text, 1);
+}
+
+/// The same for a channel the driver filled with `quoted` credentials: each must show its own
+/// mark, so one redacted credential cannot stand for two.
+fn assert_redacted_n(channel: &str, text: &str, quoted: usize) {
     assert!(
         !text.contains(API_KEY) && !text.contains(TOKEN),
         "{channel} leaked a credential: {text}"
     );
+    let marks = text.matches("[redacted]").count();
     assert!(
-        text.contains("[redacted]"),
-        "{channel} should show where the credential was: {text}"
+        marks >= quoted,
+        "{channel} should show where each of its {quoted} credentials was ({marks} marks): {text}"
     );
 }
 
@@ -62,9 +69,9 @@ async fn a_driver_error_quoting_a_credential_is_redacted() {
         );
     };
     assert!(message.starts_with("failed with api-key="), "{message}");
-    assert_redacted("the error message", message);
+    assert_redacted_n("the error message", message, 2);
     let shown = outcome.result.unwrap_err().to_string();
-    assert_redacted("the error's display", &shown);
+    assert_redacted_n("the error's display", &shown, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,8 +114,8 @@ async fn an_event_reason_and_message_quoting_a_credential_are_redacted() {
         panic!("expected one event, got {:?}", outcome.events);
     };
     assert!(event.reason.starts_with("Leak"), "{event:?}");
-    assert_redacted("the event reason", &event.reason);
-    assert_redacted("the event message", &event.message);
+    assert_redacted_n("the event reason", &event.reason, 2);
+    assert_redacted_n("the event message", &event.message, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +148,7 @@ async fn a_panic_line_quoting_a_credential_is_redacted_in_the_trap() {
         detail.starts_with("panicked: hostile driver: api-key="),
         "{detail}"
     );
-    assert_redacted("the trap detail", detail);
+    assert_redacted_n("the trap detail", detail, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

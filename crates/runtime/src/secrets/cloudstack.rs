@@ -137,17 +137,24 @@ mod tests {
         assert_eq!(encode("ä"), "%C3%A4");
     }
 
-    /// RFC 2202's second HMAC-SHA1 test case, through the signer (a one-parameter text whose
-    /// lower-cased canonical form is the RFC's message is not possible, so the HMAC is checked
-    /// on the canonical text directly).
+    /// The whole signer (sorting, encoding, lower-casing, HMAC-SHA1, Base64) against values
+    /// computed independently with Python's `hmac` and `base64` over the canonical text that
+    /// CloudStack's documentation describes (`hmac.new(b"Jefe", b"command=listzones&response=json",
+    /// hashlib.sha1)`), so a fault in any step fails here, not only one in the HMAC crate.
     #[test]
-    fn hmac_sha1_vector() {
-        let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(b"Jefe") else {
-            panic!("hmac key");
-        };
-        mac.update(b"what do ya want for nothing?");
-        let b64 = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-        assert_eq!(b64, "7/zfauXrL6LSdBbV8YTfnCWafHk=");
+    fn the_signer_matches_an_independent_hmac_sha1() {
+        let two = p(&[("response", "json"), ("command", "listZones")]);
+        assert_eq!(signature(&two, b"Jefe"), "1PqVFBFNnovKdQNOi9dCvDfy1qQ=");
+        let three = p(&[("name", "Z 1"), ("command", "listZones"), ("apiKey", "AbC")]);
+        assert_eq!(
+            string_to_sign(&three),
+            "apikey=abc&command=listzones&name=z%201"
+        );
+        assert_eq!(signature(&three, b"Jefe"), "rAcn1mSEdX2whETGHZaAwWktDCU=");
+        // A driver's own `signature` parameter is not signed over.
+        let mut signed = three.clone();
+        signed.push(("signature".into(), "forged".into()));
+        assert_eq!(signature(&signed, b"Jefe"), "rAcn1mSEdX2whETGHZaAwWktDCU=");
     }
 
     /// The driver's own vector (drivers/cloudstack/src/sign.rs), so that the host signs exactly

@@ -215,7 +215,11 @@ fn a_bearer_token_goes_only_to_its_origin_and_only_as_a_bearer_token() {
         &format!("{{\"t\":\"{p}\"}}"),
     );
     json.headers.clear();
-    assert!(apply(&vault, &json).is_err());
+    let e = apply(&vault, &json).err().unwrap_or_default();
+    assert!(
+        e.starts_with("denied: secret access-token") && e.contains("the body outside a form field"),
+        "{e}"
+    );
     // A request without a placeholder goes as it is.
     assert!(
         apply(&vault, &get("https://api.cloudscale.ch/v1", &[]))
@@ -333,12 +337,25 @@ fn the_host_signs_cloudstack_requests_with_the_key_the_guest_never_sees() {
         "{text}"
     );
 
-    // No expiry, or one too far ahead: not signed.
-    let bad = format!(
+    // No expiry, no signature version, or an expiry too far ahead: not signed, nothing sent.
+    let far = format!(
         "https://cloud.example/client/api?command=listZones&apiKey={k}&signatureversion=3&expires={}",
         cloudstack::encode(&expires_in(3600))
     );
-    assert!(apply(&vault, &get(&bad, &[])).is_err_and(|e| e.starts_with("invalid:")));
+    let none =
+        format!("https://cloud.example/client/api?command=listZones&apiKey={k}&signatureversion=3");
+    let unversioned = format!(
+        "https://cloud.example/client/api?command=listZones&apiKey={k}&expires={}",
+        cloudstack::encode(&expires_in(600))
+    );
+    for (bad, says) in [
+        (far, "more than the 900 s the host signs for"),
+        (none, "must carry an expires time"),
+        (unversioned, "must carry signatureversion=3"),
+    ] {
+        let e = apply(&vault, &get(&bad, &[])).err().unwrap_or_default();
+        assert!(e.starts_with("invalid:") && e.contains(says), "{bad}: {e}");
+    }
     // The secret key has no place in a request at all.
     let leak =
         format!("https://cloud.example/client/api?command=listZones&apiKey={k}&secretkey={s}");
@@ -449,34 +466,44 @@ fn oauth2_credentials_go_in_basic_or_form_and_the_token_comes_back_sealed() {
     .expect("applied");
     assert_eq!(api.wire.headers[0].1, "Bearer real-access-token-xyz-123");
     assert_eq!(api.sealed, vec![token_ph.clone()]);
+    let e = apply(
+        &vault,
+        &get(
+            "https://auth.phoenixnap.com/x",
+            &[("Authorization", &bearer)],
+        ),
+    )
+    .err()
+    .unwrap_or_default();
     assert!(
-        apply(
-            &vault,
-            &get(
-                "https://auth.phoenixnap.com/x",
-                &[("Authorization", &bearer)]
-            )
-        )
-        .is_err()
+        e.starts_with("denied: a sealed OAuth2 token may go only as a bearer token")
+            && e.contains("for https://auth.phoenixnap.com"),
+        "{e}"
     );
+    let e = apply(
+        &vault,
+        &get(&format!("https://api.phoenixnap.com/x?t={token_ph}"), &[]),
+    )
+    .err()
+    .unwrap_or_default();
     assert!(
-        apply(
-            &vault,
-            &get(&format!("https://api.phoenixnap.com/x?t={token_ph}"), &[])
-        )
-        .is_err()
+        e.starts_with("denied: a sealed OAuth2 token") && e.contains("query parameter t"),
+        "{e}"
     );
     // The client secret never goes to the API origin.
+    let e = apply(
+        &vault,
+        &form_post(
+            "https://api.phoenixnap.com/x",
+            &[],
+            &format!("client_secret={secret}"),
+        ),
+    )
+    .err()
+    .unwrap_or_default();
     assert!(
-        apply(
-            &vault,
-            &form_post(
-                "https://api.phoenixnap.com/x",
-                &[],
-                &format!("client_secret={secret}")
-            )
-        )
-        .is_err()
+        e.starts_with("denied: secret client-secret may go only to https://auth.phoenixnap.com"),
+        "{e}"
     );
 
     // A response that reflects the token is scrubbed; a 401 drops it.
@@ -511,9 +538,23 @@ fn a_rotated_value_keeps_its_placeholder() {
         vault.scrubber().scrub(API_KEY.as_bytes()) == Ok(None),
         "the old value is no longer scrubbed"
     );
-    // A layout change is refused and keeps the old values.
+    // A layout change is refused and keeps the old values: the same request still carries
+    // the rotated key, and the refusal says what to do.
     let two = format!("{rotated}api-key = second\n");
-    assert!(vault.rotate(two.as_bytes(), &[]).is_err());
+    let e = vault.rotate(two.as_bytes(), &[]).err().unwrap_or_default();
+    assert!(
+        e.contains("now holds 2 values") && e.contains("restart"),
+        "{e}"
+    );
+    let again = apply(&vault, &get(&url, &[]))
+        .expect("allowed")
+        .expect("applied");
+    assert!(
+        again.wire.url.contains("apiKey=new-api-key-0001"),
+        "{}",
+        again.wire.url
+    );
+    assert!(!again.wire.url.contains("second"), "{}", again.wire.url);
 }
 
 #[test]

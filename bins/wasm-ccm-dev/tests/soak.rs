@@ -126,6 +126,14 @@ fn assert_clean(s: &Value, unsupported: &[&str]) {
         count(s, "/apiserver_slowed_requests") >= 1,
         "no request was slowed to seconds: {s:#}"
     );
+    // The heavy apiserver latency (the review's +0.3 s per request, up to 0.6 s per lease
+    // request) was ridden out: a holder renewed the lease twice in a row through lease PUTs
+    // that each waited 300 ms or more. The earlier renewal budget could not (a second renewal
+    // had 0.4 s left of the 1.5 s renew deadline), nor can anyone under `kube_slow`.
+    assert!(
+        count(s, "/lease_renewals_under_latency/longest_streak") >= 2,
+        "no holder renewed twice in a row through the heavy latency: {s:#}"
+    );
     // The cloud partition: the proxy refused, cut or held the processes' connections.
     let p = "/cloud_partition/stats";
     assert!(
@@ -180,6 +188,19 @@ fn a_short_cloudscale_soak_keeps_every_invariant() {
     assert_clean(&s, &[]);
     assert_members_checked(&s);
     assert_eq!(s["clock_skew_seconds_of_b"], 3600, "{s:#}");
+    // The skew reached process b, not only its command line: the renewTime b wrote was an hour
+    // ahead of the soak's clock when the soak read it (a little less: read after it was
+    // written), and a's, the control, was not.
+    let ahead = |slot: &str| {
+        s.pointer(&format!("/lease_renew_time_ahead/{slot}/max_seconds"))
+            .and_then(Value::as_i64)
+            .unwrap_or_else(|| panic!("no renewTime written by process {slot}: {s:#}"))
+    };
+    assert!(
+        (3600 - 60..=3600 + 2).contains(&ahead("b")),
+        "process b's renewTime is not an hour ahead (libfaketime did not take effect?): {s:#}"
+    );
+    assert!((-60..=2).contains(&ahead("a")), "{s:#}");
     assert!(
         count(&s, "/leader_kills") >= 2,
         "leadership moved both ways: {s:#}"

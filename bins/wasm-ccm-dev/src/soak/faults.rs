@@ -142,11 +142,13 @@ fn apply_latency(kube: &KubeSim, latencies: &Latencies) {
 }
 
 /// Injects an apiserver fault of `kind`; what was done, or None for another layer's kind.
+/// `heavy_latency` picks `kube_latency`'s heavier tier.
 pub(super) fn inject_kube(
     kind: FaultKind,
     rng: &mut SplitMix64,
     kube: &KubeSim,
     latencies: &mut Latencies,
+    heavy_latency: bool,
 ) -> Option<String> {
     let faults = kube.faults();
     match kind {
@@ -194,12 +196,27 @@ pub(super) fn inject_kube(
             }
         }
         FaultKind::KubeLatency => {
-            let ms = rng.between(20, 250);
+            // Light (20–250 ms) or heavy: the review of 2026-11-28 (§2) saw the leader drop
+            // its lease with +0.3 s on each request, up to 0.6 s per lease request, which
+            // client-go rides out; so must a leader here (a lease PUT of at most 40 % of the
+            // soak's 1.5 s renew deadline). The soak extends a heavy one until a holder renewed
+            // twice in a row through it (`lease.rs`). One draw either way, so the schedule of
+            // the rest of the soak does not depend on the tier.
+            let (low, high) = if heavy_latency {
+                (super::lease::LATENT_MS, 600)
+            } else {
+                (20, 250)
+            };
+            let ms = rng.between(low, high);
             latencies.insert(kind, Duration::from_millis(ms));
             apply_latency(kube, latencies);
-            Some(format!("apiserver latency {ms} ms"))
+            let tier = if heavy_latency { "heavy" } else { "light" };
+            Some(format!("apiserver latency {ms} ms ({tier})"))
         }
         FaultKind::KubeSlow => {
+            // Over half the soak's 2 s lease per lease PUT: no renewal can end before the lease
+            // might pass to the other replica, so the leader steps down (the fence in
+            // `leader.rs`) and the other takes over once the fault ends.
             let ms = rng.between(1000, 2500);
             latencies.insert(kind, Duration::from_millis(ms));
             apply_latency(kube, latencies);
@@ -208,8 +225,9 @@ pub(super) fn inject_kube(
         FaultKind::KubeRestart => {
             // Short enough for a leader to ride through, as a real one does: the soak's lease
             // timings are upstream's compressed 7.5× (renew deadline 1.5 s, retries every
-            // 0.5 s), and an outage over 0.5 s can fail two of the three renewals a deadline
-            // allows, so the leader steps down and the watch resumption this fault exists to
+            // 0.5 s, the lease's fence at 1.9 s), and a renewal round that starts 0.5 s after
+            // the last renewal has about a second of attempts left, so an outage near a second
+            // makes the leader step down and the watch resumption this fault exists to
             // exercise never happens. A longer outage is `kube_slow`'s and a leader kill's
             // ground.
             let ms = rng.between(100, 450);

@@ -54,6 +54,8 @@ pub(crate) struct Continuous {
     pub slowed_requests: u64,
     /// Longest injected latency a request waited, ms.
     pub slowest_ms: u64,
+    /// What the log shows of the Lease: renewals through latency, each slot's renewTime.
+    pub lease: super::lease::LeaseEvidence,
 }
 
 /// The writer incarnation of a request (`a#2`), from its per-process bearer token.
@@ -135,6 +137,7 @@ impl Continuous {
             partition_node_deletes: 0,
             slowed_requests: 0,
             slowest_ms: 0,
+            lease: super::lease::LeaseEvidence::default(),
         }
     }
 
@@ -237,7 +240,10 @@ impl Continuous {
         let records = kube.requests();
         let mut foreign = Vec::new();
         let mut deletes_during_partition = Vec::new();
+        let now = super::lease::unix_now();
         for r in records.iter().filter(|r| r.seq > self.last_seq) {
+            self.lease
+                .record(r, writer(r.authorization.as_deref()).as_deref(), now);
             if r.delay_ms >= SLOW_MS {
                 self.slowed_requests += 1;
             }

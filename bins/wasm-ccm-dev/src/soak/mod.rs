@@ -22,6 +22,7 @@ mod cloud;
 mod faults;
 mod history;
 pub(crate) mod invariants;
+mod lease;
 mod partition;
 mod procs;
 mod rng;
@@ -54,12 +55,15 @@ const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_NAME: &str = "cloud-controller-manager";
 /// How long a leader kill or a cloud partition waits for a live leader (the last one may have
 /// been killed, its lease not yet expired): a fault with no leader to hit would not fire.
-/// After a slowed apiserver no replica leads (none could renew in time): the last lease must
-/// expire before a candidate takes it.
+/// After a slowed apiserver no replica leads (no renewal could end before the lease might
+/// pass): the last lease must expire before a candidate takes it.
 const LEADER_WAIT: Duration = Duration::from_secs(8);
 /// Steps a cloud partition that has not yet touched a connection (no leader talked to the
 /// cloud) is extended by at most, one at a time.
 const PARTITION_EXTENSION: u64 = 30;
+/// Steps a heavy `kube_latency` is extended by at most, one at a time, until a holder renewed
+/// the lease twice in a row through it (the evidence that a leader rides it out).
+const LATENCY_EXTENSION: u64 = 30;
 /// How long a kill point may wait for the leader's next load balancer write: under a
 /// timed kube fault still on (latency, seconds per request) the new Service reaches the
 /// leader's queue late.
@@ -320,6 +324,9 @@ struct Soak<'a> {
     latencies: faults::Latencies,
     /// During a cloud partition: connections it touched before it began, steps it was extended.
     partition_base: Option<(u64, u64)>,
+    /// During a heavy `kube_latency`: the lease's renewal streaks of two before it began, steps
+    /// it was extended.
+    latency_base: Option<(u64, u64)>,
 }
 
 /// Ends a cloud partition: the apiserver's arrival number that closes it is read BEFORE the
@@ -453,11 +460,23 @@ impl Soak<'_> {
                 format!("no live leader watching within {LEADER_WAIT:?}; restart anyway"),
             );
         }
+        // Every other `kube_latency` is heavy, the first included: see `faults::inject_kube`.
+        let heavy = self
+            .tallies
+            .faults
+            .get(FaultKind::KubeLatency.name())
+            .copied()
+            .unwrap_or(0)
+            % 2
+            == 0;
         let text = if kind.is_cloud() {
             self.cloud.inject(kind, &mut self.rng)
         } else {
-            faults::inject_kube(kind, &mut self.rng, &self.kube, &mut self.latencies)
+            faults::inject_kube(kind, &mut self.rng, &self.kube, &mut self.latencies, heavy)
         };
+        if kind == FaultKind::KubeLatency && text.is_some() {
+            self.latency_base = heavy.then(|| (self.checker.lease.streaks_of_two(), 0));
+        }
         // Counted only when carried out: a cloud without busy refusals skips that kind, and a
         // leader kill counts only when a live leader was killed (after the cloud write, for a
         // kill point), so a summary never claims a fault that did not happen.
@@ -616,6 +635,23 @@ impl Soak<'_> {
             self.partition_base = Some((base, extended + 1));
             return false;
         }
+        if kind == FaultKind::KubeLatency
+            && let Some((base, extended)) = self.latency_base
+            && self.checker.lease.streaks_of_two() == base
+            && extended < LATENCY_EXTENSION
+        {
+            if extended == 0 {
+                self.history.push(
+                    step,
+                    "kube_latency (heavy) has seen no holder renew twice in a row through it yet: extended step by step",
+                );
+            }
+            self.latency_base = Some((base, extended + 1));
+            return false;
+        }
+        if kind == FaultKind::KubeLatency {
+            self.latency_base = None;
+        }
         if kind == FaultKind::CloudPartition {
             self.partition_base = None;
             heal_partition(&self.partition, &mut self.checker, &self.kube);
@@ -632,8 +668,9 @@ impl Soak<'_> {
 
 /// Runs a soak.
 /// Which timed fault still on would keep `kind` from taking effect, if one does. An apiserver
-/// slowed to seconds per request lets no replica renew within the renew deadline, so none
-/// leads: a kill point would wait for a cloud write no one makes, an apiserver restart would
+/// slowed to seconds per request (over half the soak's 2 s lease per lease PUT) lets no
+/// renewal end before the lease might pass to the other replica, so the leader steps down
+/// (`leader.rs`, "The fence") and none leads: a kill point would wait for a cloud write no one makes, an apiserver restart would
 /// break no leader's watch. A cloud partition lets no write through to arm a kill point on.
 fn blocked_by(kind: FaultKind, timed: &[(u64, FaultKind)]) -> Option<&'static str> {
     let on = |k: FaultKind| timed.iter().any(|(_, t)| *t == k);
@@ -811,6 +848,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
         partition,
         latencies: faults::Latencies::new(),
         partition_base: None,
+        latency_base: None,
     };
     let result = soak_loop(&mut soak).await;
     soak.procs.stop();
@@ -1188,6 +1226,12 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
         },
         "apiserver_slowed_requests": soak.checker.slowed_requests,
         "apiserver_slowest_ms": soak.checker.slowest_ms,
+        // Renewals by the holder through lease requests delayed `latent_ms` or more, and the
+        // longest run of them by one holder: a leader rode the latency out.
+        "lease_renewals_under_latency": soak.checker.lease.renewals_summary(),
+        // Per process slot, how far ahead of the soak's clock the renewTime it wrote was:
+        // --clock-skew reached the process (libfaketime), not only its command line.
+        "lease_renew_time_ahead": soak.checker.lease.ahead_summary(),
         "cloud_partition": {
             "stats": soak.partition.stats(),
             "node_deletes_during": soak.checker.partition_node_deletes,
@@ -1228,6 +1272,12 @@ fn print_summary(s: &Value) {
         s["kill_points"]["missed"],
         s["process_exits"],
         s["driver_reloads"]
+    );
+    println!(
+        "  apiserver: {} requests slowed to a second or more; lease renewals through latency {}; renewTime ahead of this clock by slot {}",
+        s["apiserver_slowed_requests"],
+        s["lease_renewals_under_latency"],
+        s["lease_renew_time_ahead"]
     );
     println!(
         "  known issue: orphaned uninitialised Nodes deleted by hand: {}",

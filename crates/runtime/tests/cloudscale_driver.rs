@@ -448,6 +448,74 @@ async fn a_node_without_provider_id_is_decided_as_upstream() {
     );
 }
 
+/// Review 2026-11-28 §3 (found on PhoenixNAP, the same class here): kubelet names its Node
+/// after the hostname lower-cased (`component-helpers/node/util` `GetHostname`), while cloudscale
+/// server names may hold upper case. A lone server `Node-F` is node `node-f`'s, for metadata and
+/// as a load balancer member; servers `Node-E` and `node-e` both are node `node-e`'s: ambiguous,
+/// so metadata binds neither and the load balancer leaves the node out (a Warning naming both)
+/// and adds neither server's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_match_servers_as_kubelet_names_them_and_two_matches_bind_nothing() {
+    let c = cloud().await;
+    let upper = c.sim.add_server(SeedServer::new("Node-E").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.31"],
+    ));
+    let lower = c.sim.add_server(SeedServer::new("node-e").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.41"],
+    ));
+    let lone = c.sim.add_server(SeedServer::new("Node-F").private(
+        PRIVATE_SUBNET,
+        "10.1.1.0/24",
+        &["10.1.1.32"],
+    ));
+
+    let m = c
+        .driver
+        .instance_metadata(&node("node-f"), &scope())
+        .await
+        .result
+        .expect("Node-F is node node-f's server");
+    assert_eq!(m.provider_id, format!("cloudscale://{lone}"));
+
+    let o = c.driver.instance_metadata(&node("node-e"), &scope()).await;
+    assert!(
+        matches!(provider_error(&o), ProviderError::Permanent(m)
+            if m.contains("found 2 cloudscale servers") && m.contains(&upper) && m.contains(&lower)),
+        "{:?}",
+        o.result
+    );
+
+    let backends = vec![node("worker-1"), node("node-e"), node("node-f")];
+    let o = c.ensure(&service(&[]), &backends).await;
+    o.result
+        .as_ref()
+        .expect("the unambiguous nodes are reconciled");
+    let left_out = warnings(&o, "BackendsLeftOut");
+    assert_eq!(left_out.len(), 1, "{:?}", o.events);
+    assert!(
+        left_out[0].contains("node node-e")
+            && left_out[0].contains("2 cloudscale servers")
+            && left_out[0].contains(&upper)
+            && left_out[0].contains(&lower),
+        "{left_out:?}"
+    );
+    assert_eq!(c.member_names(), ["10.1.1.11:30080", "10.1.1.32:30080"]);
+
+    // Positive control: with one of them gone, node-e is bound to the other, whatever its case.
+    assert!(c.sim.remove_server(&lower));
+    let m = c
+        .driver
+        .instance_metadata(&node("node-e"), &scope())
+        .await
+        .result
+        .expect("one server left");
+    assert_eq!(m.provider_id, format!("cloudscale://{upper}"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_is_unauthorized_and_429_is_rate_limited() {
     let c = cloud().await;

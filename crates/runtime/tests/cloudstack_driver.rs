@@ -1219,14 +1219,15 @@ async fn instance_lookups_page_within_the_rule() {
             .expect("exists")
     );
     paged_within_the_rule(&c.sim.requests(), "1", &["listVirtualMachines"]);
-    // A second VM of the same name, listed after the first: ambiguous, nothing bound.
+    // A second VM of the same name but for case (CloudStack keeps host names unique per
+    // network only exactly), listed after the first: ambiguous, nothing bound.
     c.sim.add_vm(SeedVm {
         nics: vec![SeedNic {
             network: "k8s-net".into(),
             ip: "10.1.1.211".into(),
             ip6: None,
         }],
-        ..SeedVm::new("k8s-node-10", "zone1")
+        ..SeedVm::new("K8S-NODE-10", "zone1")
     });
     let e = c
         .driver
@@ -2066,7 +2067,7 @@ async fn an_ambiguous_or_refused_node_binds_nothing_and_nothing_is_billed_for_no
             ip: "10.1.1.220".into(),
             ip6: None,
         }],
-        ..SeedVm::new("k8s-node-1", "zone1")
+        ..SeedVm::new("K8S-NODE-1", "zone1")
     });
     let svc = web('v', vec![port(Protocol::Tcp, 80, 30080)]);
     let o = c
@@ -2094,12 +2095,86 @@ async fn an_ambiguous_or_refused_node_binds_nothing_and_nothing_is_billed_for_no
             ip: "10.1.1.220".into(),
             ip6: None,
         }],
-        ..SeedVm::new("k8s-node-1", "zone1")
+        ..SeedVm::new("K8S-NODE-1", "zone1")
     });
     let e = ensure(&c, &svc, &NODES).await.expect_err("no member");
     assert!(matches!(provider_error(e), ProviderError::Transient(_)));
     assert!(commands(&c.sim).is_empty(), "{:?}", commands(&c.sim));
     assert!(allocated(&c.sim).is_empty());
+}
+
+/// Review 2026-11-28 §3 (found on PhoenixNAP, the same class here): kubelet names its Node
+/// after the hostname lower-cased (`component-helpers/node/util` `GetHostname`), and CloudStack
+/// takes upper case in VM names and keeps them unique per network only exactly (the simulator
+/// refuses a second `node-e` on a network, as CloudStack does, and takes `Node-E` beside it). A
+/// lone VM `Node-F` is node `node-f`'s, for metadata and as a member; VMs `Node-E` and `node-e`
+/// both are node `node-e`'s: ambiguous, so metadata binds neither and the load balancer leaves
+/// the node out with a Warning.
+#[tokio::test]
+async fn nodes_match_vms_as_kubelet_names_them_and_two_matches_bind_nothing() {
+    let c = cloud().await;
+    let vm = |name: &str, ip: &str| SeedVm::new(name, "zone1").nic("k8s-net", ip);
+    c.sim.add_vm(vm("Node-E", "10.1.1.31"));
+    c.sim.add_vm(vm("node-e", "10.1.1.41"));
+    c.sim.add_vm(vm("Node-F", "10.1.1.32"));
+    // CloudStack's own rules, which the simulator follows: the same host name twice on one
+    // network is refused, a host name that is no RFC 1123 label too.
+    for (bad, why) in [("node-e", "already exists"), ("node_g", "`name` must be")] {
+        let e = c
+            .sim
+            .try_add_vm(vm(bad, "10.1.1.51"))
+            .expect_err("CloudStack refuses it");
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+
+    let m = c
+        .driver
+        .instance_metadata(&common::node("node-f"), &scope())
+        .await
+        .into_result()
+        .expect("Node-F is node node-f's VM");
+    assert_eq!(
+        m.provider_id,
+        format!("external-cloudstack://{}", vm_id(&c.sim, "Node-F"))
+    );
+    let e = c
+        .driver
+        .instance_metadata(&common::node("node-e"), &scope())
+        .await
+        .into_result()
+        .expect_err("two VMs kubelet would name node-e");
+    assert!(
+        matches!(provider_error(e), ProviderError::Permanent(ref m) if m.contains("2 CloudStack VMs are named \"node-e\"")),
+    );
+
+    let svc = web('k', vec![port(Protocol::Tcp, 80, 30080)]);
+    let o = c
+        .driver
+        .load_balancer_ensure(&svc, &nodes(&["k8s-node-1", "node-e", "node-f"]), &scope())
+        .await;
+    let left = warnings(&o.events, "BackendsLeftOut");
+    o.into_result().expect("ensure");
+    assert_eq!(
+        members(&rules(&c.sim)[0]),
+        ids(&c.sim, &["k8s-node-1", "Node-F"])
+    );
+    assert!(
+        left.len() == 1 && left[0].contains("node-e") && left[0].contains("2 CloudStack VMs"),
+        "{left:?}"
+    );
+
+    // Positive control: with one of them gone, node-e is bound to the other, whatever its case.
+    assert!(c.sim.remove_vm(&vm_id(&c.sim, "node-e")));
+    let m = c
+        .driver
+        .instance_metadata(&common::node("node-e"), &scope())
+        .await
+        .into_result()
+        .expect("one VM left");
+    assert_eq!(
+        m.provider_id,
+        format!("external-cloudstack://{}", vm_id(&c.sim, "Node-E"))
+    );
 }
 
 /// Polls `sim`'s request log (bounded) until `command` was served; panics after the bound.
@@ -2186,7 +2261,7 @@ async fn a_second_vm_of_a_members_name_neither_removes_nor_adds() {
     let r = ensure(&c, &svc, &NODES).await.expect("ensure");
     let all = ids(&c.sim, &NODES);
     assert_eq!(members(&rules(&c.sim)[0]), all);
-    // Taken before the second VM exists: `ids` then names the first VM of that name.
+    // The second VM is `K8S-NODE-1`: `ids` names the first by its exact name.
     let without_3 = ids(&c.sim, &["k8s-node-1", "k8s-node-2"]);
     c.sim.add_vm(SeedVm {
         nics: vec![SeedNic {
@@ -2194,7 +2269,7 @@ async fn a_second_vm_of_a_members_name_neither_removes_nor_adds() {
             ip: "10.1.1.221".into(),
             ip6: None,
         }],
-        ..SeedVm::new("k8s-node-1", "zone1")
+        ..SeedVm::new("K8S-NODE-1", "zone1")
     });
     c.sim.clear_requests();
     let svc = common::apply(svc, &r);

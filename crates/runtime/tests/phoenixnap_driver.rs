@@ -543,6 +543,64 @@ async fn two_servers_with_the_nodes_hostname_bind_nothing() {
     assert_eq!(m.provider_id, format!("phoenixnap://{}", c.workers[0]));
 }
 
+/// Review 2026-11-28 §3: kubelet names its Node after the hostname lower-cased (also a
+/// `--hostname-override`; `component-helpers/node/util` `GetHostname`), while PhoenixNAP hostnames
+/// may hold upper case. A lone server `Node-F` is node `node-f`'s; servers `Node-E` and `node-e`
+/// (in two locations) both are node `node-e`'s: ambiguous, so the node is bound to neither and
+/// the error (a Warning event on the Node, from the host) names both.
+#[tokio::test]
+async fn nodes_match_servers_as_kubelet_names_them_and_two_matches_bind_nothing() {
+    let c = cloud().await;
+    let upper = c.sim.add_server(
+        SeedServer::new("Node-E")
+            .with_location("PHX")
+            .private(&["10.0.0.31"]),
+    );
+    let lower = c.sim.add_server(
+        SeedServer::new("node-e")
+            .with_location("ASH")
+            .private(&["10.1.0.31"]),
+    );
+    let lone = c.sim.add_server(
+        SeedServer::new("Node-F")
+            .with_location("PHX")
+            .private(&["10.0.0.32"]),
+    );
+
+    // A lone server whose hostname has upper case is found.
+    let m = c
+        .driver
+        .instance_metadata(&common::node("node-f"), &scope())
+        .await
+        .into_result()
+        .expect("Node-F is node node-f's server");
+    assert_eq!(m.provider_id, format!("phoenixnap://{lone}"));
+
+    // Two servers kubelet would both name node-e: neither is bound.
+    match c
+        .driver
+        .instance_metadata(&common::node("node-e"), &scope())
+        .await
+        .into_result()
+    {
+        Err(CallError::Provider(ProviderError::Permanent(m))) => {
+            assert!(m.contains(&upper) && m.contains(&lower), "{m}");
+            assert!(m.contains("\"Node-E\"") && m.contains("\"node-e\""), "{m}");
+            assert!(m.contains("providerID"), "{m}");
+        }
+        other => panic!("expected a refusal naming both servers, got {other:?}"),
+    }
+    // Positive control: once one of them is gone, the other is bound, whichever case it has.
+    assert!(c.sim.remove_server(&lower));
+    let m = c
+        .driver
+        .instance_metadata(&common::node("node-e"), &scope())
+        .await
+        .into_result()
+        .expect("one server left");
+    assert_eq!(m.provider_id, format!("phoenixnap://{upper}"));
+}
+
 #[tokio::test]
 async fn a_block_assigned_elsewhere_is_refused_with_its_owner() {
     let c = cloud().await;

@@ -6,7 +6,7 @@ use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, Prov
 
 use crate::api::Api;
 use crate::model::Server;
-use crate::provider_id;
+use crate::{node_name, provider_id};
 
 /// The server behind `node` by its provider ID; `None` when the API says 404.
 pub fn by_provider_id(api: &Api, node: &Node) -> Result<Option<Server>, ProviderError> {
@@ -14,13 +14,22 @@ pub fn by_provider_id(api: &Api, node: &Node) -> Result<Option<Server>, Provider
     api.get_optional(&format!("servers/{}", encode_path_segment(&uuid)))
 }
 
-/// The servers whose name is exactly `name` (zero, one or several).
-pub fn by_name(servers: Vec<Server>, name: &str) -> Vec<Server> {
-    servers.into_iter().filter(|s| s.name == name).collect()
+/// Whether `server` is the one a kubelet on it would have registered as Node `node_name`: its
+/// name as kubelet makes Node names ([`node_name::of_hostname`]: trimmed, lower-cased). cloudscale
+/// takes any host name or FQDN, upper case included, while a Node name never has upper case;
+/// upstream compared exactly, so a server `Node-F` was never found.
+pub fn is_named(server: &Server, node_name: &str) -> bool {
+    node_name::of_hostname(&server.name) == node_name
 }
 
-/// The one server behind `node`: by provider ID when it has one, else by exact name. None or
-/// several is an error.
+/// The servers a node named `name` matches by [`is_named`] (zero, one or several).
+pub fn by_name(servers: Vec<Server>, name: &str) -> Vec<Server> {
+    servers.into_iter().filter(|s| is_named(s, name)).collect()
+}
+
+/// The one server behind `node`: by provider ID when it has one, else by name ([`is_named`]).
+/// None is `not-found`; several (`Node-E` and `node-e`) are ambiguous: a `permanent` error
+/// naming them, and nothing is bound.
 pub fn exactly_one(api: &Api, node: &Node) -> Result<Server, ProviderError> {
     if !node.provider_id.is_empty() {
         return by_provider_id(api, node)?.ok_or_else(|| {
@@ -36,13 +45,20 @@ pub fn exactly_one(api: &Api, node: &Node) -> Result<Server, ProviderError> {
 fn one_of(mut found: Vec<Server>, name: &str) -> Result<Server, ProviderError> {
     match found.len() {
         0 => Err(ProviderError::not_found(format!(
-            "no cloudscale server named {name:?}: name the node like its server, or set its \
-             providerID to cloudscale://<server-uuid>"
+            "no cloudscale server named {name:?} (compared as kubelet names Nodes: without case \
+             and surrounding whitespace): name the node like its server, or set its providerID \
+             to cloudscale://<server-uuid>"
         ))),
         1 => Ok(found.remove(0)),
         n => Err(ProviderError::permanent(format!(
-            "found {n} cloudscale servers named {name:?}: set the node's providerID to \
-             cloudscale://<server-uuid> to say which one"
+            "found {n} cloudscale servers named {name:?} ({}), compared as kubelet names Nodes \
+             (without case and surrounding whitespace), so the node is bound to none: set its \
+             providerID to cloudscale://<server-uuid> to say which one, or rename a server",
+            found
+                .iter()
+                .map(|s| format!("{} {:?}", s.uuid, s.name))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -73,7 +89,7 @@ pub fn map_nodes<'a>(servers: &'a [Server], nodes: &[Node]) -> Result<Mapping<'a
     let mut mapping = Mapping::default();
     for node in nodes {
         let found: Vec<&Server> = if node.provider_id.is_empty() {
-            servers.iter().filter(|s| s.name == node.name).collect()
+            servers.iter().filter(|s| is_named(s, &node.name)).collect()
         } else {
             match provider_id::parse(&node.provider_id) {
                 Ok(uuid) => servers.iter().filter(|s| s.uuid == uuid).collect(),
@@ -106,13 +122,13 @@ pub fn map_nodes<'a>(servers: &'a [Server], nodes: &[Node]) -> Result<Mapping<'a
             )),
             _ => {
                 mapping.left_out.push(format!(
-                    "node {} matches {} cloudscale servers by name ({}); set its providerID to \
-                     say which one",
+                    "node {} matches {} cloudscale servers by name, compared as kubelet names \
+                     Nodes ({}); set its providerID to say which one",
                     node.name,
                     found.len(),
                     found
                         .iter()
-                        .map(|s| s.uuid.as_str())
+                        .map(|s| format!("{} {:?}", s.uuid, s.name))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
@@ -265,7 +281,8 @@ mod tests {
     fn one_bad_node_is_left_out_and_the_others_stay() {
         let good = named("11111111-1111-4111-8111-111111111111", "good", "10.1.1.1");
         let twin_a = named("22222222-2222-4222-8222-222222222222", "twin", "10.1.1.2");
-        let twin_b = named("33333333-3333-4333-8333-333333333333", "twin", "10.1.1.3");
+        // Not the same name, but the same Node name: kubelet lower-cases its hostname.
+        let twin_b = named("33333333-3333-4333-8333-333333333333", "Twin", "10.1.1.3");
         let servers = vec![good.clone(), twin_a, twin_b];
         let nodes = [
             node("good", "cloudscale://11111111-1111-4111-8111-111111111111"),
@@ -288,6 +305,21 @@ mod tests {
         // The ambiguous node's possible private addresses are protected, its public ones are
         // never members anyway.
         assert_eq!(m.ambiguous_addresses, ["10.1.1.2", "10.1.1.3"]);
+    }
+
+    /// A server whose name has upper case is the Node kubelet names in lower case.
+    #[test]
+    fn names_compare_as_kubelet_makes_node_names() {
+        let lone = named("44444444-4444-4444-8444-444444444444", "Node-F", "10.1.1.4");
+        assert!(is_named(&lone, "node-f"));
+        assert!(
+            !is_named(&lone, "Node-F"),
+            "a Node name is never upper case"
+        );
+        let servers = [lone.clone()];
+        let m = map_nodes(&servers, &[node("node-f", "")]).unwrap();
+        assert_eq!(m.servers, vec![&lone]);
+        assert_eq!(by_name(vec![lone.clone()], "node-f"), vec![lone]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod desired;
 pub mod instances;
 pub mod model;
+pub mod node_name;
 pub mod plan;
 pub mod provider_id;
 pub mod reconcile;

@@ -4,7 +4,7 @@ use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, Prov
 
 use crate::api::Api;
 use crate::model::Server;
-use crate::provider_id;
+use crate::{node_name, provider_id};
 
 /// The server behind a provider ID; `None` only when the server is confirmed gone.
 ///
@@ -62,9 +62,12 @@ pub fn require_provider_id(node: &Node, what: &str) -> Result<(), ProviderError>
 }
 
 /// The server behind `node`: by provider ID, else the one server whose hostname is the node's
-/// name. Several servers of that hostname (e.g. in two locations) are ambiguous: an error naming
-/// them, and nothing is bound (upstream's `serverByName` took the first, so a node could be
-/// initialised with another machine's provider ID and addresses).
+/// name as kubelet makes Node names ([`node_name::of_hostname`]: trimmed, lower-cased; PhoenixNAP
+/// hostnames may hold upper case, Node names never do). Several such servers (`Node-E` and
+/// `node-e`, or one hostname in two locations) are ambiguous: an error naming them (the host turns
+/// it into a Warning event on the Node), and nothing is bound (upstream's `serverByName` compared
+/// exactly and took the first, so a node could be initialised with another machine's provider ID
+/// and addresses, and a server `Node-F` was never found).
 pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
     if !node.provider_id.is_empty() {
         return by_provider_id(api, node)?.ok_or_else(|| {
@@ -77,20 +80,25 @@ pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
     let servers: Vec<Server> = api.get("/bmc/v1/servers")?;
     let mut matches: Vec<Server> = servers
         .into_iter()
-        .filter(|s| s.hostname == node.name)
+        .filter(|s| node_name::of_hostname(&s.hostname) == node.name)
         .collect();
     match matches.len() {
         0 => Err(ProviderError::NotFound(format!(
-            "no PhoenixNAP server with hostname {:?}: name the node like its server, or set its providerID to phoenixnap://<server-id>",
+            "no PhoenixNAP server has a hostname that kubelet would name {:?} (compared without \
+             case and surrounding whitespace): name the node like its server, or set its \
+             providerID to phoenixnap://<server-id>",
             node.name
         ))),
         1 => Ok(matches.remove(0)),
         n => Err(ProviderError::Permanent(format!(
-            "{n} PhoenixNAP servers have the hostname {:?} ({}), so node {} is bound to none of them; set the node's providerID to phoenixnap://<server-id> (e.g. kubelet --provider-id) or give the servers distinct hostnames",
+            "{n} PhoenixNAP servers have a hostname that kubelet would name {:?} ({}), so node {} \
+             is bound to none of them; set the node's providerID to phoenixnap://<server-id> \
+             (e.g. kubelet --provider-id) or give the servers hostnames that differ in more than \
+             case",
             node.name,
             matches
                 .iter()
-                .map(|s| format!("{} in {}", s.id, s.location))
+                .map(|s| format!("{} {:?} in {}", s.id, s.hostname, s.location))
                 .collect::<Vec<_>>()
                 .join(", "),
             node.name

@@ -8,6 +8,7 @@ pub mod config;
 pub mod instances;
 pub mod lb;
 pub mod model;
+pub mod node_name;
 pub mod provider_id;
 
 use wasm_ccm_sdk::types::{

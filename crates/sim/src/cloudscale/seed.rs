@@ -29,7 +29,8 @@ pub struct SeedServer {
     /// The UUID; a random one when absent.
     #[serde(default)]
     pub uuid: Option<String>,
-    /// The name (need not be unique, as in the real API).
+    /// The name: a host name or FQDN, upper case allowed (see `valid_server_name`); need not be
+    /// unique, as in the real API.
     pub name: String,
     /// Flavor slug `<family>-<memory GB>-<vCPUs>`, default `flex-4-2`.
     #[serde(default = "default_flavor")]
@@ -223,6 +224,31 @@ fn parse_flavor(slug: &str) -> Option<(u32, u32)> {
     (!family.is_empty() && parts.next().is_none()).then_some((memory, vcpus))
 }
 
+/// Whether cloudscale takes `name` for a server. cloudscale's API documentation of the server's
+/// `name` (quoted in cloudscale-ch/terraform-provider-cloudscale docs/resources/server.md, for
+/// creating and renaming alike): "The name has to be a valid host name or a fully qualified domain
+/// name (FQDN)". Host names as RFC 1123 §2.1 (after RFC 952) define them: dot-separated labels of
+/// 1 to 63 ASCII letters, digits and `-`, neither first nor last a `-`, at most 253 characters in
+/// all. Letters of either case (RFC 4343: DNS names are case-insensitive), so a server `Node-F`
+/// exists, while the Node a kubelet on it registers is `node-f`. Where the documentation is silent
+/// the rule is the stricter one: no trailing root dot (`a.example.`), no `_`.
+pub(crate) fn valid_server_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// The refusal text for a name that [`valid_server_name`] refuses.
+pub(crate) const SERVER_NAME_RULE: &str = "a host name or FQDN (cloudscale's API documentation): \
+     dot-separated labels of 1 to 63 letters, digits and '-', no '-' first or last in a label, at \
+     most 253 characters, no trailing dot";
+
 /// Registers a server and its networks and subnets; returns its UUID.
 pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String, String> {
     let label = if seed.name.is_empty() {
@@ -231,8 +257,8 @@ pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String,
         format!("server {:?}", seed.name)
     };
     let err = |msg: String| format!("{label}: {msg}");
-    if seed.name.trim().is_empty() {
-        return Err(err("`name` may not be empty".into()));
+    if !valid_server_name(&seed.name) {
+        return Err(err(format!("`name` must be {SERVER_NAME_RULE}")));
     }
     let uuid = match &seed.uuid {
         Some(u) if u.trim().is_empty() => return Err(err("`uuid` may not be empty".into())),
@@ -504,6 +530,49 @@ floating_ips:
         let subnets: Vec<&Subnet> = state.subnets.values().filter(|s| !s.public).collect();
         assert_eq!(subnets.len(), 1, "both servers share the derived subnet");
         assert_eq!(state.floating_ips.len(), 2);
+    }
+
+    /// Names as cloudscale documents them (host name or FQDN): upper case is taken (review
+    /// 2026-11-28 §3: `Node-E` and `node-e` can both exist), whitespace, `_`, empty labels,
+    /// hyphens at a label's ends and over-long labels or names are not.
+    #[test]
+    fn server_names_are_host_names_or_fqdns() {
+        let add = |name: &str| {
+            let mut state = State::new(std::time::Duration::ZERO);
+            add_server(&mut state, &SeedServer::new(name)).map(|_| state.servers.len())
+        };
+        let label = "a".repeat(63);
+        let longest = [label.as_str(); 4].join(".")[..253].to_string();
+        for ok in [
+            "Node-E",
+            "node-e",
+            "worker-1.k8s.Example.com",
+            "1node",
+            label.as_str(),
+            longest.as_str(),
+        ] {
+            assert_eq!(add(ok), Ok(1), "{ok:?} is a host name or FQDN");
+        }
+        let long_label = "a".repeat(64);
+        let too_long = format!("{longest}a");
+        for bad in [
+            "",
+            " node-e",
+            "node-e ",
+            "node e",
+            "node_e",
+            "-node",
+            "node-",
+            "node..e",
+            "node-e.",
+            ".node-e",
+            "nöde",
+            long_label.as_str(),
+            too_long.as_str(),
+        ] {
+            let e = add(bad).expect_err(bad);
+            assert!(e.contains("`name` must be"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

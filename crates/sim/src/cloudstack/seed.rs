@@ -188,9 +188,11 @@ pub struct SeedVm {
     /// The ID; a random UUID when absent.
     #[serde(default)]
     pub id: Option<String>,
-    /// The name (the Kubernetes node name); need not be unique.
+    /// The name: CloudStack's host name of the VM, which the guest gets as its hostname (the
+    /// Kubernetes node name is it lower-cased). An RFC 1123 label, upper case allowed, and unique
+    /// (exactly, not without case) among the VMs on each of its networks; see `check_vm_name`.
     pub name: String,
-    /// The display name (default: the name).
+    /// The display name (default: the name): free text, never checked as a host name.
     #[serde(default)]
     pub display_name: Option<String>,
     /// `Running` (default), `Stopped`, ... (any non-empty string).
@@ -388,6 +390,46 @@ fn take_id(state: &State, id: Option<&String>) -> Result<String, String> {
         Some(id) if state.id_taken(id) => Err(format!("duplicate `id` {id}")),
         Some(id) => Ok(id.clone()),
     }
+}
+
+/// Whether CloudStack takes `name` for a VM (`deployVirtualMachine name=`, the VM's host name):
+/// apache/cloudstack `UserVmManagerImpl.checkNameForRFCCompliance`, which is
+/// `NetUtils.verifyDomainNameLabel(name, true)`: 1 to 63 characters, each an ASCII letter (the
+/// check lower-cases before matching `[a-z0-9-]*`, so either case), a digit or `-`; not starting
+/// or ending with `-`, not starting with a digit. Upper case stays in the name: `Node-E` and
+/// `node-e` are two names.
+pub(crate) fn valid_vm_name(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !name.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+        && !name.ends_with('-')
+}
+
+/// The refusal text for a name that [`valid_vm_name`] refuses (CloudStack's own words).
+pub(crate) const VM_NAME_RULE: &str = "an RFC 1123 host name label: ASCII letters, digits and \
+     '-', 1 to 63 characters, not starting or ending with '-' and not starting with a digit \
+     (CloudStack's checkNameForRFCCompliance)";
+
+/// CloudStack refuses a VM whose host name another VM on one of its networks has already
+/// (apache/cloudstack `UserVmManagerImpl`: "hostName has to be unique in the network domain",
+/// `listDistinctHostNames(networkId).contains(hostName)`, a case-sensitive Java `List.contains`;
+/// `vm.distinct.hostname.scope` can only widen it to more networks). So `Node-E` and `node-e`
+/// may share a network, two `node-e` may not (they may on two networks).
+fn check_vm_name_unique(state: &State, name: &str, networks: &[String]) -> Result<(), String> {
+    for network in networks {
+        if state
+            .vms
+            .iter()
+            .any(|vm| vm.name == name && vm.on_network(network))
+        {
+            let shown = state.network(network).map_or(network.as_str(), |n| &n.name);
+            return Err(format!(
+                "a VM with host name {name:?} already exists on network {shown:?} (CloudStack \
+                 keeps host names unique per network; use another name or network)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A non-blank name.
@@ -735,8 +777,10 @@ pub(crate) fn add_public_ip(state: &mut State, seed: &SeedPublicIp) -> Result<St
 
 /// Registers a VM (and its static NAT address); returns its ID.
 pub(crate) fn add_vm(state: &mut State, seed: &SeedVm) -> Result<String, String> {
-    name("VM", &seed.name)?;
     let err = |e: String| format!("VM {:?}: {e}", seed.name);
+    if !valid_vm_name(&seed.name) {
+        return Err(err(format!("`name` must be {VM_NAME_RULE}")));
+    }
     if seed.state.trim().is_empty() {
         return Err(err("`state` may not be empty".into()));
     }
@@ -775,6 +819,8 @@ pub(crate) fn add_vm(state: &mut State, seed: &SeedVm) -> Result<String, String>
             seq,
         });
     }
+    let networks: Vec<String> = nics.iter().map(|n| n.network_id.clone()).collect();
+    check_vm_name_unique(state, &seed.name, &networks).map_err(err)?;
     let explicit = project_id(state, seed.project.as_ref()).map_err(err)?;
     let project = owner(
         explicit,
@@ -873,6 +919,43 @@ mod tests {
         let mut s = state();
         apply(&mut s, &seed).expect("projects inherit");
         assert!(s.vms.iter().all(|v| v.project.is_some()));
+    }
+
+    /// VM names as CloudStack checks them (`checkNameForRFCCompliance`, host names unique per
+    /// network, case-sensitively): `Node-E` beside `node-e` on one network is taken (review
+    /// 2026-11-28 §3), a second `node-e` there is not, on another network it is.
+    #[test]
+    fn vm_names_follow_cloudstack() {
+        let mut s = state();
+        apply(&mut s, &Seed::example()).expect("example");
+        let vm = |name: &str, network: &str, ip: &str| SeedVm::new(name, "zone1").nic(network, ip);
+        let long = format!("a{}", "1".repeat(62));
+        for (i, ok) in ["node-e", "Node-E", "NODE-E", "n", long.as_str()]
+            .into_iter()
+            .enumerate()
+        {
+            add_vm(&mut s, &vm(ok, "k8s-net", &format!("10.1.1.{}", 100 + i)))
+                .unwrap_or_else(|e| panic!("{ok:?} is a name CloudStack takes: {e}"));
+        }
+        let e = add_vm(&mut s, &vm("node-e", "k8s-net", "10.1.1.120")).expect_err("twice");
+        assert!(e.contains("already exists on network \"k8s-net\""), "{e}");
+        add_vm(&mut s, &vm("node-e", "k8s-tier", "10.1.2.120")).expect("another network");
+        let too_long = format!("{long}1");
+        for bad in [
+            "",
+            " node-f",
+            "node f",
+            "node_f",
+            "node.f",
+            "-node",
+            "node-",
+            "1node",
+            "nöde",
+            too_long.as_str(),
+        ] {
+            let e = add_vm(&mut s, &vm(bad, "k8s-net", "10.1.1.130")).expect_err(bad);
+            assert!(e.contains("`name` must be"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -103,6 +103,26 @@ pub(crate) fn valid_tag_text(value: &str) -> bool {
 pub(crate) const TAG_TEXT_RULE: &str =
     "1 to 100 Unicode letters, digits 0-9, '_' or '-' (the specs' [A-zÀ-ú0-9_-]{1,100})";
 
+/// Whether the real API takes `hostname` for a server: bmcapi.spec.yaml
+/// `#/components/schemas/ServerCreate` `hostname` (the same in `ServerProvision` and `Server`):
+/// `minLength: 1`, `maxLength: 100`, `pattern: ^(?=.*[a-zA-Z])([a-zA-Z0-9().-])+$`. So ASCII
+/// letters of either case (a Kubernetes Node named after `Node-E` is `node-e`: kubelet lower-cases
+/// its name), digits, `(`, `)`, `.` and `-`, with at least one letter; no whitespace, no `_`, no
+/// other letters. (`ServerPatch.hostname` has the unanchored `[a-zA-Z0-9().-]+`; the simulator
+/// never renames a server, and seeds follow `ServerCreate`.)
+pub(crate) fn valid_hostname(hostname: &str) -> bool {
+    (1..=100).contains(&hostname.len())
+        && hostname
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'(' | b')' | b'.' | b'-'))
+        && hostname.bytes().any(|b| b.is_ascii_alphabetic())
+}
+
+/// The refusal text for a hostname that [`valid_hostname`] refuses.
+pub(crate) const HOSTNAME_RULE: &str = "1 to 100 characters of A-Z, a-z, 0-9, '(', ')', '.' and '-', \
+     at least one a letter (bmcapi.spec.yaml ServerCreate.hostname: \
+     ^(?=.*[a-zA-Z])([a-zA-Z0-9().-])+$)";
+
 /// The statuses of a public network (networkapi.spec.yaml `#/components/schemas/PublicNetwork`
 /// `status`: "`BUSY`, `READY`, `DELETING` or `ERROR`").
 pub(crate) const NETWORK_STATUSES: &[&str] = &["BUSY", "READY", "DELETING", "ERROR"];

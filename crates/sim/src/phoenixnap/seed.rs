@@ -9,9 +9,9 @@ use std::time::Instant;
 use serde::Deserialize;
 
 use super::model::{
-    Assignment, BLOCK_STATUSES, Cidr4, IpBlock, LOCATIONS, NETWORK_STATUSES, NETWORK_TYPES,
-    PublicNetwork, Server, State, TAG_TEXT_RULE, Tag, TagValue, new_id, now_rfc3339,
-    parse_block_size, valid_tag_text,
+    Assignment, BLOCK_STATUSES, Cidr4, HOSTNAME_RULE, IpBlock, LOCATIONS, NETWORK_STATUSES,
+    NETWORK_TYPES, PublicNetwork, Server, State, TAG_TEXT_RULE, Tag, TagValue, new_id, now_rfc3339,
+    parse_block_size, valid_hostname, valid_tag_text,
 };
 
 /// Everything to start with. Applied in the order tags, servers, public networks, IP blocks, so
@@ -36,7 +36,9 @@ pub struct SeedServer {
     /// The ID; a random 24-hex-digit one when absent.
     #[serde(default)]
     pub id: Option<String>,
-    /// The hostname (the Kubernetes node name); need not be unique.
+    /// The hostname; need not be unique. What the API takes (bmcapi.spec.yaml
+    /// `ServerCreate.hostname`): upper case too, so the Kubernetes node name is this
+    /// lower-cased (as kubelet names a Node).
     pub hostname: String,
     /// `powered-on` (default), `powered-off`, `creating`, `rebooting`, ... (any non-empty string).
     #[serde(default = "default_server_status")]
@@ -447,8 +449,8 @@ pub(crate) fn add_tag(state: &mut State, seed: &SeedTag) -> Result<String, Strin
 /// Registers a server; returns its ID.
 pub(crate) fn add_server(state: &mut State, seed: &SeedServer) -> Result<String, String> {
     let err = |msg: String| format!("server {:?}: {msg}", seed.hostname);
-    if seed.hostname.trim().is_empty() {
-        return Err("server: `hostname` may not be empty".into());
+    if !valid_hostname(&seed.hostname) {
+        return Err(err(format!("`hostname` must be {HOSTNAME_RULE}")));
     }
     let id = take_id(state, seed.id.as_ref()).map_err(err)?;
     if seed.status.trim().is_empty() {
@@ -712,6 +714,43 @@ ipBlocks:
         assert_eq!(state.blocks.len(), 2);
         assert!(state.blocks[0].on_network("aaaaaaaaaaaaaaaaaaaaaaaa"));
         assert_eq!(state.blocks[1].status, "assigned");
+    }
+
+    /// Hostnames as bmcapi.spec.yaml `ServerCreate.hostname` allows them: upper case is taken
+    /// (review 2026-11-28 §3: `Node-E` and `node-e` can both exist), whitespace, `_`, other
+    /// letters, a name without a letter and more than 100 characters are not.
+    #[test]
+    fn hostnames_follow_the_spec() {
+        let add = |hostname: &str| {
+            let mut state = State::new(std::time::Duration::ZERO);
+            add_server(&mut state, &SeedServer::new(hostname)).map(|_| state.servers.len())
+        };
+        let long = format!("a{}", "1".repeat(99));
+        for ok in [
+            "Node-E",
+            "node-e",
+            "NODE.e(1)",
+            "a",
+            "node-e.",
+            long.as_str(),
+        ] {
+            assert_eq!(add(ok), Ok(1), "{ok:?} is a hostname the API takes");
+        }
+        let too_long = format!("{long}1");
+        for bad in [
+            "",
+            " node-e",
+            "node-e ",
+            "node e",
+            "node_e",
+            "nöde",
+            "1234",
+            "10.0.0.1",
+            too_long.as_str(),
+        ] {
+            let e = add(bad).expect_err(bad);
+            assert!(e.contains("`hostname` must be"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! `wasm_ccm_test_tools::guest_memory`).
 //!
 //! The engine allocates guest memories through the test's recording memory creator
-//! (`EngineOptions::memory_creator`), so the scan sees exactly what the guests hold.
+//! (`EngineOptions::memory_creator`), so the scan sees exactly what the guests hold. Each scan
+//! has a positive control: it must also find what the guest is known to hold, the simulator's
+//! URL (from its configuration) and every placeholder the guest sent or got (recorded by an HTTP
+//! interceptor), or the test fails saying the scan is blind. The driver's exports are asserted,
+//! so no call kind is skipped unnoticed.
 //!
 //! On a host that hands drivers their credentials in clear (environment variables, the
 //! cloud-config), these tests fail, naming the first call after which each canary was in
@@ -14,9 +18,14 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 
 use wasm_ccm_drivers::{CLOUDSCALE_DRIVER, CLOUDSTACK_DRIVER, PHOENIXNAP_DRIVER};
+use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted};
+use wasm_ccm_runtime::secrets::{PLACEHOLDER_LEN, PLACEHOLDER_PREFIX};
 use wasm_ccm_runtime::types::{AddressType, NodeAddress, Route};
 use wasm_ccm_runtime::{
     CacheOutcome, CallScope, Compiler, Driver, DriverOptions, EngineOptions, Outcome, Runtime,
@@ -36,6 +45,10 @@ struct Subject {
     secret: (&'static str, &'static str),
     /// The account it belongs to (client ID, API key), for clouds that have one.
     account: Option<(&'static str, &'static str)>,
+    /// The interfaces the driver exports (`Exports::names`): the calls of each are run and
+    /// scanned, so a driver that exports less (or more) fails the test instead of leaving calls
+    /// unscanned.
+    exports: &'static [&'static str],
 }
 
 impl Subject {
@@ -47,6 +60,76 @@ impl Subject {
     }
 }
 
+/// The placeholders the guest sent or was given (in URLs, headers and bodies both ways), in the
+/// order first seen: what the guest is known to hold, for the scan's positive control.
+#[derive(Default)]
+struct Placeholders {
+    seen: Mutex<Vec<String>>,
+    /// How many requests the guest made.
+    requests: Mutex<usize>,
+}
+
+impl Placeholders {
+    fn note(&self, text: &[u8]) {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let prefix = PLACEHOLDER_PREFIX.as_bytes();
+        for at in 0..text.len().saturating_sub(PLACEHOLDER_LEN - 1) {
+            let candidate = &text[at..at + PLACEHOLDER_LEN];
+            if candidate.starts_with(prefix)
+                && candidate[prefix.len()..]
+                    .iter()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            {
+                let p = String::from_utf8_lossy(candidate).into_owned();
+                if !seen.contains(&p) {
+                    seen.push(p);
+                }
+            }
+        }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn requests(&self) -> usize {
+        *self.requests.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl HttpInterceptor for Placeholders {
+    fn intercept<'a>(&'a self, forward: Forward<'a>) -> Intercepted<'a> {
+        Box::pin(async move {
+            // The request as the guest made it (placeholders, never credentials).
+            let request = forward.request().clone();
+            *self.requests.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+            self.note(request.url.as_bytes());
+            for (_, value) in &request.headers {
+                self.note(value.as_bytes());
+                // HTTP Basic credentials travel Base64-encoded.
+                if let Some(encoded) = value.strip_prefix("Basic ")
+                    && let Ok(pair) = STANDARD.decode(encoded.trim())
+                {
+                    self.note(&pair);
+                }
+            }
+            self.note(&request.body);
+            let response = forward.send().await;
+            if let Ok(r) = &response {
+                // What the guest gets back (a sealed OAuth token is a placeholder).
+                for (_, value) in &r.headers {
+                    self.note(value.as_bytes());
+                }
+                self.note(&r.body);
+            }
+            response
+        })
+    }
+}
+
 /// Looks for the canaries after each call and keeps what it found.
 struct Scan {
     cloud: &'static str,
@@ -54,22 +137,57 @@ struct Scan {
     canaries: Vec<Canary>,
     /// The simulator, to read the OAuth tokens it issued (PhoenixNAP's).
     sim: Box<dyn SimCloud>,
+    /// What the guest sent and got: the placeholders it holds.
+    placeholders: Arc<Placeholders>,
+    /// Placeholders already shown to be found by a scan.
+    controlled: Vec<String>,
     /// What each scan found, in call order.
     findings: Vec<(&'static str, Finding)>,
     /// The calls scanned, in order.
     calls: Vec<&'static str>,
+    /// The most OAuth tokens one scan looked for (PhoenixNAP's).
+    tokens_scanned: usize,
 }
 
+/// The name under which a positive control's needle is looked for.
+const CONTROL: &str = "control: ";
+
 impl Scan {
-    /// Scans every live memory after `call`.
+    /// Scans every live memory after `call`: for the canaries, and, as a positive control, for
+    /// what the guest is known to hold (the simulator's URL, from its configuration; each
+    /// placeholder it sent or got during the calls since the last scan). A scan that does not
+    /// find those would not find a credential either.
     fn after(&mut self, call: &'static str) {
         let mut canaries = self.canaries.clone();
         if let Some(pnap) = self.sim.as_any().downcast_ref::<PhoenixnapSim>() {
             // A bearer token is a credential too: whoever holds it acts as the client until it
             // expires.
-            for (i, token) in pnap.issued_tokens().into_iter().enumerate() {
+            let tokens = pnap.issued_tokens();
+            assert!(
+                self.placeholders.requests() == 0 || !tokens.is_empty(),
+                "{}: the driver made {} requests by {call} but the simulator issued no OAuth \
+                 token, so the token canaries would be empty",
+                self.cloud,
+                self.placeholders.requests()
+            );
+            self.tokens_scanned = self.tokens_scanned.max(tokens.len());
+            for (i, token) in tokens.into_iter().enumerate() {
                 canaries.push(Canary::new(format!("OAuth access token #{i}"), token));
             }
+        }
+        let url = self.sim.url();
+        let new: Vec<String> = self
+            .placeholders
+            .seen()
+            .into_iter()
+            .filter(|p| !self.controlled.contains(p))
+            .collect();
+        let mut controls = vec![format!("{CONTROL}the simulator URL")];
+        canaries.push(Canary::new(controls[0].clone(), url.clone()));
+        for (i, p) in new.iter().enumerate() {
+            let name = format!("{CONTROL}placeholder #{}", self.controlled.len() + i);
+            canaries.push(Canary::new(name.clone(), p.clone()));
+            controls.push(name);
         }
         assert!(
             self.memories.live() > 0,
@@ -81,13 +199,56 @@ impl Scan {
         // runtime is this test's own, Cranelift only (no background tier-up swaps code or makes
         // instances), and the pool makes instances only inside calls.
         let found = unsafe { self.memories.scan(&Needles::new(&canaries)) };
+        let (control, found): (Vec<Finding>, Vec<Finding>) = found
+            .into_iter()
+            .partition(|f| f.canary.starts_with(CONTROL));
+        let missing: Vec<&String> = controls
+            .iter()
+            .filter(|name| {
+                !control
+                    .iter()
+                    .any(|f| f.canary == **name && f.encoding == "raw")
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{}: after {call} the scan of the guest memories does not find what the guest is \
+             known to hold ({missing:?}; the URL is {url}), so it would not find a credential \
+             either: the recorded memories are not the driver's",
+            self.cloud
+        );
+        self.controlled.extend(new);
         self.findings.extend(found.into_iter().map(|f| (call, f)));
         self.calls.push(call);
     }
 
     /// Fails if any canary was found, with one line per canary and encoding: the first call
     /// after which it was in memory (where, how often), then the later calls it stayed for.
+    /// Fails too if a collection the scans relied on stayed empty: no placeholder ever seen (the
+    /// control covered the URL only), or, on PhoenixNAP, no OAuth token ever looked for.
     fn assert_clean(&self) {
+        assert!(
+            !self.controlled.is_empty(),
+            "{}: the guest sent and got no placeholder in any call (calls scanned: {}), so no \
+             scan was shown to find one",
+            self.cloud,
+            self.calls.join(", ")
+        );
+        if self.sim.as_any().is::<PhoenixnapSim>() {
+            assert!(
+                self.tokens_scanned > 0,
+                "{}: the simulator issued no OAuth token in any call, so no scan looked for one",
+                self.cloud
+            );
+        }
+        println!(
+            "{}: {} scans, each found the simulator URL; {} placeholders found after the call \
+             that used them; at most {} OAuth tokens looked for",
+            self.cloud,
+            self.calls.len(),
+            self.controlled.len(),
+            self.tokens_scanned
+        );
         let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
         let mut keys: Vec<(&str, &str)> = Vec::new();
         for (call, f) in &self.findings {
@@ -208,10 +369,12 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
     .await
     .expect("the simulator starts");
     let setup = sim.driver_setup();
+    let placeholders = Arc::new(Placeholders::default());
     let mut opts = DriverOptions {
         config: setup.config.unwrap_or_default().into_bytes(),
         env: setup.env,
         egress: Some(setup.egress),
+        http_interceptor: Some(placeholders.clone()),
         ..Default::default()
     };
     // PhoenixNAP tags IP blocks with it; the others ignore it.
@@ -225,8 +388,11 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
         memories,
         canaries: subject.canaries(),
         sim,
+        placeholders,
+        controlled: Vec::new(),
         findings: Vec::new(),
         calls: Vec::new(),
+        tokens_scanned: 0,
     };
 
     // `load` runs `provider.info` and `provider.init` (the canaries are in init's environment
@@ -247,7 +413,15 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
     );
     scan.after("provider.housekeeping");
 
+    // The calls below run per exported interface: a driver that stopped exporting one (or
+    // started exporting another) must fail here, not leave calls unscanned.
     let exports = driver.compiled().surface.exports;
+    assert_eq!(
+        exports.names(),
+        subject.exports,
+        "{cloud}: the driver's exports differ from the ones this test runs calls of; update \
+         `Subject::exports` and the calls if the driver changed on purpose"
+    );
     let mut nodes: Vec<_> = seeded.iter().map(kubelet_node).collect();
     if exports.instances {
         let meta = ok(
@@ -353,6 +527,7 @@ async fn cloudscale_keeps_no_credential_in_guest_memory() {
             "canary-token-Zq8Vw3kP9rTm2XbN7cLd",
         ),
         account: None,
+        exports: &["provider", "instances", "load-balancer"],
     })
     .await;
 }
@@ -370,6 +545,7 @@ async fn cloudstack_keeps_no_credential_in_guest_memory() {
             "CloudStack api-key",
             "canary-apikey-Hq4Ts8Wn2Ry6Ue1Io5Pa3Sd7Fg9Jk0Lz_mXcVb",
         )),
+        exports: &["provider", "instances", "load-balancer"],
     })
     .await;
 }
@@ -387,6 +563,7 @@ async fn phoenixnap_keeps_no_credential_in_guest_memory() {
             "PhoenixNAP client ID",
             "canary-client-6f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b",
         )),
+        exports: &["provider", "instances", "load-balancer"],
     })
     .await;
 }

@@ -12,8 +12,12 @@
 //! other character (`*`, space, `+`, `/`, `=`, `%`, `&`, Unicode, control characters) is
 //! encoded alike by the server, `cs` and the host.
 //!
-//! Needs `python3` with `venv`, and PyPI once (as crates/sim/tests/cloudstack_client.rs); the
-//! recorded material is skipped with a message when absent, the fixed values are always signed.
+//! Needs `python3` with `venv`, and PyPI once (as crates/sim/tests/cloudstack_client.rs), and the
+//! recorded material (`tests/material`: beside the clone, or `WASM_CCM_SHARED_MATERIAL`); without
+//! it the test fails unless `WASM_CCM_ALLOW_MISSING_MATERIAL=1`, and then signs the fixed values
+//! only.
+
+mod material;
 
 use std::path::PathBuf;
 
@@ -56,10 +60,13 @@ const TRICKY: [&str; 16] = [
     "2026-11-27T08:00:00+0000",
 ];
 
-fn material() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/material/cloudstack-go/testdata");
-    dir.is_dir().then_some(dir)
+/// cloudstack-go's recordings; absent, the test fails (see `material`), unless skipping them is
+/// asked for.
+fn recordings() -> Option<PathBuf> {
+    material::dir(
+        "cloudstack-go/testdata",
+        "cloudstack-go's recorded API responses",
+    )
 }
 
 /// Every string field below `value`, as (name, value), in document order.
@@ -106,11 +113,8 @@ fn with(mut params: Vec<(String, String)>, name: &str, value: &str) -> Vec<(Stri
 fn requests() -> (Vec<Vec<(String, String)>>, usize) {
     let mut out = Vec::new();
     let mut commands = 0;
-    match material() {
-        None => println!(
-            "SKIP the recorded requests: ../shared/material/cloudstack-go/testdata is absent \
-             (only the fixed values are signed)"
-        ),
+    match recordings() {
+        None => println!("only the fixed values are signed"),
         Some(dir) => {
             let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .expect("read testdata")

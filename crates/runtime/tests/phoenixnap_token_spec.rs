@@ -5,10 +5,12 @@
 //! the token endpoint receives (the real credentials, in Basic or form fields only), and how
 //! many token requests concurrent instances cause (one per token lifetime).
 //!
-//! The spec checks are skipped with a message when the material is absent; the simulator checks
-//! always run.
+//! The specs are found by `tests/material` (beside the clone, or `WASM_CCM_SHARED_MATERIAL`);
+//! without them the test fails, unless `WASM_CCM_ALLOW_MISSING_MATERIAL=1` skips the spec checks
+//! (the simulator checks always run).
 
 mod common;
+mod material;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +25,9 @@ use wasm_ccm_drivers::PHOENIXNAP_DRIVER;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted, Method, Request, Response};
 use wasm_ccm_runtime::types::{SecretDecl, SecretUse};
 use wasm_ccm_runtime::{CallScope, Compiled, Driver, DriverOptions};
-use wasm_ccm_sim::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, SeedServer, TOKEN_PATH};
+use wasm_ccm_sim::phoenixnap::{
+    LoggedRequest, PhoenixnapOptions, PhoenixnapSim, SeedServer, TOKEN_PATH,
+};
 
 const PLACEHOLDER: &str = "wccm-secret.";
 /// Concurrent instances asking for a token at once.
@@ -45,16 +49,12 @@ struct SpecScheme {
     files: usize,
 }
 
+/// The published scheme; `None` only when the specs are absent and skipping is asked for
+/// (`material::ALLOW_MISSING_VAR`), else an absent directory fails the test.
 fn spec() -> Option<SpecScheme> {
-    let dir =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/material/go-sdk-bmc/specs");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        println!(
-            "SKIP the spec checks: {} is absent (PhoenixNAP's OpenAPI specs)",
-            dir.display()
-        );
-        return None;
-    };
+    let dir = material::dir("go-sdk-bmc/specs", "PhoenixNAP's OpenAPI specs")?;
+    let entries =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{} cannot be read: {e}", dir.display()));
     let mut files: Vec<PathBuf> = entries
         .map(|e| e.expect("entry").path())
         .filter(|p| p.to_string_lossy().ends_with(".spec.yaml"))
@@ -147,6 +147,61 @@ fn form(body: &[u8]) -> Vec<(String, String)> {
 fn is_placeholder(v: &str) -> bool {
     v.strip_prefix(PLACEHOLDER)
         .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Every form a check must search `text` in for a credential: as it is, percent-decoded (a
+/// secret with `+/=:` travels as `%2B%2F%3D%3A` in a URL or a form), and form-decoded (`+` is a
+/// space there too). Bytes that are not UTF-8 are searched as replacement characters.
+fn decodings(text: &[u8]) -> Vec<String> {
+    let form: Vec<String> = url::form_urlencoded::parse(text)
+        .flat_map(|(k, v)| [k.into_owned(), v.into_owned()])
+        .collect();
+    vec![
+        String::from_utf8_lossy(text).into_owned(),
+        percent_encoding::percent_decode(text)
+            .decode_utf8_lossy()
+            .into_owned(),
+        form.join("\n"),
+    ]
+}
+
+/// The names of the `credentials` (name, value) that occur in any of `texts`.
+fn leaked<'a>(texts: &[String], credentials: &[(&'a str, &str)]) -> Vec<&'a str> {
+    credentials
+        .iter()
+        .filter(|(_, value)| texts.iter().any(|t| t.contains(value)))
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// What a request of the guest says, decoded as a server would read it: the URL (its query
+/// percent- and form-decoded), each header value (a Basic one Base64-decoded too) and the body
+/// as text (not `Debug`'s list of numbers), percent- and form-decoded.
+fn guest_request_texts(request: &Request) -> Vec<String> {
+    let mut texts = decodings(request.url.as_bytes());
+    for (_, value) in &request.headers {
+        texts.extend(decodings(value.as_bytes()));
+        if let Some(encoded) = value.strip_prefix("Basic ")
+            && let Ok(pair) = base64::engine::general_purpose::STANDARD.decode(encoded.trim())
+        {
+            texts.extend(decodings(&pair));
+        }
+    }
+    texts.extend(decodings(&request.body));
+    texts
+}
+
+/// What a request the simulator logged says, decoded: its query and its body (the text of a
+/// non-JSON body, else the JSON), each percent- and form-decoded.
+fn logged_request_texts(request: &LoggedRequest) -> Vec<String> {
+    let mut texts = decodings(request.query.as_bytes());
+    let body = match &request.body {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    texts.extend(decodings(body.as_bytes()));
+    texts
 }
 
 fn decl<'a>(secrets: &'a [SecretDecl], name: &str) -> &'a SecretDecl {
@@ -329,13 +384,21 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
             }
         }
     }
-    // Nowhere else: no query or body the simulator logged carries a credential.
-    for r in sim.requests() {
-        let body = r.body.as_ref().map(Value::to_string).unwrap_or_default();
-        assert!(!r.query.contains(&real_secret), "{}", r.line());
+    // Nowhere else: no query the simulator logged carries a credential, nor any body but the
+    // token request's (checked above), decoded as the server reads them.
+    let credentials = [
+        ("the client ID", real_id.as_str()),
+        ("the client secret", real_secret.as_str()),
+    ];
+    let logged = sim.requests();
+    assert!(!logged.is_empty(), "the simulator logged no request");
+    for r in &logged {
+        let mut texts = decodings(r.query.as_bytes());
         if !r.path.ends_with(TOKEN_PATH) {
-            assert!(!body.contains(&real_secret) && !body.contains(&real_id));
+            texts = logged_request_texts(r);
         }
+        let found = leaked(&texts, &credentials);
+        assert!(found.is_empty(), "{found:?} in {}", r.line());
     }
 
     // What the guest sent and got: placeholders only.
@@ -355,10 +418,10 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         let url = Url::parse(&request.url).expect("url");
         assert_eq!(url.path(), TOKEN_PATH);
         assert_eq!(url.origin(), Url::parse(&sim.url()).expect("sim").origin());
-        let text = format!("{request:?}");
+        let found = leaked(&guest_request_texts(request), &credentials);
         assert!(
-            !text.contains(&real_secret) && !text.contains(&real_id),
-            "{text}"
+            found.is_empty(),
+            "{found:?} in a token request of the guest"
         );
         let fields = form(&request.body);
         assert!(fields.contains(&("grant_type".into(), "client_credentials".into())));
@@ -405,6 +468,8 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         .collect();
     assert!(!api.is_empty());
     for (request, response) in api {
+        let found = leaked(&guest_request_texts(request), &credentials);
+        assert!(found.is_empty(), "{found:?} in an API request of the guest");
         let bearer = request
             .headers
             .iter()
@@ -413,8 +478,8 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
             .expect("bearer");
         assert!(sealed.iter().any(|t| t == bearer), "{bearer}");
         if let Some(r) = response {
-            let body = String::from_utf8_lossy(&r.body);
-            assert!(!body.contains(&real_secret));
+            let found = leaked(&decodings(&r.body), &credentials);
+            assert!(found.is_empty(), "{found:?} in an answer to the guest");
         }
     }
     println!(
@@ -427,5 +492,99 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         } else {
             "Basic or form fields"
         }
+    );
+}
+
+/// Positive control for the leak checks above (review 2026-11-28, tests.md rows 9 and 10): each
+/// credential planted where a leak would put it, in the form it would travel in, is found; the
+/// former checks (`format!("{request:?}")`, which prints a body as numbers, and a search of the
+/// raw, still-encoded query for the secret only) missed every one of these.
+#[test]
+fn the_leak_checks_find_credentials_in_every_form_they_travel_in() {
+    let (id, secret) = ("client-6f1e2d3c", "real-Secret+/=~:42");
+    let credentials = [("the client ID", id), ("the client secret", secret)];
+    let both = vec!["the client ID", "the client secret"];
+    let encoded: String = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("client_id", id)
+        .append_pair("client_secret", secret)
+        .finish();
+    assert!(
+        !encoded.contains(secret),
+        "the secret is encoded: {encoded}"
+    );
+    let guest = |url: String, headers: Vec<(String, String)>, body: Vec<u8>| Request {
+        method: Method::Post,
+        url,
+        headers,
+        body,
+        timeout_ms: None,
+    };
+
+    // In a form body.
+    let r = guest(
+        "http://127.0.0.1:1/token".into(),
+        vec![],
+        encoded.clone().into_bytes(),
+    );
+    assert_eq!(leaked(&guest_request_texts(&r), &credentials), both);
+    let debug = format!("{r:?}");
+    assert!(!debug.contains(secret) && !debug.contains(id), "{debug}");
+    // In a URL's query, percent-encoded (the `+` as `%2B`), and with a raw `+` read as a space.
+    let r = guest(format!("http://127.0.0.1:1/x?{encoded}"), vec![], vec![]);
+    assert_eq!(leaked(&guest_request_texts(&r), &credentials), both);
+    let raw = guest(
+        format!("http://127.0.0.1:1/x?a={id}&b={secret}"),
+        vec![],
+        vec![],
+    );
+    assert_eq!(leaked(&guest_request_texts(&raw), &credentials), both);
+    // In an HTTP Basic header.
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"));
+    let r = guest(
+        "http://127.0.0.1:1/token".into(),
+        vec![("authorization".into(), format!("Basic {basic}"))],
+        vec![],
+    );
+    assert_eq!(leaked(&guest_request_texts(&r), &credentials), both);
+    // Nothing planted, nothing found.
+    let clean = guest(
+        "http://127.0.0.1:1/x?a=b".into(),
+        vec![("authorization".into(), "Bearer x".into())],
+        b"grant_type=client_credentials".to_vec(),
+    );
+    assert!(leaked(&guest_request_texts(&clean), &credentials).is_empty());
+
+    // What the simulator logs: a query and a body, as the server received them.
+    let logged = |query: String, body: Option<Value>| LoggedRequest {
+        method: "GET".into(),
+        path: "/bmc/v1/servers".into(),
+        query,
+        body,
+        status: 200,
+    };
+    let q = logged(encoded.clone(), None);
+    // The former check searched this raw query for the secret only: not there as such, and the
+    // client ID (there as such) was not looked for.
+    assert!(!q.query.contains(secret));
+    assert_eq!(leaked(&logged_request_texts(&q), &credentials), both);
+    let form_body = logged(String::new(), Some(Value::String(encoded.clone())));
+    assert_eq!(
+        leaked(&logged_request_texts(&form_body), &credentials),
+        both
+    );
+    let json_body = logged(
+        String::new(),
+        Some(serde_json::json!({"note": format!("{id} {secret}")})),
+    );
+    assert_eq!(
+        leaked(&logged_request_texts(&json_body), &credentials),
+        both
+    );
+    assert!(
+        leaked(
+            &logged_request_texts(&logged("tag=a.b".into(), None)),
+            &credentials
+        )
+        .is_empty()
     );
 }

@@ -860,7 +860,7 @@ async fn an_echoed_signed_request_gives_the_guest_neither_key_nor_signature() {
         .find_map(|l| l.strip_prefix("api-key = "))
         .expect("placeholder")
         .to_string();
-    let policy = crate::egress::EgressPolicy::parse(&[url.clone()]).expect("grant");
+    let policy = crate::egress::EgressPolicy::parse(std::slice::from_ref(&url)).expect("grant");
     let client = crate::capability::http::HttpCapability::new(policy, Default::default())
         .expect("client")
         .with_vault(sealed.vault);
@@ -883,7 +883,7 @@ async fn an_echoed_signed_request_gives_the_guest_neither_key_nor_signature() {
     let signature = line
         .split(['?', '&', ' '])
         .find_map(|p| p.strip_prefix("signature="))
-        .map(|s| percent_encoding_decode(s))
+        .map(percent_encoding_decode)
         .expect("signed");
     let body = String::from_utf8_lossy(&response.body).into_owned();
     assert!(!body.contains(API_KEY), "{body}");

@@ -6,7 +6,7 @@
 use base64::Engine as _;
 
 /// Whether `canary` can be recovered from `body` by any chain of the decodings below.
-pub fn recovers(body: &[u8], canary: &str) -> bool {
+pub(crate) fn recovers(body: &[u8], canary: &str) -> bool {
     if canary.is_empty() {
         return false;
     }

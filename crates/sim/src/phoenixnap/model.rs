@@ -119,8 +119,8 @@ pub(crate) fn valid_hostname(hostname: &str) -> bool {
 }
 
 /// The refusal text for a hostname that [`valid_hostname`] refuses.
-pub(crate) const HOSTNAME_RULE: &str = "1 to 100 characters of A-Z, a-z, 0-9, '(', ')', '.' and '-', \
-     at least one a letter (bmcapi.spec.yaml ServerCreate.hostname: \
+pub(crate) const HOSTNAME_RULE: &str = "1 to 100 characters of A-Z, a-z, 0-9, '(', ')', \
+     '.' and '-', at least one letter (bmcapi.spec.yaml ServerCreate.hostname: \
      ^(?=.*[a-zA-Z])([a-zA-Z0-9().-])+$)";
 
 /// The statuses of a public network (networkapi.spec.yaml `#/components/schemas/PublicNetwork`

@@ -1,5 +1,6 @@
-//! Benchmarks of the host runtime (a bench binary, not a timed test): compile, cached load,
-//! instantiation, call overheads and a JSON-decoding call over loopback HTTP.
+//! Benchmarks of the host runtime (a bench binary, not a timed test): compile (each tier), cached
+//! load (each tier's build), instantiation, call overheads and a JSON-decoding call over
+//! loopback HTTP.
 //!
 //! Run: `cargo bench -p wasm-ccm-runtime --bench runtime`. Prints a Markdown table of medians
 //! (and p99 where it matters) to paste into BENCHMARKS.md.
@@ -14,7 +15,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_ccm_drivers::{HOSTILE_DRIVER, STATIC_DRIVER};
 use wasm_ccm_runtime::log::{LogLimits, NullSink};
 use wasm_ccm_runtime::{
-    Allocation, CallScope, DriverOptions, EngineOptions, Runtime, RuntimeOptions,
+    Allocation, CacheOutcome, CallScope, Compiler, Driver, DriverOptions, EngineOptions, Runtime,
+    RuntimeOptions, Tier,
 };
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -52,6 +54,18 @@ fn quiet() -> DriverOptions {
         },
         ..Default::default()
     }
+}
+
+/// `d` once it serves its Cranelift build. The runtime below is the default, tiered one: a driver
+/// loaded cold starts on Winch code and swaps when the background build is done, so the warm
+/// figures wait for the swap, to measure the code a host serves with for good (and not while
+/// the background compile takes one of the cores).
+async fn on_cranelift(d: Driver) -> Driver {
+    let mut tier = d.watch_tier();
+    tier.wait_for(|t| *t == Tier::Cranelift)
+        .await
+        .expect("the swap to Cranelift");
+    d
 }
 
 /// A loopback inventory for the static driver: `GET /instances` returns 20 instances as JSON.
@@ -108,51 +122,99 @@ async fn main() {
     println!("| figure | median | p99 | samples |");
     println!("| --- | --- | --- | --- |");
 
-    // Compile and cached load of each driver.
+    // Compile and cached load of each driver. Every row asserts what it measures (the tier, a
+    // cache hit), so that a label and its number cannot drift apart again.
     for (name, path) in [("static", STATIC_DRIVER), ("hostile", HOSTILE_DRIVER)] {
         let bytes = std::fs::read(path).expect("driver built");
-        let nocache = Runtime::new(RuntimeOptions::default()).expect("runtime");
-        let mut cold = Vec::new();
-        for _ in 0..7 {
-            let t = Instant::now();
-            nocache.compile(path, bytes.clone()).await.expect("compile");
-            cold.push(t.elapsed());
+        let kib = bytes.len() / 1024;
+        for (compiler, tier, what) in [
+            (
+                Compiler::Tiered,
+                Tier::Winch,
+                "Winch (the default tiered host's first tier)",
+            ),
+            (
+                Compiler::Cranelift,
+                Tier::Cranelift,
+                "Cranelift (the tiered host's background build)",
+            ),
+        ] {
+            let nocache = Runtime::new(RuntimeOptions {
+                engine: EngineOptions {
+                    compiler,
+                    ..Default::default()
+                },
+                cache_dir: None,
+            })
+            .expect("runtime");
+            let mut cold = Vec::new();
+            for _ in 0..7 {
+                let t = Instant::now();
+                let c = nocache.compile(path, bytes.clone()).await.expect("compile");
+                cold.push(t.elapsed());
+                assert_eq!((c.tier, c.cache), (tier, CacheOutcome::Disabled));
+            }
+            row(
+                &format!("cold compile, {what}, {name} driver ({kib} KiB)"),
+                &mut cold,
+                7,
+            );
         }
-        row(
-            &format!("cold compile, {name} driver ({} KiB)", bytes.len() / 1024),
-            &mut cold,
-            7,
-        );
+
+        // The product's runtime: tiered, with a cache. Compiled once and never loaded, the cache
+        // holds the Winch build (what `inspect` leaves, or a restart before the swap finds);
+        // loaded until it swaps, the Cranelift build (what a restart normally finds).
         let dir = std::env::temp_dir().join(format!("wasm-ccm-bench-{}", std::process::id()));
         let cached = Runtime::new(RuntimeOptions {
             cache_dir: Some(dir.clone()),
             ..Default::default()
         })
         .expect("runtime");
-        cached
+        let filled = cached
             .compile(path, bytes.clone())
             .await
             .expect("fill cache");
-        let mut warm = Vec::new();
-        let mut with_info = Vec::new();
-        for _ in 0..50 {
-            let t = Instant::now();
-            let c = cached.compile(path, bytes.clone()).await.expect("cached");
-            cached.link(&c).expect("link");
-            warm.push(t.elapsed());
-            cached.info(&c).await.expect("info");
-            with_info.push(t.elapsed());
+        assert_eq!(
+            filled.cache,
+            CacheOutcome::Miss,
+            "the cache dir was not empty"
+        );
+        for (tier, what) in [
+            (Tier::Winch, "its Winch build"),
+            (Tier::Cranelift, "its Cranelift build"),
+        ] {
+            if tier == Tier::Cranelift {
+                // The swap comes after the Cranelift build is stored.
+                on_cranelift(cached.load(&filled, quiet()).await.expect("load")).await;
+            }
+            let mut warm = Vec::new();
+            let mut with_info = Vec::new();
+            for _ in 0..50 {
+                let t = Instant::now();
+                let c = cached.compile(path, bytes.clone()).await.expect("cached");
+                cached.link(&c).expect("link");
+                warm.push(t.elapsed());
+                cached.info(&c).await.expect("info");
+                with_info.push(t.elapsed());
+                assert_eq!(
+                    (c.cache, c.tier),
+                    (CacheOutcome::Hit, tier),
+                    "not the cached load this row names"
+                );
+            }
+            row(
+                &format!(
+                    "cached load (read + verify + deserialize + inspect + link), {name} driver, {what}"
+                ),
+                &mut warm,
+                50,
+            );
+            row(
+                &format!("cached load + first instance + info(), {name} driver, {what}"),
+                &mut with_info,
+                50,
+            );
         }
-        row(
-            &format!("cached load (read + verify + deserialize + inspect + link), {name} driver"),
-            &mut warm,
-            50,
-        );
-        row(
-            &format!("cached load + first instance + info(), {name} driver"),
-            &mut with_info,
-            50,
-        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -173,7 +235,7 @@ async fn main() {
             .compile_file(std::path::Path::new(STATIC_DRIVER))
             .await
             .expect("compile");
-        let d = rt.load(&c, quiet()).await.expect("load");
+        let d = on_cranelift(rt.load(&c, quiet()).await.expect("load")).await;
         let mut s = Vec::new();
         for _ in 0..iterations {
             s.push(d.measure_instantiation().await.expect("instantiate"));
@@ -193,7 +255,7 @@ async fn main() {
     let scope = CallScope::default();
 
     // Host→guest call that does no work: provider.info on a warm instance.
-    let d = rt.load(&c, quiet()).await.expect("load");
+    let d = on_cranelift(rt.load(&c, quiet()).await.expect("load")).await;
     let mut s = Vec::new();
     for _ in 0..iterations {
         let t = Instant::now();
@@ -207,8 +269,8 @@ async fn main() {
     );
 
     // A fresh instance (instantiate + init) per call.
-    let fresh = rt
-        .load(
+    let fresh = on_cranelift(
+        rt.load(
             &c,
             DriverOptions {
                 mode: wasm_ccm_runtime::InstanceMode::Fresh,
@@ -216,7 +278,9 @@ async fn main() {
             },
         )
         .await
-        .expect("load");
+        .expect("load"),
+    )
+    .await;
     let mut s = Vec::new();
     for _ in 0..iterations.min(500) {
         let t = Instant::now();
@@ -234,7 +298,7 @@ async fn main() {
         .compile_file(std::path::Path::new(HOSTILE_DRIVER))
         .await
         .expect("compile");
-    let hd = rt.load(&h, quiet()).await.expect("load");
+    let hd = on_cranelift(rt.load(&h, quiet()).await.expect("load")).await;
     let lines = 10_000u32;
     let mut per_line = Vec::new();
     for _ in 0..20 {
@@ -264,8 +328,8 @@ async fn main() {
 
     // How far past its deadline a runaway loop runs before the host stops it.
     let deadline = Duration::from_millis(100);
-    let strict = rt
-        .load(
+    let strict = on_cranelift(
+        rt.load(
             &h,
             DriverOptions {
                 call_timeout: deadline,
@@ -273,7 +337,9 @@ async fn main() {
             },
         )
         .await
-        .expect("load");
+        .expect("load"),
+    )
+    .await;
     let mut over = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
@@ -295,7 +361,7 @@ async fn main() {
         egress: Some(vec![format!("http://127.0.0.1:{port}")]),
         ..quiet()
     };
-    let inv = rt.load(&c, opts).await.expect("load inventory driver");
+    let inv = on_cranelift(rt.load(&c, opts).await.expect("load inventory driver")).await;
     let n = node("node-7");
     let mut s = Vec::new();
     for _ in 0..iterations.min(1000) {

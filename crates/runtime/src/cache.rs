@@ -6,8 +6,16 @@
 //! every entry carries the sha256 of its own bytes and the tier that wrote it, both checked
 //! before use; a corrupt, truncated, foreign or other-tier entry is recompiled and replaced,
 //! never trusted.
+//!
+//! An entry can be written in the background ([`AotCache::put_later`]: a tiered host's Winch
+//! build, so that hashing and writing it stays off the load's path). Such a write is registered
+//! process-wide before the compile returns, and a look-up or removal of that entry waits for it:
+//! a second load of the same driver is a cache hit however soon it comes, never a second compile.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -82,7 +90,8 @@ impl AotCache {
         Ok((component, outcome))
     }
 
-    /// The verified entry for `wasm_sha256` and `tier`, if there is one.
+    /// The verified entry for `wasm_sha256` and `tier`, if there is one. An entry being written
+    /// in the background is waited for.
     pub(crate) fn get(
         &self,
         engine: &Engine,
@@ -91,6 +100,7 @@ impl AotCache {
         wasm_sha256: &str,
     ) -> Lookup {
         let path = self.entry_path(wasm_sha256, tier, engine_key);
+        wait_for_write(&path);
         let Ok(bytes) = std::fs::read(&path) else {
             return Lookup::Absent;
         };
@@ -127,10 +137,34 @@ impl AotCache {
         }
     }
 
+    /// Registers a write of `compiled` (an artifact `tier`'s engine compiled) as the entry for
+    /// `wasm_sha256`, to be done by [`PendingWrite::run`] on another thread. From now until it
+    /// is done, [`AotCache::get`] and [`AotCache::remove`] of that entry wait for it.
+    pub(crate) fn put_later(
+        &self,
+        wasm_sha256: &str,
+        tier: Tier,
+        engine_key: &str,
+        compiled: Vec<u8>,
+    ) -> PendingWrite {
+        let path = self.entry_path(wasm_sha256, tier, engine_key);
+        let written = Arc::new(Written::default());
+        writing().insert(path.clone(), written.clone());
+        PendingWrite {
+            cache: self.clone(),
+            path,
+            tier,
+            compiled,
+            written,
+        }
+    }
+
     /// Deletes the entry for `wasm_sha256` and `tier` (a Winch build once the Cranelift build is
-    /// stored: nothing loads it again, and it is half again as big).
+    /// stored: nothing loads it again, and it is half again as big). A background write of it
+    /// is waited for first, so that it cannot land after the removal.
     pub(crate) fn remove(&self, wasm_sha256: &str, tier: Tier, engine_key: &str) {
         let path = self.entry_path(wasm_sha256, tier, engine_key);
+        wait_for_write(&path);
         match std::fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -148,10 +182,92 @@ impl AotCache {
         entry.extend_from_slice(hex::encode(digest.finalize()).as_bytes());
         entry.extend_from_slice(tag.as_bytes());
         entry.extend_from_slice(compiled);
-        // Write then rename, so a crash or a concurrent reader never sees half an entry.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // Write then rename, so a crash or a concurrent reader never sees half an entry. The
+        // temporary name is this write's own: two writes of one entry (two compiles racing on
+        // a miss) must not write into each other's file.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let tmp = path.with_extension(format!(
+            "tmp{}-{}",
+            std::process::id(),
+            WRITES.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::write(&tmp, &entry)?;
         std::fs::rename(&tmp, path)
+    }
+}
+
+/// Entries being written in the background, by path, process-wide: several runtimes of one
+/// process may share a cache directory (the developer kit makes one per command step).
+static WRITING: LazyLock<Mutex<HashMap<PathBuf, Arc<Written>>>> = LazyLock::new(Default::default);
+
+fn writing() -> MutexGuard<'static, HashMap<PathBuf, Arc<Written>>> {
+    // The map holds no invariant a panic could break halfway.
+    WRITING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits until no background write of `path` is in progress.
+fn wait_for_write(path: &Path) {
+    let pending = writing().get(path).cloned();
+    if let Some(written) = pending {
+        written.wait();
+    }
+}
+
+/// Whether one background write is over.
+#[derive(Default)]
+struct Written {
+    done: Mutex<bool>,
+    over: Condvar,
+}
+
+impl Written {
+    fn wait(&self) {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
+            done = self.over.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn finish(&self) {
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.over.notify_all();
+    }
+}
+
+/// A cache write registered by [`AotCache::put_later`]. Running it stores the entry; dropping
+/// it (run or not, e.g. when the thread meant to run it never started) releases whoever waits.
+pub(crate) struct PendingWrite {
+    cache: AotCache,
+    path: PathBuf,
+    tier: Tier,
+    compiled: Vec<u8>,
+    written: Arc<Written>,
+}
+
+impl PendingWrite {
+    /// Stores the entry (a failure is logged, not fatal). Blocking: hashing and writing tens of
+    /// MiB (a Python or JavaScript driver's Winch build) takes 0.1 s.
+    pub(crate) fn run(self) {
+        if let Err(e) = self.cache.store(&self.path, self.tier, &self.compiled) {
+            tracing::warn!(path = %self.path.display(), "could not write the compile cache: {e}");
+        }
+    }
+}
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        {
+            let mut map = writing();
+            // A later registration of the same entry (two compiles racing on one miss) is that
+            // write's to remove.
+            if map
+                .get(&self.path)
+                .is_some_and(|w| Arc::ptr_eq(w, &self.written))
+            {
+                map.remove(&self.path);
+            }
+        }
+        self.written.finish();
     }
 }
 

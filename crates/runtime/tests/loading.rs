@@ -4,12 +4,15 @@ mod common;
 
 use common::{compile, runtime};
 use wasm_ccm_drivers::{FUTURE_MAJOR_DRIVER, HOSTILE_DRIVER, STATIC_DRIVER};
-use wasm_ccm_runtime::{CacheOutcome, Compiler, EngineOptions, HostError, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{
+    CacheOutcome, Compiler, DriverOptions, EngineOptions, HostError, Runtime, RuntimeOptions, Tier,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_load_hits_the_cache_and_a_corrupt_entry_is_recompiled() {
-    // Each compiler's entries are verified alike (a tiered host writes both kinds).
-    for compiler in [Compiler::Cranelift, Compiler::Winch] {
+    // Each compiler's entries are verified alike. The tiered host (the default) writes its Winch
+    // build on another thread: its second compile must find that entry all the same.
+    for compiler in [Compiler::Cranelift, Compiler::Winch, Compiler::Tiered] {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = Runtime::new(RuntimeOptions {
             engine: EngineOptions {
@@ -23,7 +26,7 @@ async fn the_second_load_hits_the_cache_and_a_corrupt_entry_is_recompiled() {
         let first = rt.compile_file(path).await.expect("compiles");
         assert_eq!(first.cache, CacheOutcome::Miss);
         let second = rt.compile_file(path).await.expect("loads");
-        assert_eq!(second.cache, CacheOutcome::Hit);
+        assert_eq!(second.cache, CacheOutcome::Hit, "{compiler:?}");
         assert_eq!(second.tier, first.tier);
 
         let entry = rt.cache().expect("cache").entry_path(
@@ -50,6 +53,73 @@ async fn the_second_load_hits_the_cache_and_a_corrupt_entry_is_recompiled() {
             CacheOutcome::Replaced
         );
     }
+}
+
+/// The product's path, `wasm-ccm run` and the kit alike: default engine options (tiered), a
+/// cache directory, compile then load. Every later compile of the same bytes is a cache hit,
+/// whether it comes at once in the same process (the Winch entry still being written), from
+/// another runtime of the process, or after the driver swapped to its Cranelift build. A hit
+/// means nothing was compiled: `CacheOutcome::Hit` is only ever the answer of a cache look-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_load_path_hits_the_cache_on_the_second_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let product = || {
+        Runtime::new(RuntimeOptions {
+            engine: EngineOptions::default(),
+            cache_dir: Some(dir.path().to_path_buf()),
+        })
+        .expect("runtime")
+    };
+    let rt = product();
+    assert_eq!(rt.engine().compiler(), Compiler::Tiered, "the default");
+    let bytes = std::fs::read(STATIC_DRIVER).expect("driver built");
+
+    // Compiling only (`wasm-ccm inspect`, `push`, the runtime bench): no driver is loaded, so no
+    // background Cranelift build ever starts; the Winch build must still reach the cache.
+    let first = rt.compile("static", bytes.clone()).await.expect("compiles");
+    assert_eq!(
+        (first.cache, first.tier),
+        (CacheOutcome::Miss, Tier::Winch),
+        "the positive control: the first compile really compiled"
+    );
+    let second = rt.compile("static", bytes.clone()).await.expect("loads");
+    assert_eq!(
+        (second.cache, second.tier),
+        (CacheOutcome::Hit, Tier::Winch),
+        "a compile right after the first"
+    );
+    let other = product()
+        .compile("static", bytes.clone())
+        .await
+        .expect("loads");
+    assert_eq!(other.cache, CacheOutcome::Hit, "another runtime, same dir");
+
+    // Compile and load: the load starts the Cranelift build, which replaces the Winch entry. A
+    // compile at any moment of that is a hit, of one tier or the other.
+    let driver = rt
+        .load(&second, DriverOptions::default())
+        .await
+        .expect("loads");
+    let during = rt.compile("static", bytes.clone()).await.expect("loads");
+    assert_eq!(
+        during.cache,
+        CacheOutcome::Hit,
+        "during the background build"
+    );
+    let mut tier = driver.watch_tier();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        tier.wait_for(|t| *t == Tier::Cranelift),
+    )
+    .await
+    .expect("a hang detector: the swap to Cranelift never came")
+    .expect("the driver is alive");
+    let restarted = product().compile("static", bytes).await.expect("loads");
+    assert_eq!(
+        (restarted.cache, restarted.tier),
+        (CacheOutcome::Hit, Tier::Cranelift),
+        "a restart after the swap"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 
 use wasmtime::component::Component;
 
-use crate::cache::{AotCache, CacheOutcome, Lookup};
+use crate::cache::{AotCache, CacheOutcome, Lookup, PendingWrite};
 use crate::engine::{Compiler, Tier, WasmEngine};
 
 /// A component and how it was obtained.
@@ -12,20 +12,22 @@ pub(super) struct Built {
     /// The compiler that made its code.
     pub(super) tier: Tier,
     pub(super) cache: CacheOutcome,
-    /// A Winch artifact for the cache that is not written yet: a tiered host writes it from the
-    /// background thread, off the load's path (for a Python or JavaScript driver it is about
-    /// 50 MiB to hash and write).
-    pub(super) unstored: Option<Vec<u8>>,
+    /// The write of a Winch artifact to the cache, registered but not done: a tiered host does
+    /// it on another thread, off the load's path (for a Python or JavaScript driver it is about
+    /// 50 MiB to hash and write). Until it is done, a look-up of the entry waits for it.
+    pub(super) unstored: Option<PendingWrite>,
 }
 
 /// Compiles `wasm` (or loads it from `cache`) for the first tier the host serves with. CPU-heavy:
 /// call it on a blocking thread.
 ///
 /// The cache is asked for the final tier first (a Cranelift build there means no compile and no
-/// swap), then for the other. On a miss the first tier compiles (Winch unless the host is
-/// Cranelift-only). Winch leaves out some proposals (GC, tail calls, exceptions): a driver that
-/// uses one does not compile there, and Cranelift compiles it instead — if Cranelift refuses it
-/// too, its error is the answer.
+/// swap), then for the other, then for the final tier once more: a background Cranelift build
+/// stores its entry before it removes the Winch one, so when both look-ups missed because that
+/// happened between them, the second look-up finds the Cranelift entry. On a miss the first
+/// tier compiles (Winch unless the host is Cranelift-only). Winch leaves out some proposals (GC,
+/// tail calls, exceptions): a driver that uses one does not compile there, and Cranelift
+/// compiles it instead — if Cranelift refuses it too, its error is the answer.
 pub(super) fn first_build(
     engine: &WasmEngine,
     cache: Option<&AotCache>,
@@ -38,28 +40,40 @@ pub(super) fn first_build(
         None => CacheOutcome::Disabled,
     };
     if let Some(cache) = cache {
+        let look = |tier: Tier| match engine.engine_for(tier) {
+            Some(e) => cache.get(e, tier, &engine.compatibility_key_for(tier), wasm_sha256),
+            None => Lookup::Absent,
+        };
+        let hit = |component, tier| Built {
+            component,
+            tier,
+            cache: CacheOutcome::Hit,
+            unstored: None,
+        };
+        let mut absent = Vec::new();
         for tier in engine.tiers() {
-            let Some(e) = engine.engine_for(tier) else {
-                continue;
-            };
-            match cache.get(e, tier, &engine.compatibility_key_for(tier), wasm_sha256) {
-                Lookup::Hit(component) => {
-                    return Ok(Built {
-                        component,
-                        tier,
-                        cache: CacheOutcome::Hit,
-                        unstored: None,
-                    });
-                }
+            match look(tier) {
+                Lookup::Hit(component) => return Ok(hit(component, tier)),
                 Lookup::Refused => outcome = CacheOutcome::Replaced,
-                Lookup::Absent => {}
+                Lookup::Absent => absent.push(tier),
             }
+        }
+        // The final tier again, if it was absent and the other tier was too (see above).
+        if absent.len() > 1
+            && let Some(&last) = absent.first()
+            && let Lookup::Hit(component) = look(last)
+        {
+            return Ok(hit(component, last));
         }
     }
     let first = engine.first_tier();
-    let defer = first == Tier::Winch && engine.compiler() == Compiler::Tiered && cache.is_some();
-    let fast = if defer {
-        compile_unstored(engine, first, wasm).map(|(c, a)| (c, Some(a)))
+    // A tiered host's Winch build is written to the cache on another thread (`put_later`).
+    let defer = first == Tier::Winch && engine.compiler() == Compiler::Tiered;
+    let fast = if let (true, Some(cache)) = (defer, cache) {
+        compile_unstored(engine, first, wasm).map(|(c, artifact)| {
+            let key = engine.compatibility_key_for(first);
+            (c, Some(cache.put_later(wasm_sha256, first, &key, artifact)))
+        })
     } else {
         compile(engine, cache, first, wasm, wasm_sha256).map(|c| (c, None))
     };
@@ -205,10 +219,11 @@ mod tests {
         let wasm = plain();
         let first = first_build(&e, Some(&cache), "plain", &wasm, "04").expect("compiles");
         assert_eq!((first.tier, first.cache), (Tier::Winch, CacheOutcome::Miss));
-        // A tiered host leaves the write to the background thread.
-        let artifact = first.unstored.expect("the Winch artifact, not yet stored");
-        let key = e.compatibility_key_for(Tier::Winch);
-        cache.put("04", Tier::Winch, &key, &artifact);
+        // A tiered host leaves the write to another thread; here, this one.
+        first
+            .unstored
+            .expect("the Winch write, registered, not yet done")
+            .run();
         let again = first_build(&e, Some(&cache), "plain", &wasm, "04").expect("cached");
         assert_eq!((again.tier, again.cache), (Tier::Winch, CacheOutcome::Hit));
 

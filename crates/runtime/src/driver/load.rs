@@ -159,6 +159,14 @@ impl Runtime {
             unstored,
         } = built;
         let load_time = started.elapsed();
+        // The Winch artifact a tiered host compiled is written on a blocking thread while the
+        // load goes on; the entry is registered already, so a second compile of these bytes
+        // waits for the write and loads it instead of compiling again. Blocking, not a detached
+        // thread: the async runtime's shutdown waits for it, so a command that exits right
+        // after compiling (`inspect`, `push`) still leaves the entry behind.
+        if let Some(write) = unstored {
+            tokio::task::spawn_blocking(move || write.run());
+        }
         let engine = self.engine_of(origin, tier)?;
         let surface = surface::inspect(origin, engine, &component)?;
         // Winch code is a stopgap only when the host is tiered; a Winch-only host keeps it.
@@ -171,7 +179,6 @@ impl Runtime {
                     engine: self.engine.clone(),
                     linker: linker.clone(),
                     cache: self.cache.clone(),
-                    unstored,
                 })
             }),
             _ => None,

@@ -30,8 +30,6 @@ pub(super) struct Job {
     /// The Cranelift engine's linker (a linker serves one engine only).
     pub(super) linker: Arc<Linker<InstanceState>>,
     pub(super) cache: Option<AotCache>,
-    /// The Winch artifact the load did not wait to store.
-    pub(super) unstored: Option<Vec<u8>>,
 }
 
 enum Phase {
@@ -102,9 +100,9 @@ impl TierUp {
         None
     }
 
-    fn run(self: Arc<Self>, mut job: Job) {
+    fn run(self: Arc<Self>, job: Job) {
         let started = Instant::now();
-        let built = build(&mut job);
+        let built = build(&job);
         let took = started.elapsed();
         let (pre, waiting) = {
             let Ok(mut phase) = self.phase.lock() else {
@@ -134,15 +132,11 @@ impl TierUp {
     }
 }
 
-/// Stores the Winch artifact the load left unstored; then the Cranelift build: from the cache if
-/// another load put it there meanwhile, else compiled and stored; then the Winch entry, which
-/// nothing will load again, is removed.
-fn build(job: &mut Job) -> Result<InstancePre<InstanceState>, String> {
+/// The Cranelift build: from the cache if another load put it there meanwhile, else compiled
+/// and stored; then the Winch entry, which nothing will load again, is removed (after its
+/// background write, if that is still going: `AotCache::remove` waits for it).
+fn build(job: &Job) -> Result<InstancePre<InstanceState>, String> {
     let winch_key = job.engine.compatibility_key_for(Tier::Winch);
-    // First the Winch build, so that a restart during the Cranelift compile finds it.
-    if let (Some(cache), Some(artifact)) = (&job.cache, job.unstored.take()) {
-        cache.put(&job.sha256, Tier::Winch, &winch_key, &artifact);
-    }
     let tier = Tier::Cranelift;
     let engine = job
         .engine

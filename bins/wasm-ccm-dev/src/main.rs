@@ -5,6 +5,7 @@
 
 mod call;
 mod cassette;
+mod children;
 mod clouds;
 mod conformance;
 mod new;

@@ -503,6 +503,62 @@ fn bad_input_is_refused_with_the_reason() {
     );
 }
 
+/// A driver project's own scenario is used without `--scenario`: the nearest `conformance.yaml`
+/// from the current directory upward (here two levels up, as from `target/<triple>/`), and the
+/// run says which file it took. Where there is none, the error names the flag to pass, not
+/// clap's bare "required argument".
+#[test]
+fn the_projects_conformance_yaml_is_used_when_no_scenario_is_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("mydriver");
+    let cwd = project.join("target/wasm32-wasip2");
+    std::fs::create_dir_all(&cwd).expect("dirs");
+    let scenario = project.join("conformance.yaml");
+    std::fs::copy(repo("drivers/static/conformance.yaml"), &scenario).expect("copy");
+    let out = wasm_ccm()
+        .current_dir(&cwd)
+        .args(["conformance", STATIC_DRIVER, "--report", "json"])
+        .args(["--max-compile-time", "10m"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr: {stderr}"));
+    assert_conformant("static", &out, &report, STATIC_SKIPPED);
+    assert!(
+        stderr.contains(&format!("using the scenario {}", scenario.display())),
+        "the run names the scenario it took: {stderr}"
+    );
+    // The scenario's own content ran: its full level and one of its nodes.
+    assert_eq!(report["level"], "full");
+    assert!(
+        with_status(&report, "pass").contains("provider/0.2/instances/shutdown [node-c]"),
+        "{report}"
+    );
+
+    // None anywhere up from the temp dir (the machine must not hold a stray one above it).
+    let bare = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&bare).expect("dir");
+    if let Some(stray) = bare
+        .ancestors()
+        .map(|d| d.join("conformance.yaml"))
+        .find(|f| f.is_file())
+    {
+        panic!("{} exists; remove it to run this test", stray.display());
+    }
+    let out = wasm_ccm()
+        .current_dir(&bare)
+        .args(["conformance", STATIC_DRIVER])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pass --scenario FILE") && stderr.contains("conformance.yaml"),
+        "{stderr}"
+    );
+}
+
 // Drivers in other languages: the static reference driver written in Python (componentize-py)
 // and in JavaScript (jco / componentize-js), built by the test command with pinned tools from
 // PyPI and npm, pass the same scenario exactly as the Rust static driver does.

@@ -13,6 +13,7 @@ mod faults;
 mod harness;
 mod instances;
 mod load_balancer;
+mod locate;
 mod report;
 mod robustness;
 mod routes;
@@ -80,9 +81,11 @@ pub(crate) struct ConformanceArgs {
     /// The driver's `.wasm` file.
     driver: PathBuf,
     /// The scenario: the cloud's inventory, the driver's configuration, the nodes and services
-    /// to exercise (see sdk/README.md, "Conformance scenarios").
+    /// to exercise (see sdk/README.md, "Conformance scenarios"). Default: the nearest
+    /// `conformance.yaml` in the current directory or one above it (a project made by
+    /// `wasm-ccm-dev new` has one at its root).
     #[arg(long)]
-    scenario: PathBuf,
+    scenario: Option<PathBuf>,
     /// The cloud: `sim:<name>` (a simulator started here, seeded from the scenario), an
     /// `http(s)://` URL (a real endpoint; `${CLOUD_TOKEN}` comes from WASM_CCM_CLOUD_TOKEN), or
     /// `cassette:FILE` (a recording replayed without the network). Default: the scenario's
@@ -170,7 +173,13 @@ pub(crate) fn show<T: std::fmt::Debug>(r: &Result<T, CallError>) -> String {
 
 /// Runs `wasm-ccm-dev conformance`.
 pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::Result<ExitCode> {
-    let scenario = Scenario::load(&args.scenario)?;
+    let scenario_path = match &args.scenario {
+        Some(path) => path.clone(),
+        None => locate::project_scenario(&std::env::current_dir().context(
+            "cannot read the current directory to look for conformance.yaml; pass --scenario FILE",
+        )?)?,
+    };
+    let scenario = Scenario::load(&scenario_path)?;
     let level = match (args.level, scenario.level.as_deref()) {
         (Some(l), _) => l,
         (None, Some("core")) => Level::Core,

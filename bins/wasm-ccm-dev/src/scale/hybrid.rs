@@ -7,7 +7,7 @@
 //! the peak RSS of the `run` process(es).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use wasm_ccm_sim::kit::SimNode;
 
 use super::{
-    Killed, ScaleArgs, cloud_config, free_port, node_name, proc_mib, seed, start_sim,
+    ScaleArgs, cloud_config, common_run_flags, free_port, node_name, proc_mib, seed, start_sim,
     wait_converged,
 };
+use crate::children::Watched;
 
 /// How the two drivers are run.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,38 +144,31 @@ pub(crate) async fn measure(
     for (i, set) in sets.iter().enumerate() {
         let file = dir.join(format!("drivers-{i}.yaml"));
         std::fs::write(&file, set)?;
-        let burst = (args.qps * 2.0) as u32;
-        let log = dir.join(format!("run-{i}.log"));
-        children.push(Killed(
-            Command::new(ccm)
-                .arg("run")
-                .arg(format!("--drivers-config={}", file.display()))
-                .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .args([
-                    "--leader-elect=false",
-                    "--configure-cloud-routes=false",
-                    "--bind-address=127.0.0.1",
-                ])
-                .arg(format!("--kube-api-qps={}", args.qps))
-                .arg(format!("--kube-api-burst={burst}"))
-                .arg(format!("--secure-port={}", free_port()?))
-                .envs(setup.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .env("WASM_CCM_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log)?)
-                .spawn()
-                .with_context(|| format!("cannot start {}", ccm.display()))?,
-        ));
+        let mut command = Command::new(ccm);
+        command
+            .arg("run")
+            .arg(format!("--drivers-config={}", file.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .args([
+                "--leader-elect=false",
+                "--configure-cloud-routes=false",
+                "--bind-address=127.0.0.1",
+            ])
+            .args(common_run_flags(args))
+            .arg(format!("--secure-port={}", free_port()?))
+            .envs(setup.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("WASM_CCM_LOG", "warn");
+        children.push(Watched::spawn(
+            command,
+            &format!("`{} run` #{i}", ccm.display()),
+            &dir.join(format!("run-{i}.log")),
+        )?);
     }
-    let mut watched: Vec<(&mut Killed, std::path::PathBuf)> = children
-        .iter_mut()
-        .enumerate()
-        .map(|(i, child)| (child, dir.join(format!("run-{i}.log"))))
-        .collect();
+    let mut watched: Vec<&mut Watched> = children.iter_mut().collect();
     let converged_after = wait_converged(&http, &api, args, started, &mut watched).await?;
     let peaks: Vec<u64> = children
         .iter()
-        .filter_map(|c| proc_mib(c.0.id(), "VmHWM"))
+        .filter_map(|c| proc_mib(c.id(), "VmHWM"))
         .collect();
     let report = json!({
         "nodes": args.nodes,

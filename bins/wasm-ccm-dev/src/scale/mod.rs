@@ -10,13 +10,15 @@
 //! A benchmark, not a test: its figures go in BENCHMARKS.md. Everything stays on loopback.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use wasm_ccm::GlobalArgs;
-use wasm_ccm::units::parse_duration;
+use wasm_ccm::units::{parse_duration, parse_size};
+
+use crate::children::Watched;
 
 mod hybrid;
 
@@ -56,40 +58,30 @@ pub(crate) struct ScaleArgs {
     /// Keep the work directory (seed, cloud config, both processes' logs).
     #[arg(long)]
     keep: bool,
+    /// Memory limit of one driver instance, passed to `run --memory-limit` (e.g. 256Mi; `run`'s
+    /// default is 64Mi, which the static driver's inventory outgrows near 15,000 nodes). With
+    /// --hybrid it is the default of both drivers.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<usize>,
     /// The product binary (default: `wasm-ccm` beside this executable, else on PATH).
     #[arg(long, env = "WASM_CCM_BIN", value_name = "PATH")]
     ccm_binary: Option<PathBuf>,
 }
 
-/// A child process killed when dropped, so an error or Ctrl-C leaves nothing running.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Polls until every node is initialised and every Service has its ingress; the time since
-/// `started`. Fails when one of `processes` (each with its log) exits first, or after
+/// `started`. Fails at once when one of `processes` exits first (saying why), or after
 /// `args.timeout`.
 async fn wait_converged(
     http: &reqwest::Client,
     api: &str,
     args: &ScaleArgs,
     started: Instant,
-    processes: &mut [(&mut Killed, PathBuf)],
+    processes: &mut [&mut Watched],
 ) -> anyhow::Result<Duration> {
     let deadline = started + args.timeout;
     loop {
-        for (child, log) in processes.iter_mut() {
-            if let Some(status) = child.0.try_wait()? {
-                bail!(
-                    "wasm-ccm run exited ({status}) before converging; see {}",
-                    log.display()
-                );
-            }
+        for child in processes.iter_mut() {
+            child.check_running("before the cluster converged")?;
         }
         let (nodes, services) = progress(http, api).await?;
         if nodes == args.nodes && services == args.services {
@@ -308,15 +300,8 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
         kubeconfig: &kubeconfig,
     };
     let mut ccm_child = spawn_run(ccm, args, &run, metrics_port, &[], &dir.join("run.log"))?;
-    let pid = ccm_child.0.id();
-    let converged_after = wait_converged(
-        &http,
-        &api,
-        args,
-        started,
-        &mut [(&mut ccm_child, dir.join("run.log"))],
-    )
-    .await?;
+    let pid = ccm_child.id();
+    let converged_after = wait_converged(&http, &api, args, started, &mut [&mut ccm_child]).await?;
     let peak_at_converge = proc_mib(pid, "VmHWM");
     let counts_at_converge = kube_counts(&http, &api).await?;
     let metrics_url = format!("https://127.0.0.1:{metrics_port}/metrics");
@@ -334,7 +319,7 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
         "run_peak_rss_mib_at_converge": peak_at_converge,
         "run_peak_rss_mib_after_quiet": proc_mib(pid, "VmHWM"),
         "run_rss_mib_now": proc_mib(pid, "VmRSS"),
-        "sim_peak_rss_mib": proc_mib(sim.0.id(), "VmHWM"),
+        "sim_peak_rss_mib": proc_mib(sim.id(), "VmHWM"),
         "driver_calls": metric_sum(&metrics_at_converge, "wasm_ccm_driver_calls_total"),
         "lowered_bytes": lowered as u64,
         "lowered_mib": mib(lowered),
@@ -356,47 +341,43 @@ async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Val
     Ok(report)
 }
 
+/// How long the simulator may take to answer after it started: a hang detector. A seed the
+/// simulator refuses ends the wait at once (it exits, and the error quotes why).
+const SIM_READY_BOUND: Duration = Duration::from_secs(120);
+
 /// Starts the Kubernetes API simulator (this binary's `sim kube`) seeded from `seed_path`; the
 /// process, an HTTP client for loopback and the simulator's URL once it answers.
 async fn start_sim(
     dir: &Path,
     seed_path: &Path,
     kubeconfig: &Path,
-) -> anyhow::Result<(Killed, reqwest::Client, String)> {
+) -> anyhow::Result<(Watched, reqwest::Client, String)> {
     let exe = std::env::current_exe().context("cannot find this executable")?;
-    let sim = Killed(
-        Command::new(&exe)
-            .args(["sim", "kube", "--listen", "127.0.0.1:0", "--seed"])
-            .arg(seed_path)
-            .arg("--write-kubeconfig")
-            .arg(kubeconfig)
-            .stdout(std::fs::File::create(dir.join("sim.log"))?)
-            .stderr(std::fs::File::create(dir.join("sim.err"))?)
-            .spawn()
-            .context("cannot start the Kubernetes API simulator")?,
-    );
+    let mut command = Command::new(&exe);
+    command
+        .args(["sim", "kube", "--listen", "127.0.0.1:0", "--seed"])
+        .arg(seed_path)
+        .arg("--write-kubeconfig")
+        .arg(kubeconfig);
+    let mut sim = Watched::spawn(
+        command,
+        "the Kubernetes API simulator (`wasm-ccm-dev sim kube`)",
+        &dir.join("sim.err"),
+    )?;
     let http = reqwest::Client::builder()
         // Loopback only: `run` serves /metrics with a self-signed certificate.
         .danger_accept_invalid_certs(true)
         .timeout(Duration::from_secs(60))
         .build()?;
-    let ready_by = Instant::now() + Duration::from_secs(120);
-    let api = loop {
-        if let Some(url) = server_in(kubeconfig)
-            && get_json(&http, &format!("{url}/api/v1/nodes?limit=1"))
+    let api = sim
+        .wait_ready(SIM_READY_BOUND, Duration::from_millis(100), || async {
+            let url = server_in(kubeconfig)?;
+            get_json(&http, &format!("{url}/api/v1/nodes?limit=1"))
                 .await
-                .is_ok()
-        {
-            break url;
-        }
-        anyhow::ensure!(
-            Instant::now() < ready_by,
-            "the simulator was not ready in 120 s (see {})",
-            dir.join("sim.err").display()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-
+                .ok()
+                .map(|_| url)
+        })
+        .await?;
     Ok((sim, http, api))
 }
 
@@ -407,7 +388,49 @@ struct RunFiles<'a> {
     kubeconfig: &'a Path,
 }
 
-/// Starts `wasm-ccm run` over the static driver with the scale flags and `extra`.
+/// The `wasm-ccm run` command over the static driver with the scale flags and `extra`.
+fn run_command(
+    ccm: &Path,
+    args: &ScaleArgs,
+    files: &RunFiles<'_>,
+    metrics_port: u16,
+    extra: &[&str],
+) -> Command {
+    let mut command = Command::new(ccm);
+    command
+        .arg("run")
+        .arg("--cloud-provider=static")
+        .arg(format!("--driver={}", files.driver.display()))
+        .arg(format!("--cloud-config={}", files.cloud.display()))
+        .arg(format!("--kubeconfig={}", files.kubeconfig.display()))
+        .args([
+            "--leader-elect=false",
+            "--cluster-cidr=10.128.0.0/9",
+            "--bind-address=127.0.0.1",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/shadow",
+        ])
+        .args(common_run_flags(args))
+        .arg(format!("--secure-port={metrics_port}"))
+        .args(extra)
+        .env("WASM_CCM_LOG", "warn");
+    command
+}
+
+/// The `run` flags every layout passes: the client's rate limit and, when given, the driver's
+/// memory limit.
+fn common_run_flags(args: &ScaleArgs) -> Vec<String> {
+    let burst = (args.qps * 2.0) as u32;
+    let mut flags = vec![
+        format!("--kube-api-qps={}", args.qps),
+        format!("--kube-api-burst={burst}"),
+    ];
+    if let Some(bytes) = args.memory_limit {
+        flags.push(format!("--memory-limit={bytes}"));
+    }
+    flags
+}
+
+/// Starts `wasm-ccm run` ([`run_command`]) with its stderr in `log`.
 fn spawn_run(
     ccm: &Path,
     args: &ScaleArgs,
@@ -415,31 +438,12 @@ fn spawn_run(
     metrics_port: u16,
     extra: &[&str],
     log: &Path,
-) -> anyhow::Result<Killed> {
-    let burst = (args.qps * 2.0) as u32;
-    Ok(Killed(
-        Command::new(ccm)
-            .arg("run")
-            .arg("--cloud-provider=static")
-            .arg(format!("--driver={}", files.driver.display()))
-            .arg(format!("--cloud-config={}", files.cloud.display()))
-            .arg(format!("--kubeconfig={}", files.kubeconfig.display()))
-            .args([
-                "--leader-elect=false",
-                "--cluster-cidr=10.128.0.0/9",
-                "--bind-address=127.0.0.1",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/shadow",
-            ])
-            .arg(format!("--kube-api-qps={}", args.qps))
-            .arg(format!("--kube-api-burst={burst}"))
-            .arg(format!("--secure-port={metrics_port}"))
-            .args(extra)
-            .env("WASM_CCM_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log)?)
-            .spawn()
-            .with_context(|| format!("cannot start {}", ccm.display()))?,
-    ))
+) -> anyhow::Result<Watched> {
+    Watched::spawn(
+        run_command(ccm, args, files, metrics_port, extra),
+        &format!("`{} run`", ccm.display()),
+        log,
+    )
 }
 
 /// A shadow over the converged cluster: how long its first passes take, what it would write
@@ -468,12 +472,7 @@ async fn measure_shadow(
     let deadline = started + args.timeout;
     // The first passes: every Service ensured and every node's metadata read once.
     let first_pass = loop {
-        if let Some(status) = child.0.try_wait()? {
-            bail!(
-                "wasm-ccm run --shadow exited ({status}); see {}",
-                log.display()
-            );
-        }
+        child.check_running("before its first passes were done")?;
         let text = match http.get(&metrics_url).send().await {
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
@@ -500,7 +499,7 @@ async fn measure_shadow(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let report = get_json(http, &format!("https://127.0.0.1:{port}/shadow")).await?;
-    let peak = proc_mib(child.0.id(), "VmHWM");
+    let peak = proc_mib(child.id(), "VmHWM");
     let after = kube_counts(http, api).await?;
     drop(child);
     Ok(json!({

@@ -9,8 +9,10 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
+use wasm_ccm_sim::cloudscale::CloudscaleSim;
 use wasm_ccm_sim::kit::{SimCloud, SimNode};
 use wasm_ccm_sim::kube::KubeSim;
+use wasm_ccm_sim::phoenixnap::PhoenixnapSim;
 use wasm_ccm_test_tools::configmap::{ConfigMapVolume, with_custom_section};
 
 const METAL_CLASS: &str = "phoenixnap.com/public-ip";
@@ -123,6 +125,13 @@ async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
             "--configure-cloud-routes=false",
             "--housekeeping-period",
             "1s",
+            // One worker per queue (the defaults, named because the absence checks below rely
+            // on them): a driver's queue is first in, first out, so once a key added later is
+            // done, every key added before it has been handled.
+            "--concurrent-node-syncs",
+            "1",
+            "--concurrent-service-syncs",
+            "1",
             "--secure-port",
             &port_text,
             "--bind-address",
@@ -147,17 +156,38 @@ async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
         !events(&sim, "aws-0", "ForeignProviderID").is_empty()
     })
     .await;
-    assert_eq!(events(&sim, "aws-0", "ForeignProviderID").len(), 1);
+    // Then a later pass over it, which would report it again were the first report not
+    // remembered: a change to it queues it for the reporting driver's node worker (the first
+    // driver, `cloud`), and a node of `cloud`'s added after that change is initialised only
+    // once the worker is past it.
+    sim.modify("nodes", None, "aws-0", |n| {
+        n["metadata"]["labels"]["example.com/touched"] = json!("yes");
+    })
+    .expect("change the foreign node");
+    cloudscale
+        .add_instance(3, &sim_node("cs-2", 3))
+        .expect("server");
+    sim.create(node("cs-2", None, true)).expect("node");
+    eventually("a node queued after the foreign one's change", || {
+        initialised(&sim, "cs-2")
+    })
+    .await;
+    let reported = events(&sim, "aws-0", "ForeignProviderID");
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    // A repeat of the same event would be folded into it as a series, not a second event.
+    assert!(reported[0]["series"].is_null(), "{reported:?}");
     assert!(has_taint(
         &sim.get("nodes", None, "aws-0").expect("node"),
         UNINITIALIZED
     ));
 
-    // Services by class: the class-less one in cloudscale, the metal one in PhoenixNAP.
+    // Services by class: the class-less one in cloudscale, the metal one in PhoenixNAP; the one
+    // of a class no driver serves is created first, so that once both others are served,
+    // each driver's service worker has been past it.
+    sim.create(lb_service("elsewhere", Some("example.com/other-lb")))
+        .expect("service");
     sim.create(lb_service("web", None)).expect("service");
     sim.create(lb_service("bare", Some(METAL_CLASS)))
-        .expect("service");
-    sim.create(lb_service("elsewhere", Some("example.com/other-lb")))
         .expect("service");
     eventually("both load balancers", || {
         ["web", "bare"]
@@ -186,7 +216,14 @@ async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
         events(&sim, "bare", "EnsuredLoadBalancer")
     );
     assert!(!events(&sim, "bare", "EnsuredLoadBalancer").is_empty());
-    // A class no driver serves is ignored entirely.
+    // A class no driver serves is ignored entirely. The positive control: the event this
+    // looks for is the one the served Services got.
+    for served in ["web", "bare"] {
+        assert!(
+            !events(&sim, served, "EnsuringLoadBalancer").is_empty(),
+            "{served}"
+        );
+    }
     let elsewhere = service(&sim, "elsewhere").expect("service");
     assert!(finalizers(&elsewhere).is_empty(), "{elsewhere}");
     assert!(ingress_ip(&elsewhere).is_none());
@@ -294,6 +331,11 @@ drivers:
             "1",
             "--driver-watch-interval",
             "50ms",
+            // No housekeeping call during the test: the hung driver's only call is then the
+            // one on `loop` (the lifecycle controller asks nothing about a node without a
+            // provider ID when several drivers run, and `hung` serves no Services or routes).
+            "--housekeeping-period",
+            "1h",
             "--secure-port",
             &port_text,
             "--bind-address",
@@ -307,6 +349,15 @@ drivers:
         1.0,
     )
     .await;
+    // The fault fires: the call on `loop` is running in the hung driver, and does not end.
+    const HUNG_IN_FLIGHT: &str = "wasm_ccm_driver_calls_in_flight{driver=\"hung\"}";
+    const HUNG_ENDED: &str = "wasm_ccm_driver_calls_total{driver=\"hung\"";
+    metric_becomes(port, HUNG_IN_FLIGHT, 1.0).await;
+    assert_eq!(
+        metric(&scrape(port).await, HUNG_ENDED),
+        None,
+        "no call of the hung driver has ended"
+    );
     // The hung driver's one worker now spins on `loop`; cloudscale's nodes still initialise
     // (behind a shared worker they would wait 60 s).
     for i in 0..2 {
@@ -328,6 +379,11 @@ drivers:
         ),
         "the hung driver's node waits"
     );
+    // And it waits because the call is still running, not because it failed or never started:
+    // cloudscale's nodes were initialised while it ran.
+    let text = scrape(port).await;
+    assert_eq!(metric(&text, HUNG_IN_FLIGHT), Some(1.0), "{text}");
+    assert_eq!(metric(&text, HUNG_ENDED), None, "{text}");
 
     // A bad version of one driver is refused while the other reloads.
     hostile_volume.update(b"not a component");
@@ -471,4 +527,42 @@ async fn an_upgrade_adopts_and_a_class_changed_while_down_is_handed_over() {
     .await;
     assert_eq!(cloudscale.load_balancers(), Some(0), "the old one deleted");
     assert_eq!(phoenixnap.load_balancers(), Some(1));
+    // In that order: the request log of each cloud, on the clock both simulators share, has
+    // every delete of cloudscale's answered before PhoenixNAP received the first request
+    // that makes a block. Two clouds serving at once would put a create before a delete.
+    let cs = cloudscale
+        .as_any()
+        .downcast_ref::<CloudscaleSim>()
+        .expect("the cloudscale simulator");
+    let pn = phoenixnap
+        .as_any()
+        .downcast_ref::<PhoenixnapSim>()
+        .expect("the PhoenixNAP simulator");
+    let deletes: Vec<_> = cs
+        .requests_sequenced()
+        .into_iter()
+        .filter(|r| r.request.method == "DELETE" && r.request.status < 300)
+        .collect();
+    let load_balancer_deleted = deletes.iter().any(|r| {
+        r.request
+            .path
+            .strip_prefix("/v1/load-balancers/")
+            .is_some_and(|id| !id.contains('/'))
+    });
+    assert!(
+        load_balancer_deleted,
+        "cloudscale's load balancer was deleted through its API: {:?}",
+        cs.requests().iter().map(|r| r.line()).collect::<Vec<_>>()
+    );
+    let first_create = pn
+        .requests_sequenced()
+        .into_iter()
+        .find(|r| r.request.method == "POST" && r.request.path == "/ips/v1/ip-blocks")
+        .expect("PhoenixNAP was asked for a block");
+    let last_delete = deletes.iter().map(|r| r.answered).max().unwrap_or(0);
+    assert!(
+        last_delete < first_create.arrived,
+        "PhoenixNAP's create arrived at tick {} before cloudscale's last delete was answered at tick {last_delete}",
+        first_create.arrived
+    );
 }

@@ -260,5 +260,10 @@ impl CloudProvider for DriverSlot {
             &[("driver", driver)],
             load(&stats.instances_recycled),
         );
+        metrics.set(
+            "wasm_ccm_driver_calls_in_flight",
+            &[("driver", driver)],
+            load(&stats.in_flight),
+        );
     }
 }

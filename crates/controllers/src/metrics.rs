@@ -127,6 +127,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Driver calls by function and result (ok, or the error case).",
     ),
     (
+        "wasm_ccm_driver_calls_in_flight",
+        Kind::Gauge,
+        "Driver calls running now (a call that stays for long is a hung driver's).",
+    ),
+    (
         "wasm_ccm_driver_call_duration_seconds",
         Kind::Histogram(CALL_BUCKETS),
         "Driver call latency, instantiation included.",

@@ -8,6 +8,7 @@
 //! breaks.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -384,10 +385,34 @@ pub(crate) fn body_value(body: &[u8]) -> Option<Value> {
     )
 }
 
+/// The clock of every simulator's request log in the process: a counter, so that the entries
+/// of two simulators compare (a test of several clouds can tell that one cloud answered a
+/// request before another cloud received one).
+static CLOCK: AtomicU64 = AtomicU64::new(1);
+
+/// The next tick of the process-wide log clock.
+pub(crate) fn tick() -> u64 {
+    CLOCK.fetch_add(1, Ordering::SeqCst)
+}
+
+/// A logged request with when it arrived (before any fault latency, authentication or
+/// handling) and when it was answered (its effect done, before the response is sent), on the
+/// clock every simulator of the process shares. `a.answered < b.arrived` means `a` was over,
+/// effects included, before `b` reached its simulator.
+#[derive(Clone, Debug)]
+pub struct Sequenced<T> {
+    /// The tick when the request arrived.
+    pub arrived: u64,
+    /// The tick when it was answered.
+    pub answered: u64,
+    /// The request.
+    pub request: T,
+}
+
 /// A bounded log of served requests, shared by the server and every handle.
 #[derive(Debug)]
 pub(crate) struct RequestLog<T> {
-    entries: Mutex<VecDeque<T>>,
+    entries: Mutex<VecDeque<Sequenced<T>>>,
 }
 
 impl<T> Default for RequestLog<T> {
@@ -399,21 +424,31 @@ impl<T> Default for RequestLog<T> {
 }
 
 impl<T: Clone> RequestLog<T> {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Sequenced<T>>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends, dropping the oldest entry when full.
-    pub(crate) fn record(&self, request: T) {
+    /// Appends a request that arrived at tick `arrived` and is answered now, dropping the
+    /// oldest entry when full.
+    pub(crate) fn record(&self, arrived: u64, request: T) {
         let mut entries = self.lock();
         if entries.len() >= LOG_CAPACITY {
             entries.pop_front();
         }
-        entries.push_back(request);
+        entries.push_back(Sequenced {
+            arrived,
+            answered: tick(),
+            request,
+        });
     }
 
     /// Every entry, oldest first.
     pub(crate) fn all(&self) -> Vec<T> {
+        self.lock().iter().map(|e| e.request.clone()).collect()
+    }
+
+    /// Every entry with its ticks, in the order they were answered.
+    pub(crate) fn sequenced(&self) -> Vec<Sequenced<T>> {
         self.lock().iter().cloned().collect()
     }
 
@@ -512,9 +547,17 @@ mod tests {
     #[test]
     fn the_log_is_bounded_and_bodies_render() {
         let log = RequestLog::<u32>::default();
-        log.record(1);
-        log.record(2);
+        let arrived = tick();
+        log.record(arrived, 1);
+        log.record(tick(), 2);
         assert_eq!(log.all(), vec![1, 2]);
+        let ticks: Vec<(u64, u64)> = log
+            .sequenced()
+            .iter()
+            .map(|e| (e.arrived, e.answered))
+            .collect();
+        // Each answered after it arrived, the first over before the second arrived.
+        assert!(ticks[0].0 < ticks[0].1 && ticks[0].1 < ticks[1].0 && ticks[1].0 < ticks[1].1);
         log.clear();
         assert!(log.all().is_empty());
         assert_eq!(body_value(b"  "), None);

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cloudscale;
 pub mod cloudstack;
 mod fixture;
+pub use fixture::Sequenced;
 pub mod kit;
 pub mod kube;
 pub mod phoenixnap;

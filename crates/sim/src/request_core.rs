@@ -213,6 +213,7 @@ async fn handle<C: ControlApi>(
     if is_control_path(&request.path) {
         return control(&*sim, &request);
     }
+    let arrived = crate::fixture::tick();
     let latency = sim.faults().latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -235,7 +236,8 @@ async fn handle<C: ControlApi>(
     let status = response.status().as_u16();
     let (method, uri) = (&request.method, &request.uri);
     tracing::debug!(%method, %uri, status, "{}-sim request", C::NAME);
-    sim.log().record(C::log_entry(&request, &parsed, status));
+    sim.log()
+        .record(arrived, C::log_entry(&request, &parsed, status));
     response
 }
 

@@ -133,6 +133,9 @@ impl Default for DriverOptions {
 pub struct DriverStats {
     /// Export calls made.
     pub calls: AtomicU64,
+    /// Calls running now (past the concurrency limit, in an instance or being given one): a
+    /// gauge. A call that stays here for long is a hung driver's.
+    pub in_flight: AtomicU64,
     /// Instances created (each ran `init`).
     pub instances_created: AtomicU64,
     /// Instances thrown away after a trap, deadline or memory exhaustion.

@@ -391,6 +391,8 @@ impl DriverInner {
             );
         };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        // Counted down however the call ends, a cancelled future included.
+        let _in_flight = InFlight::enter(&self.stats.in_flight);
         let idle = if self.opts.mode == InstanceMode::Warm {
             self.take_idle()
         } else {
@@ -531,4 +533,20 @@ impl DriverInner {
 /// shape of results.
 fn hostcall_fuel(memory_limit: usize) -> usize {
     memory_limit.saturating_add(1 << 20)
+}
+
+/// One call counted in [`DriverStats::in_flight`] while it lives.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl<'a> InFlight<'a> {
+    fn enter(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }

@@ -263,6 +263,12 @@ impl CloudscaleSim {
         self.shared.log.all()
     }
 
+    /// [`Self::requests`] with when each arrived and was answered, on the clock every
+    /// simulator of the process shares (to order the requests of several clouds).
+    pub fn requests_sequenced(&self) -> Vec<crate::Sequenced<LoggedRequest>> {
+        self.shared.log.sequenced()
+    }
+
     /// Empties the request log.
     pub fn clear_requests(&self) {
         self.shared.log.clear();

@@ -502,6 +502,12 @@ impl CloudstackSim {
         self.shared.log.all()
     }
 
+    /// [`Self::requests`] with when each arrived and was answered, on the clock every
+    /// simulator of the process shares (to order the requests of several clouds).
+    pub fn requests_sequenced(&self) -> Vec<crate::Sequenced<LoggedRequest>> {
+        self.shared.log.sequenced()
+    }
+
     /// The logged requests whose command is not `list*` or `query*`.
     pub fn mutations(&self) -> Vec<LoggedRequest> {
         self.requests()

@@ -410,6 +410,12 @@ impl PhoenixnapSim {
         self.shared.log.all()
     }
 
+    /// [`Self::requests`] with when each arrived and was answered, on the clock every
+    /// simulator of the process shares (to order the requests of several clouds).
+    pub fn requests_sequenced(&self) -> Vec<crate::Sequenced<LoggedRequest>> {
+        self.shared.log.sequenced()
+    }
+
     /// The logged requests whose method is not GET (token requests included).
     pub fn mutations(&self) -> Vec<LoggedRequest> {
         self.requests()

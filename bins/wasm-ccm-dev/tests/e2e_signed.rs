@@ -8,8 +8,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod common;
+#[path = "../../../crates/oci/tests/support/registry_proxy.rs"]
+mod registry_proxy;
 
 use common::*;
+use registry_proxy::RegistryProxy;
 use sha2::{Digest, Sha256};
 use wasm_ccm_oci::keys::pkcs8_pem;
 use wasm_ccm_oci::signature::sign_blob;
@@ -90,6 +93,19 @@ async fn run_starts_a_signed_oci_driver_and_refuses_an_unsigned_one_before_anyth
     assert!(out.status.success(), "{}", shown(&out));
     let unsigned = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let layer = sha256(&std::fs::read(wasm_ccm_drivers::STATIC_DRIVER).unwrap());
+    // `run` reads the registry through a recording proxy: its log is what shows which blobs
+    // were fetched.
+    let proxy = RegistryProxy::start(registry.addr());
+    let (signed, unsigned) = (
+        signed.replace(&registry.host(), &proxy.host()),
+        unsigned.replace(&registry.host(), &proxy.host()),
+    );
+    let layer_gets = |requests: &[String]| {
+        requests
+            .iter()
+            .filter(|r| r.starts_with("GET ") && r.ends_with(&format!("/blobs/sha256:{layer}")))
+            .count()
+    };
 
     let (cloud, config) = static_cloud(vec![instance("a", "10.0.0.1")]).await;
     let cloud_url = cloud.url();
@@ -126,6 +142,8 @@ async fn run_starts_a_signed_oci_driver_and_refuses_an_unsigned_one_before_anyth
         "{log}"
     );
     drop(ccm);
+    // Control: the proxy's log shows the signed driver's Wasm layer being fetched.
+    assert_eq!(layer_gets(&proxy.requests()), 1, "{:?}", proxy.requests());
 
     // Unsigned, then signed by a key the policy does not name: refused at startup with the
     // reason, exit 2; the API server was never contacted, the Wasm layer never fetched, no
@@ -138,6 +156,7 @@ async fn run_starts_a_signed_oci_driver_and_refuses_an_unsigned_one_before_anyth
         let cache = tempfile::tempdir().expect("tempdir");
         let extra = flags(cache.path().to_str().unwrap(), public);
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let before = proxy.requests().len();
         let mut ccm = Ccm::start(&sim, reference, "static", &config, &extra);
         assert_eq!(ccm.wait_exit(), Some(2), "{}", ccm.log());
         let log = ccm.log();
@@ -157,9 +176,15 @@ async fn run_starts_a_signed_oci_driver_and_refuses_an_unsigned_one_before_anyth
             0,
             "the API server was contacted before the driver was verified"
         );
+        let requests = &proxy.requests()[before..];
         assert!(
-            !cache.path().join("oci/blobs/sha256").join(&layer).exists(),
-            "the Wasm layer was fetched before verification"
+            requests.iter().any(|r| r.contains("/manifests/sha256-")),
+            "the signatures were not looked up through the proxy: {requests:?}"
+        );
+        assert_eq!(
+            layer_gets(requests),
+            0,
+            "the Wasm layer was fetched before verification: {requests:?}"
         );
     }
 }

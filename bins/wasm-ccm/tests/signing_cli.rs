@@ -274,9 +274,9 @@ fn a_closed_stdout_ends_sign_and_verify_quietly() {
 }
 
 /// OpenSSL, the independent implementation the interop tests check against: from PATH, else
-/// Debian's `openssl` package fetched into target/tools. `None` (the test is skipped, saying
-/// why) only when neither runs.
-fn openssl() -> Option<std::path::PathBuf> {
+/// Debian's `openssl` package fetched into target/tools. A machine with neither fails the test
+/// with how to provide it: an interop test that skips itself would pass having checked nothing.
+fn openssl() -> std::path::PathBuf {
     let found = wasm_ccm_test_tools::debian_program("openssl", "openssl").and_then(|program| {
         match Command::new(&program).arg("version").output() {
             Ok(out) if out.status.success() => Ok(program),
@@ -288,15 +288,11 @@ fn openssl() -> Option<std::path::PathBuf> {
             Err(e) => Err(format!("cannot run {}: {e}", program.display())),
         }
     });
-    match found {
-        Ok(program) => Some(program),
-        Err(e) => {
-            eprintln!(
-                "SKIPPED: OpenSSL interop needs `openssl` on PATH or Debian's openssl package: {e}"
-            );
-            None
-        }
-    }
+    found.unwrap_or_else(|e| {
+        panic!(
+            "OpenSSL interop needs `openssl` (put it on PATH, or let the test fetch Debian's openssl package into target/tools): {e}"
+        )
+    })
 }
 
 /// Runs `openssl ARGS` in `dir`; panics with its output unless it succeeds.
@@ -372,7 +368,7 @@ fn openssl_key_pair(openssl: &Path, dir: &Path, name: &str) -> (String, String, 
 
 #[test]
 fn openssl_interop_for_file_drivers_both_ways() {
-    let Some(openssl) = openssl() else { return };
+    let openssl = openssl();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let path = |name: &str| d.join(name).display().to_string();
@@ -566,7 +562,7 @@ fn sha256_digest(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn openssl_interop_for_oci_drivers_both_ways() {
-    let Some(openssl) = openssl() else { return };
+    let openssl = openssl();
     let registry = Registry::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -657,13 +653,37 @@ async fn openssl_interop_for_oci_drivers_both_ways() {
     let out = wasm_ccm(&["verify", &pinned_text, "--verify-key", &public_path], &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("verified"), "{}", text(&out));
-    // Another artifact in the same repository is not covered by that signature.
+    // Another artifact in the same repository is not covered by that signature, even when
+    // the signature is copied under its own signature tag: the payload names the first digest.
     let other = push("drivers/by-openssl", b"\0asm another version").await;
+    let other_digest = other.digest.clone().unwrap();
+    let copied = Reference {
+        tag: Some(format!("sha256-{}.sig", &other_digest["sha256:".len()..])),
+        digest: None,
+        ..other.clone()
+    };
+    Client::new(ClientOptions::default())
+        .unwrap()
+        .push_manifest(
+            &copied,
+            "application/vnd.oci.image.manifest.v1+json",
+            &serde_json::to_vec(&manifest).unwrap(),
+            &[payload.as_bytes(), config.as_slice()],
+        )
+        .await
+        .unwrap();
     let out = wasm_ccm(
         &["verify", &other.to_string(), "--verify-key", &public_path],
         &[],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "it signs the manifest {digest}, not {other_digest} (a signature copied from another artifact)"
+        )),
+        "{}",
+        text(&out)
+    );
 
     // The other way: wasm-ccm signs with the OpenSSL key; the payload and signature are read
     // from the registry's storage and OpenSSL verifies them.

@@ -2,19 +2,22 @@
 //! driver and its Python (componentize-py) and JavaScript (jco / componentize-js) ports, built
 //! by the test tools with pinned toolchains. Size, cold compile, cached load, a fresh instance
 //! (instantiate + `init` + a call), a warm call, and the instance's peak linear memory, all with
-//! the host's default settings.
+//! the host's default settings: tiered, so the compile and the cached load are Winch's (each
+//! asserted), and the calls wait for the swap to the Cranelift build.
 //!
 //! Run: `cargo bench -p wasm-ccm-runtime --bench languages`. Prints a Markdown table of medians.
 
 mod common;
 
-use common::node;
+use common::{node, on_cranelift};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasm_ccm_runtime::log::NullSink;
-use wasm_ccm_runtime::{CallScope, DriverOptions, InstanceMode, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{
+    CacheOutcome, CallScope, DriverOptions, InstanceMode, Runtime, RuntimeOptions, Tier,
+};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -56,7 +59,7 @@ async fn main() {
         ),
     ];
     println!(
-        "| static driver in | size | cold compile | cached load | fresh instance + init + call | warm call (instance-metadata) | peak linear memory |"
+        "| static driver in | size | cold compile (Winch, the tiered default) | cached load (its Winch build) | fresh instance + init + call (Cranelift code) | warm call (instance-metadata, Cranelift code) | peak linear memory |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     let scope = CallScope::default();
@@ -68,11 +71,12 @@ async fn main() {
         let mut cold = Vec::new();
         for _ in 0..3 {
             let t = Instant::now();
-            nocache
+            let c = nocache
                 .compile(&origin, bytes.clone())
                 .await
                 .expect("compile");
             cold.push(t.elapsed());
+            assert_eq!((c.tier, c.cache), (Tier::Winch, CacheOutcome::Disabled));
         }
 
         let dir = tempfile::tempdir().expect("tempdir");
@@ -86,20 +90,27 @@ async fn main() {
         let mut compiled = None;
         for _ in 0..7 {
             let t = Instant::now();
-            compiled = Some(
-                cached
-                    .compile(&origin, bytes.clone())
-                    .await
-                    .expect("cached"),
-            );
+            let c = cached
+                .compile(&origin, bytes.clone())
+                .await
+                .expect("cached");
             warm_load.push(t.elapsed());
+            assert_eq!(
+                (c.tier, c.cache),
+                (Tier::Winch, CacheOutcome::Hit),
+                "not the cached load this column names"
+            );
+            compiled = Some(c);
         }
         let compiled = compiled.expect("compiled");
 
-        let fresh = cached
-            .load(&compiled, options(InstanceMode::Fresh))
-            .await
-            .expect("load");
+        let fresh = on_cranelift(
+            cached
+                .load(&compiled, options(InstanceMode::Fresh))
+                .await
+                .expect("load"),
+        )
+        .await;
         let mut fresh_calls = Vec::new();
         for _ in 0..21 {
             let t = Instant::now();
@@ -111,10 +122,14 @@ async fn main() {
             fresh_calls.push(t.elapsed());
         }
 
-        let warm = cached
-            .load(&compiled, options(InstanceMode::Warm))
-            .await
-            .expect("load");
+        // The Cranelift build is ready: this driver starts on it.
+        let warm = on_cranelift(
+            cached
+                .load(&compiled, options(InstanceMode::Warm))
+                .await
+                .expect("load"),
+        )
+        .await;
         let mut calls = Vec::new();
         let mut peak = 0;
         for _ in 0..501 {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::node;
+use common::{node, on_cranelift};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_ccm_drivers::{HOSTILE_DRIVER, STATIC_DRIVER};
 use wasm_ccm_runtime::log::{LogLimits, NullSink};
 use wasm_ccm_runtime::{
-    Allocation, CacheOutcome, CallScope, Compiler, Driver, DriverOptions, EngineOptions, Runtime,
+    Allocation, CacheOutcome, CallScope, Compiler, DriverOptions, EngineOptions, Runtime,
     RuntimeOptions, Tier,
 };
 
@@ -54,18 +54,6 @@ fn quiet() -> DriverOptions {
         },
         ..Default::default()
     }
-}
-
-/// `d` once it serves its Cranelift build. The runtime below is the default, tiered one: a driver
-/// loaded cold starts on Winch code and swaps when the background build is done, so the warm
-/// figures wait for the swap, to measure the code a host serves with for good (and not while
-/// the background compile takes one of the cores).
-async fn on_cranelift(d: Driver) -> Driver {
-    let mut tier = d.watch_tier();
-    tier.wait_for(|t| *t == Tier::Cranelift)
-        .await
-        .expect("the swap to Cranelift");
-    d
 }
 
 /// A loopback inventory for the static driver: `GET /instances` returns 20 instances as JSON.

@@ -159,19 +159,23 @@ async fn nodes_by_owner_and_load_balancers_by_class_in_one_process() {
     // Then a later pass over it, which would report it again were the first report not
     // remembered: a change to it queues it for the reporting driver's node worker (the first
     // driver, `cloud`), and a node of `cloud`'s added after that change is initialised only
-    // once the worker is past it.
+    // once the worker is past it. Two such nodes, one after the other: had the change come
+    // while the worker was still in the first pass, the queue takes the node again only when
+    // that pass ends, which may be after the first of them was queued, never after the second.
     sim.modify("nodes", None, "aws-0", |n| {
         n["metadata"]["labels"]["example.com/touched"] = json!("yes");
     })
     .expect("change the foreign node");
-    cloudscale
-        .add_instance(3, &sim_node("cs-2", 3))
-        .expect("server");
-    sim.create(node("cs-2", None, true)).expect("node");
-    eventually("a node queued after the foreign one's change", || {
-        initialised(&sim, "cs-2")
-    })
-    .await;
+    for (index, name) in [(3, "cs-2"), (4, "cs-3")] {
+        cloudscale
+            .add_instance(index, &sim_node(name, index))
+            .expect("server");
+        sim.create(node(name, None, true)).expect("node");
+        eventually("a node queued after the foreign one's change", || {
+            initialised(&sim, name)
+        })
+        .await;
+    }
     let reported = events(&sim, "aws-0", "ForeignProviderID");
     assert_eq!(reported.len(), 1, "{reported:?}");
     // A repeat of the same event would be folded into it as a series, not a second event.

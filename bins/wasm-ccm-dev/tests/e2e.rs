@@ -733,6 +733,24 @@ async fn a_shadow_beside_each_clouds_converged_cluster_agrees_and_writes_nothing
             Vec::<String>::new(),
             "{name}"
         );
+        // Control: the shadow's requests did reach the simulator and carry the marker the
+        // filter above looks for, so "no write" is not the filter matching nothing.
+        let marked: Vec<String> = sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.seq > since)
+            .filter(|r| {
+                r.user_agent
+                    .as_deref()
+                    .is_some_and(|a| a.contains("; shadow)"))
+            })
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        assert!(
+            marked.iter().any(|r| r == "GET /api/v1/nodes")
+                && marked.iter().any(|r| r == "GET /api/v1/services"),
+            "{name}: the shadow's lists of nodes and Services carry `; shadow)`: {marked:?}"
+        );
         assert_eq!(
             cloud.request_counts().1,
             cloud_writes,
@@ -740,4 +758,177 @@ async fn a_shadow_beside_each_clouds_converged_cluster_agrees_and_writes_nothing
         );
         drop(ccm);
     }
+}
+
+/// The review's case (2026-11-28 §7), on each cloud whose load balancers have members: a node
+/// joins while the CCM in charge is slower than the shadow (here it is away, and back once the
+/// shadow's `update` wanted the node's member; it then adds the member with its `ensure`).
+/// The shadow looks at its pending cloud write again, read-only, finds the cloud has it and
+/// calls it agreed, so `wasm-ccm shadow report` exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_agrees_with_a_slower_ccm_in_charge_on_a_node_that_joins() {
+    for (name, member_write) in [
+        ("cloudscale", "/members"),
+        ("cloudstack", "command=assignToLoadBalancerRule"),
+    ] {
+        let sim = KubeSim::start(localhost()).await.expect("kube sim");
+        let cloud = wasm_ccm_sim::kit::start(name, Default::default())
+            .await
+            .expect("cloud sim");
+        let mut ids = Vec::new();
+        for index in 0..2 {
+            let node = wasm_ccm_sim::kit::SimNode::numbered(index);
+            ids.push(cloud.add_instance(index, &node).expect("instance"));
+            sim.create(common::node(&node.name, None, true))
+                .expect("node");
+        }
+        sim.create(lb_service("web")).expect("service");
+        let setup = cloud.driver_setup();
+        let timing = ["--node-status-update-frequency", "1s"];
+        let ccm = Ccm::start_setup(&sim, &setup, &timing);
+        eventually(&format!("{name}: converged"), || {
+            initialised(&sim, "node-0000")
+                && initialised(&sim, "node-0001")
+                && service(&sim, "web")
+                    .is_some_and(|s| ingress_ip(&s).is_some() && has_finalizer(&s))
+        })
+        .await;
+        let port = free_port();
+        let port_arg = port.to_string();
+        let shadow = Ccm::start_setup(
+            &sim,
+            &setup,
+            &[
+                "--shadow",
+                "--shadow-grace",
+                "2m",
+                "--leader-elect=false",
+                "--node-status-update-frequency",
+                "1s",
+                "--secure-port",
+                &port_arg,
+            ],
+        );
+        shadow_first_passes(port, 1.0, 2.0).await;
+        let report = shadow_report(port).await;
+        assert_eq!(report["summary"]["diverged"], 0, "{name}: {report:#}");
+        assert_eq!(report["summary"]["pending"], 0, "{name}: {report:#}");
+
+        // The CCM in charge is away; a node joins, registered with its provider ID (kubelet
+        // --provider-id), so the load balancer's member is the one thing to do about it.
+        drop(ccm);
+        let template = sim
+            .get("nodes", None, "node-0000")
+            .and_then(|n| n["spec"]["providerID"].as_str().map(str::to_string))
+            .expect("node-0000 has a provider ID");
+        assert!(
+            template.contains(&ids[0]),
+            "{name}: the provider ID {template} does not name the instance {}",
+            ids[0]
+        );
+        let joined = wasm_ccm_sim::kit::SimNode::numbered(2);
+        let id = cloud.add_instance(2, &joined).expect("instance");
+        let mut node = common::node(&joined.name, None, true);
+        node["spec"] = json!({"providerID": template.replace(&ids[0], &id)});
+        sim.create(node).expect("the joining node");
+        // The shadow wants the member: its update's write was refused and is pending.
+        let update = |r: &Value| -> Option<Value> {
+            r["differences"]
+                .as_array()?
+                .iter()
+                .find(|d| {
+                    d["object"] == "default/web"
+                        && d["target"] == "cloud"
+                        && d["action"] == "load-balancer.update"
+                })
+                .cloned()
+        };
+        let report = report_until(port, &format!("{name}: the member pending"), |r| {
+            update(r).is_some_and(|d| d["verdict"] == "pending")
+        })
+        .await;
+        let wanted = update(&report).expect("found")["cloud_writes"].to_string();
+        assert!(
+            wanted.contains(member_write),
+            "{name}: the update wanted {wanted}"
+        );
+
+        // The CCM in charge comes back and adds the member with its ensure. The shadow's
+        // update is never called again (no node changes); its pending write is rechecked.
+        let _ccm = Ccm::start_setup(&sim, &setup, &timing);
+        let report = report_until_long(port, &format!("{name}: every write agreed"), |r| {
+            r["summary"]["pending"] == 0
+                && r["summary"]["diverged"] == 0
+                && update(r).is_some_and(|d| d["verdict"] == "agreed")
+        })
+        .await;
+        assert!(
+            update(&report).is_some_and(|d| d["settled"]
+                .as_str()
+                .is_some_and(|s| s.contains("needed no cloud write"))),
+            "{name}: {report:#}"
+        );
+        let (code, text) = shadow_report_cli(port, "text");
+        assert_eq!(code, Some(0), "{name}: both CCMs agree: exit 0\n{text}");
+        assert!(text.contains("0 diverged"), "{name}: {text}");
+        drop(shadow);
+    }
+}
+
+/// deploy/README ("The rules" of a DriverSet): the file is checked before the cluster is
+/// contacted. A driver whose `info` declares another scheme than the `providerIDScheme` the
+/// file gives it is refused with no request to the apiserver: not `/version`, not the
+/// namespace read, and no `init` (which needs both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_set_whose_driver_declares_another_scheme_is_refused_before_the_cluster_is_contacted()
+ {
+    let sim = KubeSim::start(localhost()).await.expect("kube sim");
+    let cloud = wasm_ccm_sim::kit::start("cloudscale", Default::default())
+        .await
+        .expect("cloud sim");
+    let setup = cloud.driver_setup();
+    let env: Vec<(&str, &str)> = setup
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let set = |scheme: &str| {
+        format!(
+            r#"apiVersion: wasm-ccm.io/v1alpha1
+kind: DriverSet
+drivers:
+  - name: cloud
+    source: {wasm}
+    providerIDScheme: {scheme}
+    allowEgress: [{egress:?}]
+    nodes: {{default: true}}
+    loadBalancer: {{default: true}}
+"#,
+            wasm = wasm_ccm_drivers::CLOUDSCALE_DRIVER,
+            egress = setup.egress.join(","),
+        )
+    };
+    let flags = ["--leader-elect=false", "--configure-cloud-routes=false"];
+    let mut refused = Ccm::start_set(&sim, &set("equinix"), &flags, &env);
+    assert_eq!(refused.wait_exit(), Some(2), "{}", refused.log());
+    let log = refused.log();
+    assert!(
+        log.contains(
+            r#"driver "cloud" (cloudscale) declares provider-ID scheme "cloudscale", not the providerIDScheme "equinix""#
+        ),
+        "{log}"
+    );
+    let requests: Vec<String> = sim
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(requests, Vec::<String>::new(), "the cluster was contacted");
+    // Control: the same set with the scheme the driver declares starts, and the simulator's
+    // log does record its requests.
+    let _started = Ccm::start_set(&sim, &set("cloudscale"), &flags, &env);
+    eventually("the cluster contacted", || {
+        sim.requests().iter().any(|r| r.path == "/version")
+    })
+    .await;
 }

@@ -224,26 +224,6 @@ async fn a_refused_change_is_a_warning_event_and_changes_nothing() {
     assert_eq!(cloud.load_balancers()[0]["flavor"]["slug"], "lb-standard");
 }
 
-/// `wasm-ccm shadow report` against the shadow's endpoint: (exit code, stdout).
-fn shadow_report_cli(port: u16, format: &str) -> (Option<i32>, String) {
-    let out = std::process::Command::new(wasm_ccm_test_tools::product::product_binary())
-        .args([
-            "shadow",
-            "report",
-            "--from",
-            &format!("https://127.0.0.1:{port}/shadow"),
-            "--insecure-skip-tls-verify",
-            "--format",
-            format,
-        ])
-        .output()
-        .expect("run wasm-ccm shadow report");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 const SHADOW: [&str; 6] = [
     "--shadow",
     "--shadow-grace",

@@ -11,9 +11,11 @@
 //! Everything checkable is checked before the cluster is contacted: the document's shape (an
 //! unknown field is an error naming it), the routing table's rules (`Routing::new`: unique
 //! names and schemes, one default per role, classes the apiserver accepts, exclusive node
-//! selectors), every file. At load, each driver's `info` must name the scheme the file gives it
-//! and export what its roles call, and no driver may declare an environment prefix that is a
-//! prefix of another's (it would receive the other's secrets).
+//! selectors), every file, and what each driver declares: its `info` (asked of a throw-away
+//! instance, without `init` and without egress) must name the scheme the file gives it, it must
+//! export what its roles call, and no driver may declare an environment prefix that is a prefix
+//! of another's (it would receive the other's secrets). The same is checked again once each is
+//! loaded.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use wasm_ccm_controllers::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
 use wasm_ccm_runtime::Driver;
+use wasm_ccm_runtime::surface::Exports;
+use wasm_ccm_runtime::types::ProviderInfo;
 
 use crate::preflight::{PathFlag, readable_files};
 use crate::signing::VerifyArgs;
@@ -285,23 +289,44 @@ impl DriverSet {
 
 /// What a loaded driver of the set must satisfy against its roles and the drivers before it:
 /// the scheme the file names, the exports its roles call, environment prefixes that cannot
-/// capture another driver's variables.
+/// capture another driver's variables ([`check_declared`] on what the loaded driver declares;
+/// `run` checks the same before the cluster is contacted, and again after `init`, since a
+/// driver answers `info` anew in each instance).
 pub fn check_loaded(
     roles: &DriverRoles,
     driver: &Driver,
     earlier: &[(String, Arc<Driver>)],
 ) -> anyhow::Result<()> {
-    let info = driver.info();
+    let earlier: Vec<(String, ProviderInfo)> = earlier
+        .iter()
+        .map(|(name, d)| (name.clone(), d.info().clone()))
+        .collect();
+    check_declared(
+        roles,
+        driver.info(),
+        &driver.compiled().surface.exports,
+        &earlier,
+    )
+}
+
+/// [`check_loaded`] on what a driver declares (its `info`, from a throw-away instance without
+/// `init`, and its compiled exports), so a DriverSet that does not match its drivers is refused
+/// before the cluster is contacted.
+pub fn check_declared(
+    roles: &DriverRoles,
+    info: &ProviderInfo,
+    exports: &Exports,
+    earlier: &[(String, ProviderInfo)],
+) -> anyhow::Result<()> {
     if info.provider_id_scheme != roles.provider_id_scheme {
         bail!(
             "driver {:?} ({}) declares provider-ID scheme {:?}, not the providerIDScheme {:?} the DriverSet gives it; correct providerIDScheme or the source",
             roles.name,
-            driver.name(),
+            info.name,
             info.provider_id_scheme,
             roles.provider_id_scheme
         );
     }
-    let exports = driver.compiled().surface.exports;
     let needs = [
         (
             roles.load_balancer.default || !roles.load_balancer.classes.is_empty(),
@@ -322,13 +347,13 @@ pub fn check_loaded(
             bail!(
                 "driver {:?} ({}) exports no `{interface}` interface, but the DriverSet gives it `{field}`; remove that role or use a driver that implements it",
                 roles.name,
-                driver.name()
+                info.name
             );
         }
     }
-    for (other, d) in earlier {
+    for (other, theirs_info) in earlier {
         for mine in &info.env_prefixes {
-            for theirs in &d.info().env_prefixes {
+            for theirs in &theirs_info.env_prefixes {
                 if mine.starts_with(theirs.as_str()) || theirs.starts_with(mine.as_str()) {
                     bail!(
                         "drivers {other:?} and {:?} declare the environment prefixes {theirs:?} and {mine:?}, one a prefix of the other: one driver would receive the other's variables (credentials); run them in separate processes",

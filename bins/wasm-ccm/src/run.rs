@@ -1166,9 +1166,10 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
 }
 
 /// `run --drivers-config`: the same start-up as one driver's, per driver of the set (see
-/// `driver_set.rs`): the file and every file it names are checked and every driver is fetched
-/// (and its signature verified) before the cluster is contacted; then each is compiled,
-/// initialised and checked against its roles. Any failure stops the start naming the driver.
+/// `driver_set.rs`): the file and every file it names are checked, and every driver is fetched
+/// (and its signature verified), compiled and checked against its roles by what its `info`
+/// declares, before the cluster is contacted; then each is initialised and checked again. Any
+/// failure stops the start naming the driver.
 async fn run_driver_set(
     global: &GlobalArgs,
     args: RunArgs,
@@ -1207,6 +1208,27 @@ async fn run_driver_set(
         .with_context(|| format!("--drivers-config: driver {:?}", d.name))?;
         fetched.push((f, started.elapsed()));
     }
+    // Compiled, and asked what they declare (`info` in a throw-away instance: no `init`, no
+    // egress), before the cluster is contacted: a DriverSet that does not match its drivers
+    // is refused without a request to the apiserver.
+    let runtime = global.runtime()?;
+    let mut compiled_set = Vec::with_capacity(fetched.len());
+    let mut declared: Vec<(String, wasm_ccm_runtime::types::ProviderInfo)> = Vec::new();
+    for ((d, roles), (f, fetch_time)) in set.drivers.iter().zip(set.routing.drivers()).zip(fetched)
+    {
+        let compiling = std::time::Instant::now();
+        let compiled = runtime
+            .compile(&f.origin, f.bytes)
+            .await
+            .with_context(|| format!("driver {:?}", d.name))?;
+        let info = runtime
+            .info(&compiled)
+            .await
+            .with_context(|| format!("driver {:?}", d.name))?;
+        crate::driver_set::check_declared(roles, &info, &compiled.surface.exports, &declared)?;
+        declared.push((d.name.clone(), info));
+        compiled_set.push((f.origin, compiled, fetch_time + compiling.elapsed()));
+    }
     let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
     let serving = match tls {
         Some(tls) => Some(args.serving(tls).await?),
@@ -1214,11 +1236,14 @@ async fn run_driver_set(
     };
     let facts = cluster_facts(&client).await?;
     announce_kubernetes_version(&facts.kubernetes_version);
-    let runtime = global.runtime()?;
     let regarding = own_pod();
     let mut loaded: Vec<(String, Arc<Driver>)> = Vec::new();
     let mut entries = Vec::with_capacity(set.drivers.len());
-    for ((d, roles), (f, fetch_time)) in set.drivers.iter().zip(set.routing.drivers()).zip(fetched)
+    for ((d, roles), (origin, compiled, fetch_time)) in set
+        .drivers
+        .iter()
+        .zip(set.routing.drivers())
+        .zip(compiled_set)
     {
         let loading = std::time::Instant::now();
         let config = match &d.cloud_config {
@@ -1244,10 +1269,6 @@ async fn run_driver_set(
             trace_propagation: args.traces.propagation()?,
             secrets: args.secret_options(),
         });
-        let compiled = runtime
-            .compile(&f.origin, f.bytes)
-            .await
-            .with_context(|| format!("driver {:?}", d.name))?;
         let driver = Arc::new(
             runtime
                 .load(&compiled, opts.clone())
@@ -1260,7 +1281,7 @@ async fn run_driver_set(
             provider = %driver.name(),
             version = %driver.info().version,
             sha256 = %driver.compiled().sha256,
-            origin = %f.origin,
+            origin = %origin,
             egress = %driver.egress().join(", "),
             env_prefixes = %driver.info().env_prefixes.join(", "),
             "driver loaded"

@@ -160,6 +160,17 @@ fn start_service(w: &mut Wiring<'_>) -> Result<(), String> {
         .on_change(move |old, new| hs.handle_service(old, new));
     w.nodes.on_change(move |old, new| hn.handle_node(old, new));
     w.tasks.spawn(Arc::clone(&c).run(w.cancel.clone()));
+    if let Some(shadow) = &w.ctx.shadow {
+        // A shadow looks again at the Services whose cloud writes are pending (shadow/recheck.rs).
+        let rerun = Arc::clone(&c);
+        w.tasks.spawn(crate::shadow::recheck_pending(
+            Arc::clone(shadow),
+            "Service",
+            shadow.recheck_period(),
+            move |key| rerun.enqueue(key),
+            w.cancel.clone(),
+        ));
+    }
     w.pending.push(c);
     Ok(())
 }

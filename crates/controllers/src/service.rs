@@ -129,7 +129,8 @@ impl ServiceController {
         })
     }
 
-    fn enqueue(&self, key: String) {
+    /// Queues a sync of `key` now (also the shadow's recheck of a pending cloud write).
+    pub(crate) fn enqueue(&self, key: String) {
         self.runner.enqueue(key);
     }
 

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use wasm_ccm_runtime::http::HttpExchange;
 use wasm_ccm_runtime::surface::Exports;
 use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, InstanceMetadata, Node as WitNode, ProviderError, ProviderInfo, Route,
@@ -69,6 +70,10 @@ pub(crate) struct FakeCloud {
     pub(crate) backends: Mutex<BTreeMap<String, Vec<String>>>,
     /// Every successful `load-balancer.update`, in order: (Service key, node names).
     pub(crate) updates: Mutex<Vec<(String, Vec<String>)>>,
+    /// Shadow runs: the writes a shadow host refuses, by load-balancer function (each call's
+    /// outcome carries them as refused exchanges; the call answers as scripted otherwise, like
+    /// a driver that carries on past a refused write).
+    pub(crate) refused: Mutex<HashMap<&'static str, Vec<String>>>,
 }
 
 impl Default for FakeCloud {
@@ -94,6 +99,7 @@ impl Default for FakeCloud {
             calls: Mutex::default(),
             backends: Mutex::default(),
             updates: Mutex::default(),
+            refused: Mutex::default(),
         }
     }
 }
@@ -138,6 +144,26 @@ impl FakeCloud {
             Some(e) => Err(e.clone()),
             None => Ok(()),
         }
+    }
+
+    /// `outcome` with the writes scripted as refused for `function` (see `refused`).
+    fn refusing<T>(&self, function: &'static str, mut outcome: Outcome<T>) -> Outcome<T> {
+        let refused = lock(&self.refused)
+            .get(function)
+            .cloned()
+            .unwrap_or_default();
+        outcome.http = refused
+            .into_iter()
+            .map(|write| HttpExchange {
+                method: write.split(' ').next().unwrap_or_default().to_string(),
+                url: write.split(' ').nth(1).unwrap_or_default().to_string(),
+                status: None,
+                error: Some("denied".into()),
+                mutating: true,
+                shadowed: Some(write),
+            })
+            .collect();
+        outcome
     }
 
     fn answer<T: Clone>(
@@ -240,7 +266,7 @@ impl CloudProvider for FakeCloud {
     ) -> BoxFuture<'a, Outcome<EnsureResult>> {
         Box::pin(async move {
             let key = service_key(service);
-            done(self.record("load-balancer.ensure", &key).map(|()| {
+            let answer = self.record("load-balancer.ensure", &key).map(|()| {
                 lock(&self.backends).insert(
                     key.clone(),
                     nodes.nodes().iter().map(|n| n.name.clone()).collect(),
@@ -254,7 +280,8 @@ impl CloudProvider for FakeCloud {
                     set_annotations: Vec::new(),
                     remove_annotations: Vec::new(),
                 }
-            }))
+            });
+            self.refusing("load-balancer.ensure", done(answer))
         })
     }
 
@@ -266,11 +293,12 @@ impl CloudProvider for FakeCloud {
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
             let key = service_key(service);
-            done(self.record("load-balancer.update", &key).map(|()| {
+            let answer = self.record("load-balancer.update", &key).map(|()| {
                 let names: Vec<String> = nodes.nodes().iter().map(|n| n.name.clone()).collect();
                 lock(&self.updates).push((key.clone(), names.clone()));
                 lock(&self.backends).insert(key, names);
-            }))
+            });
+            self.refusing("load-balancer.update", done(answer))
         })
     }
 
@@ -281,9 +309,10 @@ impl CloudProvider for FakeCloud {
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
             let key = service_key(service);
-            done(self.record("load-balancer.delete", &key).map(|()| {
+            let answer = self.record("load-balancer.delete", &key).map(|()| {
                 lock(&self.balancers).remove(&key);
-            }))
+            });
+            self.refusing("load-balancer.delete", done(answer))
         })
     }
 

@@ -407,6 +407,47 @@ pub(crate) async fn report_until(port: u16, what: &str, cond: impl Fn(&Value) ->
     }
 }
 
+/// [`report_until`] with a longer bound, for a wait that includes another process starting
+/// and the shadow's next recheck (up to a tenth of its grace later).
+pub(crate) async fn report_until_long(
+    port: u16,
+    what: &str,
+    cond: impl Fn(&Value) -> bool,
+) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let report = shadow_report(port).await;
+        if cond(&report) {
+            return report;
+        }
+        assert!(
+            started.elapsed() < 4 * WAIT,
+            "timed out waiting for: {what}; last report: {report:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `wasm-ccm shadow report` against the shadow's endpoint: (exit code, stdout).
+pub(crate) fn shadow_report_cli(port: u16, format: &str) -> (Option<i32>, String) {
+    let out = std::process::Command::new(wasm_ccm_test_tools::product::product_binary())
+        .args([
+            "shadow",
+            "report",
+            "--from",
+            &format!("https://127.0.0.1:{port}/shadow"),
+            "--insecure-skip-tls-verify",
+            "--format",
+            format,
+        ])
+        .output()
+        .expect("run wasm-ccm shadow report");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Driver calls of `function` so far, from `/metrics`.
 pub(crate) async fn calls(port: u16, function: &str) -> f64 {
     let text = scrape(port).await;

@@ -30,35 +30,63 @@ pub(crate) async fn announce_divergences(
     period: Duration,
     cancel: CancellationToken,
 ) {
-    let mut announced: HashMap<(String, String, String), String> = HashMap::new();
+    let mut announcer = Announcer::new(ctx, events);
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
         }
-        let Some(report) = ctx.shadow_report() else {
+        if announcer.pass().await.is_none() {
             return;
-        };
-        if announced.len() > MAX_ANNOUNCED {
-            announced.clear();
         }
+    }
+}
+
+/// The divergences announced so far, and one pass over the report at a time.
+pub(crate) struct Announcer {
+    ctx: Arc<Ctx>,
+    events: Events,
+    /// (kind, object, action) → the `last_changed` of the divergence announced.
+    announced: HashMap<(String, String, String), String>,
+}
+
+impl Announcer {
+    /// Nothing announced yet.
+    pub(crate) fn new(ctx: Arc<Ctx>, events: Events) -> Self {
+        Announcer {
+            ctx,
+            events,
+            announced: HashMap::new(),
+        }
+    }
+
+    /// Reads the report once and publishes an event for each divergence that is new or changed
+    /// since it was announced; how many it published (`None` outside a shadow run).
+    pub(crate) async fn pass(&mut self) -> Option<usize> {
+        let report = self.ctx.shadow_report()?;
+        if self.announced.len() > MAX_ANNOUNCED {
+            self.announced.clear();
+        }
+        let mut published = 0;
         for d in report
             .differences
             .iter()
             .filter(|d| d.verdict == Verdict::Diverged)
         {
             let key = (d.kind.clone(), d.object.clone(), d.action.clone());
-            if announced.get(&key) == Some(&d.last_changed) {
+            if self.announced.get(&key) == Some(&d.last_changed) {
                 continue;
             }
-            let Some(regarding) = regarding(&ctx, d) else {
+            let Some(regarding) = regarding(&self.ctx, d) else {
                 continue;
             };
-            events
+            self.events
                 .publish(REPORTER, &regarding, false, REASON, &note(d), "Shadow")
                 .await;
-            announced.insert(key, d.last_changed.clone());
+            self.announced.insert(key, d.last_changed.clone());
+            published += 1;
         }
+        Some(published)
     }
 }
 

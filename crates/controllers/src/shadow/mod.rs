@@ -8,15 +8,29 @@
 //! The log keeps one entry per object and kind of write: the would-be patches of an object
 //! compose into its would-be state, so a resync repeating a write counts an attempt and reports
 //! nothing new, and a different write updates the entry. The verdict is judged when the report
-//! is made, against the objects the watch delivers now: a would-be state the object already has
-//! is `agreed`; one it still lacks is `pending` for the grace period (the CCM in charge may do
-//! the same meanwhile) and `diverged` after.
+//! is made: a Kubernetes write against the objects the watch delivers now, a cloud write by the
+//! last read-only look at the cloud (see below). A would-be state the object already has is
+//! `agreed`; one it still lacks is `pending` for the grace period (the CCM in charge may do the
+//! same meanwhile) and `diverged` after.
+//!
+//! The shadow cannot read the cloud's state as a whole, only through its driver, so a cloud
+//! write is judged by asking the driver again: a later call about the same object that needs no
+//! write (the host refuses writes, so the call is read-only) shows the cloud already is what
+//! the shadow wanted. Which function the CCM in charge used to get there does not matter, and
+//! neither does which function asks: a call that decides the object's whole cloud state
+//! (`WHOLE_STATE`: `load-balancer.ensure`, `load-balancer.delete`) answers for every cloud
+//! write about it, any other call for its own function's. So that a pending write is looked at
+//! again even when nothing else re-runs its object, `recheck.rs` re-runs the reconcile of each
+//! object with a pending cloud write every [`ShadowLog::recheck_period`] until it is agreed or
+//! past the grace.
 
 mod announce;
 mod diff;
+mod recheck;
 mod report;
 
 pub(crate) use announce::{PERIOD as ANNOUNCE_PERIOD, announce_divergences};
+pub(crate) use recheck::recheck_pending;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -59,6 +73,21 @@ const MAX_ENTRIES: usize = 20_000;
 /// Cloud requests kept per entry.
 const MAX_CLOUD_WRITES: usize = 8;
 
+/// Driver functions that decide an object's whole cloud state from Kubernetes (a load balancer
+/// made or changed to match the Service and its nodes, or deleted): one that succeeds without a
+/// write shows that nothing about the object is left to write, so it settles every pending
+/// cloud write about it, whichever function wanted it. Any other function (`update` looks at
+/// the members only) settles only the writes it wanted itself.
+const WHOLE_STATE: &[&str] = &["load-balancer.ensure", "load-balancer.delete"];
+
+/// Bounds of [`ShadowLog::recheck_period`]: often enough that a CCM in charge slower than the
+/// shadow is seen agreeing well inside the grace, seldom enough that a long list of pending
+/// Services is not a load on the cloud's read API.
+const RECHECK_MIN: Duration = Duration::from_secs(1);
+const RECHECK_MAX: Duration = Duration::from_secs(30);
+/// The grace is split into this many rechecks (bounded by the above).
+const RECHECKS_PER_GRACE: u32 = 10;
+
 /// What the shadow would write to Kubernetes.
 pub(crate) enum KubeChange<'a> {
     /// A merge (or, for conditions, strategic) patch of the object or its status.
@@ -83,8 +112,10 @@ struct Entry {
     /// A delete's UID precondition.
     uid: Option<String>,
     cloud_writes: Vec<String>,
-    /// Cloud: a later call for the same object and function needed no write.
+    /// Cloud: a later look at the cloud found nothing left to write (see the module doc).
     resolved: bool,
+    /// Cloud: what settled it, for the report (`a later load-balancer.ensure needed no write`).
+    settled: Option<String>,
     apiserver: Option<String>,
     first_seen: jiff::Timestamp,
     last_changed: jiff::Timestamp,
@@ -169,8 +200,9 @@ impl ShadowLog {
     }
 
     /// Records the outcome of a driver call about `object`: the requests the host refused as
-    /// writes, or, when there were none and the call succeeded, that the object needs no cloud
-    /// write now (which settles an earlier one as agreed).
+    /// writes, or, when there were none and the call succeeded, that the call found nothing to
+    /// write, which settles the earlier cloud writes about the object it answers for (its own
+    /// function's; every function's for a [`WHOLE_STATE`] function) as agreed.
     pub(crate) fn record_cloud(
         &self,
         function: &str,
@@ -179,28 +211,33 @@ impl ShadowLog {
         refused: Vec<String>,
         succeeded: bool,
     ) -> Recorded {
+        if refused.is_empty() {
+            if succeeded {
+                let whole = WHOLE_STATE.contains(&function);
+                self.settle(
+                    |key| {
+                        key.kind == kind
+                            && key.object == object
+                            && (whole || key.action == function)
+                    },
+                    &format!("a later {function} needed no cloud write"),
+                );
+            }
+            return Recorded::Repeated;
+        }
         let key = Key {
             kind,
             object: object.to_string(),
             target: "cloud",
             action: function.to_string(),
         };
-        if refused.is_empty() {
-            if succeeded
-                && let Some(entry) = self.lock().get_mut(&key)
-                && !entry.resolved
-            {
-                entry.resolved = true;
-                entry.last_changed = jiff::Timestamp::now();
-            }
-            return Recorded::Repeated;
-        }
         let mut refused = refused;
         refused.truncate(MAX_CLOUD_WRITES);
         self.upsert(key, function, |entry, fresh| {
             let changed = fresh || entry.resolved || entry.cloud_writes != refused;
             entry.cloud_writes = refused.clone();
             entry.resolved = false;
+            entry.settled = None;
             changed
         })
     }
@@ -213,18 +250,53 @@ impl ShadowLog {
         function: &str,
         planned: &std::collections::HashSet<&str>,
     ) {
+        self.settle(
+            |key| {
+                key.kind == kind && key.action == function && !planned.contains(key.object.as_str())
+            },
+            "a later route pass (routes.list) plans no such write",
+        );
+    }
+
+    /// Marks the unsettled cloud entries `matches` picks as agreed, saying why.
+    fn settle(&self, matches: impl Fn(&Key) -> bool, why: &str) {
         let now = jiff::Timestamp::now();
         for (key, entry) in self.lock().iter_mut() {
-            if key.target == "cloud"
-                && key.kind == kind
-                && key.action == function
-                && !entry.resolved
-                && !planned.contains(key.object.as_str())
-            {
+            if key.target == "cloud" && !entry.resolved && matches(key) {
                 entry.resolved = true;
+                entry.settled = Some(why.to_string());
                 entry.last_changed = now;
             }
         }
+    }
+
+    /// How often `recheck_pending` re-runs the objects with a pending cloud write: a tenth of the
+    /// grace, but no longer than 30 s and no shorter than a second.
+    pub fn recheck_period(&self) -> Duration {
+        (self.options.grace / RECHECKS_PER_GRACE).clamp(RECHECK_MIN, RECHECK_MAX)
+    }
+
+    /// The objects of `kind` with a cloud write that is still pending now: neither settled nor
+    /// past the grace. Past the grace the verdict is `diverged` and rechecks stop (the
+    /// controllers' own retries may still find agreement later).
+    pub(crate) fn due_for_recheck(&self, kind: &str) -> Vec<String> {
+        self.due_for_recheck_at(kind, jiff::Timestamp::now())
+    }
+
+    fn due_for_recheck_at(&self, kind: &str, now: jiff::Timestamp) -> Vec<String> {
+        let mut due: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(key, entry)| {
+                key.target == "cloud"
+                    && key.kind == kind
+                    && !entry.resolved
+                    && within(self.options.grace, entry.last_changed, now)
+            })
+            .map(|(key, _)| key.object.clone())
+            .collect();
+        due.dedup();
+        due
     }
 
     fn upsert(
@@ -247,6 +319,7 @@ impl ShadowLog {
             uid: None,
             cloud_writes: Vec::new(),
             resolved: false,
+            settled: None,
             apiserver: None,
             first_seen: now,
             last_changed: now,
@@ -272,7 +345,18 @@ impl ShadowLog {
         nodes: &Store<Node>,
         services: &Store<Service>,
     ) -> ShadowReport {
-        let now = jiff::Timestamp::now();
+        self.report_at(driver, nodes, services, jiff::Timestamp::now())
+    }
+
+    /// [`ShadowLog::report`] as it would be at `now` (tests look past the grace without
+    /// waiting for it).
+    fn report_at(
+        &self,
+        driver: &str,
+        nodes: &Store<Node>,
+        services: &Store<Service>,
+        now: jiff::Timestamp,
+    ) -> ShadowReport {
         let grace = self.options.grace;
         let entries: Vec<(Key, Entry)> = self
             .lock()
@@ -284,10 +368,9 @@ impl ShadowLog {
             .map(|(key, entry)| {
                 let current = current_object(key.kind, &key.object, nodes, services);
                 let (settled, changes) = judge(&key, &entry, current.as_ref());
-                let age = (now - entry.last_changed).get_seconds().max(0) as u64;
                 let verdict = if settled {
                     Verdict::Agreed
-                } else if Duration::from_secs(age) < grace {
+                } else if within(grace, entry.last_changed, now) {
                     Verdict::Pending
                 } else {
                     Verdict::Diverged
@@ -301,6 +384,7 @@ impl ShadowLog {
                     verdict,
                     changes,
                     cloud_writes: entry.cloud_writes,
+                    settled: entry.settled.filter(|_| settled),
                     apiserver: entry.apiserver,
                     first_seen: entry.first_seen.to_string(),
                     last_changed: entry.last_changed.to_string(),
@@ -334,6 +418,12 @@ impl ShadowLog {
     }
 }
 
+/// Whether `since` is less than `grace` before `now` (a clock that went back counts as no time).
+fn within(grace: Duration, since: jiff::Timestamp, now: jiff::Timestamp) -> bool {
+    let age = (now - since).get_seconds().max(0) as u64;
+    Duration::from_secs(age) < grace
+}
+
 /// The object as the watch shows it now, as JSON.
 fn current_object(
     kind: &str,
@@ -352,8 +442,8 @@ fn current_object(
     }
 }
 
-/// Whether the entry is settled (the object is what the shadow would make it, or the cloud
-/// needed no write on a later call), and the fields that still differ.
+/// Whether the entry is settled (the object is what the shadow would make it, or a later call
+/// found nothing left to write in the cloud), and the fields that still differ.
 fn judge(key: &Key, entry: &Entry, current: Option<&Value>) -> (bool, Vec<FieldChange>) {
     match (key.target, key.action.as_str()) {
         ("cloud", _) => (entry.resolved, Vec::new()),

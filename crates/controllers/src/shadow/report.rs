@@ -12,7 +12,8 @@ use serde_json::Value;
 pub enum Verdict {
     /// Not yet judged: the CCM in charge has until the grace period ends to do the same.
     Pending,
-    /// The object already is, or became, what the shadow would write.
+    /// The object already is, or became, what the shadow would write (for a cloud write: a
+    /// later read-only call about the object found nothing left to write).
     Agreed,
     /// The grace period passed and the object still differs: switching would change it.
     Diverged,
@@ -63,6 +64,11 @@ pub struct Difference {
     /// there with the driver's error).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cloud_writes: Vec<String>,
+    /// Cloud, once agreed: what showed the cloud has that state (`a later load-balancer.ensure
+    /// needed no cloud write`; the shadow re-runs the object's reconcile, read-only, until one
+    /// does or the grace passes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<String>,
     /// With `--shadow-validate=server`: the apiserver's verdict on the write sent with
     /// `dryRun=All`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +168,9 @@ impl ShadowReport {
             }
             for w in &d.cloud_writes {
                 let _ = writeln!(out, "  + {w}  (not sent; the call stopped there)");
+            }
+            if let Some(s) = &d.settled {
+                let _ = writeln!(out, "  = the cloud has it: {s}");
             }
             if let Some(a) = &d.apiserver {
                 let _ = writeln!(out, "  apiserver (dryRun=All): {a}");

@@ -192,6 +192,156 @@ async fn a_cloud_write_is_settled_by_a_later_call_that_needs_none() {
     assert_eq!(report.summary.diverged, 1);
 }
 
+fn member_post() -> Vec<String> {
+    vec!["POST https://api/v1/load-balancers/pools/p1/members".to_string()]
+}
+
+/// The review's case: the shadow's `update` wanted a pool member for a node that joined; the
+/// CCM in charge added it later, with its `ensure`. The shadow's next `ensure` needs no write,
+/// and that settles the `update` write too: agreement is judged by the cloud, not by which
+/// function asks.
+#[tokio::test]
+async fn a_cloud_write_is_agreed_when_a_later_call_of_another_function_needs_none() {
+    let (nodes, services) = informers();
+    let shadow = log(3600);
+    let web = "default/web";
+    shadow.record_cloud("load-balancer.update", "Service", web, member_post(), false);
+    // The failed update is followed by an ensure, refused the same way.
+    shadow.record_cloud("load-balancer.ensure", "Service", web, member_post(), false);
+    assert_eq!(shadow.due_for_recheck("Service"), vec![web.to_string()]);
+    // Calls that decide nothing about the cloud state of web settle nothing: a read of it, and
+    // the whole-state call of another Service.
+    shadow.record_cloud("load-balancer.get", "Service", web, vec![], true);
+    shadow.record_cloud(
+        "load-balancer.ensure",
+        "Service",
+        "default/api",
+        vec![],
+        true,
+    );
+    let report = shadow.report("d", &nodes.store(), &services.store());
+    assert_eq!(
+        report.summary,
+        Summary {
+            pending: 2,
+            agreed: 0,
+            diverged: 0
+        },
+        "{}",
+        report.to_text()
+    );
+    // The CCM in charge made the member (however): the shadow's ensure finds nothing to write.
+    shadow.record_cloud("load-balancer.ensure", "Service", web, vec![], true);
+    let report = shadow.report("d", &nodes.store(), &services.store());
+    assert_eq!(
+        report.summary,
+        Summary {
+            pending: 0,
+            agreed: 2,
+            diverged: 0
+        },
+        "{}",
+        report.to_text()
+    );
+    let update = report
+        .differences
+        .iter()
+        .find(|d| d.action == "load-balancer.update")
+        .expect("the update's write is still listed");
+    assert_eq!(
+        update.settled.as_deref(),
+        Some("a later load-balancer.ensure needed no cloud write")
+    );
+    assert!(
+        report
+            .to_text()
+            .contains("= the cloud has it: a later load-balancer.ensure needed no cloud write"),
+        "{}",
+        report.to_text()
+    );
+    assert!(report.agrees());
+    assert!(
+        shadow.due_for_recheck("Service").is_empty(),
+        "agreed: nothing left to recheck"
+    );
+}
+
+/// `update` looks at the members only: its finding nothing to write settles its own write, not
+/// an `ensure` write (a listener) it never looked at; `delete` decides the whole state.
+#[tokio::test]
+async fn only_a_whole_state_call_answers_for_another_functions_write() {
+    let (nodes, services) = informers();
+    let shadow = log(3600);
+    let web = "default/web";
+    let listener = vec!["POST https://api/v1/load-balancers/listeners".to_string()];
+    shadow.record_cloud("load-balancer.ensure", "Service", web, listener, false);
+    shadow.record_cloud("load-balancer.update", "Service", web, member_post(), false);
+    shadow.record_cloud("load-balancer.update", "Service", web, vec![], true);
+    let report = shadow.report("d", &nodes.store(), &services.store());
+    let verdict = |action: &str| {
+        report
+            .differences
+            .iter()
+            .find(|d| d.action == action)
+            .map(|d| d.verdict)
+    };
+    assert_eq!(verdict("load-balancer.update"), Some(Verdict::Agreed));
+    assert_eq!(verdict("load-balancer.ensure"), Some(Verdict::Pending));
+    // The Service went away and its load balancer with it: the delete finds nothing to do.
+    shadow.record_cloud("load-balancer.delete", "Service", web, vec![], true);
+    let report = shadow.report("d", &nodes.store(), &services.store());
+    assert_eq!(report.summary.agreed, 2, "{}", report.to_text());
+}
+
+/// The CCM in charge never makes the member: every later call still wants it. Pending and
+/// rechecked within the grace; diverged after it, and no longer rechecked.
+#[tokio::test]
+async fn a_cloud_write_that_never_agrees_is_diverged_after_the_grace() {
+    let (nodes, services) = informers();
+    let shadow = log(600);
+    let web = "default/web";
+    shadow.record_cloud("load-balancer.update", "Service", web, member_post(), false);
+    // Later calls: an ensure that still wants the member, a failed one without writes, a read.
+    for _ in 0..3 {
+        shadow.record_cloud("load-balancer.ensure", "Service", web, member_post(), false);
+        shadow.record_cloud("load-balancer.ensure", "Service", web, vec![], false);
+        shadow.record_cloud("load-balancer.get", "Service", web, vec![], true);
+    }
+    let now = jiff::Timestamp::now();
+    let report = shadow.report_at("d", &nodes.store(), &services.store(), now);
+    assert_eq!(report.summary.pending, 2, "{}", report.to_text());
+    assert_eq!(
+        shadow.due_for_recheck_at("Service", now),
+        vec![web.to_string()]
+    );
+    let later = now + jiff::SignedDuration::from_secs(601);
+    let report = shadow.report_at("d", &nodes.store(), &services.store(), later);
+    assert_eq!(
+        report.summary,
+        Summary {
+            pending: 0,
+            agreed: 0,
+            diverged: 2
+        },
+        "{}",
+        report.to_text()
+    );
+    assert!(!report.agrees());
+    assert!(report.differences.iter().all(|d| d.settled.is_none()));
+    assert!(
+        shadow.due_for_recheck_at("Service", later).is_empty(),
+        "past the grace: no more rechecks"
+    );
+}
+
+#[tokio::test]
+async fn the_recheck_period_is_a_tenth_of_the_grace_within_bounds() {
+    assert_eq!(log(600).recheck_period(), Duration::from_secs(30));
+    assert_eq!(log(120).recheck_period(), Duration::from_secs(12));
+    assert_eq!(log(0).recheck_period(), Duration::from_secs(1));
+    assert_eq!(log(86_400).recheck_period(), Duration::from_secs(30));
+}
+
 #[tokio::test]
 async fn the_report_survives_a_round_trip_through_json() {
     let (nodes, services) = informers();
@@ -293,6 +443,112 @@ mod in_process {
         assert!(report.agrees());
     }
 
+    /// A pending cloud write is looked at again even when nothing else re-runs its Service:
+    /// here the driver carries on past the refused write and its `ensure` succeeds, so the
+    /// service controller has no failure to retry and no change to react to. The shadow's
+    /// recheck re-runs the reconcile (read-only) while the write is still wanted, and once the
+    /// cloud has it (the CCM in charge made it) the write is agreed.
+    #[tokio::test]
+    async fn a_shadow_rechecks_a_pending_cloud_write_until_the_cloud_has_it() {
+        use crate::service::ServiceController;
+        use crate::test_support::lb_service_json;
+
+        let cloud = FakeCloud::default();
+        let member = "POST https://api/v1/load-balancers/pools/p1/members".to_string();
+        cloud
+            .refused
+            .lock()
+            .expect("lock")
+            .insert("load-balancer.ensure", vec![member.clone()]);
+        let config = ControllerConfig {
+            shadow: Some(ShadowOptions {
+                grace: std::time::Duration::from_secs(3600),
+                validate_on_server: false,
+                events: false,
+            }),
+            ..Default::default()
+        };
+        let h = Harness::start_with(
+            cloud,
+            vec![
+                node_json("n1", Some("fake://i-1"), false, true),
+                lb_service_json("default", "web"),
+            ],
+            config,
+        )
+        .await;
+        let shadow = Arc::clone(h.ctx.shadow.as_ref().expect("a shadow run"));
+        let c = ServiceController::new(Arc::clone(&h.ctx));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let workers = tokio::spawn(Arc::clone(&c).run(cancel.clone()));
+        c.enqueue("default/web".into());
+        let ensure_entry = |report: &crate::shadow::ShadowReport| {
+            report
+                .differences
+                .iter()
+                .find(|d| d.target == "cloud" && d.action == "load-balancer.ensure")
+                .cloned()
+        };
+        let report = poll(&h, "the ensure's refused write", |r| {
+            ensure_entry(r).is_some()
+        })
+        .await;
+        let d = ensure_entry(&report).expect("found");
+        assert_eq!(
+            (d.verdict, d.cloud_writes.clone()),
+            (Verdict::Pending, vec![member])
+        );
+        let recheck = Arc::clone(&c);
+        let rechecks = tokio::spawn(crate::shadow::recheck_pending(
+            shadow,
+            "Service",
+            std::time::Duration::from_millis(10),
+            move |key| recheck.enqueue(key),
+            cancel.clone(),
+        ));
+        // While the write is still wanted the recheck re-runs the ensure and it stays pending.
+        poll(&h, "two rechecks that still want the member", |r| {
+            ensure_entry(r).is_some_and(|d| d.attempts >= 3 && d.verdict == Verdict::Pending)
+        })
+        .await;
+        // The CCM in charge adds the member: the next recheck finds nothing to write.
+        h.cloud.refused.lock().expect("lock").clear();
+        let report = poll(&h, "the write agreed", |r| {
+            ensure_entry(r).is_some_and(|d| d.verdict == Verdict::Agreed)
+        })
+        .await;
+        assert_eq!(
+            ensure_entry(&report).and_then(|d| d.settled),
+            Some("a later load-balancer.ensure needed no cloud write".to_string())
+        );
+        cancel.cancel();
+        workers.await.expect("the workers stop on cancel");
+        rechecks.await.expect("the recheck stops on cancel");
+        // Every look was read-only: the Service was never written to.
+        assert_eq!(h.writes("services", "web"), Vec::<String>::new());
+    }
+
+    /// Polls the shadow report (bounded) until `cond` holds.
+    async fn poll(
+        h: &Harness,
+        what: &str,
+        cond: impl Fn(&crate::shadow::ShadowReport) -> bool,
+    ) -> crate::shadow::ShadowReport {
+        let started = std::time::Instant::now();
+        loop {
+            let report = h.ctx.shadow_report().expect("a shadow run has a report");
+            if cond(&report) {
+                return report;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "timed out waiting for {what}: {}",
+                report.to_text()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     #[tokio::test]
     async fn a_shadow_deletes_no_node_and_validates_on_the_server_when_asked() {
         let cloud = FakeCloud::default();
@@ -334,7 +590,8 @@ mod announcing {
     use crate::config::ControllerConfig;
     use crate::context::Events;
     use crate::lifecycle::LifecycleController;
-    use crate::shadow::{ShadowOptions, announce_divergences};
+    use crate::shadow::ShadowOptions;
+    use crate::shadow::announce::Announcer;
     use crate::test_support::{FakeCloud, Harness, node_json};
 
     #[tokio::test]
@@ -361,25 +618,39 @@ mod announcing {
         .await;
         let lifecycle = LifecycleController::new(Arc::clone(&h.ctx));
         lifecycle.monitor_nodes().await;
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(announce_divergences(
+        // One pass at a time, each finished (its events published) before the next: the
+        // first announces the divergence, the later ones, with resyncs between, find it
+        // announced already.
+        let mut announcer = Announcer::new(
             Arc::clone(&h.ctx),
             Events::new(h.client.clone(), "test".into()),
-            Duration::from_millis(5),
-            cancel.clone(),
-        ));
-        let started = std::time::Instant::now();
-        while h.events_for("n1").is_empty() {
-            assert!(started.elapsed() < Duration::from_secs(10), "no event");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        // More passes and more resyncs: still one event (same divergence, not changed).
-        for _ in 0..5 {
+        );
+        let published = || {
+            h.sim
+                .list("events.events.k8s.io")
+                .into_iter()
+                .filter(|e| e.pointer("/regarding/name").and_then(|n| n.as_str()) == Some("n1"))
+                .count()
+        };
+        assert_eq!(
+            announcer.pass().await,
+            Some(1),
+            "the divergence is announced"
+        );
+        assert_eq!(published(), 1);
+        for round in 2..=6 {
             lifecycle.monitor_nodes().await;
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            // The divergence is still there and was wanted again (so a pass has something to
+            // announce if it forgot it), yet it is not announced again.
+            let report = h.ctx.shadow_report().expect("report");
+            assert_eq!(report.summary.diverged, 1, "{}", report.to_text());
+            assert_eq!(report.differences[0].attempts, round);
+            assert_eq!(
+                announcer.pass().await,
+                Some(0),
+                "the same divergence again: not announced again"
+            );
         }
-        cancel.cancel();
-        task.await.expect("the task ends on cancel");
         // One Event object (events.k8s.io and core/v1 are two views of the same store), never
         // repeated as a series (kube-rs would count a second publication there).
         let events: Vec<serde_json::Value> = h
@@ -397,5 +668,12 @@ mod announcing {
         let note = events[0]["note"].as_str().unwrap_or_default();
         assert!(note.contains("would delete this Node"), "{note}");
         assert!(h.node("n1").is_some());
+        // Control: a pass with a fresh memory announces it again, so the passes above did see
+        // the divergence and held back only because it was announced.
+        let mut forgetful = Announcer::new(
+            Arc::clone(&h.ctx),
+            Events::new(h.client.clone(), "test".into()),
+        );
+        assert_eq!(forgetful.pass().await, Some(1));
     }
 }

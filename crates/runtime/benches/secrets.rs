@@ -158,6 +158,35 @@ fn main() {
     let scrub_1m = median_micros(50, || {
         let _ = std::hint::black_box(vault.scrub(&clean_1m));
     });
+    // A real answer's shape: a cloudscale server list (escaped slashes, UUIDs, `+00:00`
+    // offsets, URLs with queries), where the decoded views have something to decode.
+    let server = |i: usize| {
+        format!(
+            "{{\"href\":\"https:\\/\\/api.cloudscale.ch\\/v1\\/servers\\/{i:08x}-4b6e-4c9f-9f2e-5c0d1e2f3a4b\",\"uuid\":\"{i:08x}-4b6e-4c9f-9f2e-5c0d1e2f3a4b\",\"name\":\"node-{i}\",\"status\":\"running\",\"flavor\":{{\"slug\":\"flex-8-4\"}},\"created_at\":\"2026-11-28T10:00:00.000000+00:00\",\"interfaces\":[{{\"type\":\"public\",\"addresses\":[{{\"address\":\"192.0.2.{}\",\"version\":4}}]}}],\"tags\":{{\"k8s\":\"a&b\"}},\"next\":\"https://api.cloudscale.ch/v1/servers?page=2%26size=50\"}}",
+            i % 250
+        )
+    };
+    let list = |bytes: usize| {
+        let mut out = String::from("[");
+        let mut i = 0;
+        while out.len() < bytes {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&server(i));
+            i += 1;
+        }
+        out.push(']');
+        out.into_bytes()
+    };
+    let list_64k = list(64 << 10);
+    let list_1m = list(1 << 20);
+    let scrub_list_64k = median_micros(200, || {
+        let _ = std::hint::black_box(vault.scrub(&list_64k));
+    });
+    let scrub_list_1m = median_micros(20, || {
+        let _ = std::hint::black_box(vault.scrub(&list_1m));
+    });
 
     println!("secrets: per request (median of {ROUNDS} rounds)");
     println!("  bearer placed and substituted, 4 KiB body: {bearer_us:8.2} us");
@@ -166,4 +195,6 @@ fn main() {
     println!("  scrub 4 KiB response, nothing found:       {scrub_4k:8.2} us");
     println!("  scrub 4 KiB response, one token found:     {scrub_dirty_4k:8.2} us");
     println!("  scrub 1 MiB response, nothing found:       {scrub_1m:8.2} us");
+    println!("  scrub 64 KiB JSON server list, nothing:    {scrub_list_64k:8.2} us");
+    println!("  scrub 1 MiB JSON server list, nothing:     {scrub_list_1m:8.2} us");
 }

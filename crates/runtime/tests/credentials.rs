@@ -21,7 +21,7 @@ use wasm_ccm_runtime::{CallScope, DriverOptions};
 const TOKEN: &str = "hostile-canary/token+7Qx=9Zp&Lm<x>";
 
 /// How the `/echo/<name>` path reflects the request it read: as servers do in error pages,
-/// debug answers and redirects. Each is undone by the hostile driver with its own decoders.
+/// debug answers and redirects (`large`: raw and form-encoded around 80 KiB of padding). Each is undone by the hostile driver with its own decoders.
 const REFLECTIONS: &[&str] = &[
     "raw",
     "base64",
@@ -34,6 +34,7 @@ const REFLECTIONS: &[&str] = &[
     "utf16",
     "double-percent",
     "base64-of-percent",
+    "large",
 ];
 
 /// `text` as reflection `name` writes it.
@@ -80,6 +81,8 @@ fn reflect(name: &str, text: &str) -> Vec<u8> {
         "utf16" => text.encode_utf16().flat_map(u16::to_le_bytes).collect(),
         "double-percent" => form(&form(text)).into_bytes(),
         "base64-of-percent" => b64(quote(text).as_bytes()).into_bytes(),
+        // Larger than the host scans inline: the blocking-thread path.
+        "large" => format!("{text}{}{}", " ".repeat(80 * 1024), form(text)).into_bytes(),
         other => format!("unknown reflection {other}").into_bytes(),
     }
 }

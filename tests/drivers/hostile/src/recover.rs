@@ -13,7 +13,8 @@ pub(crate) fn recovers(body: &[u8], canary: &str) -> bool {
     let mut frontier = vec![body.to_vec()];
     let mut seen = 0usize;
     for _depth in 0..=3 {
-        let mut next = Vec::new();
+        let mut next: Vec<Vec<u8>> = Vec::new();
+        let mut held = 0usize;
         for text in &frontier {
             if contains(text, canary.as_bytes()) {
                 return true;
@@ -22,7 +23,13 @@ pub(crate) fn recovers(body: &[u8], canary: &str) -> bool {
             if seen > 4096 {
                 return false;
             }
-            next.extend(decodings(text));
+            // The guest has 64 MiB: the next level keeps at most 8 MiB of texts.
+            for d in decodings(text) {
+                if held + d.len() <= 8 << 20 {
+                    held += d.len();
+                    next.push(d);
+                }
+            }
         }
         frontier = next;
     }

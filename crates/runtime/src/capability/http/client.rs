@@ -465,7 +465,7 @@ impl HttpCapability {
             let response = self
                 .forward(req, url.clone(), &url, Carries::Nothing, budget, asked)
                 .await?;
-            return self.scrub(response, &url, &[]);
+            return self.scrub(response, &url, &[]).await;
         };
         // A token request the cache cannot answer goes out alone: instances asking at the same
         // time wait here and are then answered from the cache (one request per lifetime).
@@ -502,56 +502,49 @@ impl HttpCapability {
         if let Some(ask) = token {
             response = vault.seal_token(ask, response).map_err(HttpError::Denied)?;
         }
-        self.scrub(response, &url, &host_values)
+        self.scrub(response, &url, &host_values).await
     }
 
     /// `response` with every secret value the driver's vault holds, and every value the host
     /// computed for this request (`host_values`: a signature), replaced, in the body, the header
     /// values and the header names (a header whose name holds one is dropped). A response the
-    /// scanner cannot judge is refused, not passed on.
-    fn scrub(
+    /// scanner cannot judge is refused, not passed on. A large body is scanned on a blocking
+    /// thread: decoding it takes milliseconds (BENCHMARKS.md), which must not stall the tasks
+    /// that share this worker (lease renewals, `/metrics`).
+    async fn scrub(
         &self,
-        mut response: Response,
+        response: Response,
         shown: &Url,
         host_values: &[String],
     ) -> Result<Response, HttpError> {
         let Some(vault) = &self.vault else {
             return Ok(response);
         };
-        let refused = |e: crate::secrets::scrub::Unscrubbable| {
+        let mut scrubbers = vec![vault.scrubber()];
+        if !host_values.is_empty() {
+            scrubbers.push(Arc::new(crate::secrets::scrub::Scrubber::new(
+                host_values
+                    .iter()
+                    .map(|v| (v.as_str(), crate::secrets::HOST_VALUE_MARK)),
+            )));
+        }
+        let scanned = if response.body.len() > SCRUB_INLINE_BYTES {
+            tokio::task::spawn_blocking(move || scrub_with(&scrubbers, response))
+                .await
+                .map_err(|e| {
+                    HttpError::Denied(format!(
+                        "the response could not be checked for the driver's credentials: {e}"
+                    ))
+                })?
+        } else {
+            scrub_with(&scrubbers, response)
+        };
+        scanned.map_err(|e| {
             HttpError::Denied(format!(
                 "the response from {} was not passed on: the host could not check it for the driver's credentials ({e})",
                 strip_query(shown.as_str())
             ))
-        };
-        let vault_scrubber = vault.scrubber();
-        let extra = (!host_values.is_empty()).then(|| {
-            crate::secrets::scrub::Scrubber::new(
-                host_values
-                    .iter()
-                    .map(|v| (v.as_str(), crate::secrets::HOST_VALUE_MARK)),
-            )
-        });
-        for scrubber in std::iter::once(vault_scrubber.as_ref()).chain(extra.as_ref()) {
-            if scrubber.is_empty() {
-                continue;
-            }
-            if let Some(body) = scrubber.scrub(&response.body).map_err(refused)? {
-                response.body = body;
-            }
-            let mut kept = Vec::with_capacity(response.headers.len());
-            for (name, mut value) in std::mem::take(&mut response.headers) {
-                if scrubber.finds(name.as_bytes()).map_err(refused)? {
-                    continue;
-                }
-                if let Some(v) = scrubber.scrub_str(&value).map_err(refused)? {
-                    value = v;
-                }
-                kept.push((name, value));
-            }
-            response.headers = kept;
-        }
-        Ok(response)
+        })
     }
 
     /// Sends a request to the network within `budget`. `url` is where it goes; `shown` is the
@@ -757,6 +750,37 @@ impl HttpCapability {
             HttpError::Connect(format!("{what}: {detail}"))
         }
     }
+}
+
+/// Bodies up to this size are scanned on the calling task (tens of microseconds); larger ones on
+/// a blocking thread.
+const SCRUB_INLINE_BYTES: usize = 64 * 1024;
+
+/// `response` scanned by each scrubber in turn (see [`HttpCapability::scrub`]).
+fn scrub_with(
+    scrubbers: &[Arc<crate::secrets::scrub::Scrubber>],
+    mut response: Response,
+) -> Result<Response, crate::secrets::scrub::Unscrubbable> {
+    for scrubber in scrubbers {
+        if scrubber.is_empty() {
+            continue;
+        }
+        if let Some(body) = scrubber.scrub(&response.body)? {
+            response.body = body;
+        }
+        let mut kept = Vec::with_capacity(response.headers.len());
+        for (name, mut value) in std::mem::take(&mut response.headers) {
+            if scrubber.finds(name.as_bytes())? {
+                continue;
+            }
+            if let Some(v) = scrubber.scrub_str(&value)? {
+                value = v;
+            }
+            kept.push((name, value));
+        }
+        response.headers = kept;
+    }
+    Ok(response)
 }
 
 /// Whether a request on the wire carries a credential the host applied: then no text of the

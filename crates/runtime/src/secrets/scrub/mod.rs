@@ -153,7 +153,9 @@ impl Patterns {
             return None;
         }
         let (patterns, owner): (Vec<Vec<u8>>, Vec<usize>) = forms.into_iter().unzip();
+        // A DFA: a few hundred patterns at most, scanned over every view of every response.
         let automaton = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .match_kind(MatchKind::LeftmostLongest)
             .ascii_case_insensitive(case_insensitive)
             .build(&patterns)

@@ -307,9 +307,8 @@ pub(super) fn unescape(text: &[u8], kind: Escape) -> Option<Decoded> {
         Escape::Backslash => *b == b'\\',
     };
     let first = text.iter().position(starts)?;
-    let mut out = Decoded::with_capacity(text.len());
-    out.copy(&text[..first], 0);
-    let mut changed = false;
+    let mut out: Option<Decoded> = None;
+    let mut copied = 0;
     let mut at = first;
     while at < text.len() {
         let b = text[at];
@@ -333,28 +332,46 @@ pub(super) fn unescape(text: &[u8], kind: Escape) -> Option<Decoded> {
         };
         match decoded {
             Some((bytes, len)) => {
-                out.chunk(&bytes, at, len);
+                let o = out.get_or_insert_with(|| Decoded::with_capacity(text.len()));
+                o.copy(&text[copied..at], copied);
+                o.chunk(&bytes, at, len);
                 at += len;
-                changed = true;
+                copied = at;
             }
-            None => {
-                out.copy(&text[at..at + 1], at);
-                at += 1;
-            }
+            None => at += 1,
         }
+        // Straight to the next byte that may start an escape.
+        at += text
+            .get(at..)
+            .map_or(0, |rest| rest.iter().position(starts).unwrap_or(rest.len()));
     }
-    changed.then_some(out)
+    let mut o = out?;
+    o.copy(&text[copied..], copied);
+    Some(o)
 }
 
 /// Whether decoded bytes read as text (a credential does; a run of letters decoded as Base64
-/// by accident does not): at least 7 in 8 bytes printable ASCII, whitespace or UTF-8 beyond
-/// ASCII. Garbage views would only cost time, and what hides in binary is found by the Base64
-/// patterns of the raw text.
+/// by accident does not): at least 7 in 8 bytes belong to printable characters or whitespace
+/// of valid UTF-8. Garbage views would only cost time, and what hides in binary is found by the
+/// Base64 patterns of the raw text.
 fn texty(bytes: &[u8]) -> bool {
-    let good = bytes
-        .iter()
-        .filter(|&&b| b.is_ascii_graphic() || b.is_ascii_whitespace() || b >= 0x80)
-        .count();
+    let plain = |b: &u8| b.is_ascii_graphic() || matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let ascii = bytes.iter().filter(|b| plain(b)).count();
+    if ascii * 8 >= bytes.len() * 7 {
+        return true;
+    }
+    if bytes.is_ascii() {
+        return false;
+    }
+    let mut good = 0;
+    for chunk in bytes.utf8_chunks() {
+        good += chunk
+            .valid()
+            .chars()
+            .filter(|c| !c.is_control() || c.is_whitespace())
+            .map(char::len_utf8)
+            .sum::<usize>();
+    }
     good * 8 >= bytes.len() * 7
 }
 
@@ -362,65 +379,92 @@ fn texty(bytes: &[u8]) -> bool {
 /// credential scanned for.
 const MIN_BASE64_RUN: usize = 12;
 
-fn base64_value(b: u8) -> Option<u8> {
-    match b {
-        b'A'..=b'Z' => Some(b - b'A'),
-        b'a'..=b'z' => Some(b - b'a' + 26),
-        b'0'..=b'9' => Some(b - b'0' + 52),
-        b'+' | b'-' => Some(62),
-        b'/' | b'_' => Some(63),
-        _ => None,
+/// The 6-bit value of each Base64 character (both alphabets), 0xFF for the rest.
+const BASE64: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0;
+    while i < 26 {
+        t[b'A' as usize + i] = i as u8;
+        t[b'a' as usize + i] = 26 + i as u8;
+        i += 1;
     }
+    let mut d = 0;
+    while d < 10 {
+        t[b'0' as usize + d] = 52 + d as u8;
+        d += 1;
+    }
+    t[b'+' as usize] = 62;
+    t[b'-' as usize] = 62;
+    t[b'/' as usize] = 63;
+    t[b'_' as usize] = 63;
+    t
+};
+
+fn is_base64(b: u8) -> bool {
+    BASE64[b as usize] != 0xFF
+}
+
+/// The bytes whole groups of Base64 characters decode to (a short prefix's check).
+fn decode_base64(chars: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chars.len() * 3 / 4);
+    for group in chars.chunks_exact(4) {
+        let v = group
+            .iter()
+            .fold(0u32, |acc, &c| acc << 6 | u32::from(BASE64[c as usize]));
+        out.extend_from_slice(&v.to_be_bytes()[1..]);
+    }
+    out
 }
 
 /// Replaces every run of at least [`MIN_BASE64_RUN`] Base64 characters (both alphabets at
-/// once) by the bytes it decodes to from its start; other bytes stay. Each decoded byte comes
-/// from the characters that carry its bits.
+/// once) that decodes to text by the bytes it decodes to from its start; other bytes stay.
+/// Each decoded byte comes from the characters that carry its bits.
 pub(super) fn base64_runs(text: &[u8]) -> Option<Decoded> {
-    let mut out = Decoded::with_capacity(text.len());
-    let mut changed = false;
+    let mut out: Option<Decoded> = None;
+    let mut copied = 0;
+    let mut scratch = Vec::new();
     let mut at = 0;
     while at < text.len() {
-        let run = text[at..]
-            .iter()
-            .take_while(|&&b| base64_value(b).is_some())
-            .count();
-        if run < MIN_BASE64_RUN {
-            let keep = run.max(1);
-            out.copy(&text[at..at + keep], at);
-            at += keep;
+        if !is_base64(text[at]) {
+            at += 1;
             continue;
         }
-        let mut bytes = Vec::with_capacity(run * 3 / 4);
-        let mut acc: u32 = 0;
-        let mut bits = 0;
-        for &c in &text[at..at + run] {
-            acc = acc << 6 | u32::from(base64_value(c).unwrap_or(0));
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                bytes.push((acc >> bits) as u8);
-                acc &= (1 << bits) - 1;
+        let run = text[at..].iter().take_while(|&&b| is_base64(b)).count();
+        // A run whose first characters already decode to non-text is skipped without decoding
+        // the rest: ordinary words and identifiers are runs too.
+        if run >= MIN_BASE64_RUN && texty(&decode_base64(&text[at..at + MIN_BASE64_RUN])) {
+            scratch.clear();
+            let mut acc: u32 = 0;
+            let mut bits = 0;
+            for &c in &text[at..at + run] {
+                acc = acc << 6 | u32::from(BASE64[c as usize]);
+                bits += 6;
+                if bits >= 8 {
+                    bits -= 8;
+                    scratch.push((acc >> bits) as u8);
+                    acc &= (1 << bits) - 1;
+                }
+            }
+            if texty(&scratch) {
+                let o = out.get_or_insert_with(|| Decoded::with_capacity(text.len()));
+                o.copy(&text[copied..at], copied);
+                o.pieces.push((
+                    o.text.len(),
+                    at,
+                    Piece::Base64 {
+                        out: scratch.len(),
+                        from: run,
+                    },
+                ));
+                o.text.extend_from_slice(&scratch);
+                copied = at + run;
             }
         }
-        if !texty(&bytes) {
-            out.copy(&text[at..at + run], at);
-            at += run;
-            continue;
-        }
-        out.pieces.push((
-            out.text.len(),
-            at,
-            Piece::Base64 {
-                out: bytes.len(),
-                from: run,
-            },
-        ));
-        out.text.extend_from_slice(&bytes);
         at += run;
-        changed = true;
     }
-    changed.then_some(out)
+    let mut o = out?;
+    o.copy(&text[copied..], copied);
+    Some(o)
 }
 
 /// Shortest separated hex run decoded: 8 bytes.
@@ -429,38 +473,38 @@ const MIN_HEX_RUN: usize = 8;
 /// Replaces runs of hex bytes written with one separator between them (`41 42`, `41:42`,
 /// `41-42`, `41,42`) by the bytes; other bytes stay.
 pub(super) fn hex_runs(text: &[u8]) -> Option<Decoded> {
-    let mut out = Decoded::with_capacity(text.len());
-    let mut changed = false;
+    let mut out: Option<Decoded> = None;
+    let mut copied = 0;
     let mut at = 0;
-    while at < text.len() {
-        let sep = text.get(at + 2).copied();
-        let run = match (hex_byte(text, at), sep) {
-            (Some(_), Some(s)) if matches!(s, b' ' | b':' | b'-' | b',') => {
-                // Pairs separated by `s`, each pair's start at `at + 3k`.
-                let mut pairs = 1;
-                while text.get(at + 3 * pairs - 1) == Some(&s)
-                    && hex_byte(text, at + 3 * pairs).is_some()
-                {
-                    pairs += 1;
-                }
-                pairs
-            }
-            _ => 0,
-        };
-        if run >= MIN_HEX_RUN {
-            for k in 0..run {
-                if let Some(b) = hex_byte(text, at + 3 * k) {
-                    out.chunk(&[b], at + 3 * k, 2);
-                }
-            }
-            at += 3 * run - 1;
-            changed = true;
-        } else {
-            out.copy(&text[at..at + 1], at);
+    while at + 2 < text.len() {
+        let sep = text[at + 2];
+        if !matches!(sep, b' ' | b':' | b'-' | b',') || hex_byte(text, at).is_none() {
             at += 1;
+            continue;
         }
+        // Pairs separated by `sep`, each pair's start at `at + 3k`.
+        let mut pairs = 1;
+        while text.get(at + 3 * pairs - 1) == Some(&sep) && hex_byte(text, at + 3 * pairs).is_some()
+        {
+            pairs += 1;
+        }
+        if pairs < MIN_HEX_RUN {
+            at += 1;
+            continue;
+        }
+        let o = out.get_or_insert_with(|| Decoded::with_capacity(text.len()));
+        o.copy(&text[copied..at], copied);
+        for k in 0..pairs {
+            if let Some(b) = hex_byte(text, at + 3 * k) {
+                o.chunk(&[b], at + 3 * k, 2);
+            }
+        }
+        at += 3 * pairs - 1;
+        copied = at;
     }
-    changed.then_some(out)
+    let mut o = out?;
+    o.copy(&text[copied..], copied);
+    Some(o)
 }
 
 #[cfg(test)]

@@ -674,7 +674,8 @@ mod tests {
         i.secrets.push(alias);
         let e = validate(&i).expect_err("an alias");
         assert!(
-            e.starts_with("secrets \"alias\"") && e.contains("already declared by secret \"access-token\""),
+            e.starts_with("secrets \"alias\"")
+                && e.contains("already declared by secret \"access-token\""),
             "{e}"
         );
         // INI keys match without regard to case, as the host reads them.

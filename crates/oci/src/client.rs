@@ -625,8 +625,10 @@ pub(crate) async fn registry_error(response: Response, doing: &str) -> anyhow::E
             .map(|e| format!("{}: {}", e.code, e.message))
             .collect::<Vec<_>>()
             .join("; "),
-        _ => body.chars().take(300).collect(),
+        _ => body,
     };
+    // The registry chose this text: one line, bounded, however many errors it listed.
+    let detail = crate::refusal::clip(&detail, 300);
     let hint = match status {
         StatusCode::NOT_FOUND => " (check the repository, tag and digest)",
         StatusCode::FORBIDDEN => " (the credentials lack access to this repository)",

@@ -595,3 +595,35 @@ async fn a_registry_listing_many_signature_manifests_is_read_only_up_to_the_boun
         "{read} read: {text}"
     );
 }
+
+#[tokio::test]
+async fn a_registry_error_body_stays_on_one_bounded_line() {
+    let registry = Registry::start().unwrap();
+    let proxy = RegistryProxy::start(registry.addr());
+    let pinned = reference(&proxy.host(), "drivers/gone:1").pinned(&digest_of(b"gone"));
+    // distribution's error shape ({"errors": [{code, message}]}), with a thousand entries
+    // whose messages break lines.
+    let errors: Vec<serde_json::Value> = (0..1000)
+        .map(|i| serde_json::json!({"code": "MANIFEST_UNKNOWN", "message": format!("line {i}\nnext")}))
+        .collect();
+    proxy.answer_status(
+        &format!(
+            "/v2/drivers/gone/manifests/{}",
+            pinned.digest.as_deref().unwrap()
+        ),
+        404,
+        "application/json",
+        serde_json::to_vec(&serde_json::json!({ "errors": errors })).unwrap(),
+    );
+    let text = refusal(client().pull(&pinned, None).await);
+    assert!(
+        text.contains("404") && text.contains("MANIFEST_UNKNOWN: line 0 next"),
+        "{text}"
+    );
+    assert!(!text.contains('\n'), "{text}");
+    assert!(
+        text.len() <= LINE_BOUND,
+        "{} characters: {text}",
+        text.len()
+    );
+}

@@ -39,6 +39,7 @@ struct Shared {
 /// What a path is answered with instead of the registry's answer.
 #[derive(Clone)]
 struct Answer {
+    status: StatusCode,
     media_type: String,
     body: Vec<u8>,
     /// Sent in chunks with no `Content-Length`, as a registry may stream a blob.
@@ -108,19 +109,33 @@ impl RegistryProxy {
     /// Answers GET `path` (`/v2/REPO/referrers/sha256:…`) with `body` of `media_type` instead
     /// of asking the registry; the request is still recorded.
     pub fn answer(&self, path: &str, media_type: &str, body: Vec<u8>) {
-        self.set_answer(path, media_type, body, false);
+        self.set_answer(path, StatusCode::OK, media_type, body, false);
+    }
+
+    /// As [`RegistryProxy::answer`], with another status (an error the registry might send).
+    pub fn answer_status(&self, path: &str, status: u16, media_type: &str, body: Vec<u8>) {
+        let status = StatusCode::from_u16(status).expect("an HTTP status");
+        self.set_answer(path, status, media_type, body, false);
     }
 
     /// As [`RegistryProxy::answer`], the body sent in chunks without a `Content-Length`
     /// (HTTP/1.1 chunked encoding), so the client learns its length only by reading it.
     pub fn answer_streamed(&self, path: &str, media_type: &str, body: Vec<u8>) {
-        self.set_answer(path, media_type, body, true);
+        self.set_answer(path, StatusCode::OK, media_type, body, true);
     }
 
-    fn set_answer(&self, path: &str, media_type: &str, body: Vec<u8>, streamed: bool) {
+    fn set_answer(
+        &self,
+        path: &str,
+        status: StatusCode,
+        media_type: &str,
+        body: Vec<u8>,
+        streamed: bool,
+    ) {
         self.shared.answers.lock().unwrap().insert(
             path.to_string(),
             Answer {
+                status,
                 media_type: media_type.to_string(),
                 body,
                 streamed,
@@ -163,6 +178,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             Body::from(answer.body)
         };
         let mut response = Response::new(body);
+        *response.status_mut() = answer.status;
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_str(&answer.media_type).expect("a media type"),

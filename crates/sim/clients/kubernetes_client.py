@@ -8,6 +8,7 @@ compares them with what a real apiserver answers.
 
 import json
 import sys
+import urllib.request
 
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
@@ -186,10 +187,102 @@ ev = client.EventsV1Event(
 events.create_namespaced_event(NS, ev)
 legacy = core.list_namespaced_event(NS, field_selector="involvedObject.kind=Node")
 out("event-core-view", [(e.metadata.name, e.message, e.reason) for e in legacy.items])
+# events.k8s.io/v1 selects on `regarding.*` and `reportingController`; the core labels are not
+# its own (pkg/apis/events/v1/conversion.go).
+selected = events.list_namespaced_event(
+    NS, field_selector="regarding.kind=Node,regarding.name=n1,reportingController=wasm-ccm"
+)
+out("event-regarding", [e.metadata.name for e in selected.items])
+out(
+    "event-regarding-other",
+    [e.metadata.name for e in events.list_namespaced_event(NS, field_selector="regarding.name=n2").items],
+)
+out(
+    "event-core-label",
+    error(events.list_namespaced_event, NS, field_selector="involvedObject.kind=Node"),
+)
 ev.metadata.name = "ev2"
 ev.type = "Sometimes"
 ev.action = ""
 out("event-invalid", error(events.create_namespaced_event, NS, ev))
+
+# Paging: a later page is read from the first page's snapshot; once that snapshot is compacted
+# the continue is 410 Expired with a token that goes on at the latest version
+# (k8s.io/apiserver pkg/storage/etcd3/store.go `GetList`, errors.go).
+for name in ["p1", "p2", "p3", "p4"]:
+    core.create_namespaced_config_map(
+        NS,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=name, labels={"paged": "yes"}), data={"v": "old"}
+        ),
+    )
+first = core.list_namespaced_config_map(NS, label_selector="paged=yes", limit=2)
+core.delete_namespaced_config_map("p3", NS)
+core.patch_namespaced_config_map("p4", NS, {"data": {"v": "new"}})
+core.create_namespaced_config_map(
+    NS, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="p5", labels={"paged": "yes"}))
+)
+second = core.list_namespaced_config_map(
+    NS, label_selector="paged=yes", limit=2, _continue=first.metadata._continue
+)
+out(
+    "page-snapshot",
+    [i.metadata.name for i in first.items],
+    [(i.metadata.name, i.data["v"]) for i in second.items],
+    second.metadata.resource_version == first.metadata.resource_version,
+)
+first = core.list_namespaced_config_map(NS, label_selector="paged=yes", limit=1)
+core.patch_namespaced_config_map("p2", NS, {"data": {"v": "newer"}})
+urllib.request.urlopen(urllib.request.Request(URL + "/sim/compact", method="POST"))
+try:
+    core.list_namespaced_config_map(
+        NS, label_selector="paged=yes", limit=1, _continue=first.metadata._continue
+    )
+    out("continue-compacted unexpected success")
+except ApiException as e:
+    body = json.loads(e.body)
+    again = body["metadata"]["continue"]
+    out("continue-compacted", e.status, body["reason"], again != first.metadata._continue)
+    rest = core.list_namespaced_config_map(NS, label_selector="paged=yes", _continue=again)
+    out("continue-latest", [(i.metadata.name, (i.data or {}).get("v")) for i in rest.items])
+
+for name in ["p1", "p2", "p4", "p5"]:
+    core.delete_namespaced_config_map(name, NS)
+
+# Server-side apply is refused (415), not approximated.
+out(
+    "server-side-apply",
+    error(
+        core.patch_namespaced_config_map,
+        "cfg-applied",
+        NS,
+        {"data": {"v": "applied"}},
+        field_manager="py",
+        _content_type="application/apply-patch+yaml",
+    ),
+)
+
+# A deleted namespace is Terminating while content has finalizers; it takes no new content.
+core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="doomed")))
+core.create_namespaced_config_map(
+    "doomed",
+    client.V1ConfigMap(metadata=client.V1ObjectMeta(name="kept", finalizers=["example.com/hold"])),
+)
+core.delete_namespace("doomed")
+doomed = core.read_namespace("doomed")
+out("namespace-deleting", doomed.status.phase, doomed.metadata.deletion_timestamp is not None)
+out(
+    "namespace-no-new-content",
+    error(
+        core.create_namespaced_config_map,
+        "doomed",
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name="late")),
+    ),
+)
+core.patch_namespaced_config_map(
+    "kept", "doomed", {"metadata": {"finalizers": None}}, _content_type="application/merge-patch+json"
+)
+out("namespace-gone", error(core.read_namespace, "doomed"))
 
 # Watches: from a version (replay), initial events ending in a bookmark, 410 when compacted.
 start = core.list_namespaced_config_map(NS).metadata.resource_version

@@ -350,6 +350,119 @@ async fn list_pagination() {
     assert_eq!(s.get("/api/v1/nodes?continue=garbage").await.status, 400);
 }
 
+/// The apiserver reads later pages from the first page's snapshot (etcd3 `GetList` with
+/// `withRev = continueRV`, k8s.io/apiserver pkg/storage/etcd3/store.go); once that snapshot is
+/// compacted the continue is 410 with a token that goes on at the latest version
+/// (`handleCompactedErrorForPaging`).
+#[tokio::test]
+async fn later_pages_come_from_the_first_pages_snapshot() {
+    let s = common::start().await;
+    for i in 0..4 {
+        s.post("/api/v1/nodes", &node(&format!("n{i}"))).await;
+    }
+    let first = s.get("/api/v1/nodes?limit=2").await.body;
+    assert_eq!(names(&first), ["n0", "n1"]);
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    // Changes after the first page: none of them shows on the second.
+    assert_eq!(s.delete("/api/v1/nodes/n2", None).await.status, 200);
+    s.post("/api/v1/nodes", &node("n5")).await;
+    let labelled = s
+        .patch(
+            "/api/v1/nodes/n3",
+            "application/merge-patch+json",
+            &json!({"metadata": {"labels": {"late": "yes"}}}),
+        )
+        .await;
+    assert_eq!(labelled.status, 200);
+    let second = s
+        .get(&format!("/api/v1/nodes?limit=2&continue={token}"))
+        .await
+        .body;
+    assert_eq!(names(&second), ["n2", "n3"]);
+    assert!(
+        second["items"][1]["metadata"].get("labels").is_none(),
+        "{second}"
+    );
+    assert_eq!(rv(&second), rv(&first));
+    assert!(second["metadata"].get("continue").is_none(), "{second}");
+    // A fresh list sees them (positive control).
+    assert_eq!(
+        names(&s.get("/api/v1/nodes").await.body),
+        ["n0", "n1", "n3", "n5"]
+    );
+    // The legacy exact match: a version with a limit and no resourceVersionMatch.
+    let legacy = s
+        .get(&format!(
+            "/api/v1/nodes?limit=10&resourceVersion={}",
+            rv(&first)
+        ))
+        .await
+        .body;
+    assert_eq!(names(&legacy), ["n0", "n1", "n2", "n3"]);
+
+    // A version beside a token is refused; "0" is not a version here.
+    let both = s
+        .get(&format!(
+            "/api/v1/nodes?limit=2&continue={token}&resourceVersion=3"
+        ))
+        .await;
+    assert_eq!(both.status, 400);
+    assert_eq!(
+        both.body["message"],
+        "specifying resource version is not allowed when using continue"
+    );
+    let zero = s
+        .get(&format!(
+            "/api/v1/nodes?limit=2&continue={token}&resourceVersion=0"
+        ))
+        .await;
+    assert_eq!(zero.status, 200);
+    assert_eq!(names(&zero.body), ["n2", "n3"]);
+    let garbage = s.get("/api/v1/nodes?continue=garbage").await;
+    assert_eq!(garbage.status, 400);
+    assert!(
+        garbage.body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("invalid continue token: continue key is not valid")),
+        "{}",
+        garbage.body
+    );
+
+    // Compacted: 410 Expired, and the Status's token pages on at the latest version.
+    let first = s.get("/api/v1/nodes?limit=1").await.body;
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    s.post("/api/v1/nodes", &node("n4")).await;
+    s.sim.compact();
+    let expired = s
+        .get(&format!("/api/v1/nodes?limit=1&continue={token}"))
+        .await;
+    assert_eq!(expired.status, 410);
+    assert_eq!(expired.body["reason"], "Expired");
+    assert!(
+        expired.body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(
+                "The provided continue parameter is too old to display a consistent list result."
+            )),
+        "{}",
+        expired.body
+    );
+    let again = expired.body["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(!again.is_empty() && again != token, "{}", expired.body);
+    let rest = s.get(&format!("/api/v1/nodes?continue={again}")).await.body;
+    assert_eq!(names(&rest), ["n1", "n3", "n4", "n5"]);
+    assert_eq!(rv(&rest), s.sim.resource_version().to_string());
+}
+
 #[tokio::test]
 async fn stale_update_conflicts() {
     let s = common::start().await;
@@ -523,6 +636,78 @@ async fn events_like_the_kube_rs_recorder() {
     );
     assert_eq!(s.sim.list("events").len(), 2);
     assert_eq!(s.sim.list("events.events.k8s.io").len(), 2);
+
+    // Field selectors per view (pkg/registry/core/event/strategy.go `ToSelectableFields`,
+    // pkg/apis/events/v1/conversion.go): `source` is the source component, else the reporting
+    // controller; events.k8s.io selects on `regarding.*` and `reportingController`.
+    async fn selected(s: &common::Sim, path: &str) -> Vec<String> {
+        let r = s.get(path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        let mut n = names(&r.body);
+        n.sort();
+        n
+    }
+    let core_events = "/api/v1/namespaces/default/events?fieldSelector=";
+    let v1_events = "/apis/events.k8s.io/v1/namespaces/default/events?fieldSelector=";
+    assert_eq!(
+        selected(&s, &format!("{core_events}source%3Dcloud-node-controller")).await,
+        ["node-a.17f3e2c0d5b1a2c3"]
+    );
+    assert_eq!(
+        selected(
+            &s,
+            &format!("{core_events}source%3Dcloud-node-lifecycle-controller")
+        )
+        .await
+        .len(),
+        1
+    );
+    assert_eq!(
+        selected(&s, &format!(
+            "{v1_events}regarding.kind%3DNode%2Cregarding.name%3Dnode-a%2CreportingController%3Dcloud-node-controller"
+        ))
+        .await,
+        ["node-a.17f3e2c0d5b1a2c3"]
+    );
+    assert_eq!(
+        selected(
+            &s,
+            &format!("{v1_events}source%3Dcloud-node-lifecycle-controller")
+        )
+        .await
+        .len(),
+        1
+    );
+    assert_eq!(
+        selected(
+            &s,
+            &format!("{v1_events}regarding.name%3Dnode-a%2Creason%3DDeletingNode")
+        )
+        .await
+        .len(),
+        1
+    );
+    for (path, label) in [
+        (
+            format!("{v1_events}involvedObject.name%3Dnode-a"),
+            "involvedObject.name",
+        ),
+        (
+            format!("{v1_events}reportingComponent%3Dx"),
+            "reportingComponent",
+        ),
+        (
+            format!("{core_events}regarding.name%3Dnode-a"),
+            "regarding.name",
+        ),
+    ] {
+        let r = s.get(&path).await;
+        assert_eq!(r.status, 400, "{path}");
+        assert_eq!(
+            r.body["message"],
+            format!("field label not supported: {label}")
+        );
+    }
 }
 
 #[tokio::test]

@@ -117,7 +117,40 @@ async fn legacy_discovery_documents() {
         .as_array()
         .map(|a| a.iter().filter_map(|g| g["name"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(names, ["events.k8s.io", "coordination.k8s.io"]);
+    // rbac.authorization.k8s.io is advertised (its objects are authorized, then refused).
+    assert_eq!(
+        names,
+        [
+            "events.k8s.io",
+            "coordination.k8s.io",
+            "rbac.authorization.k8s.io"
+        ]
+    );
+    let rbac = s.get("/apis/rbac.authorization.k8s.io/v1").await.body;
+    assert_eq!(find(&rbac, "roles")["kind"], "Role");
+    assert_eq!(find(&rbac, "clusterrolebindings")["namespaced"], false);
+    let refused = s
+        .get("/apis/rbac.authorization.k8s.io/v1/clusterroles")
+        .await;
+    assert_eq!(refused.status, 405);
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("wasm-ccm-sim does not serve RBAC objects")),
+        "{}",
+        refused.body
+    );
+    let collection = s
+        .delete("/api/v1/namespaces/default/configmaps", None)
+        .await;
+    assert_eq!(collection.status, 405);
+    assert!(
+        collection.body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("wasm-ccm-sim does not serve deletecollection")),
+        "{}",
+        collection.body
+    );
 
     let group = s.get("/apis/coordination.k8s.io").await.body;
     assert_eq!(group["kind"], "APIGroup");

@@ -2,8 +2,10 @@
 //! crates/sim/clients/kubernetes.txt, installed once into a venv under target/tools) runs
 //! crates/sim/clients/kubernetes_client.py against a simulator on loopback. The script covers
 //! CRUD, the three patch types, AlreadyExists/NotFound/Invalid/Conflict, dry runs, finalizers,
-//! the Service status subresource with ipMode defaulting, Leases, Events through both APIs,
-//! watches from a version, initial events with their bookmark, and 410 after compaction; it
+//! the Service status subresource with ipMode defaulting, Leases, Events through both APIs and
+//! their field selectors, pages read from the first page's snapshot (410 once compacted, with a
+//! token to go on), the refusal of server-side apply, a terminating namespace, watches from a
+//! version, initial events with their bookmark, and 410 after compaction; it
 //! prints what the client saw and the lines are compared here with what a real apiserver
 //! answers. Needs `python3` with `venv`, and PyPI the first time.
 
@@ -77,7 +79,17 @@ async fn the_python_client_sees_an_apiserver() {
         "lease-invalid 422 Invalid Lease spec.leaseDurationSeconds:FieldValueInvalid",
         "event-whole-second 400 BadRequest  -",
         "event-core-view [('ev1', 'node synced', 'Synced')]",
+        "event-regarding ['ev1']",
+        "event-regarding-other []",
+        "event-core-label 400 BadRequest  -",
         "event-invalid 422 Invalid Event action:FieldValueRequired,type:FieldValueInvalid",
+        "page-snapshot ['p1', 'p2'] [('p3', 'old'), ('p4', 'old')] True",
+        "continue-compacted 410 Expired True",
+        "continue-latest [('p2', 'newer'), ('p4', 'new'), ('p5', None)]",
+        "server-side-apply 415 UnsupportedMediaType  -",
+        "namespace-deleting Terminating True",
+        "namespace-no-new-content 403 Forbidden configmaps metadata.namespace:NamespaceTerminating",
+        "namespace-gone 404 NotFound namespaces -",
         "watch-from ['ADDED w1', 'MODIFIED w1']",
         "watch-initial ['ADDED w1', 'BOOKMARK true']",
         "watch-initial-without-bookmarks 422 Invalid ListOptions allowWatchBookmarks:FieldValueForbidden",

@@ -3,8 +3,9 @@
 //! so every check runs on every machine whatever kubectl it has. It judges the output a
 //! user sees: server-side tables, patches, `Invalid` errors with their causes, server dry runs,
 //! events written through events.k8s.io shown by `get events` and `describe`, the cleared
-//! load-balancer status, field selectors, `get all`, and `auth can-i` and 403s against the TLS
-//! simulator with RBAC on.
+//! load-balancer status, field selectors (events.k8s.io's `regarding.*` too), `get all`, the
+//! refusal of server-side apply, a namespace that stays `Terminating` while content has
+//! finalizers, and `auth can-i`, 401s and 403s against the TLS simulator with RBAC on.
 
 mod common;
 
@@ -239,6 +240,54 @@ async fn kubectl_smoke() {
             && events.contains("Node synced successfully"),
         "{events}"
     );
+    // events.k8s.io/v1 selects on `regarding.*` (pkg/apis/events/v1/conversion.go
+    // `AddFieldLabelConversionsForEvent`), not on the core view's `involvedObject.*`.
+    let by_regarding = k
+        .ok(&[
+            "get",
+            "events.events.k8s.io",
+            "--field-selector",
+            "regarding.kind=Node,regarding.name=node-a,reportingController=wasm-ccm",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(by_regarding.trim(), "event.events.k8s.io/node-a.1");
+    let (ok, stdout, stderr) = k
+        .run(&[
+            "get",
+            "events.events.k8s.io",
+            "--field-selector",
+            "regarding.name=node-b",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(ok && stdout.is_empty(), "{stdout}{stderr}");
+    let (ok, _, stderr) = k
+        .run(&[
+            "get",
+            "events.events.k8s.io",
+            "--field-selector",
+            "involvedObject.name=node-a",
+        ])
+        .await;
+    assert!(
+        !ok && stderr.contains("field label not supported: involvedObject.name"),
+        "{stderr}"
+    );
+    // The core view takes the core label for the same event.
+    let by_involved = k
+        .ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=node-a",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(by_involved.trim(), "event/node-a.1");
     let described = k.ok(&["describe", "node", "node-a"]).await;
     assert!(
         described.lines().any(|l| l
@@ -298,6 +347,174 @@ async fn pinned_kubectl() -> PathBuf {
         .await
         .expect("join")
         .unwrap_or_else(|e| panic!("the pinned kubectl is needed: {e}"))
+}
+
+/// Server-side apply is refused, not approximated: the simulator keeps no managedFields, so it
+/// could not answer a conflicting apply with the apiserver's 409. kubectl reports the 415 as
+/// `Server-side apply not available on the server` (`isIncompatibleServerError`,
+/// k8s.io/kubectl pkg/cmd/apply/apply.go) with the simulator's reason, and nothing is written;
+/// client-side `apply` (a strategic merge patch) keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_server_side_apply_is_refused() {
+    let program = pinned_kubectl().await;
+    let s = common::start().await;
+    let dir = temp_dir("kubectl-ssa");
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write manifest");
+        path.to_string_lossy().into_owned()
+    };
+    let cluster_ip = write(
+        "cluster-ip.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  type: ClusterIP\n  ports: [{port: 80}]\n",
+    );
+    let load_balancer = write(
+        "load-balancer.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  labels: {tier: edge}\nspec:\n  type: LoadBalancer\n  ports: [{port: 80}]\n",
+    );
+    let refused = |stderr: &str| {
+        stderr.contains("Server-side apply not available on the server")
+            && stderr.contains("wasm-ccm-sim does not support server-side apply")
+    };
+
+    // Creating with server-side apply: refused, nothing stored.
+    let (ok, _, stderr) = k.run(&["apply", "--server-side", "-f", &cluster_ip]).await;
+    assert!(!ok && refused(&stderr), "{stderr}");
+    assert!(s.sim.get("services", Some("default"), "web").is_none());
+
+    // Client-side apply works (positive control), also for a second apply that changes the type.
+    let out = k.ok(&["apply", "-f", &cluster_ip]).await;
+    assert_eq!(out.trim(), "service/web created");
+    // A conflicting apply by another manager (the apiserver: 409 `conflict with
+    // "kubectl-client-side-apply"` on .spec.type) must not silently succeed.
+    let (ok, _, stderr) = k
+        .run(&[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            &load_balancer,
+        ])
+        .await;
+    assert!(!ok && refused(&stderr), "{stderr}");
+    let svc = s
+        .sim
+        .get("services", Some("default"), "web")
+        .expect("the Service stays");
+    assert_eq!(svc["spec"]["type"], "ClusterIP", "{svc}");
+    assert!(svc["metadata"].get("labels").is_none(), "{svc}");
+    assert!(svc["metadata"].get("managedFields").is_none(), "{svc}");
+    let out = k.ok(&["apply", "-f", &load_balancer]).await;
+    assert_eq!(out.trim(), "service/web configured");
+    let svc = s
+        .sim
+        .get("services", Some("default"), "web")
+        .expect("the Service stays");
+    assert_eq!(svc["spec"]["type"], "LoadBalancer", "{svc}");
+    assert_eq!(svc["metadata"]["labels"]["tier"], "edge", "{svc}");
+    let patches: Vec<_> = s
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .map(|r| (r.content_type.unwrap_or_default(), r.status))
+        .collect();
+    assert_eq!(
+        patches,
+        [
+            ("application/apply-patch+yaml".to_string(), 415),
+            ("application/apply-patch+yaml".to_string(), 415),
+            ("application/strategic-merge-patch+json".to_string(), 200),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Deleting a namespace whose content has finalizers (here the service controller's): the
+/// namespace shows `Terminating` with the namespace controller's conditions, refuses new
+/// content with the `NamespaceLifecycle` admission's 403, and goes once the last finalizer does
+/// (pkg/registry/core/namespace/storage/storage.go, pkg/controller/namespace/deletion/,
+/// k8s.io/apiserver pkg/admission/plugin/namespace/lifecycle/admission.go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_namespace_terminates_while_content_has_finalizers() {
+    let program = pinned_kubectl().await;
+    let s = common::start().await;
+    let dir = temp_dir("kubectl-namespace");
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", s.sim.kubeconfig());
+    let manifest = dir.join("svc.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: team\n  finalizers: [service.kubernetes.io/load-balancer-cleanup]\nspec:\n  type: LoadBalancer\n  ports: [{port: 80}]\n",
+    )
+    .expect("write manifest");
+    k.ok(&["create", "namespace", "team"]).await;
+    k.ok(&["create", "-f", &manifest.to_string_lossy()]).await;
+    k.ok(&["create", "configmap", "plain", "-n", "team"]).await;
+
+    // `--wait=false`: kubectl would otherwise wait for the namespace to go.
+    let out = k.ok(&["delete", "namespace", "team", "--wait=false"]).await;
+    assert_eq!(out.trim(), "namespace \"team\" deleted");
+    let row = k.ok(&["get", "namespace", "team", "--no-headers"]).await;
+    assert_eq!(
+        row.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["team", "Terminating"],
+        "{row}"
+    );
+    let remaining = k
+        .ok(&[
+            "get",
+            "namespace",
+            "team",
+            "-o",
+            r#"jsonpath={.status.conditions[?(@.type=="NamespaceContentRemaining")].message}|{.status.conditions[?(@.type=="NamespaceFinalizersRemaining")].message}|{.spec.finalizers}"#,
+        ])
+        .await;
+    assert_eq!(
+        remaining,
+        "Some resources are remaining: services. has 1 resource instances|Some content in the namespace has finalizers remaining: service.kubernetes.io/load-balancer-cleanup in 1 resource instances|[\"kubernetes\"]"
+    );
+    // Content without finalizers went at once; the Service waits for its controller.
+    let (ok, _, stderr) = k.run(&["get", "configmap", "plain", "-n", "team"]).await;
+    assert!(!ok && stderr.contains("NotFound"), "{stderr}");
+    let deleting = k
+        .ok(&[
+            "get",
+            "svc",
+            "web",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
+    assert!(!deleting.is_empty(), "the Service is being deleted");
+    let (ok, _, stderr) = k.run(&["create", "configmap", "late", "-n", "team"]).await;
+    assert!(!ok, "no new content in a terminating namespace");
+    assert!(
+        stderr.contains("configmaps \"late\" is forbidden: unable to create new content in namespace team because it is being terminated"),
+        "{stderr}"
+    );
+
+    // The service controller's cleanup: the last finalizer goes, and the namespace with it.
+    k.ok(&[
+        "patch",
+        "svc",
+        "web",
+        "-n",
+        "team",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let (ok, _, stderr) = k.run(&["get", "namespace", "team"]).await;
+    assert!(!ok, "the namespace is gone");
+    assert_eq!(
+        stderr.trim(),
+        "Error from server (NotFound): namespaces \"team\" not found"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// OpenAPI as kubectl uses it: `explain` reads the v3 documents, and `apply` with validation on
@@ -592,7 +809,65 @@ async fn kubectl_auth_can_i_over_tls() {
     let text = sim.kubeconfig_for_token("alice-token");
     assert!(text.contains("certificate-authority-data: "), "{text}");
     let alice = Kubectl::with_kubeconfig(program.clone(), &dir, "alice", text);
+    let nobody = Kubectl::with_kubeconfig(
+        program.clone(),
+        &dir,
+        "nobody",
+        sim.kubeconfig_for_token("no-such-token"),
+    );
     let admin = Kubectl::with_kubeconfig(program, &dir, "admin", sim.kubeconfig());
+
+    // A user with a fresh discovery cache reads every discovery document (group versions are
+    // non-resource requests every authenticated user may make, `system:discovery`): the only
+    // error printed is the apiserver's 403 for what alice may not do.
+    let cache = dir.join("alice-cache").to_string_lossy().into_owned();
+    let (ok, _, stderr) = alice
+        .run(&["get", "leases", "-n", "kube-system", "--cache-dir", &cache])
+        .await;
+    assert!(!ok);
+    assert_eq!(
+        stderr.trim(),
+        "Error from server (Forbidden): leases.coordination.k8s.io is forbidden: User \"alice\" cannot list resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-system\""
+    );
+
+    // An unknown token is 401 (no anonymous user): kubectl's discovery is refused and it asks
+    // for credentials (client-go's wording of a 401 on discovery).
+    let nobody_cache = dir.join("nobody-cache").to_string_lossy().into_owned();
+    let (code, _, stderr) = nobody
+        .run_code(&["get", "nodes", "--cache-dir", &nobody_cache])
+        .await;
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr.trim().lines().last(),
+        Some(
+            "error: You must be logged in to the server (the server has asked for the client to provide credentials)"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        sim.requests()
+            .iter()
+            .any(|r| r.authorization.as_deref() == Some("Bearer no-such-token") && r.status == 401),
+        "the unknown token was sent and refused"
+    );
+
+    // RBAC objects: in discovery as on an apiserver, so a user who may not read them gets the
+    // 403 (not kubectl's "the server doesn't have a resource type"); for an allowed user the
+    // simulator says it does not serve them.
+    let (ok, _, stderr) = alice
+        .run(&["get", "roles", "-n", "team-a", "--cache-dir", &cache])
+        .await;
+    assert!(!ok);
+    assert_eq!(
+        stderr.trim(),
+        "Error from server (Forbidden): roles.rbac.authorization.k8s.io is forbidden: User \"alice\" cannot list resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"team-a\""
+    );
+    let (ok, _, stderr) = admin.run(&["get", "clusterroles"]).await;
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("Error from server (MethodNotAllowed): wasm-ccm-sim does not serve RBAC objects (rbac.authorization.k8s.io) over REST"),
+        "{stderr}"
+    );
 
     // The CA verifies, and the token arrives (the admin token bypasses RBAC).
     let nodes = admin.ok(&["get", "nodes", "-o", "name"]).await;
@@ -674,6 +949,16 @@ async fn kubectl_auth_can_i_over_tls() {
         !team_b.iter().any(|r| r.starts_with("configmaps ")),
         "team-a's Role does not apply in team-b:\n{listed}"
     );
+
+    // Impersonation is refused, not served as the requesting admin (who could delete the node
+    // alice may not): the impersonated user's own token is the way.
+    let (ok, _, stderr) = admin.run(&["--as=alice", "delete", "node", "node-a"]).await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("wasm-ccm-sim does not support impersonation (impersonate-user: alice)"),
+        "{stderr}"
+    );
+    assert!(sim.get("nodes", None, "node-a").is_some());
 
     // A denied request: 403 with the apiserver's wording, nothing deleted.
     let (ok, _, stderr) = alice.run(&["delete", "node", "node-a"]).await;

@@ -1,9 +1,11 @@
-//! Merge, JSON and strategic merge patches, server-side apply, and status subresource isolation.
+//! Merge, JSON and strategic merge patches, the refusal of server-side apply, and status
+//! subresource isolation.
 
 mod common;
 
 use common::{lb_service, node, rv};
 use serde_json::json;
+use wasm_ccm_sim::kube::PatchKind;
 
 const MERGE: &str = "application/merge-patch+json";
 const JSON: &str = "application/json-patch+json";
@@ -213,32 +215,78 @@ async fn strategic_merge_patch() {
     assert_eq!(bad.status, 422);
 }
 
+/// Server-side apply is refused with 415 (what an apiserver without it answers, and what
+/// kubectl reports as "Server-side apply not available"), not approximated: without
+/// managedFields a conflicting apply would succeed where the apiserver answers 409. Nothing is
+/// created or changed; the other patch types keep working. managedFields a client sends are
+/// not kept.
 #[tokio::test]
-async fn server_side_apply_is_an_approximation() {
+async fn server_side_apply_is_refused() {
     let s = common::start().await;
     let lease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ccm";
     let body = b"apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  name: ccm\nspec:\n  holderIdentity: a\n".to_vec();
-    let missing_manager = s
-        .send(
-            reqwest::Method::PATCH,
-            lease,
-            Some("application/apply-patch+yaml"),
-            Some(body.clone()),
-        )
-        .await;
-    assert_eq!(missing_manager.status, 422);
+    for query in ["", "?fieldManager=test", "?fieldManager=test&force=true"] {
+        let r = s
+            .send(
+                reqwest::Method::PATCH,
+                &format!("{lease}{query}"),
+                Some("application/apply-patch+yaml"),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(r.status, 415, "{query}: {}", r.body);
+        assert_eq!(r.body["reason"], "UnsupportedMediaType");
+        assert!(
+            r.body["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("wasm-ccm-sim does not support server-side apply")),
+            "{}",
+            r.body
+        );
+    }
+    assert!(s.sim.get("leases", Some("kube-system"), "ccm").is_none());
+
+    // On an existing object too, and through the library; the merge patch is the control.
     let created = s
-        .send(
-            reqwest::Method::PATCH,
-            &format!("{lease}?fieldManager=test"),
-            Some("application/apply-patch+yaml"),
-            Some(body),
+        .post(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
+            &json!({"metadata": {"name": "ccm", "managedFields": [{"manager": "x", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {}}]}, "spec": {"holderIdentity": "a"}}),
         )
         .await;
-    // Apply that creates answers 201 Created, as the apiserver does.
     assert_eq!(created.status, 201);
-    assert_eq!(created.body["spec"]["holderIdentity"], "a");
-    assert_eq!(created.body["metadata"]["namespace"], "kube-system");
+    assert!(
+        created.body["metadata"].get("managedFields").is_none(),
+        "{}",
+        created.body
+    );
+    let applied = s
+        .send(
+            reqwest::Method::PATCH,
+            &format!("{lease}?fieldManager=other&force=true"),
+            Some("application/apply-patch+yaml"),
+            Some(b"spec:\n  holderIdentity: b\n".to_vec()),
+        )
+        .await;
+    assert_eq!(applied.status, 415);
+    let refused = s.sim.patch(
+        "leases",
+        Some("kube-system"),
+        "ccm",
+        PatchKind::Apply,
+        &json!({"spec": {"holderIdentity": "b"}}),
+    );
+    assert_eq!(refused.map_err(|e| e.code), Err(415));
+    assert_eq!(
+        s.sim
+            .get("leases", Some("kube-system"), "ccm")
+            .map(|l| l["spec"]["holderIdentity"].clone()),
+        Some(json!("a"))
+    );
+    let merged = s
+        .patch(lease, MERGE, &json!({"spec": {"holderIdentity": "b"}}))
+        .await;
+    assert_eq!(merged.status, 200);
+    assert_eq!(merged.body["spec"]["holderIdentity"], "b");
 }
 
 #[tokio::test]

@@ -342,10 +342,15 @@ fn request_attributes_like_request_info_factory() {
     );
     let a = request_info("DELETE", "/api/v1/namespaces/d/pods", &q(&[]));
     assert_eq!(a.verb, "deletecollection");
+    // Discovery documents, group versions included (`/apis/{group}/{version}` has fewer
+    // than three parts after the prefix: `NewRequestInfo` makes it a non-resource request).
     for path in [
         "/apis",
         "/api",
+        "/api/v1",
         "/apis/events.k8s.io",
+        "/apis/events.k8s.io/v1",
+        "/apis/coordination.k8s.io/v1/",
         "/version",
         "/healthz",
     ] {
@@ -403,10 +408,15 @@ async fn send(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_401_403_and_self_subject_access_review() {
     let sim = rbac_sim().await;
+    // No credentials: `system:anonymous`, whom the bootstrap policy lets list nothing.
     let (code, body) = send(&sim, reqwest::Method::GET, "/api/v1/nodes", None, None).await;
-    assert_eq!(code, 401);
-    assert_eq!(body["reason"], "Unauthorized");
-    let (code, _) = send(
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "nodes is forbidden: User \"system:anonymous\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+    // An unknown token is never anonymous.
+    let (code, body) = send(
         &sim,
         reqwest::Method::GET,
         "/api/v1/nodes",
@@ -415,6 +425,7 @@ async fn http_401_403_and_self_subject_access_review() {
     )
     .await;
     assert_eq!(code, 401);
+    assert_eq!(body["reason"], "Unauthorized");
     let (code, body) = send(
         &sim,
         reqwest::Method::GET,
@@ -471,8 +482,8 @@ async fn http_401_403_and_self_subject_access_review() {
         .expect("request");
     assert_eq!(resp.status().as_u16(), 200);
     // `bearertoken.go`: the token is the second space-separated part, as is. A third part
-    // is ignored; an empty second part (two spaces) is no token at all: 401, with the
-    // authenticator's warning.
+    // is ignored; an empty second part (two spaces) is no token at all: anonymous (403 here),
+    // with the authenticator's warning.
     let with_header = |value: &'static str| {
         reqwest::Client::new()
             .get(format!("{}/api/v1/nodes/n1", sim.url()))
@@ -482,7 +493,7 @@ async fn http_401_403_and_self_subject_access_review() {
     let resp = with_header("Bearer sa-token extra").await.expect("request");
     assert_eq!(resp.status().as_u16(), 200);
     let resp = with_header("Bearer  sa-token").await.expect("request");
-    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(resp.status().as_u16(), 403);
     assert_eq!(
         resp.headers().get("warning").and_then(|v| v.to_str().ok()),
         Some(
@@ -492,7 +503,11 @@ async fn http_401_403_and_self_subject_access_review() {
     let resp = with_header("  Bearer sa-token  ").await.expect("request");
     assert_eq!(resp.status().as_u16(), 200, "the header is trimmed");
     let resp = with_header("Bearer\tsa-token").await.expect("request");
-    assert_eq!(resp.status().as_u16(), 401, "only a space separates");
+    assert_eq!(
+        resp.status().as_u16(),
+        403,
+        "only a space separates: anonymous"
+    );
     assert!(resp.headers().get("warning").is_none());
     // Discovery is allowed to every authenticated user (bootstrap system:discovery).
     let (code, _) = send(&sim, reqwest::Method::GET, "/api", Some("sa-token"), None).await;
@@ -555,7 +570,69 @@ async fn http_401_403_and_self_subject_access_review() {
     );
 
     let decisions = sim.rbac_decisions();
-    assert_eq!(decisions.iter().filter(|d| !d.allowed).count(), 2);
+    let denied: Vec<&str> = decisions
+        .iter()
+        .filter(|d| !d.allowed)
+        .map(|d| d.user.as_str())
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            "system:anonymous",
+            SA,
+            SA,
+            "system:anonymous",
+            "system:anonymous"
+        ]
+    );
+}
+
+/// Requests without credentials, as kube-apiserver's default `--anonymous-auth=true` takes
+/// them (k8s.io/apiserver pkg/authentication/request/anonymous): `system:anonymous` in
+/// `system:unauthenticated`, which the bootstrap `system:public-info-viewer` binding lets read
+/// the health and version paths and nothing else; with anonymous requests off they are 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_requests() {
+    let sim = rbac_sim().await;
+    for path in ["/healthz", "/livez", "/readyz", "/version"] {
+        let (code, body) = send(&sim, reqwest::Method::GET, path, None, None).await;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
+    for (path, message) in [
+        (
+            "/api",
+            "forbidden: User \"system:anonymous\" cannot get path \"/api\"",
+        ),
+        (
+            "/api/v1/namespaces/default/configmaps/x",
+            "configmaps \"x\" is forbidden: User \"system:anonymous\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+        ),
+    ] {
+        let (code, body) = send(&sim, reqwest::Method::GET, path, None, None).await;
+        assert_eq!(
+            (code, body["message"].as_str()),
+            (403, Some(message)),
+            "{path}"
+        );
+    }
+    // The same paths with a known token (positive control for the 403s).
+    let (code, _) = send(&sim, reqwest::Method::GET, "/api", Some("sa-token"), None).await;
+    assert_eq!(code, 200);
+    sim.set_anonymous_auth(false);
+    for path in ["/healthz", "/api/v1/nodes"] {
+        let (code, body) = send(&sim, reqwest::Method::GET, path, None, None).await;
+        assert_eq!(code, 401, "{path}: {body}");
+        assert_eq!(body["reason"], "Unauthorized");
+    }
+    let (code, _) = send(
+        &sim,
+        reqwest::Method::GET,
+        "/healthz",
+        Some("sa-token"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

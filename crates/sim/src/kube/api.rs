@@ -14,8 +14,9 @@ use super::meta::{finalizers, meta_str};
 use super::openapi;
 use super::patch::PatchKind;
 use super::protobuf;
+use super::rbac_api;
 use super::request::{ApiRequest, Target, Verb};
-use super::resources::{self, EVENTS, NAMESPACES, NODES, PODS, ResourceType, SERVICES};
+use super::resources::{EVENTS, EVENTS_V1, NAMESPACES, NODES, PODS, ResourceType, SERVICES};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::server::{error_response, json_response, value_response};
 use super::store::{ListPage, ObjKey, Preconditions, Scope, WatchFrom, decode_continue};
@@ -59,12 +60,18 @@ pub(crate) fn serve(
         },
         Target::CoreVersions => discovery(discovery::core_versions(sim.addr)),
         Target::Groups => discovery(discovery::group_list()),
-        Target::Group(g) => match resources::groups().into_iter().find(|(x, _)| x == g) {
+        Target::RbacObjects => error_response(&rbac_api::refusal()),
+        Target::Group(g) => match discovery::groups().into_iter().find(|(x, _)| x == g) {
             Some((g, v)) => discovery(discovery::group(g, v)),
             None => error_response(&unknown_path()),
         },
         Target::ResourceList(g, v) => discovery(discovery::resource_list(g, v)),
         Target::Unknown => error_response(&unknown_path()),
+        // DELETE of a collection (`deletecollection`): the apiserver serves it for these kinds.
+        Target::Collection { .. } if method == Method::DELETE => error_response(&ApiError::new(
+            405,
+            "wasm-ccm-sim does not serve deletecollection (DELETE of a collection): delete the objects one by one",
+        )),
         Target::Collection { .. } | Target::Object { .. } => {
             match resource_request(sim, req, headers, body, expire_watch) {
                 Ok(response) => response,
@@ -165,14 +172,23 @@ fn resource_request(
                 Some(Ok(n)) => Some(n),
                 Some(Err(_)) => return Err(ApiError::bad_request("invalid limit")),
             };
-            let after = match req.query.get("continue").filter(|c| !c.is_empty()) {
-                Some(token) => Some(decode_continue(token).ok_or_else(|| {
-                    ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
-                })?),
-                None => None,
-            };
-            let page = match list_version(req)? {
-                ListAt::Exact(rv) => match store.list_exact(rt, &filter, limit, rv) {
+            let token =
+                match req.query.get("continue").filter(|c| !c.is_empty()) {
+                    Some(token) => Some(decode_continue(rt, namespace, token).map_err(|e| {
+                        ApiError::bad_request(format!("invalid continue token: {e}"))
+                    })?),
+                    None => None,
+                };
+            let page = match (token, list_version(req, limit)?) {
+                // k8s.io/apiserver pkg/storage/etcd3/store.go `GetList`: a token carries its own
+                // version, so a list version beside it (other than "0") is refused.
+                (Some(_), ListAt::Exact(_) | ListAt::NotOlderThan(_)) => {
+                    return Err(ApiError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
+                (Some(token), ListAt::Any) => store.list_continue(rt, &filter, limit, &token)?,
+                (None, ListAt::Exact(rv)) => match store.list_exact(rt, &filter, limit, rv) {
                     Ok(Some(page)) => page,
                     Ok(None) => return Err(too_large(rv, store.resource_version())),
                     Err(oldest) => {
@@ -182,10 +198,10 @@ fn resource_request(
                         ));
                     }
                 },
-                ListAt::NotOlderThan(rv) if rv > store.resource_version() => {
+                (None, ListAt::NotOlderThan(rv)) if rv > store.resource_version() => {
                     return Err(too_large(rv, store.resource_version()));
                 }
-                _ => store.list(rt, &filter, limit, after),
+                (None, _) => store.list(rt, &filter, limit),
             };
             if table::wanted(accept) {
                 let token = page.continue_token.as_deref();
@@ -229,22 +245,14 @@ fn resource_request(
                 ApiError::new(
                     415,
                     format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
                     ),
                 )
             })?;
-            if kind == PatchKind::Apply
-                && req.query.get("fieldManager").is_none_or(|m| m.is_empty())
-            {
-                return Err(ApiError::invalid(
-                    rt,
-                    name,
-                    "fieldManager: Required value: is required for apply patch",
-                ));
+            if kind == PatchKind::Apply {
+                return Err(ApiError::apply_unsupported());
             }
             let dry = dry_run(req, "PatchOptions", None)?;
-            // Server-side apply creates a missing object and answers 201, as a create does.
-            let creates = kind == PatchKind::Apply && store.get(rt, &key(name)).is_err();
             // Unknown fields of a merge-style patch body (a JSON patch names paths instead).
             let warnings = match kind {
                 PatchKind::Json => Vec::new(),
@@ -256,10 +264,7 @@ fn resource_request(
                 },
             };
             Ok(with_warnings(
-                object_response(
-                    if creates { 201 } else { 200 },
-                    &store.patch(rt, &key(name), kind, body, scope, dry)?,
-                ),
+                object_response(200, &store.patch(rt, &key(name), kind, body, scope, dry)?),
                 &warnings,
             ))
         }
@@ -424,16 +429,18 @@ fn dry_run(req: &ApiRequest, options: &str, body: Option<Vec<String>>) -> Result
     ))
 }
 
-/// The resourceVersion semantics of a list (k8s.io/apiserver/pkg/storage/cacher and
-/// etcd3 `GetList`): unset or "0" is any recent state, `Exact` that version, `NotOlderThan`
-/// (also the default for a version) at least that version.
+/// The resourceVersion semantics of a list ("Semantics for get and list" in the API concepts
+/// documentation; k8s.io/apiserver pkg/storage/cacher/delegator.go `ShouldDelegateList` and
+/// etcd3 `GetList`): unset or "0" is any recent state, `Exact` that version, `NotOlderThan` at
+/// least that version. Without `resourceVersionMatch` a version other than "0" is
+/// `NotOlderThan`, except with a `limit`, where it is the legacy exact match.
 enum ListAt {
     Any,
     Exact(u64),
     NotOlderThan(u64),
 }
 
-fn list_version(req: &ApiRequest) -> Result<ListAt, ApiError> {
+fn list_version(req: &ApiRequest, limit: Option<usize>) -> Result<ListAt, ApiError> {
     let rv = req
         .query
         .get("resourceVersion")
@@ -452,6 +459,7 @@ fn list_version(req: &ApiRequest) -> Result<ListAt, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
     Ok(match matching {
         "Exact" => ListAt::Exact(n),
+        "" if limit.is_some() => ListAt::Exact(n),
         _ => ListAt::NotOlderThan(n),
     })
 }
@@ -545,9 +553,11 @@ fn validate_list_options(
 }
 
 /// The field labels each kind can select on: the `AddFieldLabelConversionFunc`s of
-/// pkg/apis/core/v1/conversion.go (Pod, Node, Event, Namespace, Service), and
+/// pkg/apis/core/v1/conversion.go (Pod, Node, Event, Namespace, Service) and
+/// pkg/apis/events/v1/conversion.go (`AddFieldLabelConversionsForEvent`: events.k8s.io/v1
+/// Events, whose labels map onto the core Event's selectable fields), and
 /// `runtime.DefaultMetaV1FieldSelectorConversion` (metadata.name, metadata.namespace) for the
-/// others (ConfigMap, Lease, events.k8s.io Event).
+/// others (ConfigMap, Lease).
 fn field_labels(rt: &ResourceType) -> &'static [&'static str] {
     match rt.index {
         PODS => &[
@@ -574,6 +584,21 @@ fn field_labels(rt: &ResourceType) -> &'static [&'static str] {
             "involvedObject.fieldPath",
             "reason",
             "reportingComponent",
+            "source",
+            "type",
+            "metadata.namespace",
+            "metadata.name",
+        ],
+        EVENTS_V1 => &[
+            "reason",
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reportingController",
             "source",
             "type",
             "metadata.namespace",
@@ -638,8 +663,20 @@ fn filter(
             "field label not supported: {label}"
         )));
     }
-    if rt.index == EVENTS {
-        fields.alias("source", &["source", "component"]);
+    // pkg/registry/core/event/strategy.go `ToSelectableFields`: `source` is
+    // `source.component`, or the reporting controller when that is empty. The events.k8s.io
+    // labels are the core ones converted; on the stored events.k8s.io view they read the
+    // `deprecatedSource` and `reportingController` fields.
+    match rt.index {
+        EVENTS => fields.alias(
+            "source",
+            &[&["source", "component"], &["reportingComponent"]],
+        ),
+        EVENTS_V1 => fields.alias(
+            "source",
+            &[&["deprecatedSource", "component"], &["reportingController"]],
+        ),
+        _ => {}
     }
     Ok(Filter {
         namespace: namespace.map(str::to_string),

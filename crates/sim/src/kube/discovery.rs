@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use serde_json::{Value, json};
 
-use super::resources::{RESOURCES, groups, verbs};
+use super::rbac_api;
+use super::resources::{self, RESOURCES, verbs};
 
 /// The `gitVersion` a simulator reports unless told otherwise ([`super::KubeSimOptions`]): the
 /// newest Kubernetes minor wasm-ccm supports (`wasm_ccm_controllers::kubernetes_version`, which
@@ -66,6 +67,14 @@ fn group_doc(group: &str, version: &str) -> Value {
     json!({"name": group, "versions": [gv.clone()], "preferredVersion": gv})
 }
 
+/// The API groups besides core with their one version, in discovery order: the served ones,
+/// then `rbac.authorization.k8s.io` (advertised, its objects refused: [`rbac_api`]).
+pub(crate) fn groups() -> Vec<(&'static str, &'static str)> {
+    let mut out = resources::groups();
+    out.push((rbac_api::GROUP, rbac_api::VERSION));
+    out
+}
+
 /// `/apis`.
 pub(crate) fn group_list() -> Value {
     let groups: Vec<Value> = groups().iter().map(|(g, v)| group_doc(g, v)).collect();
@@ -83,6 +92,9 @@ pub(crate) fn group(group: &str, version: &str) -> Value {
 /// `/api/v1` and `/apis/{group}/{version}`: every resource and status subresource.
 pub(crate) fn resource_list(group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
+    if (group, version) == (rbac_api::GROUP, rbac_api::VERSION) {
+        resources = rbac_api::discovery_resources();
+    }
     for rt in RESOURCES
         .iter()
         .filter(|r| r.group == group && r.version == version)
@@ -190,7 +202,9 @@ mod tests {
         ] {
             assert!(names.contains(&n), "{n} missing from {names:?}");
         }
-        assert_eq!(group_list()["groups"].as_array().map(Vec::len), Some(2));
+        assert_eq!(group_list()["groups"].as_array().map(Vec::len), Some(3));
+        let rbac = resource_list(rbac_api::GROUP, rbac_api::VERSION);
+        assert_eq!(rbac["resources"].as_array().map(Vec::len), Some(4));
         assert_eq!(
             group("coordination.k8s.io", "v1")["preferredVersion"]["groupVersion"],
             "coordination.k8s.io/v1"

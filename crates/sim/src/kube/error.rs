@@ -100,6 +100,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds for a `Retry-After` header (429).
     pub retry_after: Option<u64>,
+    /// `metadata.continue` of the Status: the token a 410 for an expired `continue` hands out
+    /// to go on listing at the latest version.
+    pub continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -111,6 +114,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -207,6 +211,7 @@ impl ApiError {
             message: format!("{} \"{name}\" already exists", rt.qualified()),
             details: Some(details(rt, name)),
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -220,6 +225,19 @@ impl ApiError {
             details: Some(details(rt, name)),
             ..ApiError::new(409, "")
         }
+    }
+
+    /// The refusal of a server-side apply patch (`application/apply-patch+yaml`): 415, the
+    /// answer of an apiserver without server-side apply, which kubectl reports as
+    /// `Server-side apply not available on the server` (`isIncompatibleServerError`,
+    /// k8s.io/kubectl pkg/cmd/apply/apply.go). The simulator keeps no `managedFields`, so it
+    /// could not give the apiserver's 409 for a conflicting apply; it refuses rather than let
+    /// one succeed.
+    pub(crate) fn apply_unsupported() -> ApiError {
+        ApiError::new(
+            415,
+            "wasm-ccm-sim does not support server-side apply (application/apply-patch+yaml): it keeps no managedFields, so it cannot detect the field-ownership conflicts a real apiserver answers with 409; send a merge, JSON or strategic merge patch, or use client-side `kubectl apply` (see \"Not implemented\" in crates/sim/README.md)",
+        )
     }
 
     /// The optimistic-concurrency conflict of a stale `resourceVersion`.
@@ -236,7 +254,11 @@ impl ApiError {
         let mut status = Map::new();
         status.insert("kind".into(), json!("Status"));
         status.insert("apiVersion".into(), json!("v1"));
-        status.insert("metadata".into(), json!({}));
+        let metadata = match &self.continue_token {
+            Some(token) => json!({"continue": token}),
+            None => json!({}),
+        };
+        status.insert("metadata".into(), metadata);
         status.insert("status".into(), json!("Failure"));
         status.insert("message".into(), json!(self.message));
         if self.reason != Reason::Unknown {

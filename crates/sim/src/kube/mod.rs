@@ -5,8 +5,10 @@
 //! `events.k8s.io/v1` events (one storage with core events, two views) and
 //! `coordination.k8s.io/v1` leases from one generic JSON store with the apiserver's semantics
 //! where controllers notice them: resourceVersions and optimistic concurrency, status
-//! subresources, merge/JSON/strategic-merge patches, finalizers, watches with history and 410
-//! Gone, label and per-kind field selectors, list resourceVersion semantics, dry runs, Service
+//! subresources, merge/JSON/strategic-merge patches (server-side apply is refused), finalizers,
+//! namespace termination ([`namespaces`]), watches with history and 410 Gone, label and per-kind
+//! field selectors, list resourceVersion semantics and pages from the first page's snapshot,
+//! dry runs, Service
 //! IP and node-port allocation, the apiserver's validation and defaulting of everything a
 //! cloud-controller-manager reads or writes (each rule names its source in `validation`,
 //! `services`, `nodes` and `events`), and `Status` errors with causes. Fault injection and a
@@ -30,11 +32,13 @@ mod events;
 mod faults;
 mod log;
 mod meta;
+mod namespaces;
 mod nodes;
 mod openapi;
 mod patch;
 mod protobuf;
 pub mod rbac;
+mod rbac_api;
 mod request;
 mod resources;
 mod restart;
@@ -330,14 +334,23 @@ impl KubeSim {
         self.shared.ca_pem.as_deref()
     }
 
-    /// Switches on authentication and RBAC authorization (off by default): every request
-    /// then needs a bearer token registered with [`KubeSim::add_token`] (else 401) and is
-    /// authorized against the objects given to [`KubeSim::load_rbac`] (else 403). Loads the
+    /// Switches on authentication and RBAC authorization (off by default): a bearer token must
+    /// be registered with [`KubeSim::add_token`] (else 401), a request without one is
+    /// `system:anonymous` ([`KubeSim::set_anonymous_auth`]), and every request is authorized
+    /// against the objects given to [`KubeSim::load_rbac`] (else 403). Loads the
     /// bootstrap policy every authenticated user has ([`rbac::bootstrap_objects`]) and
     /// registers the token `sim` (the one [`KubeSim::kubeconfig`] uses) as an admin in
     /// `system:masters`, which bypasses RBAC.
     pub fn enable_rbac(&self) {
         self.shared.rbac.enable();
+    }
+
+    /// Whether a request without credentials is served as `system:anonymous` (group
+    /// `system:unauthenticated`) once RBAC is on: true by default, like kube-apiserver's
+    /// `--anonymous-auth`; the bootstrap policy lets it read `/healthz`, `/livez`, `/readyz`
+    /// and `/version` only. False makes such requests 401. An unknown token is 401 either way.
+    pub fn set_anonymous_auth(&self, allowed: bool) {
+        self.shared.rbac.set_anonymous(allowed);
     }
 
     /// Registers a bearer token for a user and its groups (`system:authenticated` is added).

@@ -605,6 +605,7 @@ pub fn bootstrap_objects() -> Vec<Value> {
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
         })
     };
+    let group = |name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": name});
     vec![
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -619,7 +620,13 @@ pub fn bootstrap_objects() -> Vec<Value> {
             "rules": [{"verbs": ["get"], "nonResourceURLs": [
                 "/healthz", "/livez", "/readyz", "/version", "/version/"]}],
         }),
-        crb("system:public-info-viewer", "system:authenticated"),
+        // Anonymous requests may read these too (the bootstrap binding names both groups).
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:public-info-viewer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:public-info-viewer"},
+            "subjects": [group("system:authenticated"), group("system:unauthenticated")],
+        }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": "system:basic-user"},
@@ -655,7 +662,9 @@ pub fn request_info(method: &str, path: &str, query: &HashMap<String, String>) -
     }
     let prefix = parts.remove(0);
     if prefix != "api" {
-        if parts.len() < 2 {
+        // `/apis/{group}/{version}` (a discovery document) is a non-resource request: after
+        // the prefix, a resource request has a group, a version and at least one more part.
+        if parts.len() < 3 {
             return info;
         }
         info.api_group = parts.remove(0).to_string();
@@ -807,9 +816,8 @@ pub(crate) const EXTRA_SPACE_WARNING: &str = "the provided Authorization header 
 /// trimmed (`strings.TrimSpace`) and split on single spaces into at most three parts
 /// (`strings.SplitN(auth, " ", 3)`); fewer than two parts or a scheme other than
 /// (case-insensitively) `bearer` is no token; the token is the second part, as is: `Bearer a b`
-/// looks up `a`, and `Bearer  a` (two spaces) has an empty token, which is no credentials. With
-/// no credentials and no anonymous authenticator the simulator answers 401, as it does for a
-/// token nobody registered (`invalid bearer token`).
+/// looks up `a`, and `Bearer  a` (two spaces) has an empty token, which is no credentials: such
+/// a request is anonymous, as one without the header ([`Rbac::authenticate_request`]).
 pub(crate) fn bearer_token(authorization: Option<&str>) -> Bearer<'_> {
     let auth = authorization.unwrap_or("").trim();
     if auth.is_empty() {
@@ -827,10 +835,19 @@ pub(crate) fn bearer_token(authorization: Option<&str>) -> Bearer<'_> {
     }
 }
 
+/// The user of a request without credentials (`anonymous.NewAuthenticator`,
+/// k8s.io/apiserver pkg/authentication/request/anonymous/anonymous.go).
+pub fn anonymous_user() -> UserInfo {
+    UserInfo::new("system:anonymous", &["system:unauthenticated"])
+}
+
 /// The simulator's authentication and authorization state.
 #[derive(Default)]
 pub(crate) struct Rbac {
     enabled: AtomicBool,
+    /// `--anonymous-auth=false`: a request without credentials is 401 instead of
+    /// `system:anonymous` (the apiserver's default is to allow anonymous requests).
+    anonymous_off: AtomicBool,
     tokens: Mutex<HashMap<String, UserInfo>>,
     policy: Mutex<Policy>,
     decisions: Mutex<Vec<Decision>>,
@@ -858,6 +875,11 @@ impl Rbac {
 
     pub(crate) fn enabled(&self) -> bool {
         self.enabled.load(Ordering::SeqCst)
+    }
+
+    /// See [`super::KubeSim::set_anonymous_auth`].
+    pub(crate) fn set_anonymous(&self, allowed: bool) {
+        self.anonymous_off.store(!allowed, Ordering::SeqCst);
     }
 
     pub(crate) fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
@@ -895,6 +917,34 @@ impl Rbac {
         d
     }
 
+    /// Authentication of a request (`None` when off), as the apiserver's union of a token
+    /// authenticator and the anonymous one: a bearer token must be registered (an unknown one
+    /// is 401, even where anonymous requests are allowed, as `unionAuthRequestHandler` fails
+    /// on the token's error); a request without one is `system:anonymous` unless
+    /// [`super::KubeSim::set_anonymous_auth`] turned that off (then 401).
+    pub(crate) fn authenticate_request(
+        &self,
+        authorization: Option<&str>,
+    ) -> Result<Option<UserInfo>, ApiError> {
+        if !self.enabled() {
+            return Ok(None);
+        }
+        let unauthorized = || ApiError::new(401, "Unauthorized");
+        match bearer_token(authorization) {
+            Bearer::Token(_) => self
+                .authenticate(authorization)
+                .map(Some)
+                .ok_or_else(unauthorized),
+            Bearer::Absent | Bearer::EmptyBeforeSpace => {
+                if self.anonymous_off.load(Ordering::SeqCst) {
+                    Err(unauthorized())
+                } else {
+                    Ok(Some(anonymous_user()))
+                }
+            }
+        }
+    }
+
     /// Authentication, then authorization of a request (always allowed when off).
     pub(crate) fn check(
         &self,
@@ -903,11 +953,10 @@ impl Rbac {
         query: &HashMap<String, String>,
         authorization: Option<&str>,
     ) -> Check {
-        if !self.enabled() {
-            return Check::Allowed(None);
-        }
-        let Some(user) = self.authenticate(authorization) else {
-            return Check::Denied(ApiError::new(401, "Unauthorized"));
+        let user = match self.authenticate_request(authorization) {
+            Ok(Some(user)) => user,
+            Ok(None) => return Check::Allowed(None),
+            Err(e) => return Check::Denied(e),
         };
         let attrs = request_info(method, path, query);
         let d = self.authorize(&user, &attrs);

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use axum::http::Method;
 use serde::{Deserialize, Serialize};
 
+use super::rbac_api;
 use super::resources::{self, ResourceType};
 
 /// The Kubernetes verb of a resource request (deletecollection is not served).
@@ -60,6 +61,9 @@ pub(crate) enum Target {
     Group(&'static str),
     /// `/api/v1`, `/apis/{group}/{version}`.
     ResourceList(&'static str, &'static str),
+    /// Objects of `rbac.authorization.k8s.io/v1`: advertised, authorized, then refused
+    /// ([`super::rbac_api`]).
+    RbacObjects,
     /// A collection (all namespaces when `namespace` is `None` for a namespaced resource).
     Collection {
         rt: &'static ResourceType,
@@ -168,6 +172,11 @@ pub(crate) fn parse(method: &Method, path: &str, query: HashMap<String, String>)
         ["api", "v1"] => Target::ResourceList("", "v1"),
         ["api", "v1", rest @ ..] => resource_target("", "v1", rest, &mut watch_prefix),
         ["apis"] => Target::Groups,
+        ["apis", rbac_api::GROUP] => Target::Group(rbac_api::GROUP),
+        ["apis", rbac_api::GROUP, rbac_api::VERSION] => {
+            Target::ResourceList(rbac_api::GROUP, rbac_api::VERSION)
+        }
+        ["apis", rbac_api::GROUP, rbac_api::VERSION, _, ..] => Target::RbacObjects,
         ["apis", group] => resources::groups()
             .into_iter()
             .find(|(g, _)| g == group)

@@ -17,9 +17,21 @@ enum LabelReq {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct LabelSelector(Vec<LabelReq>);
 
-/// A parsed `fieldSelector`: dotted paths compared as strings (`=`, `==`, `!=`).
+/// A parsed `fieldSelector`: field labels compared as strings (`=`, `==`, `!=`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct FieldSelector(Vec<(Vec<String>, bool, String)>);
+pub(crate) struct FieldSelector(Vec<FieldTerm>);
+
+/// One `label=value` or `label!=value` term of a field selector.
+#[derive(Debug, Clone, PartialEq)]
+struct FieldTerm {
+    /// The field label as sent (`regarding.name`).
+    label: String,
+    /// The object paths the label reads, in order: the first that holds a non-empty value is
+    /// the label's value (one path unless [`FieldSelector::alias`] gave it fallbacks).
+    paths: Vec<Vec<String>>,
+    equal: bool,
+    value: String,
+}
 
 /// What a list or watch selects: namespace plus both selectors.
 #[derive(Debug, Clone, Default)]
@@ -195,45 +207,65 @@ impl FieldSelector {
                     "invalid selector: '{term}'; can't understand '{term}'"
                 ));
             };
-            let path: Vec<String> = path.trim().split('.').map(str::to_string).collect();
+            let label = path.trim().to_string();
+            let path: Vec<String> = label.split('.').map(str::to_string).collect();
             if path.iter().any(String::is_empty) {
                 return Err(format!("invalid field path in {term:?}"));
             }
-            terms.push((path, equal, unescape(value.trim())));
+            terms.push(FieldTerm {
+                label,
+                paths: vec![path],
+                equal,
+                value: unescape(value.trim()),
+            });
         }
         Ok(FieldSelector(terms))
     }
 
     /// The field labels used, dotted (`metadata.name`).
     pub(super) fn labels(&self) -> Vec<String> {
-        self.0.iter().map(|(path, _, _)| path.join(".")).collect()
+        self.0.iter().map(|t| t.label.clone()).collect()
     }
 
-    /// Rewrites a label to the object path it selects on (core Events' `source` is
-    /// `source.component`, per the event registry's `ToSelectableFields`).
-    pub(super) fn alias(&mut self, label: &str, path: &[&str]) {
-        for (p, _, _) in &mut self.0 {
-            if p.join(".") == label {
-                *p = path.iter().map(|s| s.to_string()).collect();
-            }
+    /// Makes `label` read `paths` of the stored object instead of its own path: the first path
+    /// with a non-empty value gives the label's value, as a registry's `ToSelectableFields`
+    /// computes it (core Events' `source` is `source.component`, else the reporting
+    /// controller).
+    pub(super) fn alias(&mut self, label: &str, paths: &[&[&str]]) {
+        for t in self.0.iter_mut().filter(|t| t.label == label) {
+            t.paths = paths
+                .iter()
+                .map(|p| p.iter().map(|s| s.to_string()).collect())
+                .collect();
         }
     }
 
     /// Whether every term holds; a missing field compares as the empty string (so
     /// `spec.nodeName=` selects objects without one, as on the apiserver).
     pub(super) fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, equal, want)| {
-            let mut cur = Some(obj);
-            for seg in path {
-                cur = cur.and_then(|v| v.get(seg.as_str()));
-            }
-            let got = match cur {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-            };
-            (got == *want) == *equal
+        self.0.iter().all(|t| {
+            let got = t
+                .paths
+                .iter()
+                .map(|path| field_value(obj, path))
+                .find(|v| !v.is_empty())
+                .unwrap_or_default();
+            (got == t.value) == t.equal
         })
+    }
+}
+
+/// The value at `path` as a field selector compares it: strings as they are, other values in
+/// their JSON form, absent fields as the empty string.
+fn field_value(obj: &Value, path: &[String]) -> String {
+    let mut cur = Some(obj);
+    for seg in path {
+        cur = cur.and_then(|v| v.get(seg.as_str()));
+    }
+    match cur {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
     }
 }
 

@@ -52,9 +52,18 @@ async fn handle(
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let check = sim
-        .rbac
-        .check(method.as_str(), &path, &query, authorization);
+    // Impersonation comes after authentication and before authorization on the apiserver
+    // (`WithImpersonation` in `DefaultBuildHandlerChain`): an unauthenticated request is still
+    // 401, an authenticated one is refused instead of being served as its own user.
+    let check = match impersonation(&headers) {
+        Some(refusal) => match sim.rbac.authenticate_request(authorization) {
+            Err(unauthenticated) => rbac::Check::Denied(unauthenticated),
+            Ok(_) => rbac::Check::Denied(refusal),
+        },
+        None => sim
+            .rbac
+            .check(method.as_str(), &path, &query, authorization),
+    };
     let req = request::parse(&method, &path, query);
     let mut faulted = false;
     let mut delay = std::time::Duration::ZERO;
@@ -123,6 +132,25 @@ async fn handle(
         },
     );
     response
+}
+
+/// The refusal of a request that asks to act as another user (`Impersonate-User`,
+/// `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`: k8s.io/apiserver
+/// pkg/endpoints/filters/impersonation.go), which the simulator does not model: served, it would
+/// run as the requesting user and hide every denial the impersonated one would get.
+fn impersonation(headers: &HeaderMap) -> Option<ApiError> {
+    let asked: Vec<String> = headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("impersonate-"))
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap_or("<not text>")))
+        .collect();
+    if asked.is_empty() {
+        return None;
+    }
+    Some(ApiError::bad_request(format!(
+        "wasm-ccm-sim does not support impersonation ({}): register a token for that user with KubeSim::add_token and use it (KubeSim::kubeconfig_for_token) instead of --as/--as-group",
+        asked.join(", ")
+    )))
 }
 
 /// Serves an allowed, unfaulted review `POST` (`None` for any other request, which

@@ -9,12 +9,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use axum::body::Bytes;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::error::ApiError;
 use super::events;
 use super::meta::{self, finalizers, is_terminating, meta_mut, meta_str};
+use super::namespaces;
 use super::nodes;
 use super::patch::{self, PatchError, PatchKind};
 use super::resources::{
@@ -189,6 +190,9 @@ struct State {
     /// The write under way is a dry run (`dryRun=All`): validated and answered, not committed.
     /// Set by every public write method under the write lock, so it never leaks between writes.
     dry_run: bool,
+    /// The namespace controller's pass ([`Store::sync_namespace`]) is under way: the deletes it
+    /// makes do not start another.
+    syncing_namespace: bool,
 }
 
 /// The store shared by the HTTP server and the library API.
@@ -212,6 +216,7 @@ impl Store {
                 history: VecDeque::new(),
                 floor: 0,
                 dry_run: false,
+                syncing_namespace: false,
             }),
             changes,
             watch_epoch: watch::channel(0).0,
@@ -270,18 +275,63 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(rt, &key.name))
     }
 
-    /// A page of the objects `filter` selects, in key order, after `after` (a continue key).
+    /// The first page of the objects `filter` selects now, in key order.
     pub(super) fn list(
         &self,
         rt: &ResourceType,
         filter: &Filter,
         limit: Option<usize>,
-        after: Option<(u64, ObjKey)>,
     ) -> ListPage {
         let st = self.read();
-        let map = &st.objects[rt.index];
-        let resource_version = after.as_ref().map_or(st.rv, |(rv, _)| *rv);
-        page(rt, map, resource_version, filter, limit, after)
+        page(rt, &st.objects[rt.index], st.rv, filter, limit, None)
+    }
+
+    /// A later page of a list (`continue`), read from the first page's snapshot as the
+    /// apiserver's etcd3 `GetList` reads it (`withRev = continueRV`,
+    /// k8s.io/apiserver pkg/storage/etcd3/store.go): objects created, changed or deleted since
+    /// the first page do not show. A snapshot older than the kept history is the 410 of
+    /// `handleCompactedErrorForPaging` (same package), whose Status carries a token that
+    /// continues at the latest version (`rv` -1); such a token pages on current data.
+    pub(super) fn list_continue(
+        &self,
+        rt: &ResourceType,
+        filter: &Filter,
+        limit: Option<usize>,
+        token: &ContinueToken,
+    ) -> Result<ListPage, ApiError> {
+        let st = self.read();
+        let Ok(rv) = u64::try_from(token.rv) else {
+            // `continueRV < 0`: the latest version, and later tokens name it.
+            return Ok(page(
+                rt,
+                &st.objects[rt.index],
+                st.rv,
+                filter,
+                limit,
+                Some(&token.after),
+            ));
+        };
+        if rv > st.rv {
+            return Err(ApiError::new(
+                500,
+                format!(
+                    "the continue token names resourceVersion {rv}, newer than this simulator's {} (was it issued by another simulator, or before `restart`?); start a new list without `continue`",
+                    st.rv
+                ),
+            ));
+        }
+        if rv < st.floor {
+            let again = ContinueToken {
+                rv: -1,
+                after: token.after.clone(),
+            };
+            return Err(ApiError {
+                continue_token: Some(encode_continue(rt, filter.namespace.as_deref(), &again)),
+                ..ApiError::new(410, INCONSISTENT_CONTINUE)
+            });
+        }
+        let snapshot = snapshot(&st, rt, rv);
+        Ok(page(rt, &snapshot, rv, filter, limit, Some(&token.after)))
     }
 
     /// A list as of resourceVersion `rv` (`resourceVersionMatch=Exact`), rebuilt from the kept
@@ -301,25 +351,56 @@ impl Store {
         if rv < st.floor {
             return Err(st.floor);
         }
-        let mut map = st.objects[rt.index].clone();
-        for change in st.history.iter().rev().take_while(|c| c.rv > rv) {
-            if change.resource != rt.index {
-                continue;
-            }
-            let key = ObjKey {
-                namespace: meta_str(&change.object, "namespace")
-                    .filter(|_| rt.namespaced)
-                    .unwrap_or("")
-                    .to_string(),
-                name: meta_str(&change.object, "name").unwrap_or("").to_string(),
-            };
-            match &change.previous {
-                Some(p) => map.insert(key, p.clone()),
-                None => map.remove(&key),
-            };
-        }
-        Ok(Some(page(rt, &map, rv, filter, limit, None)))
+        let snapshot = snapshot(&st, rt, rv);
+        Ok(Some(page(rt, &snapshot, rv, filter, limit, None)))
     }
+}
+
+/// The objects of one namespace in a namespaced resource's map (a key range: keys sort by
+/// namespace first).
+fn in_namespace<'a>(
+    map: &'a BTreeMap<ObjKey, Arc<Value>>,
+    namespace: &'a str,
+) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<Value>)> {
+    let start = ObjKey {
+        namespace: namespace.to_string(),
+        name: String::new(),
+    };
+    map.range(start..)
+        .take_while(move |(k, _)| k.namespace == namespace)
+}
+
+/// The 410 message of a `continue` whose snapshot is gone (`inconsistentContinue`,
+/// k8s.io/apiserver pkg/storage/etcd3/errors.go).
+pub(crate) const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// The objects of `rt` as of `rv` (at least the history floor): the current map when nothing of
+/// `rt` changed since, else a copy with the newer changes undone from the kept history.
+fn snapshot<'a>(
+    st: &'a State,
+    rt: &ResourceType,
+    rv: u64,
+) -> std::borrow::Cow<'a, BTreeMap<ObjKey, Arc<Value>>> {
+    let newer = st.history.iter().rev().take_while(|c| c.rv > rv);
+    if !newer.clone().any(|c| c.resource == rt.index) {
+        return std::borrow::Cow::Borrowed(&st.objects[rt.index]);
+    }
+    let mut map = st.objects[rt.index].clone();
+    // Newest first: the last write to a key is the undo of its oldest newer change.
+    for change in newer.filter(|c| c.resource == rt.index) {
+        let key = ObjKey {
+            namespace: meta_str(&change.object, "namespace")
+                .filter(|_| rt.namespaced)
+                .unwrap_or("")
+                .to_string(),
+            name: meta_str(&change.object, "name").unwrap_or("").to_string(),
+        };
+        match &change.previous {
+            Some(p) => map.insert(key, p.clone()),
+            None => map.remove(&key),
+        };
+    }
+    std::borrow::Cow::Owned(map)
 }
 
 /// A page of `map` as of `resource_version`.
@@ -329,11 +410,11 @@ fn page(
     resource_version: u64,
     filter: &Filter,
     limit: Option<usize>,
-    after: Option<(u64, ObjKey)>,
+    after: Option<&ObjKey>,
 ) -> ListPage {
     {
-        let start = match (&after, &filter.namespace) {
-            (Some((_, key)), _) => std::ops::Bound::Excluded(key.clone()),
+        let start = match (after, &filter.namespace) {
+            (Some(key), _) => std::ops::Bound::Excluded(key.clone()),
             (None, Some(ns)) if rt.namespaced => std::ops::Bound::Included(ObjKey {
                 namespace: ns.clone(),
                 name: String::new(),
@@ -359,7 +440,13 @@ fn page(
                 return ListPage {
                     resource_version,
                     items,
-                    continue_token: last.map(|k: &ObjKey| encode_continue(resource_version, k)),
+                    continue_token: last.map(|k: &ObjKey| {
+                        let token = ContinueToken {
+                            rv: i64::try_from(resource_version).unwrap_or(i64::MAX),
+                            after: k.clone(),
+                        };
+                        encode_continue(rt, filter.namespace.as_deref(), &token)
+                    }),
                     remaining: Some(remaining),
                 };
             }
@@ -409,7 +496,8 @@ impl Store {
         self.update_locked(&mut st, rt, key, obj, scope, true)
     }
 
-    /// PATCH. Server-side apply creates a missing object.
+    /// PATCH (merge, JSON or strategic merge; server-side apply is refused, see
+    /// [`ApiError::apply_unsupported`]).
     pub(super) fn patch(
         &self,
         rt: &'static ResourceType,
@@ -419,22 +507,15 @@ impl Store {
         scope: Scope,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        if kind == PatchKind::Apply {
+            return Err(ApiError::apply_unsupported());
+        }
         let mut st = self.write();
         st.dry_run = dry_run;
-        let Some(current) = st.objects[rt.index].get(key).cloned() else {
-            if kind == PatchKind::Apply && scope == Scope::Main {
-                let obj = patch::apply(kind, &json!({}), body).map_err(patch_error)?;
-                let ns = rt.namespaced.then_some(key.namespace.as_str());
-                let name_ok = meta_str(&obj, "name").is_none_or(|n| n == key.name);
-                if !name_ok {
-                    return Err(name_mismatch(&obj, key));
-                }
-                let mut obj = obj;
-                meta_mut(&mut obj).insert("name".into(), json!(key.name));
-                return self.create_locked(&mut st, rt, ns, obj, false);
-            }
-            return Err(ApiError::not_found(rt, &key.name));
-        };
+        let current = st.objects[rt.index]
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, &key.name))?;
         let patched = patch::apply(kind, &current, body).map_err(patch_error)?;
         self.update_locked(&mut st, rt, key, patched, scope, true)
     }
@@ -538,6 +619,7 @@ impl Store {
             ));
         }
         if rt.index == NAMESPACES {
+            // `NamespaceLifecycle.Admit`: the immortal namespaces.
             if DEFAULT_NAMESPACES[..3].contains(&key.name.as_str()) {
                 return Err(ApiError {
                     details: Some(super::error::details(rt, &key.name)),
@@ -550,7 +632,7 @@ impl Store {
                     )
                 });
             }
-            self.empty_namespace(&mut st, &key.name);
+            return Ok(self.delete_namespace(&mut st, key, current));
         }
         if finalizers(&current).is_empty() {
             return Ok(self.commit_delete(&mut st, rt, key, &current));
@@ -568,14 +650,75 @@ impl Store {
         Ok(self.commit(&mut st, rt, key.clone(), obj, Some(current)))
     }
 
-    /// Deletes (honouring finalizers) everything in a namespace being deleted; the namespace
-    /// controller's job, done at once here.
+    /// DELETE of a namespace (`REST.Delete`, pkg/registry/core/namespace/storage/storage.go):
+    /// the first one marks it `Terminating` and answers that state; the namespace controller's
+    /// pass ([`Store::sync_namespace`]) then deletes its content and removes it once nothing is
+    /// left. A later DELETE answers the namespace as it is.
+    fn delete_namespace(&self, st: &mut State, key: &ObjKey, current: Arc<Value>) -> Arc<Value> {
+        if is_terminating(&current) {
+            return current;
+        }
+        let mut obj = (*current).clone();
+        namespaces::mark_terminating(&mut obj);
+        let marked = self.commit(st, &RESOURCES[NAMESPACES], key.clone(), obj, Some(current));
+        self.sync_namespace(st, &key.name);
+        marked
+    }
+
+    /// The namespace controller's pass over a terminating namespace
+    /// (`namespacedResourcesDeleter.Delete`, pkg/controller/namespace/deletion/
+    /// namespaced_resources_deleter.go), at once: everything in it is deleted (objects with
+    /// finalizers get their `deletionTimestamp` and stay), the conditions say what is left, and
+    /// once nothing is, the `kubernetes` finalizer goes and the namespace with it (unless its
+    /// own `metadata.finalizers` keep it, `ShouldDeleteNamespaceDuringUpdate`). Run again
+    /// whenever an object of a terminating namespace is finally deleted.
+    fn sync_namespace(&self, st: &mut State, namespace: &str) {
+        let ns_key = ObjKey::new(&RESOURCES[NAMESPACES], None, namespace);
+        let Some(ns) = st.objects[NAMESPACES].get(&ns_key).cloned() else {
+            return;
+        };
+        if st.dry_run || st.syncing_namespace || !is_terminating(&ns) {
+            return;
+        }
+        st.syncing_namespace = true;
+        self.empty_namespace(st, namespace);
+        let mut remaining = namespaces::Remaining::default();
+        for rt in RESOURCES.iter().filter(|r| r.namespaced) {
+            let left: Vec<&Arc<Value>> = in_namespace(&st.objects[rt.index], namespace)
+                .map(|(_, v)| v)
+                .collect();
+            if left.is_empty() {
+                continue;
+            }
+            // `<resource>.<group>`, `services.` for the core group, as the controller writes it.
+            remaining
+                .by_resource
+                .insert(format!("{}.{}", rt.plural, rt.group), left.len());
+            for obj in left {
+                for f in finalizers(obj) {
+                    *remaining.by_finalizer.entry(f.to_string()).or_default() += 1;
+                }
+            }
+        }
+        let mut obj = (*ns).clone();
+        namespaces::set_conditions(&mut obj, &remaining);
+        if remaining.is_empty() {
+            namespaces::finalize(&mut obj);
+        }
+        // Removes the namespace when neither finalizer list holds anything (see `commit`); a
+        // pass that changes nothing writes nothing, as the controller skips the update.
+        if obj != *ns {
+            self.commit(st, &RESOURCES[NAMESPACES], ns_key, obj, Some(ns));
+        }
+        st.syncing_namespace = false;
+    }
+
+    /// Deletes (honouring finalizers) everything in a namespace being deleted, as the namespace
+    /// controller's `deleteAllContent` does.
     fn empty_namespace(&self, st: &mut State, namespace: &str) {
         for rt in RESOURCES.iter().filter(|r| r.namespaced) {
-            let keys: Vec<ObjKey> = st.objects[rt.index]
-                .keys()
-                .filter(|k| k.namespace == namespace)
-                .cloned()
+            let keys: Vec<ObjKey> = in_namespace(&st.objects[rt.index], namespace)
+                .map(|(k, _)| k.clone())
                 .collect();
             for key in keys {
                 let Some(current) = st.objects[rt.index].get(&key).cloned() else {
@@ -662,6 +805,24 @@ impl Store {
         } else {
             None
         };
+        // `NamespaceLifecycle.Admit` runs before the registry names and validates the object:
+        // no content in a missing namespace (404), nor new content in a terminating one (403).
+        if let Some(ns) = &namespace {
+            let ns_key = ObjKey::new(&RESOURCES[NAMESPACES], None, ns);
+            match st.objects[NAMESPACES].get(&ns_key) {
+                None => return Err(ApiError::not_found(&RESOURCES[NAMESPACES], ns)),
+                Some(n) if !seeding && is_terminating(n) => {
+                    return Err(namespaces::terminating_create_error(
+                        &rt.qualified(),
+                        rt.group,
+                        rt.plural,
+                        ns,
+                        &obj,
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         let name = match meta_str(&obj, "name").filter(|n| !n.is_empty()) {
             Some(n) => n.to_string(),
             None => match meta_str(&obj, "generateName").filter(|n| !n.is_empty()) {
@@ -690,12 +851,6 @@ impl Store {
                 500,
                 "resourceVersion should not be set on objects to be created",
             ));
-        }
-        if let Some(ns) = &namespace {
-            let ns_key = ObjKey::new(&RESOURCES[NAMESPACES], None, ns);
-            if !st.objects[NAMESPACES].contains_key(&ns_key) {
-                return Err(ApiError::not_found(&RESOURCES[NAMESPACES], ns));
-            }
         }
         let key = ObjKey::new(rt, namespace.as_deref(), &name);
         if st.objects[rt.index].contains_key(&key) {
@@ -744,7 +899,7 @@ impl Store {
                     }
                 }
             }
-            NAMESPACES => admit_namespace(&name, &mut obj),
+            NAMESPACES => namespaces::prepare_for_create(&name, &mut obj),
             _ => {}
         }
         validate_write(
@@ -801,6 +956,9 @@ impl Store {
             return Err(ApiError::bad_request("the object must be a JSON object"));
         }
         reset_scope(rt, &old, &mut new, scope);
+        if rt.index == NAMESPACES && scope == Scope::Main {
+            namespaces::prepare_for_update(&old, &mut new);
+        }
         // Identity and lifecycle fields are the server's, whatever the client sent.
         let old_meta = meta::meta(&old).cloned().unwrap_or_default();
         let m = meta_mut(&mut new);
@@ -873,7 +1031,12 @@ impl Store {
         mut obj: Value,
         previous: Option<Arc<Value>>,
     ) -> Arc<Value> {
-        if is_terminating(&obj) && finalizers(&obj).is_empty() && previous.is_some() {
+        // `ShouldDeleteDuringUpdate` (k8s.io/apiserver pkg/registry/generic/registry/store.go);
+        // a namespace also needs its `spec.finalizers` gone (`ShouldDeleteNamespaceDuringUpdate`).
+        let finished = is_terminating(&obj)
+            && finalizers(&obj).is_empty()
+            && (rt.index != NAMESPACES || namespaces::spec_finalizers(&obj).is_empty());
+        if finished && previous.is_some() {
             return self.commit_delete(st, rt, &key, &Arc::new(obj));
         }
         if st.dry_run {
@@ -926,6 +1089,10 @@ impl Store {
                 converted,
                 previous,
             );
+        }
+        // The last object of a terminating namespace lets the namespace go.
+        if rt.namespaced {
+            self.sync_namespace(st, &key.namespace);
         }
         obj
     }
@@ -986,6 +1153,9 @@ fn validate_write(
             }
         }
         CONFIGMAPS => validation::config_map(new, &mut errs)?,
+        NAMESPACES if scope == Scope::Status && old.is_some() => {
+            errs.0.extend(namespaces::validate_status(new));
+        }
         LEASES => {
             validation::times("Lease", new, &["spec.acquireTime", "spec.renewTime"], &[])?;
             validation::lease(new, &mut errs)?;
@@ -1017,6 +1187,9 @@ fn validate_write(
     errs.into_result(rt, name)?;
     // Unknown fields do not survive the apiserver's typed decoding.
     validation::unknown_fields(rt.index, new, true);
+    // Field ownership is not modelled (server-side apply is refused): no `managedFields` are
+    // kept, rather than echoing ones a client sent that nothing maintains.
+    meta_mut(new).remove("managedFields");
     drop_empty_fields(rt, new);
     Ok(())
 }
@@ -1130,46 +1303,84 @@ fn reset_scope(rt: &ResourceType, old: &Value, new: &mut Value, scope: Scope) {
     }
 }
 
-/// Namespace defaults: the `kubernetes` finalizer, phase Active and the name label.
-fn admit_namespace(name: &str, obj: &mut Value) {
-    let m = meta_mut(obj);
-    let labels = m
-        .entry("labels")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Some(l) = labels.as_object_mut() {
-        l.insert("kubernetes.io/metadata.name".into(), json!(name));
-    }
-    if let Some(o) = obj.as_object_mut() {
-        let spec = o.entry("spec").or_insert_with(|| json!({}));
-        if let Some(s) = spec.as_object_mut() {
-            s.entry("finalizers")
-                .or_insert_with(|| json!(["kubernetes"]));
-        }
-        o.insert("status".into(), json!({"phase": "Active"}));
-    }
+/// A decoded `continue` token: the snapshot of the first page (`-1`: the latest version, as
+/// handed out with a 410) and the last key sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ContinueToken {
+    pub rv: i64,
+    pub after: ObjKey,
 }
 
-/// An opaque continue token naming the list snapshot and the last key sent.
-fn encode_continue(rv: u64, key: &ObjKey) -> String {
-    let raw = format!("{rv}/{}/{}", key.namespace, key.name);
-    raw.bytes().map(|b| format!("{b:02x}")).collect()
+/// Encodes a token like `storage.EncodeContinue` (k8s.io/apiserver pkg/storage/continue.go):
+/// unpadded URL-safe base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`, the key
+/// relative to the list's prefix (`namespace/name` across namespaces, else `name`) and the NUL
+/// making it the first key after the last one sent.
+fn encode_continue(rt: &ResourceType, scope: Option<&str>, token: &ContinueToken) -> String {
+    use base64::Engine as _;
+    let key = if rt.namespaced && scope.is_none() {
+        format!("{}/{}\0", token.after.namespace, token.after.name)
+    } else {
+        format!("{}\0", token.after.name)
+    };
+    // Go's encoder writes the struct's fields in order; serde_json would sort the keys.
+    let json = format!(
+        r#"{{"v":"meta.k8s.io/v1","rv":{},"start":{}}}"#,
+        token.rv,
+        Value::String(key)
+    );
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
 }
 
-/// Decodes a continue token; `None` if it was not made by [`encode_continue`].
-pub(crate) fn decode_continue(token: &str) -> Option<(u64, ObjKey)> {
-    if !token.len().is_multiple_of(2) {
-        return None;
+/// Decodes a `continue` token of a list of `rt` (in namespace `scope`, if given), failing with
+/// the reasons of `storage.DecodeContinue` (wrapped by the caller as `invalid continue token:
+/// ...`).
+pub(crate) fn decode_continue(
+    rt: &ResourceType,
+    scope: Option<&str>,
+    token: &str,
+) -> Result<ContinueToken, String> {
+    use base64::Engine as _;
+    const INVALID: &str = "continue key is not valid";
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| format!("{INVALID}: {e}"))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("{INVALID}: {e}"))?;
+    let version = v.get("v").and_then(Value::as_str).unwrap_or("");
+    if version != "meta.k8s.io/v1" {
+        return Err(format!(
+            "{INVALID}: server does not recognize this encoded version {version}"
+        ));
     }
-    let bytes: Option<Vec<u8>> = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
-        .collect();
-    let raw = String::from_utf8(bytes?).ok()?;
-    let mut parts = raw.splitn(3, '/');
-    let rv = parts.next()?.parse().ok()?;
-    let namespace = parts.next()?.to_string();
-    let name = parts.next()?.to_string();
-    Some((rv, ObjKey { namespace, name }))
+    let rv = v.get("rv").and_then(Value::as_i64).unwrap_or(0);
+    if rv == 0 {
+        return Err(format!(
+            "{INVALID}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        ));
+    }
+    let start = v.get("start").and_then(Value::as_str).unwrap_or("");
+    if start.is_empty() {
+        return Err(format!(
+            "{INVALID}: encoded start key empty (version meta.k8s.io/v1)"
+        ));
+    }
+    let key = start.strip_suffix('\0').unwrap_or(start);
+    let after = match (rt.namespaced, scope, key.split_once('/')) {
+        (true, None, Some((namespace, name))) => ObjKey {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        },
+        (true, Some(namespace), None) => ObjKey {
+            namespace: namespace.to_string(),
+            name: key.to_string(),
+        },
+        (false, _, None) => ObjKey {
+            namespace: String::new(),
+            name: key.to_string(),
+        },
+        // `DecodeContinue` refuses keys that would leave the list's prefix.
+        _ => return Err(format!("{INVALID}: {start}")),
+    };
+    Ok(ContinueToken { rv, after })
 }
 
 #[cfg(test)]
@@ -1178,13 +1389,42 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip() {
-        let key = ObjKey {
-            namespace: "ns".into(),
-            name: "a.b".into(),
+        let services = &RESOURCES[SERVICES];
+        let token = ContinueToken {
+            rv: 42,
+            after: ObjKey {
+                namespace: "ns".into(),
+                name: "a.b".into(),
+            },
         };
-        assert_eq!(decode_continue(&encode_continue(42, &key)), Some((42, key)));
-        assert_eq!(decode_continue("zz"), None);
-        assert_eq!(decode_continue("abc"), None);
+        let text = encode_continue(services, None, &token);
+        assert_eq!(decode_continue(services, None, &text), Ok(token.clone()));
+        // The apiserver's own encoding of the same position.
+        assert_eq!(
+            text,
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NDIsInN0YXJ0IjoibnMvYS5iXHUwMDAwIn0"
+        );
+        let nodes = &RESOURCES[NODES];
+        let node = ContinueToken {
+            rv: -1,
+            after: ObjKey {
+                namespace: String::new(),
+                name: "n1".into(),
+            },
+        };
+        assert_eq!(
+            decode_continue(nodes, None, &encode_continue(nodes, None, &node)),
+            Ok(node.clone())
+        );
+        // In one namespace the key is the name only, as the prefix holds the namespace.
+        let scoped = encode_continue(services, Some("ns"), &token);
+        assert_eq!(decode_continue(services, Some("ns"), &scoped), Ok(token));
+        assert!(decode_continue(services, None, &scoped).is_err());
+        assert!(decode_continue(services, None, "zz!").is_err());
+        assert_eq!(
+            decode_continue(services, None, &encode_continue(nodes, None, &node)),
+            Err("continue key is not valid: n1\0".to_string())
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub enum PatchKind {
     Json,
     /// `application/strategic-merge-patch+json` (the Kubernetes subset this simulator knows).
     Strategic,
-    /// `application/apply-patch+yaml` (server-side apply, approximated; see [`PatchKind::Apply`]
-    /// handling in the store: strategic merge, creating the object if missing, no managedFields).
+    /// `application/apply-patch+yaml` (server-side apply). Recognised only to be refused with
+    /// 415: the simulator does not model field ownership (crates/sim/README.md).
     Apply,
 }
 
@@ -82,13 +82,14 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 /// Parses a patch body of `kind` and applies it to a copy of `current`.
 pub(super) fn apply(kind: PatchKind, current: &Value, body: &[u8]) -> Result<Value, PatchError> {
-    let patch: Value = match kind {
-        // Apply bodies are YAML (JSON is a subset); the others must be JSON.
-        PatchKind::Apply => serde_norway::from_slice(body)
-            .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))?,
-        _ => serde_json::from_slice(body)
-            .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?,
-    };
+    if kind == PatchKind::Apply {
+        // The store refuses apply patches before they get here (415).
+        return Err(PatchError::Malformed(
+            "server-side apply patches are not supported by wasm-ccm-sim".into(),
+        ));
+    }
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
     let mut out = current.clone();
     match kind {
         PatchKind::Merge => {
@@ -138,16 +139,15 @@ mod tests {
     }
 
     #[test]
-    fn apply_parses_yaml() {
-        let out = apply(
-            PatchKind::Apply,
-            &json!({"metadata": {"name": "a"}}),
-            b"metadata:\n  labels:\n    x: y\n",
-        );
-        assert_eq!(
-            out,
-            Ok(json!({"metadata": {"name": "a", "labels": {"x": "y"}}}))
-        );
+    fn apply_patches_are_not_applied() {
+        assert!(matches!(
+            apply(
+                PatchKind::Apply,
+                &json!({"metadata": {"name": "a"}}),
+                b"metadata:\n  labels:\n    x: y\n",
+            ),
+            Err(PatchError::Malformed(_))
+        ));
         assert!(matches!(
             apply(PatchKind::Merge, &json!({}), b"[1]"),
             Err(PatchError::Malformed(_))

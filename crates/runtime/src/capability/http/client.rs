@@ -522,7 +522,7 @@ impl HttpCapability {
         };
         let mut scrubbers = vec![vault.scrubber()];
         if !host_values.is_empty() {
-            scrubbers.push(Arc::new(crate::secrets::scrub::Scrubber::new(
+            scrubbers.push(Arc::new(crate::secrets::scrub::Scrubber::for_one_response(
                 host_values
                     .iter()
                     .map(|v| (v.as_str(), crate::secrets::HOST_VALUE_MARK)),

@@ -148,14 +148,17 @@ struct Patterns {
 }
 
 impl Patterns {
-    fn build(forms: Vec<(Vec<u8>, usize)>, case_insensitive: bool) -> Option<Self> {
+    fn build(
+        forms: Vec<(Vec<u8>, usize)>,
+        case_insensitive: bool,
+        kind: Option<aho_corasick::AhoCorasickKind>,
+    ) -> Option<Self> {
         if forms.is_empty() {
             return None;
         }
         let (patterns, owner): (Vec<Vec<u8>>, Vec<usize>) = forms.into_iter().unzip();
-        // A DFA: a few hundred patterns at most, scanned over every view of every response.
         let automaton = AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .kind(kind)
             .match_kind(MatchKind::LeftmostLongest)
             .ascii_case_insensitive(case_insensitive)
             .build(&patterns)
@@ -187,8 +190,23 @@ fn utf16(value: &str, little: bool) -> Vec<u8> {
 
 impl Scrubber {
     /// A scrubber for `(value, replacement)` pairs; values shorter than
-    /// [`MIN_SCRUBBED_BYTES`] are left out.
+    /// [`MIN_SCRUBBED_BYTES`] are left out. Its automatons are DFAs: slower to build, fastest to
+    /// run, for a scrubber kept and run over every view of every response (a vault's).
     pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self::with_kind(pairs, Some(aho_corasick::AhoCorasickKind::DFA))
+    }
+
+    /// The same for values of one response (a signature the host computed for its request):
+    /// built per request, so the automaton kind is the cheap one to build that the library
+    /// picks.
+    pub fn for_one_response<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self::with_kind(pairs, None)
+    }
+
+    fn with_kind<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        kind: Option<aho_corasick::AhoCorasickKind>,
+    ) -> Self {
         let mut exact = Vec::new();
         let mut hex_forms = Vec::new();
         let mut replacements = Vec::new();
@@ -219,8 +237,8 @@ impl Scrubber {
             hex_forms.push((hex::encode(bytes).into_bytes(), owner));
         }
         Scrubber {
-            exact: Patterns::build(exact, false),
-            hex: Patterns::build(hex_forms, true),
+            exact: Patterns::build(exact, false, kind),
+            hex: Patterns::build(hex_forms, true, kind),
             replacements,
             plus_matters,
         }

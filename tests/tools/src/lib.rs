@@ -7,11 +7,14 @@
 //! never touches the system. Concurrent test processes serialise on a lock file.
 //!
 //! Beside them, [`guest_memory`] lets a runtime test read its drivers' linear memories, and
-//! [`contract`] reads the driver contract's version from `wit/provider.wit`.
+//! [`contract`] reads the driver contract's version from `wit/provider.wit`; [`import_graph`]
+//! finds the file-level import circles of a crate (`tests/import_circles.rs` runs it over the
+//! product crates).
 
 pub mod configmap;
 pub mod contract;
 pub mod guest_memory;
+pub mod import_graph;
 pub mod kubectl;
 pub mod kubernetes_validate;
 pub mod polyglot;

@@ -5,7 +5,8 @@
 //! have many), kept as a real component so the runtime tests and the RSS benchmark run it.
 //!
 //! The core module follows the canonical ABI by hand (world `instances-driver`); wit-component
-//! wraps it into a component from `wit/`.
+//! wraps it into a component from the frozen `wit/released/0.2.0/` (its export names are
+//! 0.2.0's, and a hand-made driver stays on the version it was written for).
 
 use std::path::Path;
 
@@ -77,8 +78,8 @@ pub(crate) fn build(workspace: &Path, out: &Path) -> Result<(), String> {
     let mut module = wat::parse_str(core_module()).map_err(|e| format!("WAT: {e}"))?;
     let mut resolve = wit_parser::Resolve::default();
     let package = resolve
-        .push_file(workspace.join("wit/provider.wit"))
-        .map_err(|e| format!("wit/: {e:#}"))?;
+        .push_file(workspace.join("wit/released/0.2.0/provider.wit"))
+        .map_err(|e| format!("wit/released/0.2.0/: {e:#}"))?;
     let world = resolve
         .select_world(&[package], Some("instances-driver"))
         .map_err(|e| format!("world: {e:#}"))?;

@@ -3,9 +3,9 @@
 /// <reference path="./types/full-driver.d.ts" />
 import type {
   Ingress, NodeAddress, SecretDecl, SecretLocation, SecretOrigin, SecretUse,
-} from 'wasm-ccm:provider/types@0.2.0';
-import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.2.0';
-import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.2.0';
+} from 'wasm-ccm:provider/types@0.2.1';
+import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.2.1';
+import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.2.1';
 
 /** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
 export class ProviderError extends Error {
@@ -88,6 +88,10 @@ export const http: {
 /** Wraps an exported interface: ProviderErrors reach the host as WIT errors, other exceptions
  * are logged with their stack before the call traps, bool results are checked. */
 export function defineInterface<T extends object>(name: string, impl: T): T;
+/** The default `environment` export (contract 0.2.1): declares no plain variables, so `init`
+ * gets every variable with one of the driver's `envPrefixes`. Define your own to get an
+ * allow-list. */
+export const environment: { plainVariables(): string[] | undefined };
 
 /** The value of `key` in a WIT list of string pairs (labels, annotations). */
 export function lookup(pairs: Array<[string, string]>, key: string): string | undefined;

@@ -9,9 +9,9 @@
 //   host would delete the Node).
 // - `http` is a small fetch-like client over the host's `http` import, `log` writes to the host's
 //   log, `cluster` reads the cluster view and records events.
-import * as hostHttp from 'wasm-ccm:provider/http@0.2.0';
-import * as hostLog from 'wasm-ccm:provider/log@0.2.0';
-import * as hostCluster from 'wasm-ccm:provider/cluster@0.2.0';
+import * as hostHttp from 'wasm-ccm:provider/http@0.2.1';
+import * as hostLog from 'wasm-ccm:provider/log@0.2.1';
+import * as hostCluster from 'wasm-ccm:provider/cluster@0.2.1';
 import { decodeUtf8, encodeUtf8 } from './utf8.js';
 export { decodeUtf8, encodeUtf8 };
 
@@ -228,3 +228,11 @@ export function defineInterface(name, impl) {
   }
   return out;
 }
+
+/** The default `environment` export (contract 0.2.1, in every world): declares no plain
+ * variables, so `init` gets every variable with one of the driver's `envPrefixes`, as in 0.2.0.
+ * Re-export it (`export { environment } from 'wasm-ccm-sdk'`), or define your own to get an
+ * allow-list: `export const environment = defineInterface('environment', { plainVariables: () =>
+ * ['EXAMPLE_REGION'] })` — then `init` gets only those, the places of the declared secrets and
+ * their origins' settings. */
+export const environment = defineInterface('environment', { plainVariables: () => undefined });

@@ -32,6 +32,8 @@ fn repo(path: &str) -> PathBuf {
 const STATIC_SKIPPED: &[&str] = &[
     // It declares no secrets (its inventory token, when set, reaches it in clear).
     "provider/credentials",
+    // Nor its plain variables (contract 0.2.1): it gets every STATIC_ variable.
+    "provider/environment",
     "robustness/connect-timeout [load-balancer.delete]",
     "robustness/connect-timeout [load-balancer.ensure]",
     "robustness/http-401 [load-balancer.delete]",
@@ -112,6 +114,10 @@ fn the_cloudscale_driver_conforms_against_its_simulator() {
     assert!(
         with_status(&report, "pass").contains("provider/0.2/provider/credentials"),
         "the host held cloudscale's token: {report}"
+    );
+    assert!(
+        with_status(&report, "pass").contains("provider/0.2/provider/environment"),
+        "cloudscale names its plain variables: {report}"
     );
     assert_eq!(report["cloud"], "sim:cloudscale");
     let passed = with_status(&report, "pass");

@@ -27,9 +27,16 @@ pub struct InspectArgs {
 pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let runtime = global.one_shot_runtime()?;
     let compiled = runtime.compile_file(&args.driver).await?;
-    let mut info = runtime.info(&compiled).await?;
+    let declared = runtime.declarations(&compiled).await?;
+    let mut info = declared.info;
     // Checked before anything is printed: a hostile `info` may hold megabytes.
-    let verdict = wasm_ccm_runtime::info_rules::validate(&info);
+    let verdict =
+        wasm_ccm_runtime::info_rules::validate(&info).and_then(|()| match &declared.plain_env {
+            Some(names) => wasm_ccm_runtime::plain_env::validate(&info, names),
+            None => Ok(()),
+        });
+    // Shown only when they passed the rules (bounded, plain names).
+    let plain_env = declared.plain_env.filter(|_| verdict.is_ok());
     for field in [
         &mut info.name,
         &mut info.version,
@@ -69,6 +76,7 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
             "info-problem": verdict.as_ref().err(),
             "egress-warnings": wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress),
             "credentials-in-guest": info.secrets.is_empty(),
+            "plain-env": plain_env,
         });
         crate::outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
@@ -117,6 +125,15 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
         for line in secret_lines(&info.secrets) {
             crate::outln!("{line}")?;
         }
+        crate::outln!(
+            "environment:         {}",
+            match &plain_env {
+                Some(names) if names.is_empty() =>
+                    "allow-list: no plain variable (and the secrets' places)".to_string(),
+                Some(names) => format!("allow-list: {} (and the secrets' places)", names.join(", ")),
+                None => "every variable with one of the env prefixes (the driver names none: contract 0.2.1 environment)".to_string(),
+            }
+        )?;
         for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress) {
             crate::outln!("warning:             default egress: {warning}")?;
         }

@@ -30,6 +30,7 @@ pub mod error;
 pub mod info_rules;
 mod lowered;
 pub mod model;
+pub mod plain_env;
 pub mod result_caps;
 pub mod secrets;
 pub mod special_addr;
@@ -48,7 +49,8 @@ pub use call::{
 };
 pub use capability::{http, log};
 pub use driver::{
-    Compiled, Driver, DriverOptions, DriverStats, InstanceMode, Runtime, RuntimeOptions,
+    Compiled, Declarations, Driver, DriverOptions, DriverStats, InstanceMode, Runtime,
+    RuntimeOptions,
 };
 pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};

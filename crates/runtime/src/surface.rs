@@ -20,7 +20,7 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["0.2"];
 /// rebuild rather than pointing at a release that does not exist.
 const UNRELEASED: &[(&str, &str)] = &[(
     "0.1",
-    "0.1 was the unreleased development contract and no release loads it: rebuild the driver against wasm-ccm:provider@0.2.0 (the SDKs' current versions); a driver built from the last 0.1 sources needs no code change, 0.2.0 is that contract frozen",
+    "0.1 was the unreleased development contract and no release loads it: rebuild the driver against wasm-ccm:provider@0.2.0 or later (the SDKs build against the latest 0.2.z); a driver built from the last 0.1 sources needs no code change, 0.2.0 is that contract frozen",
 )];
 
 /// What to do about a component that implements `found`, which this host does not support.
@@ -76,6 +76,9 @@ pub struct Surface {
     pub wit_version: String,
     /// The capability interfaces it exports.
     pub exports: Exports,
+    /// Whether it exports `environment` (contract 0.2.1): its plain variables, so the host can
+    /// hand `init` an allow-list of the environment ([`crate::plain_env`]).
+    pub environment: bool,
     /// Every import name, e.g. `wasm-ccm:provider/http@0.2.0`, `wasi:cli/stdout@0.2.6`.
     pub imports: Vec<String>,
 }
@@ -118,6 +121,7 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
     let ty = component.component_type();
     let mut exports = Exports::default();
     let mut has_provider = false;
+    let mut environment = false;
     let mut versions: Vec<String> = Vec::new();
     let mut export_names = Vec::new();
     for (name, _) in ty.exports(engine) {
@@ -130,6 +134,7 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
         }
         match iface {
             "provider" => has_provider = true,
+            "environment" => environment = true,
             "instances" => exports.instances = true,
             "load-balancer" => exports.load_balancer = true,
             "routes" => exports.routes = true,
@@ -176,6 +181,7 @@ pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<S
     Ok(Surface {
         wit_version: versions.pop().unwrap_or_default(),
         exports,
+        environment,
         imports,
     })
 }

@@ -550,6 +550,70 @@ async fn a_credential_cannot_be_declared_under_a_second_name_with_another_origin
     );
 }
 
+/// The environment variables `init` of the hostile driver in `mode` received, sorted, with
+/// credentials under names the 0.2.0 heuristic misses set beside the declared ones.
+async fn env_names_seen_by(mode: &str) -> Vec<String> {
+    let other = server(None).await;
+    let api = server(Some(other.port)).await;
+    let extra = [
+        ("HOSTILE_DB_PASS", "db-password-under-an-odd-name"),
+        ("HOSTILE_PWD", "another-password-value"),
+        ("HOSTILE_REGION", "lon1"),
+    ];
+    let (driver, _) = load_hostile(mode, &api, &other, &extra)
+        .await
+        .unwrap_or_else(|e| panic!("mode {mode} does not load: {e}"));
+    let seen = driver
+        .instance_metadata(&node_with("env", &[]), &CallScope::object("test"))
+        .await
+        .result
+        .expect("the env behaviour answers")
+        .instance_type;
+    let mut names: Vec<String> = seen.split(',').map(str::to_string).collect();
+    names.sort();
+    names
+}
+
+/// Review 2026-11-28 §1, last sub-class: a driver that declares its plain variables (contract
+/// 0.2.1, `environment`) gets the environment by an allow-list (those, its secret's place and
+/// its origin's setting), so credentials under names no heuristic catches stay out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_that_declares_its_plain_variables_gets_only_those_and_its_declarations() {
+    assert_eq!(
+        env_names_seen_by("secrets-plain").await,
+        ["HOSTILE_API_URL", "HOSTILE_REGION", "HOSTILE_TOKEN"]
+    );
+    // Control: the same driver without the declaration (0.2.0's rule) gets both credentials.
+    let heuristic = env_names_seen_by("secrets").await;
+    for name in ["HOSTILE_DB_PASS", "HOSTILE_PWD", "HOSTILE_REGION"] {
+        assert!(heuristic.contains(&name.to_string()), "{heuristic:?}");
+    }
+}
+
+/// A declared plain variable outside the driver's prefixes, or one that is a secret's place, is
+/// refused at load, naming the variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_variables_outside_the_prefixes_or_on_a_secret_are_refused_at_load() {
+    let other = server(None).await;
+    let api = server(Some(other.port)).await;
+    for (mode, says) in [
+        (
+            "plain-outside",
+            "OTHER_REGION: not under one of the env-prefixes",
+        ),
+        (
+            "plain-secret",
+            "HOSTILE_TOKEN: it is where secret \"token\" is read from",
+        ),
+    ] {
+        let e = load_hostile(mode, &api, &other, &[])
+            .await
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains(says), "{mode}: {e}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_credentialed_request_is_not_redirected() {
     let s = setup().await;

@@ -175,10 +175,13 @@ async fn a_driver_of_the_unreleased_development_contract_is_told_to_rebuild() {
     assert!(!message.contains("release that supports 0.1"), "{message}");
 }
 
-/// `bytes` with every `wasm-ccm:provider` interface name moved from `@0.2.0` to `@0.2.<patch>`:
-/// the same length, so the component stays valid; only its names change.
+/// `bytes` (a driver built against this host's contract, `0.2.<one digit>`) with every
+/// `wasm-ccm:provider` interface name moved to `@0.2.<patch>`: the same length, so the
+/// component stays valid; only its names change.
 fn renamed_to_patch(bytes: &[u8], patch: u8) -> Vec<u8> {
-    let from = b"@0.2.0";
+    let current = format!("@{}", wasm_ccm_runtime::CONTRACT_VERSION);
+    let from = current.as_bytes();
+    assert_eq!(from.len(), 6, "a one-digit 0.2 patch");
     let mut out = bytes.to_vec();
     let mut renamed = 0;
     let mut i = 0;
@@ -216,7 +219,7 @@ async fn a_driver_built_against_a_later_patch_of_0_2_loads_and_answers() {
         .await
         .expect("a later 0.2 patch compiles");
     assert_eq!(compiled.surface.wit_version, "0.2.9");
-    rt.link(&compiled).expect("links against the host's 0.2.0");
+    rt.link(&compiled).expect("links against the host's 0.2");
     let info = rt.info(&compiled).await.expect("info answers");
     assert_eq!(info.name, "static");
 }
@@ -268,7 +271,9 @@ async fn things_that_are_not_components_are_refused_with_the_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_are_detected_from_the_component_type() {
     let s = compile(STATIC_DRIVER).await.surface;
-    assert_eq!(s.wit_version, "0.2.0");
+    assert_eq!(s.wit_version, wasm_ccm_runtime::CONTRACT_VERSION);
+    // Built against 0.2.1, it exports `environment` (the SDK's default answer).
+    assert!(s.environment);
     assert_eq!(
         s.exports.names(),
         vec!["provider", "instances", "load-balancer", "routes"]

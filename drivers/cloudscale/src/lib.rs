@@ -174,6 +174,12 @@ impl Provider for CloudscaleDriver {
         }
     }
 
+    /// Besides the token (a secret) and the API URL (its origin's setting), upstream reads one
+    /// variable; nothing else under `CLOUDSCALE_` reaches the driver.
+    fn plain_env() -> Option<Vec<String>> {
+        Some(vec![config::TIMEOUT_VAR.to_string()])
+    }
+
     fn init(
         ctx: Context,
         config: Vec<u8>,

@@ -11,6 +11,8 @@ use wasm_ccm_sdk::types::{ProviderError, SecretDecl, SecretLocation, SecretOrigi
 /// `retry-after`: a third of the host's default 30 s call deadline, leaving room for the
 /// requests themselves.
 pub const DEFAULT_JOB_BUDGET: Duration = Duration::from_secs(10);
+/// The variable that overrides [`DEFAULT_JOB_BUDGET`] (seconds).
+pub const JOB_BUDGET_VAR: &str = "CLOUDSTACK_JOB_BUDGET";
 
 /// The one section of upstream's file.
 pub const SECTION: &str = "Global";
@@ -121,7 +123,7 @@ impl Config {
             Some(v) => parse_bool(&v)
                 .ok_or_else(|| invalid(format!("ssl-no-verify = {v:?} is not true or false")))?,
         };
-        let job_budget = match env.iter().find(|(k, _)| k == "CLOUDSTACK_JOB_BUDGET") {
+        let job_budget = match env.iter().find(|(k, _)| k == JOB_BUDGET_VAR) {
             None => DEFAULT_JOB_BUDGET,
             Some((_, v)) => parse_duration(v).ok_or_else(|| {
                 invalid(format!(

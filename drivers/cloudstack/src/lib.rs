@@ -55,6 +55,11 @@ impl Provider for CloudstackDriver {
         }
     }
 
+    /// The credentials sit in the cloud-config; the one variable read is the job budget.
+    fn plain_env() -> Option<Vec<String>> {
+        Some(vec![config::JOB_BUDGET_VAR.into()])
+    }
+
     /// Reads the configuration only: no request, so no admin-only call (upstream's
     /// `listManagementServersMetrics`) can keep the driver from starting.
     fn init(

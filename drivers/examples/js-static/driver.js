@@ -249,6 +249,10 @@ const notFound = (node) => new NotFound(node.providerId
   ? `no instance with provider ID ${JSON.stringify(node.providerId)} in the static inventory`
   : `no instance named ${JSON.stringify(node.name)} in the static inventory`);
 
+// The `environment` export (0.2.1): this driver declares no secrets and no plain variables, so
+// it keeps every STATIC_ variable, as the SDK's default says.
+export { environment } from 'wasm-ccm-sdk';
+
 export const provider = defineInterface('provider', {
   info: () => ({
     name: 'static-javascript', version: '0.1.0', providerIdScheme: SCHEME, defaultEgress: [], envPrefixes: ['STATIC_'],

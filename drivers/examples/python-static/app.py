@@ -17,6 +17,9 @@ from wasm_ccm_sdk import (
     NodeAddress, NotFound, Permanent, PortProtocol, ProviderInfo, Route, cluster, export,
     hostname_ingress, http, log, lookup, vip,
 )
+# The `environment` export (0.2.1): this driver declares no secrets and no plain variables, so
+# it keeps every STATIC_ variable, as the SDK's default says.
+from wasm_ccm_sdk import Environment  # noqa: F401
 
 SCHEME = "static"
 IP_ANNOTATION = "static.wasm-ccm.io/load-balancer-ip"

@@ -19,6 +19,21 @@ pub const CLIENT_SECRET_VAR: &str = "PNAP_CLIENT_SECRET";
 pub const BASE_URL_VAR: &str = "PNAP_BASE_URL";
 /// The auth server URL's variable; it wins over [`AUTH_URL_POINTER`].
 pub const AUTH_URL_VAR: &str = "PNAP_AUTH_URL";
+/// The region (`location` in the file).
+pub const LOCATION_VAR: &str = "PNAP_LOCATION";
+/// The kube-vip public network (`loadbalancer` in the file).
+pub const LOAD_BALANCER_VAR: &str = "PNAP_LOAD_BALANCER";
+/// The API server's port, checked for upstream compatibility.
+pub const API_SERVER_PORT_VAR: &str = "PNAP_API_SERVER_PORT";
+/// The annotation naming a Service's IP location.
+pub const IP_LOCATION_ANNOTATION_VAR: &str = "PNAP_ANNOTATION_IP_LOCATION";
+/// Every plain (non-secret) variable the driver reads (`plain_env`).
+pub const PLAIN_VARS: [&str; 4] = [
+    LOCATION_VAR,
+    LOAD_BALANCER_VAR,
+    API_SERVER_PORT_VAR,
+    IP_LOCATION_ANNOTATION_VAR,
+];
 /// The client ID in `cloud-sa.json` (a JSON Pointer).
 pub const CLIENT_ID_POINTER: &str = "/clientID";
 /// The client secret in `cloud-sa.json`.
@@ -184,10 +199,10 @@ impl Config {
         let client_secret = pick(CLIENT_SECRET_VAR, &f.client_secret).ok_or_else(|| {
             invalid("no client secret: set PNAP_CLIENT_SECRET or clientSecret in cloud-sa.json")
         })?;
-        let location = pick("PNAP_LOCATION", &f.location)
+        let location = pick(LOCATION_VAR, &f.location)
             .unwrap_or_default()
             .to_ascii_uppercase();
-        let public_network = match pick("PNAP_LOAD_BALANCER", &f.loadbalancer) {
+        let public_network = match pick(LOAD_BALANCER_VAR, &f.loadbalancer) {
             None => None,
             Some(lb) => Some(parse_load_balancer(&lb)?),
         };
@@ -197,7 +212,7 @@ impl Config {
                 LOCATIONS.join(", ")
             )));
         }
-        if let Some(port) = var("PNAP_API_SERVER_PORT") {
+        if let Some(port) = var(API_SERVER_PORT_VAR) {
             port.parse::<u16>().map_err(|_| {
                 invalid(format!(
                     "PNAP_API_SERVER_PORT {port:?} is not a port number"
@@ -205,7 +220,7 @@ impl Config {
             })?;
         }
         let _ = f.api_server_port;
-        let ip_location_annotation = var("PNAP_ANNOTATION_IP_LOCATION")
+        let ip_location_annotation = var(IP_LOCATION_ANNOTATION_VAR)
             .or(f.annotation_ip_location.clone())
             .unwrap_or_else(|| DEFAULT_IP_LOCATION_ANNOTATION.into());
         let service_node_selector = match f.service_node_selector.as_deref().map(str::trim) {

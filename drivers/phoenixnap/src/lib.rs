@@ -130,6 +130,12 @@ impl Provider for PhoenixnapDriver {
         }
     }
 
+    /// The client ID and secret are secrets and the two URLs their origins' settings; these are
+    /// the plain variables upstream reads, and nothing else under `PNAP_` reaches the driver.
+    fn plain_env() -> Option<Vec<String>> {
+        Some(config::PLAIN_VARS.iter().map(|v| v.to_string()).collect())
+    }
+
     fn init(
         ctx: Context,
         file: Vec<u8>,

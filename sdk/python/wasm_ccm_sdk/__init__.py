@@ -15,13 +15,15 @@ Records are the generated dataclasses (`Node`, `Service`, `InstanceMetadata`, â€
 here; `http` is a small `requests`-like client over the host's `http` import; `log` writes to
 the host's log; `cluster` reads the cluster view and records events; `secrets` builds the
 declarations of `ProviderInfo.secrets`. Raise the errors of
-`wasm_ccm_sdk.errors` and decorate every exported class with `@export`.
+`wasm_ccm_sdk.errors` and decorate every exported class with `@export`. Every world exports
+`environment` since 0.2.1: define `Environment` (the variables `init` reads, so the host hands it
+an allow-list) or import the default that declares none (`environment.py`).
 """
 # The contract this SDK is written against. componentize-py generates `wit_world` from the WIT
 # given with `-d` and its modules carry no version, so nothing else in a Python driver says which
 # contract it was built for; build it against this version's `wit/` (`wit/README.md`,
 # "Versioning"). tests/tools (contract.rs) holds it equal to `wit/provider.wit`.
-CONTRACT_VERSION = "0.2.0"
+CONTRACT_VERSION = "0.2.1"
 
 from wit_world.imports import types  # noqa: F401,E402
 from wit_world.imports.types import (  # noqa: F401
@@ -38,6 +40,8 @@ from .errors import (  # noqa: F401
     RetryAfter, Transient, Unauthorized, Unimplemented,
 )
 from .export import export  # noqa: F401
+# The default `environment` export (declares no plain variables); see `environment.py`.
+from .environment import Environment  # noqa: F401,E402
 
 ADDRESS_TYPES = {
     "Hostname": AddressType.HOSTNAME,

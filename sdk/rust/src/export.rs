@@ -96,6 +96,12 @@ macro_rules! __wasm_ccm_impl_provider {
                 $cell.with(|cell| cell.with(|d| <$driver as $crate::Provider>::housekeeping(d)))
             }
         }
+        // Every world exports `environment` since 0.2.1; it belongs to `Provider` in the SDK.
+        impl $crate::bindings::exports::wasm_ccm::provider::environment::Guest for $exports {
+            fn plain_variables() -> ::core::option::Option<::std::vec::Vec<::std::string::String>> {
+                <$driver as $crate::Provider>::plain_env()
+            }
+        }
     };
 }
 

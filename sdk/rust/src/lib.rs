@@ -64,7 +64,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.0/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
         },
     });
 
@@ -78,7 +78,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.0/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
         },
     });
 
@@ -92,7 +92,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.0/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
         },
     });
 }

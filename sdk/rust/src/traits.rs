@@ -14,6 +14,17 @@ pub trait Provider {
     /// Who the driver is. Called before `init`; must not make requests.
     fn info() -> ProviderInfo;
 
+    /// The plain (non-secret) environment variables the driver reads, by exact name, each under
+    /// one of its [`ProviderInfo::env_prefixes`] (`environment.plain-variables`, contract
+    /// 0.2.1). A driver that names them gets an allow-list in `init`: these, the places of its
+    /// declared secrets and its secrets' origin settings, nothing else under its prefixes. The
+    /// default, `None`, keeps 0.2.0's behaviour (every prefixed variable, minus
+    /// credential-looking names when the driver declares secrets), and the host warns about a
+    /// driver that declares secrets but not this. Called before `init`; must not make requests.
+    fn plain_env() -> Option<Vec<String>> {
+        None
+    }
+
     /// Configure the driver from the `--cloud-config` bytes (empty when none) and the
     /// environment variables matching [`ProviderInfo::env_prefixes`]. An error stops the driver
     /// from loading, so validate everything here and say exactly what is wrong.

@@ -256,6 +256,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
                 );
                 behave(&mut h, &scenario, level, &mut checks).await;
                 credentials(&h, &mut checks);
+                environment(&h, &mut checks);
                 measurements = h.meter.measurements();
                 crashes = std::mem::take(&mut h.crashes);
             }
@@ -355,6 +356,30 @@ fn credentials(h: &Harness, checks: &mut Checks) {
             ))
         },
     );
+}
+
+/// Contract 0.2.1: a driver that names the plain environment variables it reads gets an
+/// allow-list of the environment in `init`; one that does not gets every prefixed variable.
+fn environment(h: &Harness, checks: &mut Checks) {
+    match h.warm.plain_env() {
+        Some(names) => checks.check(
+            "provider/environment",
+            None,
+            Ok(format!(
+                "init got an allow-list: {} and the declared secrets' places",
+                if names.is_empty() {
+                    "no plain variable".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )),
+        ),
+        None => checks.skip(
+            "provider/environment",
+            None,
+            "the driver does not name the plain environment variables it reads, so init gets every variable with one of its env-prefixes; name them (environment.plain-variables, contract 0.2.1) so that nothing else under the prefix reaches it",
+        ),
+    }
 }
 
 /// Results so far, with ids under the driver's WIT version instead of the default.

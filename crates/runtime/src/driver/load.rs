@@ -210,13 +210,20 @@ impl Runtime {
     /// last step of a load before any guest code runs.
     pub fn link(&self, compiled: &Compiled) -> Result<(), HostError> {
         let pre = self.pre(compiled)?;
-        Indices::new(&pre, &compiled.surface.exports, &compiled.origin).map(|_| ())
+        Indices::new(&pre, &compiled.surface, &compiled.origin).map(|_| ())
     }
 
     /// Runs `info` in a throw-away instance, without `init` and without egress.
     pub async fn info(&self, compiled: &Compiled) -> Result<ProviderInfo, HostError> {
+        Ok(self.declarations(compiled).await?.info)
+    }
+
+    /// Runs `info` and, when the driver exports `environment` (contract 0.2.1),
+    /// `plain-variables`, in one throw-away instance without `init` and without egress. Neither
+    /// answer is checked here: `load` checks both before anything uses them.
+    pub async fn declarations(&self, compiled: &Compiled) -> Result<Declarations, HostError> {
         let pre = self.pre(compiled)?;
-        let indices = Indices::new(&pre, &compiled.surface.exports, &compiled.origin)?;
+        let indices = Indices::new(&pre, &compiled.surface, &compiled.origin)?;
         let opts = DriverOptions::default();
         let host = Arc::new(DriverHost::bare(&compiled.origin, &opts)?);
         let mut slot = Slot::new(&pre, &indices, host, &opts)
@@ -228,27 +235,33 @@ impl Runtime {
                     error: p,
                 },
             })?;
-        let deadline = Instant::now() + opts.call_timeout;
-        slot.store
-            .data_mut()
-            .begin_call("provider.info", &CallScope::default(), deadline, None);
+        let function = "provider.info";
+        slot.store.data_mut().begin_call(
+            function,
+            &CallScope::default(),
+            Instant::now() + opts.call_timeout,
+            None,
+        );
         let call = slot.guests.provider.call_info(&mut slot.store);
-        match tokio::time::timeout(opts.call_timeout, call).await {
-            Ok(Ok(info)) => Ok(info.into()),
-            Ok(Err(e)) => Err(classify(
-                &e,
-                &compiled.origin,
-                "provider.info",
-                &slot,
-                opts.call_timeout,
-                opts.memory_limit,
-            )),
-            Err(_) => Err(HostError::Deadline {
-                driver: compiled.origin.clone(),
-                function: "provider.info".into(),
-                deadline: opts.call_timeout,
-            }),
-        }
+        let answer = tokio::time::timeout(opts.call_timeout, call).await;
+        let info = declaration(answer, &slot, &compiled.origin, function, &opts)?.into();
+        let Some(environment) = slot.guests.environment.take() else {
+            return Ok(Declarations {
+                info,
+                plain_env: None,
+            });
+        };
+        let function = "environment.plain-variables";
+        slot.store.data_mut().begin_call(
+            function,
+            &CallScope::default(),
+            Instant::now() + opts.call_timeout,
+            None,
+        );
+        let call = environment.call_plain_variables(&mut slot.store);
+        let answer = tokio::time::timeout(opts.call_timeout, call).await;
+        let plain_env = declaration(answer, &slot, &compiled.origin, function, &opts)?;
+        Ok(Declarations { info, plain_env })
     }
 
     /// Instantiates a driver: `info`, the egress policy, `init`; the initialised instance becomes
@@ -258,11 +271,25 @@ impl Runtime {
         compiled: &Compiled,
         opts: DriverOptions,
     ) -> Result<Driver, HostError> {
-        let info = self.info(compiled).await?;
+        let Declarations { info, plain_env } = self.declarations(compiled).await?;
         crate::info_rules::validate(&info).map_err(|detail| HostError::InvalidInfo {
             origin: compiled.origin.clone(),
             detail,
         })?;
+        if let Some(names) = &plain_env {
+            crate::plain_env::validate(&info, names).map_err(|detail| HostError::InvalidInfo {
+                origin: compiled.origin.clone(),
+                detail,
+            })?;
+        } else if !info.secrets.is_empty() {
+            tracing::warn!(
+                driver = %info.name,
+                "the driver declares its secrets but not its plain environment variables \
+                 (contract 0.2.1, `environment`): it gets every variable with one of its \
+                 env-prefixes except those whose names look like credentials; rebuild it \
+                 against the 0.2.1 SDK and declare what it reads, so it gets an allow-list"
+            );
+        }
         let name = info.name.clone();
         // Only variables with one of the driver's declared prefixes reach it.
         let env: Vec<(String, String)> = opts
@@ -277,12 +304,18 @@ impl Runtime {
             .collect();
         // The declared credentials leave the config and the environment for the host's vault;
         // `init` gets placeholders in their place.
-        let sealed =
-            crate::secrets::Vault::seal(&name, &info.secrets, &opts.config, &env, &opts.secrets)
-                .map_err(|detail| HostError::Secrets {
-                    driver: name.clone(),
-                    detail,
-                })?;
+        let sealed = crate::secrets::Vault::seal_declared(
+            &name,
+            &info.secrets,
+            plain_env.as_deref(),
+            &opts.config,
+            &env,
+            &opts.secrets,
+        )
+        .map_err(|detail| HostError::Secrets {
+            driver: name.clone(),
+            detail,
+        })?;
         let host = Arc::new(DriverHost::new(&info, &opts, &env, sealed.vault)?);
         let (config, env) = (sealed.config, sealed.env);
         // A Cranelift build that finished since the compile serves from the start.
@@ -291,7 +324,7 @@ impl Runtime {
             Some(pre) => (pre, Tier::Cranelift),
             None => (self.pre(compiled)?, compiled.tier),
         };
-        let indices = Indices::new(&pre, &compiled.surface.exports, &compiled.origin)?;
+        let indices = Indices::new(&pre, &compiled.surface, &compiled.origin)?;
         let inner = Arc::new(DriverInner {
             name,
             compiled: Compiled {
@@ -299,6 +332,7 @@ impl Runtime {
                 ..compiled.clone()
             },
             info,
+            plain_env,
             code: Mutex::new(Arc::new(Code {
                 pre,
                 indices,
@@ -379,4 +413,40 @@ fn host_linker(engine: &wasmtime::Engine) -> Result<Arc<Linker<InstanceState>>, 
     // Each capability links its own interface ([`capability::ALL`]).
     link(capability::add_to_linker(&mut linker))?;
     Ok(Arc::new(linker))
+}
+
+/// What a driver declares about itself before `init` ([`Runtime::declarations`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declarations {
+    /// Its `info`.
+    pub info: ProviderInfo,
+    /// Its plain environment variables (`environment.plain-variables`, contract 0.2.1); `None`
+    /// when it does not export `environment` or answers `none`.
+    pub plain_env: Option<Vec<String>>,
+}
+
+/// The answer of one call made before `init`, or the host error that ended it.
+fn declaration<T>(
+    answer: Result<wasmtime::Result<T>, tokio::time::error::Elapsed>,
+    slot: &Slot,
+    origin: &str,
+    function: &str,
+    opts: &DriverOptions,
+) -> Result<T, HostError> {
+    match answer {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(classify(
+            &e,
+            origin,
+            function,
+            slot,
+            opts.call_timeout,
+            opts.memory_limit,
+        )),
+        Err(_) => Err(HostError::Deadline {
+            driver: origin.to_string(),
+            function: function.into(),
+            deadline: opts.call_timeout,
+        }),
+    }
 }

@@ -31,7 +31,7 @@ use crate::error::{CallError, HostError};
 use crate::model::types::{Context, ProviderInfo};
 use crate::special_addr::HostAddresses;
 
-pub use load::{Compiled, Runtime, RuntimeOptions};
+pub use load::{Compiled, Declarations, Runtime, RuntimeOptions};
 use pool::{DriverInner, Slot};
 
 /// Whether calls reuse instances.
@@ -166,6 +166,13 @@ impl Driver {
     /// What `info` returned at load.
     pub fn info(&self) -> &ProviderInfo {
         &self.inner.info
+    }
+
+    /// The plain environment variables it declared (`environment.plain-variables`, contract
+    /// 0.2.1), checked at load; `None` when it declared none and got 0.2.0's environment
+    /// ([`crate::plain_env`]).
+    pub fn plain_env(&self) -> Option<&[String]> {
+        self.inner.plain_env.as_deref()
     }
 
     /// Takes the declared credentials' new values from a changed cloud config (a rotated

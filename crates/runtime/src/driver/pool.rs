@@ -15,7 +15,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::call::{classify, instantiate_error};
 use super::{Compiled, DriverOptions, DriverStats, InstanceMode};
-use crate::bindings::{instances, load_balancer, provider, routes};
+use crate::bindings::{environment, instances, load_balancer, provider, routes};
 use crate::call::{CallScope, Outcome, SharedNodes};
 use crate::capability::DriverHost;
 use crate::engine::{Tier, WasmEngine};
@@ -28,6 +28,7 @@ use crate::surface;
 /// Lookups of each exported interface's functions, resolved once per driver.
 pub(super) struct Indices {
     pub(super) provider: provider::GuestIndices,
+    pub(super) environment: Option<environment::GuestIndices>,
     pub(super) instances: Option<instances::GuestIndices>,
     pub(super) load_balancer: Option<load_balancer::GuestIndices>,
     pub(super) routes: Option<routes::GuestIndices>,
@@ -36,9 +37,10 @@ pub(super) struct Indices {
 impl Indices {
     pub(super) fn new(
         pre: &InstancePre<InstanceState>,
-        exports: &surface::Exports,
+        surface: &surface::Surface,
         origin: &str,
     ) -> Result<Self, HostError> {
+        let exports = &surface.exports;
         let err = |e: wasmtime::Error| HostError::Wasmtime {
             origin: origin.to_string(),
             stage: "matching the driver's exports with wasm-ccm:provider",
@@ -46,6 +48,11 @@ impl Indices {
         };
         Ok(Indices {
             provider: provider::GuestIndices::new(pre).map_err(err)?,
+            environment: surface
+                .environment
+                .then(|| environment::GuestIndices::new(pre))
+                .transpose()
+                .map_err(err)?,
             instances: exports
                 .instances
                 .then(|| instances::GuestIndices::new(pre))
@@ -67,6 +74,7 @@ impl Indices {
 
 pub(super) struct Guests {
     pub(super) provider: provider::Guest,
+    pub(super) environment: Option<environment::Guest>,
     pub(super) instances: Option<instances::Guest>,
     pub(super) load_balancer: Option<load_balancer::Guest>,
     pub(super) routes: Option<routes::Guest>,
@@ -142,6 +150,12 @@ impl Slot {
                 .provider
                 .load(&mut store, &instance)
                 .map_err(|e| instantiate_error(&store, &origin, &e))?,
+            environment: indices
+                .environment
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
             instances: indices
                 .instances
                 .as_ref()
@@ -175,6 +189,8 @@ pub(super) struct DriverInner {
     pub(super) name: String,
     pub(super) compiled: Compiled,
     pub(super) info: ProviderInfo,
+    /// Its declared plain environment variables, `None` when it declared none.
+    pub(super) plain_env: Option<Vec<String>>,
     /// What new instances are made from; replaced once, by [`DriverInner::adopt`], when the
     /// Cranelift build of a Winch-compiled driver is ready.
     pub(super) code: Mutex<Arc<Code>>,
@@ -214,7 +230,7 @@ impl DriverInner {
     /// and, once they are gone, every call runs Cranelift code. `compile` is how long the
     /// background compile took, for the log line.
     pub(super) fn adopt(&self, pre: InstancePre<InstanceState>, compile: Duration) {
-        let indices = match Indices::new(&pre, &self.compiled.surface.exports, &self.name) {
+        let indices = match Indices::new(&pre, &self.compiled.surface, &self.name) {
             Ok(i) => i,
             Err(e) => {
                 tracing::warn!(driver = %self.name, "cannot use the Cranelift build ({e}); staying on Winch code");

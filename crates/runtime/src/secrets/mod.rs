@@ -140,18 +140,32 @@ pub struct Sealed {
     pub vault: Option<Arc<Vault>>,
     /// The cloud config with placeholders in place of the values.
     pub config: Vec<u8>,
-    /// The environment with placeholders in place of the values, and without the
-    /// credential-named variables the driver did not declare.
+    /// The environment with placeholders in place of the values, and only the variables the
+    /// driver may see ([`crate::plain_env`]).
     pub env: Vec<(String, String)>,
 }
 
 impl Vault {
-    /// Takes the declared secrets out of `config` and `env` (already filtered to the driver's
-    /// prefixes). A driver that declares none gets both unchanged. An error names the secret and
-    /// says what to fix.
+    /// [`Vault::seal_declared`] for a driver that does not declare its plain variables (built
+    /// against contract 0.2.0).
     pub fn seal(
         driver: &str,
         decls: &[SecretDecl],
+        config: &[u8],
+        env: &[(String, String)],
+        options: &SecretOptions,
+    ) -> Result<Sealed, String> {
+        Self::seal_declared(driver, decls, None, config, env, options)
+    }
+
+    /// Takes the declared secrets out of `config` and `env` (already filtered to the driver's
+    /// prefixes) and keeps of `env` only what the driver may see: with `plain` (its declared
+    /// plain variables, [`crate::plain_env`]) an allow-list. A driver that declares no secrets
+    /// gets the config unchanged. An error names the secret and says what to fix.
+    pub fn seal_declared(
+        driver: &str,
+        decls: &[SecretDecl],
+        plain: Option<&[String]>,
         config: &[u8],
         env: &[(String, String)],
         options: &SecretOptions,
@@ -160,7 +174,11 @@ impl Vault {
             return Ok(Sealed {
                 vault: None,
                 config: config.to_vec(),
-                env: env.to_vec(),
+                env: env
+                    .iter()
+                    .filter(|(k, _)| crate::plain_env::admitted(decls, plain, k))
+                    .cloned()
+                    .collect(),
             });
         }
         let mut grants = Vec::with_capacity(decls.len());
@@ -176,22 +194,10 @@ impl Vault {
                 .map(|(span, p)| (span.clone(), p.as_str()))
                 .collect(),
         );
-        let declared_env: Vec<&str> = decls
-            .iter()
-            .flat_map(|d| &d.at)
-            .filter_map(|at| match at {
-                SecretLocation::Env(n) => Some(n.as_str()),
-                _ => None,
-            })
-            .collect();
         let new_env = env
             .iter()
             .enumerate()
-            .filter(|(_, (k, _))| {
-                // An undeclared credential-named variable stays out of a driver that declares
-                // its secrets: it would enter the guest in clear.
-                declared_env.contains(&k.as_str()) || !crate::capability::log::is_secret_env_name(k)
-            })
+            .filter(|(_, (k, _))| crate::plain_env::admitted(decls, plain, k))
             .map(|(i, (k, v))| {
                 let v = env_values.get(&i).cloned().unwrap_or_else(|| v.clone());
                 (k.clone(), v)

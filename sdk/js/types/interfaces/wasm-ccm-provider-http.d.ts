@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/http@0.2.0' {
+declare module 'wasm-ccm:provider/http@0.2.1' {
   /**
    * Send one request and wait for the whole response.
    */

@@ -144,6 +144,13 @@ impl Provider for Template {
         }
     }
 
+    /// The variables `init` reads, by exact name (contract 0.2.1). Named here, `init` gets only
+    /// these and the places of declared secrets: a credential the operator keeps under the
+    /// prefix by another name never reaches the driver. `None`: every `EXAMPLE_` variable.
+    fn plain_env() -> Option<Vec<String>> {
+        Some(vec!["EXAMPLE_API_URL".into(), "EXAMPLE_API_TOKEN".into()])
+    }
+
     fn init(
         _ctx: Context,
         _config: Vec<u8>,

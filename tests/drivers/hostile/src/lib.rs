@@ -28,6 +28,9 @@ pub struct Hostile {
     secret: String,
     api_key: String,
     token: String,
+    /// The names of the environment variables `init` received, in order (the `env` behaviour
+    /// reports them).
+    env_names: Vec<String>,
 }
 
 /// What `info` answers. `info` has no input, so the host tests pick a hostile answer by patching
@@ -90,6 +93,11 @@ impl Provider for Hostile {
             // A well-declared token (issue 31): the host holds it; the `place` behaviour then
             // tries to put its placeholder where the declaration does not allow it.
             "secrets" => info.secrets = vec![declared_token()],
+            // The same declaration, with its plain variables declared (`plain_env`): the host
+            // then hands `init` an allow-list; the `plain-*` modes declare them wrongly.
+            "secrets-plain" | "plain-outside" | "plain-secret" => {
+                info.secrets = vec![declared_token()]
+            }
             // The token's location declared a second time under another name whose origin is
             // elsewhere: `--secret-origin token=…` would pin one name, the other would exfiltrate.
             "secrets-alias" => {
@@ -120,6 +128,16 @@ impl Provider for Hostile {
         info
     }
 
+    fn plain_env() -> Option<Vec<String>> {
+        let names: &[&str] = match info_mode().as_str() {
+            "secrets-plain" => &["HOSTILE_REGION"],
+            "plain-outside" => &["OTHER_REGION"],
+            "plain-secret" => &["HOSTILE_TOKEN"],
+            _ => return None,
+        };
+        Some(names.iter().map(|n| n.to_string()).collect())
+    }
+
     fn init(
         _ctx: Context,
         config: Vec<u8>,
@@ -140,6 +158,7 @@ impl Provider for Hostile {
         let secret = value_of("secret");
         let api_key = value_of("api-key");
         log::redact(&secret);
+        let env_names = env.iter().map(|(k, _)| k.clone()).collect();
         let token = env
             .into_iter()
             .find(|(k, _)| k == "HOSTILE_TOKEN")
@@ -149,6 +168,7 @@ impl Provider for Hostile {
             secret,
             api_key,
             token,
+            env_names,
         })
     }
 }
@@ -190,6 +210,8 @@ impl Instances for Hostile {
             "trap" => panic!("hostile driver: trap requested"),
             "fetch" => fetch(node)?,
             "place" => place(node, &self.token)?,
+            // Which variables `init` got, by name, comma-separated.
+            "env" => self.env_names.join(","),
             "flood" => {
                 let lines = node
                     .annotation("lines")

@@ -92,6 +92,13 @@ export const provider = defineInterface('provider', {
   housekeeping() {},
 });
 
+// The variables init reads, by exact name (contract 0.2.1). Named here, init gets only these and
+// the places of declared secrets: a credential the operator keeps under the prefix by another
+// name never reaches the driver. Return undefined for every {{ENV}}_ variable.
+export const environment = defineInterface('environment', {
+  plainVariables: () => ['{{ENV}}_API_URL', '{{ENV}}_API_TOKEN'],
+});
+
 export const instances = defineInterface('instances', {
   instanceExists: (node) => find(node) !== undefined,
   instanceShutdown: (node) => mustFind(node).shutdown === true,

@@ -113,6 +113,15 @@ class Provider(exports.Provider):
 
 
 @export
+class Environment(exports.Environment):
+    def plain_variables(self):
+        # The variables init reads, by exact name (contract 0.2.1). Named here, init gets only
+        # these and the places of declared secrets: a credential the operator keeps under the
+        # prefix by another name never reaches the driver. None: every {{ENV}}_ variable.
+        return ["{{ENV}}_API_URL", "{{ENV}}_API_TOKEN"]
+
+
+@export
 class Instances(exports.Instances):
     def instance_exists(self, node):
         return find(node) is not None

@@ -804,6 +804,11 @@ impl RunArgs {
         master_url(self.master.as_deref())
     }
 
+    /// `--controllers`: which loops run (checked right after [`Self::controller_config`]).
+    fn enabled_controllers(&self) -> anyhow::Result<EnabledControllers> {
+        EnabledControllers::parse(&self.controllers).map_err(anyhow::Error::msg)
+    }
+
     fn controller_config(&self) -> anyhow::Result<ControllerConfig> {
         if self.shadow_events && !self.shadow {
             bail!("--shadow-events only applies with --shadow; add --shadow or drop the flag");
@@ -817,11 +822,8 @@ impl RunArgs {
         if self.concurrent_node_syncs == 0 {
             bail!("--concurrent-node-syncs must be greater than 0");
         }
-        let controllers =
-            EnabledControllers::parse(&self.controllers).map_err(anyhow::Error::msg)?;
         Ok(ControllerConfig {
             cluster_name: self.cluster_name.clone(),
-            controllers,
             concurrent_node_syncs: self.concurrent_node_syncs,
             concurrent_node_status_updates: self.concurrent_node_status_updates,
             concurrent_service_syncs: self.concurrent_service_syncs.max(1),
@@ -1030,9 +1032,10 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         );
     }
     let config = args.controller_config()?;
+    let controllers = args.enabled_controllers()?;
     let lease_name = args.lease_name()?;
     if let Some(path) = args.drivers_config.clone() {
-        return run_driver_set(global, args, config, lease_name, &path).await;
+        return run_driver_set(global, args, config, controllers, lease_name, &path).await;
     }
     let Some(provider) = args.cloud_provider.clone().filter(|p| !p.is_empty()) else {
         bail!(
@@ -1151,6 +1154,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
         driver,
         RunOptions {
             config,
+            controllers,
             leader,
             serving,
             identity,
@@ -1174,6 +1178,7 @@ async fn run_driver_set(
     global: &GlobalArgs,
     args: RunArgs,
     config: ControllerConfig,
+    controllers: EnabledControllers,
     lease_name: String,
     path: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
@@ -1324,6 +1329,7 @@ async fn run_driver_set(
         set.routing,
         RunOptions {
             config,
+            controllers,
             leader,
             serving,
             identity,

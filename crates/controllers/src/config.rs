@@ -1,78 +1,8 @@
-//! The controllers' settings (from `wasm-ccm run`'s flags) and `--controllers` parsing.
+//! The controllers' settings (from `wasm-ccm run`'s flags). A leaf: which controllers run
+//! (`--controllers`) is [`crate::registry::EnabledControllers`], passed beside these settings,
+//! because parsing it reads the registry, which starts the controllers, which read these.
 
 use std::time::Duration;
-
-use crate::registry::{CONTROLLERS, position};
-
-/// Which controllers run: a set over the table in `registry.rs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EnabledControllers {
-    /// Bit `i` set: `CONTROLLERS[i]` runs.
-    mask: u8,
-}
-
-impl EnabledControllers {
-    /// Every controller (upstream's `*`: all are on by default).
-    pub const ALL: EnabledControllers = EnabledControllers {
-        mask: ((1u16 << CONTROLLERS.len()) - 1) as u8,
-    };
-
-    /// No controller.
-    pub const NONE: EnabledControllers = EnabledControllers { mask: 0 };
-
-    /// Whether the controller named `name` (canonical or alias) runs; unknown names do not.
-    pub fn is_enabled(&self, name: &str) -> bool {
-        position(name).is_some_and(|i| self.mask & (1 << i) != 0)
-    }
-
-    /// The canonical names of the controllers that run, in upstream's order.
-    pub fn names(&self) -> Vec<&'static str> {
-        CONTROLLERS
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| self.mask & (1 << i) != 0)
-            .map(|(_, c)| c.name)
-            .collect()
-    }
-
-    /// Parses `--controllers` with upstream's rules: `*` enables every controller that is on by
-    /// default (all of them), `name` enables, `-name` disables, the first explicit mention of a
-    /// controller wins, aliases map to canonical names, unknown names are an error.
-    pub fn parse(items: &[String]) -> Result<Self, String> {
-        let mut explicit: Vec<Option<bool>> = vec![None; CONTROLLERS.len()];
-        let mut star = false;
-        for item in items.iter().flat_map(|i| i.split(',')).map(str::trim) {
-            if item.is_empty() {
-                continue;
-            }
-            if item == "*" {
-                star = true;
-                continue;
-            }
-            let (on, name) = match item.strip_prefix('-') {
-                Some(name) => (false, name),
-                None => (true, item),
-            };
-            let Some(i) = position(name) else {
-                let known: Vec<String> = CONTROLLERS
-                    .iter()
-                    .map(|c| format!("{} ({})", c.name, c.alias))
-                    .collect();
-                return Err(format!(
-                    "--controllers: unknown controller {name:?}; known: *, {}",
-                    known.join(", ")
-                ));
-            };
-            explicit[i].get_or_insert(on);
-        }
-        let mask = explicit
-            .iter()
-            .enumerate()
-            .filter(|(_, on)| on.unwrap_or(star))
-            .fold(0u8, |mask, (i, _)| mask | (1 << i));
-        Ok(EnabledControllers { mask })
-    }
-}
 
 /// Settings of the control loops.
 #[derive(Debug, Clone)]
@@ -80,8 +10,6 @@ pub struct ControllerConfig {
     /// `--cluster-name`. The controllers do not read it (the driver gets the cluster name in
     /// `init`); it is here so the settings mirror upstream's.
     pub cluster_name: String,
-    /// `--controllers`: which loops run.
-    pub controllers: EnabledControllers,
     /// `--concurrent-node-syncs`: workers initialising nodes.
     pub concurrent_node_syncs: usize,
     /// `--concurrent-node-status-updates`: workers of the periodic address update; 0 means as
@@ -115,7 +43,6 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
             cluster_name: "kubernetes".into(),
-            controllers: EnabledControllers::ALL,
             concurrent_node_syncs: 1,
             concurrent_node_status_updates: 0,
             concurrent_service_syncs: 1,
@@ -150,10 +77,6 @@ impl ControllerConfig {
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> Result<EnabledControllers, String> {
-        EnabledControllers::parse(&[s.to_string()])
-    }
-
     #[test]
     fn address_workers_fall_back_to_node_syncs() {
         let with = |syncs, status| ControllerConfig {
@@ -167,37 +90,5 @@ mod tests {
         assert_eq!(with(1, 8).address_workers(), 8);
         // A configuration built in code with 0 syncs still gets one worker.
         assert_eq!(with(0, 0).address_workers(), 1);
-    }
-
-    #[test]
-    fn controllers_flag_table() {
-        let names = |s: &str| parse(s).map(|c| c.names());
-        let all = EnabledControllers::ALL.names();
-        assert_eq!(all.len(), 4);
-        assert_eq!(names("*"), Ok(all.clone()));
-        let no_route = vec![
-            "cloud-node-controller",
-            "cloud-node-lifecycle-controller",
-            "service-lb-controller",
-        ];
-        assert_eq!(names("*,-route"), Ok(no_route.clone()));
-        assert_eq!(names("-node-route-controller,*"), Ok(no_route));
-        assert_eq!(
-            names("service,cloud-node"),
-            Ok(vec!["cloud-node-controller", "service-lb-controller"])
-        );
-        // The first explicit mention wins.
-        assert_eq!(
-            parse("service,-service").map(|c| c.is_enabled("service")),
-            Ok(true)
-        );
-        assert_eq!(parse(""), Ok(EnabledControllers::NONE));
-        let err = parse("*,nodes").unwrap_err();
-        assert!(
-            err.contains("unknown controller \"nodes\"") && err.contains("cloud-node"),
-            "{err}"
-        );
-        assert!(EnabledControllers::ALL.is_enabled("cloud-node-lifecycle"));
-        assert!(!EnabledControllers::ALL.is_enabled("nodes"));
     }
 }

@@ -24,17 +24,21 @@
 mod answer_rules;
 mod backends;
 mod cloud;
+mod cluster_view;
 mod config;
-mod context;
 mod convert;
+mod ctx;
 mod error;
+mod events;
 mod informer;
+mod kube;
 pub mod kubernetes_version;
 mod leader;
 mod lifecycle;
 pub mod metrics;
 mod node;
 mod node_rules;
+mod ownership;
 mod queue;
 mod registry;
 mod reload;
@@ -49,9 +53,11 @@ mod service_rules;
 pub mod shadow;
 pub mod user_agent;
 
-pub use config::{ControllerConfig, EnabledControllers};
+pub use cloud::DriverSlot;
+pub use config::ControllerConfig;
 pub use leader::{LeaderConfig, default_identity};
-pub use reload::{DriverSlot, Loader, Refusal, ReloadOptions};
+pub use registry::EnabledControllers;
+pub use reload::{Loader, Refusal, ReloadOptions};
 pub use routing::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
 pub use run::{
     DriverEntry, Exit, RunOptions, Running, run, run_set, start_controllers, start_driver_set,

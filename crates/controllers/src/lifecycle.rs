@@ -11,8 +11,10 @@ use tracing::Instrument;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
-use crate::context::{Ctx, Target, is_status, reference};
 use crate::convert::{node_is_ready, node_to_wit};
+use crate::ctx::Ctx;
+use crate::events::reference;
+use crate::kube::{Target, is_status};
 use crate::node_rules::SHUTDOWN_TAINT;
 
 /// Reporter name of the lifecycle controller's events.

@@ -16,9 +16,12 @@ use wasm_ccm_runtime::CallError;
 use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, sanitize_addresses, sanitize_metadata,
 };
-use crate::context::{Ctx, Subject, Target, is_status, reference};
+use crate::cloud::Subject;
 use crate::convert::{node_to_wit, to_kube_address};
+use crate::ctx::Ctx;
 use crate::error::ReconcileError;
+use crate::events::reference;
+use crate::kube::{Target, is_status};
 use crate::node_rules::{
     PROVIDED_NODE_IP, UNINITIALIZED_TAINT, addresses_changed, beta_to_ga, init_labels,
     merge_addresses,

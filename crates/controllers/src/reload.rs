@@ -16,7 +16,7 @@ use std::future::Future;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -24,36 +24,9 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Driver;
 
-use crate::context::Events;
+use crate::cloud::DriverSlot;
+use crate::events::Events;
 use crate::metrics::Metrics;
-
-/// The driver in service; swapped whole by a reload.
-pub struct DriverSlot {
-    current: RwLock<Arc<Driver>>,
-}
-
-impl DriverSlot {
-    /// A slot holding `driver`.
-    pub fn new(driver: Arc<Driver>) -> Self {
-        DriverSlot {
-            current: RwLock::new(driver),
-        }
-    }
-
-    /// The driver in service now. Callers hold the `Arc` for one call, so a swap never
-    /// interrupts a call in flight.
-    pub(crate) fn get(&self) -> Arc<Driver> {
-        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Puts `driver` in service; returns the one it replaced.
-    pub(crate) fn swap(&self, driver: Arc<Driver>) -> Arc<Driver> {
-        std::mem::replace(
-            &mut *self.current.write().unwrap_or_else(|p| p.into_inner()),
-            driver,
-        )
-    }
-}
 
 /// Why a new version was refused.
 #[derive(Debug, Clone)]

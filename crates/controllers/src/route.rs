@@ -10,9 +10,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::context::{Ctx, Subject, reference};
+use crate::cloud::Subject;
 use crate::convert::node_to_wit;
+use crate::ctx::Ctx;
 use crate::error::ReconcileError;
+use crate::events::reference;
 use crate::route_rules::{Cidr, RouteNode, network_condition, plan_routes};
 
 /// Reporter name of the route controller's events.

@@ -10,16 +10,19 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Driver;
 
-use crate::cloud::SharedCloud;
+use crate::cloud::{Cloud, DriverSlot, SharedCloud, Subject};
+use crate::cluster_view::StoreCluster;
 use crate::config::ControllerConfig;
-use crate::context::{Cloud, Ctx, Events, Kube, StoreCluster, Subject};
+use crate::ctx::Ctx;
+use crate::events::Events;
 use crate::informer::{Informer, Store};
+use crate::kube::Kube;
 use crate::kubernetes_version;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::metrics::Metrics;
 use crate::node::is_uninitialized;
-use crate::registry::{CONTROLLERS, Needs, Pending, Wiring};
-use crate::reload::{DriverSlot, ReloadOptions, record_in_service, watch};
+use crate::registry::{CONTROLLERS, EnabledControllers, Needs, Pending, Wiring};
+use crate::reload::{ReloadOptions, record_in_service, watch};
 use crate::routing::DriverView;
 use crate::routing::Routing;
 use crate::server::{Health, Serving, serve};
@@ -30,6 +33,8 @@ use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
 pub struct RunOptions {
     /// The control loops' settings.
     pub config: ControllerConfig,
+    /// `--controllers`: which loops run.
+    pub controllers: EnabledControllers,
     /// `None` runs without leader election.
     pub leader: Option<LeaderConfig>,
     /// Where and how `/healthz`, `/readyz` and `/metrics` are served; `None` serves nothing.
@@ -94,7 +99,15 @@ pub fn start_controllers(
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
-    start_with_cloud(client, driver, config, metrics, identity, cancel)
+    start_with_cloud(
+        client,
+        driver,
+        config,
+        EnabledControllers::ALL,
+        metrics,
+        identity,
+        cancel,
+    )
 }
 
 /// Starts informers and, per driver of `routing` (`drivers` in its order), the controllers its
@@ -112,7 +125,16 @@ pub fn start_driver_set(
         .into_iter()
         .map(|d| d as SharedCloud)
         .collect::<Vec<_>>();
-    start_clouds(client, clouds, routing, config, metrics, identity, cancel)
+    start_clouds(
+        client,
+        clouds,
+        routing,
+        config,
+        EnabledControllers::ALL,
+        metrics,
+        identity,
+        cancel,
+    )
 }
 
 /// The context every controller shares, over the informers' stores.
@@ -161,6 +183,7 @@ pub(crate) fn start_with_cloud(
     client: Client,
     cloud: SharedCloud,
     config: ControllerConfig,
+    controllers: EnabledControllers,
     metrics: Arc<Metrics>,
     identity: &str,
     cancel: CancellationToken,
@@ -171,6 +194,7 @@ pub(crate) fn start_with_cloud(
         vec![cloud],
         routing,
         config,
+        controllers,
         metrics,
         identity,
         cancel,
@@ -193,11 +217,13 @@ fn role_wants(route: &DriverView, needs: Needs) -> bool {
 
 /// Informers once; per cloud (in `routing`'s order) a context and its controllers, so each
 /// driver has its own queues, workers and loops and a hung driver stalls only its own objects.
+#[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub(crate) fn start_clouds(
     client: Client,
     clouds: Vec<SharedCloud>,
     routing: Arc<Routing>,
     config: ControllerConfig,
+    controllers: EnabledControllers,
     metrics: Arc<Metrics>,
     identity: &str,
     cancel: CancellationToken,
@@ -223,7 +249,7 @@ pub(crate) fn start_clouds(
             service_informer.store(),
         );
         for entry in CONTROLLERS {
-            if !config.controllers.is_enabled(entry.name)
+            if !controllers.is_enabled(entry.name)
                 || !(entry.switched_on)(&config)
                 || !role_wants(&route, entry.needs)
             {
@@ -421,11 +447,12 @@ pub async fn run_set(
         );
     }
     let work = cancel.child_token();
-    let running = start_driver_set(
+    let running = start_clouds(
         client.clone(),
-        slots,
+        slots.into_iter().map(|d| d as SharedCloud).collect(),
         routing,
         opts.config,
+        opts.controllers,
         Arc::clone(&metrics),
         &opts.identity,
         work.clone(),

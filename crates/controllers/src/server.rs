@@ -8,6 +8,7 @@
 //! `ReadHeaderTimeout`, `IdleTimeout` and `MaxHeaderBytes`; without them a client that connects
 //! and sends nothing holds a task and a socket for ever), and the number of connections is capped.
 
+mod cert_files;
 mod cert_reload;
 pub mod delegated_auth;
 pub mod tls;

@@ -18,11 +18,15 @@ use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
 use crate::backends::{BackendSet, Backends};
-use crate::context::{Ctx, PendingWrite, Subject, Target, is_status, reference};
+use crate::cloud::Subject;
+use crate::cluster_view::PendingWrite;
 use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
+use crate::ctx::Ctx;
 use crate::error::in_progress;
 use crate::error::{ReconcileError, requested_delay};
+use crate::events::reference;
 use crate::informer::key_of;
+use crate::kube::{Target, is_status};
 use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
 use crate::service_rules::{BackendKey, needs_update_for, should_sync_updated_node};
 

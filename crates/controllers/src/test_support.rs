@@ -23,7 +23,7 @@ use wasm_ccm_sim::kube::KubeSim;
 
 use crate::cloud::{CloudProvider, SharedCloud};
 use crate::config::ControllerConfig;
-use crate::context::Ctx;
+use crate::ctx::Ctx;
 use crate::informer::Informer;
 use crate::metrics::Metrics;
 use crate::run::new_ctx;

@@ -13,7 +13,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use super::tls::{TlsError, read_chain, read_key};
+use super::cert_files::{TlsError, read_chain, read_key};
 
 /// How often the files are checked (upstream: a file watch plus a resync every minute; a stat
 /// of two files every 10 s is as cheap and needs no inotify).

@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use tokio_util::sync::CancellationToken;
 
 use super::{Difference, Verdict};
-use crate::context::{Ctx, Events, reference};
+use crate::ctx::Ctx;
+use crate::events::{Events, reference};
 
 /// How often `run` reads the report for new divergences.
 pub(crate) const PERIOD: Duration = Duration::from_secs(10);

@@ -1,5 +1,5 @@
 //! Shadow mode (`wasm-ccm run --shadow`): every controller and driver call runs as usual beside
-//! the CCM in charge, but nothing is written. Kubernetes writes go through [`crate::context::Kube`]
+//! the CCM in charge, but nothing is written. Kubernetes writes go through [`crate::kube::Kube`]
 //! and are recorded here instead of sent (or sent with `dryRun=All` when the apiserver should
 //! judge them); the driver's requests that would change the cloud are refused by the runtime
 //! before they leave (`wasm_ccm_runtime::http::shadow`) and recorded here from the call's

@@ -588,7 +588,7 @@ mod announcing {
     use std::time::Duration;
 
     use crate::config::ControllerConfig;
-    use crate::context::Events;
+    use crate::events::Events;
     use crate::lifecycle::LifecycleController;
     use crate::shadow::ShadowOptions;
     use crate::shadow::announce::Announcer;

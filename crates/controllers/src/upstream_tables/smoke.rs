@@ -75,7 +75,8 @@ async fn a_load_balancer_is_ensured_then_deleted_in_process() {
 
 #[tokio::test]
 async fn controllers_start_from_the_table_by_flag_switch_and_export() {
-    use crate::config::{ControllerConfig, EnabledControllers};
+    use crate::config::ControllerConfig;
+    use crate::registry::EnabledControllers;
     use crate::run::start_with_cloud;
     use tokio_util::sync::CancellationToken;
     use wasm_ccm_runtime::surface::Exports;
@@ -87,15 +88,16 @@ async fn controllers_start_from_the_table_by_flag_switch_and_export() {
             ..FakeCloud::default()
         };
         let config = ControllerConfig {
-            controllers: EnabledControllers::parse(&[controllers.to_string()]).expect("flag"),
             configure_cloud_routes: routes,
             ..ControllerConfig::default()
         };
+        let controllers = EnabledControllers::parse(&[controllers.to_string()]).expect("flag");
         let cancel = CancellationToken::new();
         let running = start_with_cloud(
             h.client.clone(),
             Arc::new(cloud),
             config,
+            controllers,
             Arc::new(crate::metrics::Metrics::default()),
             "test",
             cancel.clone(),

@@ -1,0 +1,242 @@
+//! The write seam: the Kubernetes client with `--kube-api-qps/burst` applied and requests
+//! counted. Every write the controllers make goes through [`Kube::patch`],
+//! [`Kube::patch_conditions`] or [`Kube::delete_node`], so shadow mode lives here (a shadow run
+//! records the writes instead of sending them) and not in the controllers.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::metrics::Metrics;
+use crate::queue::TokenBucket;
+use crate::shadow::{KubeChange, Recorded, ShadowLog};
+
+/// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted. Every write
+/// the controllers make goes through [`Kube::patch`], [`Kube::patch_conditions`] or
+/// [`Kube::delete_node`], so a shadow run can record them instead.
+pub(crate) struct Kube {
+    client: Client,
+    limiter: TokenBucket,
+    metrics: Arc<Metrics>,
+    shadow: Option<Arc<ShadowLog>>,
+}
+
+/// The object a controller writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// A Node by name.
+    Node(&'a str),
+    /// A Service.
+    Service { namespace: &'a str, name: &'a str },
+}
+
+impl Target<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Target::Node(_) => "Node",
+            Target::Service { .. } => "Service",
+        }
+    }
+
+    fn key(&self) -> String {
+        match self {
+            Target::Node(name) => name.to_string(),
+            Target::Service { namespace, name } => format!("{namespace}/{name}"),
+        }
+    }
+}
+
+impl Kube {
+    /// Wraps `client`; with `shadow`, writes are recorded there instead of sent.
+    pub(crate) fn new(
+        client: Client,
+        qps: f32,
+        burst: u32,
+        metrics: Arc<Metrics>,
+        shadow: Option<Arc<ShadowLog>>,
+    ) -> Self {
+        Kube {
+            client,
+            limiter: TokenBucket::new(f64::from(qps), burst),
+            metrics,
+            shadow,
+        }
+    }
+
+    /// Merge-patches `target` (its `status` subresource when `status`).
+    pub(crate) async fn patch(
+        &self,
+        controller: &'static str,
+        target: Target<'_>,
+        patch: &Value,
+        status: bool,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Patch { patch, status };
+        self.write(controller, target, change, |dry_run| {
+            let params = PatchParams {
+                dry_run,
+                ..Default::default()
+            };
+            let patch = Patch::Merge(patch);
+            async move {
+                match (target, status) {
+                    (Target::Node(name), false) => {
+                        self.nodes().patch(name, &params, &patch).await.map(drop)
+                    }
+                    (Target::Node(name), true) => self
+                        .nodes()
+                        .patch_status(name, &params, &patch)
+                        .await
+                        .map(drop),
+                    (Target::Service { namespace, name }, false) => self
+                        .services(namespace)
+                        .patch(name, &params, &patch)
+                        .await
+                        .map(drop),
+                    (Target::Service { namespace, name }, true) => self
+                        .services(namespace)
+                        .patch_status(name, &params, &patch)
+                        .await
+                        .map(drop),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Strategic-merge-patches a Node's status conditions (merged by `type`, so the other
+    /// conditions stay as the kubelet wrote them).
+    pub(crate) async fn patch_conditions(
+        &self,
+        controller: &'static str,
+        node: &str,
+        patch: &Value,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Patch {
+            patch,
+            status: true,
+        };
+        self.write(controller, Target::Node(node), change, |dry_run| {
+            let params = PatchParams {
+                dry_run,
+                ..Default::default()
+            };
+            async move {
+                self.nodes()
+                    .patch_status(node, &params, &Patch::Strategic(patch))
+                    .await
+                    .map(drop)
+            }
+        })
+        .await
+    }
+
+    /// Deletes a Node, preconditioned on its UID (a node re-registered under the same name
+    /// meanwhile is left alone).
+    pub(crate) async fn delete_node(
+        &self,
+        controller: &'static str,
+        node: &str,
+        uid: Option<&str>,
+    ) -> Result<(), kube::Error> {
+        let change = KubeChange::Delete { uid };
+        self.write(controller, Target::Node(node), change, |dry_run| {
+            let params = DeleteParams {
+                dry_run,
+                preconditions: Some(Preconditions {
+                    uid: uid.map(str::to_string),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            async move { self.nodes().delete(node, &params).await.map(drop) }
+        })
+        .await
+    }
+
+    /// Sends a write (`send(false)`), or in a shadow run records it, after sending it as a dry
+    /// run (`send(true)`) when the apiserver should judge it. A shadow write always "succeeds":
+    /// the controller goes on as though it had written, which is the state the report judges.
+    async fn write<F, Fut>(
+        &self,
+        controller: &'static str,
+        target: Target<'_>,
+        change: KubeChange<'_>,
+        send: F,
+    ) -> Result<(), kube::Error>
+    where
+        F: FnOnce(bool) -> Fut,
+        Fut: std::future::Future<Output = Result<(), kube::Error>>,
+    {
+        let verb = match change {
+            KubeChange::Delete { .. } => "delete",
+            KubeChange::Patch { .. } => "patch",
+        };
+        let Some(shadow) = &self.shadow else {
+            return self.request(verb, send(false)).await;
+        };
+        let apiserver = if shadow.options().validate_on_server {
+            Some(match self.request(verb, send(true)).await {
+                Ok(()) => "accepted".to_string(),
+                Err(kube::Error::Api(s)) => format!("refused ({}): {}", s.code, s.message),
+                Err(e) => format!("not judged: {e}"),
+            })
+        } else {
+            None
+        };
+        let recorded =
+            shadow.record_kube(controller, target.kind(), &target.key(), change, apiserver);
+        if recorded == Recorded::Changed {
+            self.metrics.inc(
+                "wasm_ccm_shadow_writes_total",
+                &[("controller", controller), ("target", "kube")],
+            );
+            tracing::info!(
+                controller,
+                kind = target.kind(),
+                object = %target.key(),
+                verb,
+                "shadow: would write (recorded, not sent)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Nodes.
+    pub(crate) fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    /// Services of one namespace.
+    pub(crate) fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Runs one request after the rate limit and counts it by verb and code.
+    pub(crate) async fn request<T>(
+        &self,
+        verb: &'static str,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, kube::Error> {
+        self.limiter.acquire().await;
+        let result = fut.await;
+        let code = match &result {
+            Ok(_) => "2xx".to_string(),
+            Err(kube::Error::Api(s)) => s.code.to_string(),
+            Err(_) => "error".to_string(),
+        };
+        self.metrics.inc(
+            "wasm_ccm_kube_requests_total",
+            &[("verb", verb), ("code", &code)],
+        );
+        result
+    }
+}
+
+/// Whether a Kubernetes error is HTTP `code`.
+pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}

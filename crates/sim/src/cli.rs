@@ -5,114 +5,86 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
-use crate::cloudstack::{self, CidrSeparator, CloudstackOptions, CloudstackSim};
+use crate::kit::{self, CLOUDS};
 use crate::kube::{KubeSim, KubeSimOptions, load_seed_file};
-use crate::phoenixnap::{self, PhoenixnapOptions, PhoenixnapSim};
 use anyhow::Context as _;
-use clap::Subcommand;
+use clap::error::ErrorKind;
+use clap::{ArgMatches, Args as _, FromArgMatches};
 
-/// Which simulator to run, with its options.
-#[derive(Debug, Subcommand)]
+/// The subcommand of the Kubernetes simulator (the clouds' are their names in the kit's list).
+const KUBE: &str = "kube";
+
+/// Which simulator to run, with its options: `kube`, or a cloud of the kit's list whose entry
+/// has a [`kit::SimCli`] (its subcommand is the cloud's name; its options are its own).
+#[derive(Debug)]
 pub enum Command {
     /// The Kubernetes API server (plain HTTP, JSON, any credentials accepted).
     Kube(KubeArgs),
-    /// The cloudscale.ch REST API (bearer token, JSON, `/v1/...`).
-    Cloudscale(CloudscaleArgs),
-    /// The PhoenixNAP APIs: OAuth2 token endpoint, `/bmc/v1`, `/ips/v1`, `/networks/v1`,
-    /// `/tag-manager/v1` (bearer tokens, JSON).
-    Phoenixnap(PhoenixnapArgs),
-    /// The Apache CloudStack API: one endpoint `/client/api`, signed requests, JSON, async
-    /// jobs.
-    Cloudstack(CloudstackArgs),
+    /// A cloud's API, as the cloud's [`kit::SimCli`] parsed it.
+    Cloud {
+        /// The cloud's name in [`CLOUDS`].
+        name: &'static str,
+        /// Its subcommand's arguments, read by the cloud's [`kit::SimCli::run`].
+        matches: ArgMatches,
+    },
 }
 
-/// The options of `sim cloudstack`.
-#[derive(Debug, clap::Args)]
-pub struct CloudstackArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:8482")]
-    listen: SocketAddr,
-    /// Zones, projects, VPCs, ACL lists, networks, public IPs and VMs to start with (YAML or
-    /// JSON; see the README). Default: the example account of `seeds/cloudstack.yaml`.
-    #[arg(long, value_name = "FILE")]
-    seed: Option<PathBuf>,
-    /// Start without any state instead of the example account.
-    #[arg(long, conflicts_with = "seed")]
-    empty: bool,
-    /// The API key requests must carry.
-    #[arg(long, value_name = "KEY", default_value = "sim-api-key")]
-    api_key: String,
-    /// The secret key requests are signed with.
-    #[arg(long, value_name = "KEY", default_value = "sim-secret-key")]
-    secret_key: String,
-    /// Make the account a root admin (`listManagementServersMetrics`, VM `hostname`).
-    #[arg(long)]
-    admin: bool,
-    /// `queryAsyncJobResult` polls until a job completes (0: before the command answers).
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    job_polls: u32,
-    /// Jobs complete after this long instead (`2s`, `500ms`, `1m` or plain seconds).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    job_duration: Option<Duration>,
-    /// How load-balancer rules render `cidrlist`: `comma` or `space`.
-    #[arg(long, value_name = "SEP", default_value = "comma", value_parser = parse_separator)]
-    cidr_separator: CidrSeparator,
+/// The clouds with a `sim` subcommand, in the list's order.
+fn cli_clouds() -> impl Iterator<Item = (&'static kit::Cloud, &'static kit::SimCli)> {
+    CLOUDS
+        .iter()
+        .filter_map(|c| c.cli.as_ref().map(|cli| (c, cli)))
 }
 
-/// `comma` or `space`.
-fn parse_separator(text: &str) -> Result<CidrSeparator, String> {
-    match text {
-        "comma" => Ok(CidrSeparator::Comma),
-        "space" => Ok(CidrSeparator::Space),
-        _ => Err(format!("{text:?}: the separator is comma or space")),
+impl FromArgMatches for Command {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        match matches.subcommand() {
+            Some((KUBE, sub)) => Ok(Command::Kube(KubeArgs::from_arg_matches(sub)?)),
+            Some((name, sub)) => match cli_clouds().find(|(c, _)| c.name == name) {
+                Some((cloud, _)) => Ok(Command::Cloud {
+                    name: cloud.name,
+                    matches: sub.clone(),
+                }),
+                None => Err(clap::Error::raw(
+                    ErrorKind::InvalidSubcommand,
+                    format!(
+                        "there is no `{name}` simulator; choose kube or a cloud of the kit's list\n"
+                    ),
+                )),
+            },
+            None => Err(clap::Error::raw(
+                ErrorKind::MissingSubcommand,
+                "name the simulator to run: kube or a cloud of the kit's list\n",
+            )),
+        }
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Command::from_arg_matches(matches)?;
+        Ok(())
     }
 }
 
-/// The options of `sim phoenixnap`.
-#[derive(Debug, clap::Args)]
-pub struct PhoenixnapArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:8481")]
-    listen: SocketAddr,
-    /// Tags, servers, public networks and IP blocks to start with (YAML or JSON; see the
-    /// README).
-    #[arg(long, value_name = "FILE")]
-    seed: Option<PathBuf>,
-    /// The OAuth2 client ID the token endpoint accepts.
-    #[arg(long, value_name = "ID", default_value = "sim-client")]
-    client_id: String,
-    /// The OAuth2 client secret the token endpoint accepts.
-    #[arg(long, value_name = "SECRET", default_value = "sim-secret")]
-    client_secret: String,
-    /// How long issued tokens are valid: `2s`, `500ms`, `1m` or plain seconds.
-    #[arg(long, default_value = "3600", value_parser = parse_duration)]
-    token_ttl: Duration,
-    /// How long IP block assignment and unassignment take: `2s`, `500ms`, `1m` or plain
-    /// seconds.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
-    assign_after: Duration,
-}
+impl clap::Subcommand for Command {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        let kube = KubeArgs::augment_args(clap::Command::new(KUBE))
+            .about("The Kubernetes API server (plain HTTP, JSON, any credentials accepted)");
+        cli_clouds().fold(command.subcommand(kube), |command, (cloud, cli)| {
+            command.subcommand((cli.args)(clap::Command::new(cloud.name)).about(cli.about))
+        })
+    }
 
-/// The options of `sim cloudscale`.
-#[derive(Debug, clap::Args)]
-pub struct CloudscaleArgs {
-    /// Address to listen on (port 0 picks a free port).
-    #[arg(long, default_value = "127.0.0.1:8480")]
-    listen: SocketAddr,
-    /// Servers and floating IPs to start with (YAML or JSON; see the README).
-    #[arg(long, value_name = "FILE")]
-    seed: Option<PathBuf>,
-    /// The bearer token clients must send.
-    #[arg(long, default_value = "sim-token")]
-    token: String,
-    /// How long new load balancers stay `changing`: `2s`, `500ms`, `1m` or plain seconds.
-    #[arg(long, default_value = "0", value_parser = parse_duration)]
-    lb_ready_after: Duration,
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        Command::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        name == KUBE || cli_clouds().any(|(c, _)| c.name == name)
+    }
 }
 
 /// `500ms`, `2s`, `1m`, or a plain number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => text.split_at(i),
@@ -166,146 +138,11 @@ fn parse_server_version(text: &str) -> Result<String, String> {
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Kube(args) => kube(args).await,
-        Command::Cloudscale(args) => cloudscale(args).await,
-        Command::Phoenixnap(args) => phoenixnap(args).await,
-        Command::Cloudstack(args) => cloudstack(args).await,
+        Command::Cloud { name, matches } => match cli_clouds().find(|(c, _)| c.name == name) {
+            Some((_, cli)) => (cli.run)(matches).await,
+            None => anyhow::bail!("there is no `{name}` simulator in the kit's list"),
+        },
     }
-}
-
-async fn cloudstack(args: CloudstackArgs) -> anyhow::Result<()> {
-    // Read and check the seed before binding so a bad file fails fast with nothing started.
-    let seed = match (&args.seed, args.empty) {
-        (Some(path), _) => cloudstack::Seed::load_file(path)?,
-        (None, true) => cloudstack::Seed::default(),
-        (None, false) => cloudstack::Seed::example(),
-    };
-    let counts = [
-        (seed.zones.len(), "zones"),
-        (seed.projects.len(), "projects"),
-        (seed.vpcs.len(), "VPCs"),
-        (seed.networks.len(), "networks"),
-        (seed.vms.len(), "VMs"),
-        (seed.public_ips.len(), "allocated public IPs"),
-    ];
-    let options = CloudstackOptions {
-        api_key: args.api_key,
-        secret_key: args.secret_key,
-        admin: args.admin,
-        job_polls: args.job_polls,
-        job_duration: args.job_duration,
-        cidr_separator: args.cidr_separator,
-        ..CloudstackOptions::default()
-    };
-    let sim = CloudstackSim::start_on(args.listen, options).await?;
-    sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;
-    println!("cloudstack simulator listening on {}", sim.url());
-    let seeded: Vec<String> = counts
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    if !seeded.is_empty() {
-        println!("seeded {}", seeded.join(", "));
-    }
-    let free = sim
-        .public_ips()
-        .iter()
-        .filter(|ip| ip["state"] == "Free")
-        .count();
-    println!(
-        "{free} free public IPs; control API under {}/sim",
-        sim.base_url()
-    );
-    println!("cloud-config:");
-    println!("[Global]");
-    println!("api-url = {}", sim.url());
-    println!("api-key = {}", sim.api_key());
-    println!("secret-key = {}", sim.secret_key());
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot wait for Ctrl-C")?;
-    sim.shutdown().await;
-    Ok(())
-}
-
-async fn phoenixnap(args: PhoenixnapArgs) -> anyhow::Result<()> {
-    // Read and check the seed before binding so a bad file fails fast with nothing started.
-    let seed = match &args.seed {
-        Some(path) => phoenixnap::Seed::load_file(path)?,
-        None => phoenixnap::Seed::default(),
-    };
-    let counts = [
-        (seed.tags.len(), "tags"),
-        (seed.servers.len(), "servers"),
-        (seed.public_networks.len(), "public networks"),
-        (seed.ip_blocks.len(), "IP blocks"),
-    ];
-    let options = PhoenixnapOptions {
-        client_id: args.client_id,
-        client_secret: args.client_secret,
-        token_ttl: args.token_ttl,
-        assign_after: args.assign_after,
-    };
-    let sim = PhoenixnapSim::start(args.listen, options).await?;
-    sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;
-    println!("phoenixnap simulator listening on {}", sim.url());
-    println!("token URL: {}", sim.token_url());
-    let seeded: Vec<String> = counts
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    if !seeded.is_empty() {
-        println!("seeded {}", seeded.join(", "));
-    }
-    for network in sim.public_networks() {
-        println!(
-            "public network {} ({}, VLAN {}): loadbalancer kube-vip://{}",
-            network["name"].as_str().unwrap_or(""),
-            network["location"].as_str().unwrap_or(""),
-            network["vlanId"],
-            network["id"].as_str().unwrap_or(""),
-        );
-    }
-    println!(
-        "PNAP_CLIENT_ID={} PNAP_CLIENT_SECRET={}",
-        sim.client_id(),
-        sim.client_secret()
-    );
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot wait for Ctrl-C")?;
-    sim.shutdown().await;
-    Ok(())
-}
-
-async fn cloudscale(args: CloudscaleArgs) -> anyhow::Result<()> {
-    // Read and check the seed before binding so a bad file fails fast with nothing started.
-    let seed = match &args.seed {
-        Some(path) => Seed::load_file(path)?,
-        None => Seed::default(),
-    };
-    let (servers, fips) = (seed.servers.len(), seed.floating_ips.len());
-    let options = CloudscaleOptions {
-        token: args.token,
-        lb_ready_after: args.lb_ready_after,
-    };
-    let sim = CloudscaleSim::start(args.listen, options).await?;
-    sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;
-    println!("cloudscale simulator listening on {}", sim.url());
-    if servers + fips > 0 {
-        println!("seeded {servers} servers and {fips} floating IPs");
-    }
-    println!(
-        "CLOUDSCALE_API_URL={}/ CLOUDSCALE_ACCESS_TOKEN={}",
-        sim.url(),
-        sim.token()
-    );
-    tokio::signal::ctrl_c()
-        .await
-        .context("cannot wait for Ctrl-C")?;
-    sim.shutdown().await;
-    Ok(())
 }
 
 async fn kube(args: KubeArgs) -> anyhow::Result<()> {
@@ -359,12 +196,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn separators() {
-        assert_eq!(parse_separator("space"), Ok(CidrSeparator::Space));
-        assert!(parse_separator("tab").is_err());
-    }
-
-    #[test]
     fn durations() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
@@ -372,5 +203,79 @@ mod tests {
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
         assert!(parse_duration("2h").is_err());
         assert!(parse_duration("s").is_err());
+    }
+
+    /// The binaries' shape: `<bin> <simulator> [options]`.
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    fn parse(args: &[&str]) -> Result<Command, clap::Error> {
+        use clap::Parser as _;
+        Cli::try_parse_from(std::iter::once("wasm-ccm-sim").chain(args.iter().copied()))
+            .map(|cli| cli.command)
+    }
+
+    #[test]
+    fn each_cloud_with_a_subcommand_parses_its_own_options() {
+        // Written here, not taken from the list under test; a new cloud may join them.
+        let with_cli: Vec<&str> = cli_clouds().map(|(c, _)| c.name).collect();
+        assert_eq!(
+            with_cli.get(..3),
+            Some(&["cloudscale", "phoenixnap", "cloudstack"][..])
+        );
+        for (args, cloud, option, value) in [
+            (
+                &["cloudscale", "--token", "t"][..],
+                "cloudscale",
+                "token",
+                "t",
+            ),
+            (
+                &["phoenixnap", "--client-id", "c"][..],
+                "phoenixnap",
+                "client_id",
+                "c",
+            ),
+            (
+                &["cloudstack", "--api-key", "k"][..],
+                "cloudstack",
+                "api_key",
+                "k",
+            ),
+        ] {
+            match parse(args) {
+                Ok(Command::Cloud { name, matches }) => {
+                    assert_eq!(name, cloud);
+                    assert_eq!(
+                        matches.get_one::<String>(option).map(String::as_str),
+                        Some(value),
+                        "{args:?}"
+                    );
+                }
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+        // One cloud's option is not another's.
+        let err = parse(&["cloudscale", "--api-key", "k"]).expect_err("not a cloudscale option");
+        assert_eq!(err.kind(), ErrorKind::UnknownArgument, "{err}");
+        assert!(matches!(
+            parse(&["kube", "--tls"]),
+            Ok(Command::Kube(KubeArgs { tls: true, .. }))
+        ));
+    }
+
+    #[test]
+    fn a_cloud_without_a_subcommand_and_an_unknown_name_are_refused() {
+        // The static inventory is in the list but has no `sim` subcommand.
+        assert!(crate::kit::cloud("static").is_some_and(|c| c.cli.is_none()));
+        for name in ["static", "aws"] {
+            let err = parse(&[name]).expect_err(name);
+            assert_eq!(err.kind(), ErrorKind::InvalidSubcommand, "{name}: {err}");
+        }
+        // The control: a listed cloud with a subcommand is accepted.
+        assert!(parse(&["cloudstack"]).is_ok());
     }
 }

@@ -11,21 +11,11 @@ use wasm_ccm_sim::kit::{self, SimCloud, StartOptions};
 use super::scenario::Scenario;
 use crate::cassette::{Cassette, Replayer};
 
-/// The OAuth2 client ID of `sim:phoenixnap` (its secret is `${CLOUD_TOKEN}`).
-pub(super) const PHOENIXNAP_CLIENT_ID: &str = "conformance";
-
-/// The API key of `sim:cloudstack` (its secret key is `${CLOUD_TOKEN}`; `${CLOUD_URL}` is
-/// `http://127.0.0.1:<port>`, the API below it at `/client/api`).
-pub(super) const CLOUDSTACK_API_KEY: &str = "conformance";
-
-/// The account name scenarios use with `${CLOUD_TOKEN}` (PhoenixNAP's client ID, CloudStack's
-/// API key; the other simulators have none).
-fn sim_account(name: &str) -> &'static str {
-    match name {
-        "phoenixnap" => PHOENIXNAP_CLIENT_ID,
-        _ => CLOUDSTACK_API_KEY,
-    }
-}
+/// The account every `sim:` cloud is started with, for clouds whose secret belongs to one
+/// (PhoenixNAP's OAuth2 client ID, CloudStack's API key; the others have none): scenarios name
+/// it beside `${CLOUD_TOKEN}`, its secret (see `drivers/<cloud>/conformance.yaml`). Each cloud's
+/// kit entry maps it onto its own field ([`StartOptions::account`]), so no cloud is named here.
+pub(super) const SIM_ACCOUNT: &str = "conformance";
 
 /// The environment variable holding the credential for `--cloud URL` (`${CLOUD_TOKEN}`).
 pub(super) const TOKEN_ENV: &str = "WASM_CCM_CLOUD_TOKEN";
@@ -97,7 +87,7 @@ impl CloudUnderTest {
                     name,
                     StartOptions {
                         secret: Some(token.clone()),
-                        account: Some(sim_account(name).into()),
+                        account: Some(SIM_ACCOUNT.into()),
                         empty: true,
                         ..Default::default()
                     },

@@ -47,7 +47,7 @@ pub(super) struct ScenarioRoute {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct CloudSection {
     /// The simulator `--cloud sim` starts: a name in the kit's list of clouds
-    /// (`wasm_ccm_sim::kit::CLOUDS`: `static`, `cloudscale`, `phoenixnap`, `cloudstack`).
+    /// (`wasm_ccm_sim::kit::CLOUDS`; an unknown name is refused with the list).
     #[serde(default)]
     pub sim: Option<String>,
     /// The simulator's starting inventory, in that simulator's `--seed` format.

@@ -1,10 +1,12 @@
 //! The faults a soak injects, from every layer: the cloud API, the Kubernetes API and the
-//! processes themselves. The cloud's are applied by [`super::cloud::SoakCloud::inject`], the
+//! processes themselves. The cloud's are applied by the cloud's fault model
+//! ([`wasm_ccm_sim::kit::soak::SoakCloud::inject`]), the
 //! apiserver's here, the processes' by the runner.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use wasm_ccm_sim::kit::soak::CloudFault;
 use wasm_ccm_sim::kube::{KubeSim, RequestMatcher};
 
 use super::rng::SplitMix64;
@@ -116,17 +118,18 @@ impl FaultKind {
         )
     }
 
-    /// Whether the cloud simulator applies it.
-    pub(crate) fn is_cloud(self) -> bool {
-        matches!(
-            self,
-            FaultKind::Cloud5xx
-                | FaultKind::Cloud429
-                | FaultKind::CloudLatency
-                | FaultKind::CloudReset
-                | FaultKind::CloudBusy
-                | FaultKind::CloudSlowJobs
-        )
+    /// The fault as the cloud simulator applies it; None for the kinds it does not (the
+    /// partition is the soak's proxy, not the simulator).
+    pub(crate) fn cloud(self) -> Option<CloudFault> {
+        match self {
+            FaultKind::Cloud5xx => Some(CloudFault::Status5xx),
+            FaultKind::Cloud429 => Some(CloudFault::Status429),
+            FaultKind::CloudLatency => Some(CloudFault::Latency),
+            FaultKind::CloudReset => Some(CloudFault::Reset),
+            FaultKind::CloudBusy => Some(CloudFault::Busy),
+            FaultKind::CloudSlowJobs => Some(CloudFault::SlowJobs),
+            _ => None,
+        }
     }
 }
 

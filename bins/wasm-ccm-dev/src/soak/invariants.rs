@@ -10,8 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 use wasm_ccm_sim::kube::KubeSim;
 
-use super::cloud::{CloudLb, SoakCloud};
 use super::workload::{EXCLUDE_LB_LABEL, FINALIZER, Model, NAMESPACE, Shape, UNINITIALIZED};
+use wasm_ccm_sim::kit::soak::{CloudLb, SoakCloud};
 
 /// The taint that takes a node out of the load balancers (the controllers'
 /// `service_rules::TO_BE_DELETED_TAINT`).
@@ -345,7 +345,7 @@ impl Continuous {
         }
 
         // At most one cloud object per Service, beyond a converge window.
-        let lbs = cloud.load_balancers();
+        let lbs = cloud.lb_objects();
         let now = Instant::now();
         let by_service = lbs_by_owner(&lbs);
         self.duplicates_since
@@ -381,7 +381,7 @@ pub(crate) fn unconverged(
     tolerate_known_window: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let lbs = cloud.load_balancers();
+    let lbs = cloud.lb_objects();
     let by_service = lbs_by_owner(&lbs);
     let mut ours = BTreeSet::new();
     let mut owners = BTreeMap::new();

@@ -18,7 +18,6 @@
 //! A developer tool: it needs the simulators and the bundled drivers, and is self-contained so
 //! it can move to a dev binary.
 
-mod cloud;
 mod faults;
 mod history;
 pub(crate) mod invariants;
@@ -37,11 +36,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
+use wasm_ccm_sim::kit;
+use wasm_ccm_sim::kit::soak::{SoakCloud, Tally};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 
 use crate::GlobalArgs;
 use crate::units::parse_duration;
-use cloud::{SoakCloud, Tally};
 use faults::FaultKind;
 use history::History;
 use invariants::{Continuous, Violation};
@@ -71,26 +71,15 @@ const KILL_POINT_WAIT: Duration = Duration::from_secs(8);
 /// History lines printed with a violation (the file has all of them).
 const HISTORY_TAIL: usize = 80;
 
-/// Which driver (and cloud simulator) to soak.
-#[derive(ValueEnum, Debug, Clone, Copy)]
-pub(crate) enum SoakDriver {
-    /// The cloudscale.ch driver against the cloudscale API simulator.
-    Cloudscale,
-    /// The Apache CloudStack driver against the CloudStack API simulator.
-    Cloudstack,
-    /// The PhoenixNAP driver against the PhoenixNAP API simulator.
-    Phoenixnap,
-}
-
-impl SoakDriver {
-    /// The cloud's name in the kit's list.
-    fn cloud_name(self) -> &'static str {
-        match self {
-            SoakDriver::Cloudscale => "cloudscale",
-            SoakDriver::Cloudstack => "cloudstack",
-            SoakDriver::Phoenixnap => "phoenixnap",
-        }
-    }
+/// `--driver`: a cloud of the kit's list whose entry has a fault model for the soak
+/// ([`kit::Cloud::soak`]), with the simulator it is soaked against.
+fn soak_driver() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(kit::CLOUDS.iter().filter(|c| c.soak.is_some()).map(
+        |c| {
+            clap::builder::PossibleValue::new(c.name)
+                .help(format!("The {} driver against {}", c.name, c.about))
+        },
+    ))
 }
 
 /// How the summary is printed.
@@ -105,8 +94,8 @@ pub(crate) enum SoakOutput {
 #[derive(Args, Debug)]
 pub(crate) struct SoakArgs {
     /// Which driver to soak.
-    #[arg(long, value_enum, default_value_t = SoakDriver::Cloudscale)]
-    driver: SoakDriver,
+    #[arg(long, default_value = "cloudscale", value_parser = soak_driver())]
+    driver: String,
     /// How long the workload and faults run (before quiescence).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     duration: Duration,
@@ -469,8 +458,8 @@ impl Soak<'_> {
             .unwrap_or(0)
             % 2
             == 0;
-        let text = if kind.is_cloud() {
-            self.cloud.inject(kind, &mut self.rng)
+        let text = if let Some(fault) = kind.cloud() {
+            self.cloud.inject(fault, &mut self.rng)
         } else {
             faults::inject_kube(kind, &mut self.rng, &self.kube, &mut self.latencies, heavy)
         };
@@ -655,8 +644,8 @@ impl Soak<'_> {
         if kind == FaultKind::CloudPartition {
             self.partition_base = None;
             heal_partition(&self.partition, &mut self.checker, &self.kube);
-        } else if kind.is_cloud() {
-            self.cloud.end_timed(kind);
+        } else if let Some(fault) = kind.cloud() {
+            self.cloud.end_timed(fault);
         } else {
             faults::end_kube(kind, &self.kube, &mut self.latencies);
         }
@@ -698,10 +687,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
     let kube = KubeSim::start_with(localhost, KubeSimOptions::default())
         .await
         .context("starting the Kubernetes API simulator")?;
-    let cloud = cloud::start(args.driver.cloud_name(), localhost).await?;
+    let cloud = kit::soak::start(&args.driver, localhost).await?;
     // The processes reach the cloud through the partition proxy: its address replaces the
     // simulator's wherever the driver's set-up names it.
-    let cloud_url = cloud.base().url();
+    let cloud_url = cloud.url();
     let cloud_authority = cloud_url
         .split_once("://")
         .map_or(cloud_url.as_str(), |(_, rest)| rest)
@@ -715,7 +704,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
     let partition = partition::Partition::start(upstream).await?;
     let proxied = partition.addr().to_string();
     let via_proxy = |s: &str| s.replace(&cloud_authority, &proxied);
-    let mut setup = cloud.driver();
+    let mut setup = cloud.driver_setup();
     setup.egress = setup.egress.iter().map(|e| via_proxy(e)).collect();
     setup.config = setup.config.as_deref().map(via_proxy);
     setup.env = setup
@@ -855,10 +844,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: SoakArgs) -> anyhow::Result<E
     soak.history.flush();
     let (summary, violations) = result?;
     let failed = !violations.is_empty();
-    let driver_arg = args
-        .driver
-        .to_possible_value()
-        .map_or_else(|| setup.provider.to_string(), |v| v.get_name().to_string());
+    let driver_arg = &args.driver;
     match args.output {
         SoakOutput::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
         SoakOutput::Text => print_summary(&summary),
@@ -1045,7 +1031,7 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         converge_time = started.elapsed();
-        for lb in soak.cloud.load_balancers() {
+        for lb in soak.cloud.lb_objects() {
             if lb.owner.is_none() {
                 soak.history.push(
                     step,
@@ -1137,7 +1123,7 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
             &soak.history.path().with_file_name("kube-requests.log"),
         );
         // What the cloud held when the violation was seen, for the analysis.
-        for lb in soak.cloud.load_balancers() {
+        for lb in soak.cloud.lb_objects() {
             soak.history.push(
                 step,
                 format!(
@@ -1191,7 +1177,7 @@ async fn soak_loop(soak: &mut Soak<'_>) -> anyhow::Result<(Value, Vec<Violation>
             .collect::<Vec<_>>()
     });
     let summary = json!({
-        "driver": soak.cloud.driver().provider,
+        "driver": soak.cloud.driver_setup().provider,
         "seed": args.seed,
         "steps": step,
         "startup_seconds": startup.as_secs_f64(),
@@ -1344,6 +1330,31 @@ fn print_summary(s: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--driver`'s values are the kit's clouds with a fault model, so a cloud joins the soak
+    /// from its kit entry alone.
+    #[test]
+    fn the_driver_values_are_the_kits_soak_clouds() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            soak: SoakArgs,
+        }
+        let parse = |driver: &str| Cli::try_parse_from(["soak", "--driver", driver]);
+        let names: Vec<&str> = kit::soak::names().collect();
+        assert!(names.contains(&"cloudstack"), "{names:?}");
+        for name in &names {
+            let cli = parse(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(cli.soak.driver, *name);
+        }
+        // Listed in the kit, but without a fault model: refused by clap, the values named.
+        let err = parse("static").err().expect("static has no fault model");
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue, "{err}");
+        assert!(err.to_string().contains(&names.join(", ")), "{err}");
+        let default = Cli::try_parse_from(["soak"]).expect("no flags");
+        assert_eq!(default.soak.driver, "cloudscale");
+    }
 
     #[test]
     fn a_custom_section_is_appended_with_leb128_sizes() {

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use wasm_ccm_sim::kube::KubeSim;
 
-use super::cloud::SoakCloud;
 use super::rng::SplitMix64;
+use wasm_ccm_sim::kit::SimNode;
+use wasm_ccm_sim::kit::soak::SoakCloud;
 
 /// The taint a kubelet with `--cloud-provider=external` registers its Node with.
 pub(super) const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -292,8 +293,13 @@ impl Model {
         let index = self.next_node;
         self.next_node += 1;
         let name = format!("node-{index:04}");
+        // The kit's numbered node, named as the workload names it (its addresses unique).
+        let node = SimNode {
+            name: name.clone(),
+            ..SimNode::numbered(index)
+        };
         let instance = cloud
-            .add_instance(index, &name)
+            .add_instance(index, &node)
             .map_err(|e| format!("adding the instance of {name}: {e}"))?;
         kube.create(node_object(&name, index, true))
             .map_err(|e| format!("registering {name}: {} {}", e.code, e.message))?;

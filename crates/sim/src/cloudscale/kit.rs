@@ -1,10 +1,14 @@
 //! The cloudscale.ch simulator in the kit's list of clouds ([`crate::kit`]).
 
+mod cli;
+mod soak;
+
 use std::any::Any;
 
 use serde_json::Value;
 
 use super::{CloudscaleOptions, CloudscaleSim, Seed, SeedServer};
+use crate::kit::soak::SoakCloud;
 use crate::kit::{BoxFuture, Cloud, DriverSetup, SimCloud, SimNode, StartOptions, count_requests};
 
 /// The private subnet every simulated server is on (the nodes' InternalIPs).
@@ -15,19 +19,28 @@ pub(crate) const CLOUD: Cloud = Cloud {
     name: "cloudscale",
     about: "the cloudscale.ch REST API (servers, load balancers, pools, listeners, floating IPs)",
     start,
+    soak: Some(start_soak),
+    cli: Some(cli::CLI),
 };
 
 fn start(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>> {
-    Box::pin(async move {
-        let mut sim_options = CloudscaleOptions::default();
-        if let Some(token) = options.secret {
-            sim_options.token = token;
-        }
-        let sim = CloudscaleSim::start(options.addr, sim_options)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the cloudscale simulator: {e:#}"))?;
-        Ok(Box::new(sim) as Box<dyn SimCloud>)
-    })
+    crate::kit::boxed(start_sim(options))
+}
+
+fn start_soak(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SoakCloud>>> {
+    crate::kit::soak::boxed(start_sim(options))
+}
+
+/// Starts the simulator as `options` say, for both of the list's start functions.
+async fn start_sim(options: StartOptions) -> anyhow::Result<CloudscaleSim> {
+    let mut sim_options = CloudscaleOptions::default();
+    if let Some(token) = options.secret {
+        sim_options.token = token;
+    }
+    let sim = CloudscaleSim::start(options.addr, sim_options)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the cloudscale simulator: {e:#}"))?;
+    Ok(sim)
 }
 
 impl SimCloud for CloudscaleSim {

@@ -1,12 +1,16 @@
 //! The Apache CloudStack simulator in the kit's list of clouds ([`crate::kit`]): one zone, one
 //! isolated network and a pool of public IPs, VMs added per node.
 
+mod cli;
+mod soak;
+
 use std::any::Any;
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use super::{CloudstackOptions, CloudstackSim, Seed, SeedNetwork, SeedVm};
+use crate::kit::soak::SoakCloud;
 use crate::kit::{BoxFuture, Cloud, DriverSetup, SimCloud, SimNode, StartOptions, count_requests};
 
 /// The zone every simulated VM is in.
@@ -19,31 +23,40 @@ pub(crate) const CLOUD: Cloud = Cloud {
     name: "cloudstack",
     about: "the Apache CloudStack API (signed requests, async jobs, public IPs, load balancer rules)",
     start,
+    soak: Some(start_soak),
+    cli: Some(cli::CLI),
 };
 
 fn start(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>> {
-    Box::pin(async move {
-        let mut sim_options = CloudstackOptions::default();
-        if let Some(secret) = options.secret {
-            sim_options.secret_key = secret;
-        }
-        if let Some(account) = options.account {
-            sim_options.api_key = account;
-        }
-        let sim = CloudstackSim::start_on(options.addr, sim_options)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the CloudStack simulator: {e:#}"))?;
-        if options.empty {
-            return Ok(Box::new(sim) as Box<dyn SimCloud>);
-        }
-        let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
-        sim.try_add_zone(ZONE).map_err(|e| seeding("the zone", e))?;
-        sim.try_add_network(SeedNetwork::isolated(NETWORK, ZONE))
-            .map_err(|e| seeding("the network", e))?;
-        sim.try_add_public_ips(ZONE, &["198.18.0.1-198.18.15.254"])
-            .map_err(|e| seeding("the public IP pool", e))?;
-        Ok(Box::new(sim) as Box<dyn SimCloud>)
-    })
+    crate::kit::boxed(start_sim(options))
+}
+
+fn start_soak(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SoakCloud>>> {
+    crate::kit::soak::boxed(start_sim(options))
+}
+
+/// Starts the simulator as `options` say, for both of the list's start functions.
+async fn start_sim(options: StartOptions) -> anyhow::Result<CloudstackSim> {
+    let mut sim_options = CloudstackOptions::default();
+    if let Some(secret) = options.secret {
+        sim_options.secret_key = secret;
+    }
+    if let Some(account) = options.account {
+        sim_options.api_key = account;
+    }
+    let sim = CloudstackSim::start_on(options.addr, sim_options)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the CloudStack simulator: {e:#}"))?;
+    if options.empty {
+        return Ok(sim);
+    }
+    let seeding = |what: &str, e: String| anyhow::anyhow!("seeding {what}: {e}");
+    sim.try_add_zone(ZONE).map_err(|e| seeding("the zone", e))?;
+    sim.try_add_network(SeedNetwork::isolated(NETWORK, ZONE))
+        .map_err(|e| seeding("the network", e))?;
+    sim.try_add_public_ips(ZONE, &["198.18.0.1-198.18.15.254"])
+        .map_err(|e| seeding("the public IP pool", e))?;
+    Ok(sim)
 }
 
 impl SimCloud for CloudstackSim {

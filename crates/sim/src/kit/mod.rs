@@ -1,21 +1,25 @@
 //! The one list of simulated clouds, and what a developer tool needs from each: start it, seed
-//! it with instances, point a driver at it, and break its instances.
+//! it with instances, point a driver at it, and break its instances; for the soak, its fault
+//! model ([`soak`]); for `wasm-ccm-sim`/`wasm-ccm-dev sim`, its subcommand ([`SimCli`]).
 //!
-//! `wasm-ccm-dev playground`, `wasm-ccm-dev conformance --cloud sim:<name>` and the soak obtain
-//! their cloud through [`start`]; the end-to-end tests, the runtime tests and the benches that
-//! start a simulator with their own options still take the driver's wiring (environment,
-//! cloud-config, egress) from [`SimCloud::driver_setup`], so it is written once, beside the
-//! simulator. The static inventory is one file, so its impl lives here in
-//! `kit/static_cloud.rs`.
+//! `wasm-ccm-dev playground`, `wasm-ccm-dev conformance --cloud sim:<name>`, `wasm-ccm-dev soak
+//! --driver <name>` and `wasm-ccm-dev sim <name>` obtain their cloud through [`CLOUDS`] (the soak
+//! through [`soak::start`], the subcommand through [`Cloud::cli`]); the end-to-end tests, the
+//! runtime tests and the benches that start a simulator with their own options still take the
+//! driver's wiring (environment, cloud-config, egress) from [`SimCloud::driver_setup`], so it is
+//! written once, beside the simulator. The static inventory is one file, so its impl lives here
+//! in `kit/static_cloud.rs`.
 //!
 //! Adding a cloud: its driver crate (and a line in the root `Cargo.toml`'s members and in
 //! `.ci/run`'s guest clippy loop); one line in the guest table, `GUESTS` in
-//! `drivers/build/build.rs` (which builds and embeds it); its simulator module
-//! (`crates/sim/src/<cloud>/`, a `mod` line in `lib.rs`) with a `kit.rs` implementing
-//! [`SimCloud`]; one entry in [`CLOUDS`]. A soak fault model (`soak/cloud.rs` and the
-//! `SoakDriver` enum) and `wasm-ccm-dev sim <cloud>`'s options (`crates/sim/src/cli.rs`) are
-//! optional.
+//! `drivers/build/build.rs` (which builds and embeds it: a build script cannot read this list);
+//! its simulator module (`crates/sim/src/<cloud>/`, a `mod` line in `lib.rs`) with a `kit.rs`
+//! implementing [`SimCloud`], and optionally `kit/soak.rs` implementing [`soak::SoakCloud`] and
+//! `kit/cli.rs` with its [`SimCli`]; one entry in [`CLOUDS`], naming those. Nothing else in the
+//! kit names a cloud.
 
+mod rng;
+pub mod soak;
 mod static_cloud;
 
 use std::any::Any;
@@ -135,14 +139,30 @@ pub trait SimCloud: Send + Sync {
 /// Starts a cloud's simulator, with no instances.
 pub type StartFn = fn(StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>>;
 
-/// A cloud in the list: its name and how to start its simulator.
+/// A cloud's subcommand of `wasm-ccm-sim` and `wasm-ccm-dev sim` (named as the cloud): the
+/// simulator standalone, with its own options, until stopped.
+pub struct SimCli {
+    /// The subcommand's help line.
+    pub about: &'static str,
+    /// Adds its options to the subcommand (`clap::Args::augment_args` of its options).
+    pub args: fn(clap::Command) -> clap::Command,
+    /// Runs it with the options parsed from the subcommand's matches.
+    pub run: fn(clap::ArgMatches) -> BoxFuture<'static, anyhow::Result<()>>,
+}
+
+/// A cloud in the list: its name, how to start its simulator, and the tools it joins.
 pub struct Cloud {
-    /// The name tools take (`--driver cloudscale`, `--cloud sim:cloudscale`).
+    /// The name tools take (`--driver cloudscale`, `--cloud sim:cloudscale`, `sim cloudscale`).
     pub name: &'static str,
     /// One line about it, for help texts.
     pub about: &'static str,
     /// Starts the simulator, with no instances.
     pub start: StartFn,
+    /// Starts the simulator with its fault model, for the chaos soak; None for a cloud the soak
+    /// does not drive.
+    pub soak: Option<soak::SoakStartFn>,
+    /// Its `sim <name>` subcommand; None for a cloud without one.
+    pub cli: Option<SimCli>,
 }
 
 /// Every simulated cloud. The only list: tools and tests read it.
@@ -190,6 +210,13 @@ pub async fn start_with_nodes(
         ids.push(id);
     }
     Ok((cloud, ids))
+}
+
+/// Boxes a started simulator as a [`StartFn`] returns it (a cloud's `start_sim` future).
+pub(crate) fn boxed<S: SimCloud + 'static>(
+    started: impl Future<Output = anyhow::Result<S>> + Send + 'static,
+) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>> {
+    Box::pin(async move { Ok(Box::new(started.await?) as Box<dyn SimCloud>) })
 }
 
 /// Counts a request log: `is_write` tells a mutating request from a read.

@@ -13,6 +13,8 @@ pub(super) const CLOUD: Cloud = Cloud {
     name: "static",
     about: "the static driver's inventory service (instances and routes)",
     start,
+    soak: None,
+    cli: None,
 };
 
 fn start(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>> {

@@ -74,3 +74,50 @@ async fn a_malformed_seed_is_refused_with_the_cloud_named() {
         cloud.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn the_soak_drives_exactly_the_clouds_whose_entry_has_a_fault_model() {
+    // Written here, not taken from `soak::names()` (under test); a new cloud may join them.
+    let names: Vec<&str> = soak::names().collect();
+    assert_eq!(
+        names.get(..3),
+        Some(&["cloudscale", "phoenixnap", "cloudstack"][..])
+    );
+    for name in names {
+        let cloud = soak::start(name, StartOptions::default().addr)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        // The fault model is the listed simulator's: same name, its instances.
+        assert_eq!(cloud.name(), name);
+        let id = cloud
+            .add_instance(0, &SimNode::numbered(0))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(cloud.remove_instance(&id), "{name}");
+        assert!(cloud.lb_objects().is_empty(), "{name}");
+        assert!(!cloud.kill_point_reached(), "{name}");
+        cloud.arm_kill_point();
+        cloud.clear_faults();
+        let tally = cloud.drain_requests();
+        assert_eq!((tally.reads, tally.writes), (0, 0), "{name}: {tally:?}");
+        // Upcast: the soak's cloud is the kit's cloud.
+        let cloud: Box<dyn SimCloud> = cloud;
+        cloud.shutdown().await;
+    }
+    // The static inventory is listed but has no fault model: refused, naming those that have.
+    let err = soak::start("static", StartOptions::default().addr)
+        .await
+        .err()
+        .expect("the static inventory has no fault model");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the soak has no fault model for the `static` cloud; choose {}",
+            soak::names().collect::<Vec<_>>().join(", ")
+        )
+    );
+    assert!(
+        err.to_string()
+            .contains("cloudscale, phoenixnap, cloudstack"),
+        "{err}"
+    );
+}

@@ -1,10 +1,14 @@
 //! The PhoenixNAP simulator in the kit's list of clouds ([`crate::kit`]).
 
+mod cli;
+mod soak;
+
 use std::any::Any;
 
 use serde_json::Value;
 
 use super::{PhoenixnapOptions, PhoenixnapSim, Seed, SeedPublicNetwork, SeedServer};
+use crate::kit::soak::SoakCloud;
 use crate::kit::{BoxFuture, Cloud, DriverSetup, SimCloud, SimNode, StartOptions, count_requests};
 
 /// The public network the driver assigns IP blocks to (`PNAP_LOAD_BALANCER=kube-vip://…`).
@@ -15,26 +19,35 @@ pub(crate) const CLOUD: Cloud = Cloud {
     name: "phoenixnap",
     about: "the PhoenixNAP APIs (OAuth2 tokens, BMC servers, IP blocks, public networks, tags)",
     start,
+    soak: Some(start_soak),
+    cli: Some(cli::CLI),
 };
 
 fn start(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SimCloud>>> {
-    Box::pin(async move {
-        let mut sim_options = PhoenixnapOptions::default();
-        if let Some(secret) = options.secret {
-            sim_options.client_secret = secret;
-        }
-        if let Some(account) = options.account {
-            sim_options.client_id = account;
-        }
-        let sim = PhoenixnapSim::start(options.addr, sim_options)
-            .await
-            .map_err(|e| anyhow::anyhow!("starting the PhoenixNAP simulator: {e:#}"))?;
-        if !options.empty {
-            sim.try_add_public_network(SeedPublicNetwork::new("k8s-vips").with_id(PUBLIC_NETWORK))
-                .map_err(|e| anyhow::anyhow!("seeding the public network: {e}"))?;
-        }
-        Ok(Box::new(sim) as Box<dyn SimCloud>)
-    })
+    crate::kit::boxed(start_sim(options))
+}
+
+fn start_soak(options: StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SoakCloud>>> {
+    crate::kit::soak::boxed(start_sim(options))
+}
+
+/// Starts the simulator as `options` say, for both of the list's start functions.
+async fn start_sim(options: StartOptions) -> anyhow::Result<PhoenixnapSim> {
+    let mut sim_options = PhoenixnapOptions::default();
+    if let Some(secret) = options.secret {
+        sim_options.client_secret = secret;
+    }
+    if let Some(account) = options.account {
+        sim_options.client_id = account;
+    }
+    let sim = PhoenixnapSim::start(options.addr, sim_options)
+        .await
+        .map_err(|e| anyhow::anyhow!("starting the PhoenixNAP simulator: {e:#}"))?;
+    if !options.empty {
+        sim.try_add_public_network(SeedPublicNetwork::new("k8s-vips").with_id(PUBLIC_NETWORK))
+            .map_err(|e| anyhow::anyhow!("seeding the public network: {e}"))?;
+    }
+    Ok(sim)
 }
 
 impl SimCloud for PhoenixnapSim {

@@ -1,0 +1,69 @@
+//! `sim cloudscale`: the cloudscale simulator standalone ([`crate::cli`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::FromArgMatches as _;
+
+use crate::cli::parse_duration;
+use crate::cloudscale::{CloudscaleOptions, CloudscaleSim, Seed};
+use crate::kit::{BoxFuture, SimCli};
+
+/// The subcommand in the kit's list ([`crate::kit::Cloud::cli`]).
+pub(super) const CLI: SimCli = SimCli {
+    about: "The cloudscale.ch REST API (bearer token, JSON, `/v1/...`)",
+    args: <CloudscaleArgs as clap::Args>::augment_args,
+    run,
+};
+
+/// The options of `sim cloudscale`.
+#[derive(Debug, clap::Args)]
+struct CloudscaleArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8480")]
+    listen: SocketAddr,
+    /// Servers and floating IPs to start with (YAML or JSON; see the README).
+    #[arg(long, value_name = "FILE")]
+    seed: Option<PathBuf>,
+    /// The bearer token clients must send.
+    #[arg(long, default_value = "sim-token")]
+    token: String,
+    /// How long new load balancers stay `changing`: `2s`, `500ms`, `1m` or plain seconds.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    lb_ready_after: Duration,
+}
+
+fn run(matches: clap::ArgMatches) -> BoxFuture<'static, anyhow::Result<()>> {
+    Box::pin(async move { serve(CloudscaleArgs::from_arg_matches(&matches)?).await })
+}
+
+async fn serve(args: CloudscaleArgs) -> anyhow::Result<()> {
+    // Read and check the seed before binding so a bad file fails fast with nothing started.
+    let seed = match &args.seed {
+        Some(path) => Seed::load_file(path)?,
+        None => Seed::default(),
+    };
+    let (servers, fips) = (seed.servers.len(), seed.floating_ips.len());
+    let options = CloudscaleOptions {
+        token: args.token,
+        lb_ready_after: args.lb_ready_after,
+    };
+    let sim = CloudscaleSim::start(args.listen, options).await?;
+    sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;
+    println!("cloudscale simulator listening on {}", sim.url());
+    if servers + fips > 0 {
+        println!("seeded {servers} servers and {fips} floating IPs");
+    }
+    println!(
+        "CLOUDSCALE_API_URL={}/ CLOUDSCALE_ACCESS_TOKEN={}",
+        sim.url(),
+        sim.token()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot wait for Ctrl-C")?;
+    sim.shutdown().await;
+    Ok(())
+}

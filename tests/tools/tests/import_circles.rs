@@ -22,8 +22,8 @@ const CRATES: &[&str] = &[
 /// The circles that were there when this check landed (2026-11-28, main = c797d9d), per crate
 /// root, left to open later (issue 48). A circle found passes only if its files are all in one
 /// entry here, so no new circle can land and no file can join one; when one opens or shrinks,
-/// shrink its entry (an entry that matches nothing fails the test). The controllers crate has
-/// none and may get none.
+/// shrink its entry (an entry that matches nothing is reported as stale). The controllers crate
+/// has none and may get none.
 #[rustfmt::skip]
 const ALLOWED: &[(&str, &[&str])] = &[
     (
@@ -261,7 +261,8 @@ fn product_crates_have_no_new_import_circle() {
          neither (a leaf), or pass it in from the caller. The rules of the graph are in \
          tests/tools/src/import_graph.rs.\n{report}"
     );
-    // Entries that match nothing any more are stale: shrinking them keeps the list honest.
+    // An entry that matches nothing any more is stale: said here (not a failure, so whoever opens
+    // a circle is not stopped by this file), to be removed so the circle cannot come back.
     for (root, entry) in ALLOWED {
         let still = found.iter().any(|(r, c)| {
             r == root
@@ -269,10 +270,11 @@ fn product_crates_have_no_new_import_circle() {
                     .iter()
                     .any(|f| entry.contains(&f.display().to_string().as_str()))
         });
-        assert!(
-            still,
-            "ALLOWED in {} lists a circle in {root} that is gone ({entry:?}): remove the entry",
-            file!()
-        );
+        if !still {
+            eprintln!(
+                "ALLOWED in {} lists a circle in {root} that is gone ({entry:?}): remove the entry",
+                file!()
+            );
+        }
     }
 }

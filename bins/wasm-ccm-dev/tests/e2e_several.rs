@@ -570,3 +570,94 @@ async fn an_upgrade_adopts_and_a_class_changed_while_down_is_handed_over() {
         first_create.arrived
     );
 }
+
+/// A shadow of a DriverSet (`--shadow` with `--drivers-config`, refused before issue 48):
+/// every driver's would-be writes are recorded in the one report instead of made. Nodes of
+/// both clouds stay uninitialised, neither cloud gets a load balancer, no Kubernetes write
+/// leaves the process; the report names both drivers, and lists what each would have written
+/// (the node patches and each cloud's refused load-balancer requests), which is the control
+/// that the drivers ran and tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_of_a_driver_set_records_every_drivers_writes() {
+    let (sim, cloudscale, phoenixnap) = two_clouds().await;
+    cloudscale
+        .add_instance(0, &sim_node("cs-0", 0))
+        .expect("server");
+    sim.create(node("cs-0", None, true)).expect("node");
+    phoenixnap
+        .add_instance(1, &sim_node("pn-0", 1))
+        .expect("server");
+    sim.create(labelled_node("pn-0", json!({"example.com/site": "metal"})))
+        .expect("node");
+    sim.create(lb_service("web", None)).expect("service");
+    sim.create(lb_service("bare", Some(METAL_CLASS)))
+        .expect("service");
+
+    let drivers = hybrid_set(cloudscale.as_ref(), phoenixnap.as_ref());
+    let env = env_of(&[cloudscale.as_ref(), phoenixnap.as_ref()]);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let port = free_port();
+    let port_text = port.to_string();
+    let shadow = Ccm::start_set(
+        &sim,
+        &drivers,
+        &[
+            "--shadow",
+            "--leader-elect=false",
+            "--configure-cloud-routes=false",
+            "--secure-port",
+            &port_text,
+            "--bind-address",
+            "127.0.0.1",
+        ],
+        &env,
+    );
+    let has = |report: &Value, kind: &str, object: &str, target: &str| {
+        report["differences"].as_array().is_some_and(|ds| {
+            ds.iter()
+                .any(|d| d["kind"] == kind && d["object"] == object && d["target"] == target)
+        })
+    };
+    let report = report_until(port, "both drivers' would-be writes", |r| {
+        has(r, "Node", "cs-0", "kube")
+            && has(r, "Node", "pn-0", "kube")
+            && has(r, "Service", "default/web", "cloud")
+            && has(r, "Service", "default/bare", "cloud")
+    })
+    .await;
+    assert_eq!(report["driver"], "cloud, metal", "{report:#}");
+    // Each cloud write is the driver's own: the metal driver's for the metal Service.
+    for (svc, driver) in [("web", "cloud"), ("bare", "metal")] {
+        let series = format!(
+            "wasm_ccm_driver_calls_total{{driver=\"{driver}\",function=\"load-balancer.ensure\","
+        );
+        let text = scrape(port).await;
+        assert!(
+            text.lines().any(|l| l.starts_with(&series)),
+            "{svc}: {driver} was asked: {text}"
+        );
+    }
+    // Nothing was made: no write reached Kubernetes or either cloud.
+    assert_eq!(shadow_writes_since(&sim, 0), Vec::<String>::new());
+    assert_eq!(cloudscale.request_counts().1, 0, "no cloudscale write");
+    assert_eq!(phoenixnap.request_counts().1, 0, "no PhoenixNAP write");
+    assert_eq!(cloudscale.load_balancers(), Some(0));
+    assert_eq!(phoenixnap.load_balancers(), Some(0));
+    for n in ["cs-0", "pn-0"] {
+        assert!(!initialised(&sim, n), "{n} left alone");
+    }
+    for s in ["web", "bare"] {
+        let svc = service(&sim, s).expect("service");
+        assert!(finalizers(&svc).is_empty(), "{svc}");
+    }
+    // Control: the shadow's requests reached the simulator with the marker the filter above
+    // looks for, so "no write" is not the filter matching nothing.
+    assert!(
+        sim.requests().iter().any(|r| r.method == "GET"
+            && r.user_agent
+                .as_deref()
+                .is_some_and(|a| a.contains("; shadow)"))),
+        "the shadow's reads carry `; shadow)`"
+    );
+    drop(shadow);
+}

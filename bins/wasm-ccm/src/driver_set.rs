@@ -1,4 +1,8 @@
-//! `wasm-ccm run --drivers-config FILE`: several drivers in one process.
+//! The drivers `wasm-ccm run` starts: a DriverSet file (`--drivers-config FILE`, several
+//! drivers in one process) or the one-driver flags (`--driver`, `--cloud-provider`, …), which
+//! are a DriverSet of one ([`DriverSet::from_flags`]): the default for nodes and class-less
+//! Services, with upstream's names and finalizer. Both are loaded and started by one path
+//! (`run/`).
 //!
 //! The file is a versioned YAML document (`apiVersion: wasm-ccm.io/v1alpha1`, `kind:
 //! DriverSet`), mounted from a ConfigMap like Kubernetes' own multi-provider files (the
@@ -125,19 +129,22 @@ pub struct LoadBalancerConfig {
     pub classes: Vec<String>,
 }
 
-/// A checked file: the routing table and, per driver in its order, what loading it needs.
+/// A checked set: the routing table and, per driver in its order, what loading it needs.
 #[derive(Debug)]
 pub struct DriverSet {
-    /// The routing table.
+    /// The routing table. The one-driver flags' names no scheme (the driver's own `info`
+    /// declares it): see [`DriverSet::routing_with`].
     pub routing: Arc<Routing>,
     /// The drivers' load settings, in the table's order.
     pub drivers: Vec<DriverLoad>,
+    /// Whether it is the one-driver flags' ([`DriverSet::from_flags`]), not a file's.
+    flags: bool,
 }
 
 /// What loading one driver of the set needs.
 #[derive(Debug)]
 pub struct DriverLoad {
-    /// The configured name.
+    /// The configured name (`--cloud-provider` for the one-driver flags).
     pub name: String,
     /// Where its bytes are.
     pub source: DriverSource,
@@ -229,6 +236,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
         }
         roles.push(DriverRoles {
             name: d.name.clone(),
+            label: Some(d.name.clone()),
             provider_id_scheme: d.provider_id_scheme,
             nodes: NodeClaim {
                 default: d.nodes.default,
@@ -252,13 +260,48 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
         });
     }
     let routing = Routing::new(roles).map_err(anyhow::Error::msg)?;
-    Ok(DriverSet { routing, drivers })
+    Ok(DriverSet {
+        routing,
+        drivers,
+        flags: false,
+    })
 }
 
 impl DriverSet {
+    /// The one-driver flags as a set of one: `provider` (`--cloud-provider`, which must be the
+    /// driver's name) loaded from `load`, the default for nodes, class-less Services and
+    /// routes, with upstream's names and finalizer ([`DriverRoles::alone`]). Its scheme is
+    /// the one the driver declares.
+    pub fn from_flags(provider: &str, load: DriverLoad) -> DriverSet {
+        DriverSet {
+            routing: Routing::alone(provider, ""),
+            drivers: vec![load],
+            flags: true,
+        }
+    }
+
+    /// Whether the set is the one-driver flags (errors name the flags, not the file).
+    pub fn is_flags(&self) -> bool {
+        self.flags
+    }
+
+    /// The routing table once every driver declared its scheme (`schemes`, in order): the
+    /// file's as read (each scheme was checked against the file by [`check_declared`]), or
+    /// the one-driver flags' with the scheme its driver declares.
+    pub fn routing_with(&self, schemes: &[String]) -> Arc<Routing> {
+        match (self.is_flags(), schemes) {
+            (true, [scheme]) => Routing::alone(&self.drivers[0].name, scheme),
+            _ => Arc::clone(&self.routing),
+        }
+    }
+
     /// Checks that every file the set names is readable (drivers, cloud configs, signatures
-    /// when a policy is configured).
+    /// when a policy is configured). The one-driver flags' are checked with the other flags
+    /// (`RunArgs::preflight`), under the flags' names.
     pub fn preflight(&self, verify: &VerifyArgs) -> anyhow::Result<()> {
+        if self.is_flags() {
+            return Ok(());
+        }
         for d in &self.drivers {
             let driver_file = match &d.source {
                 DriverSource::File(p) => Some(p.as_path()),

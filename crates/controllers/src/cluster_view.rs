@@ -39,10 +39,9 @@ impl StoreCluster {
         }
     }
 
-    /// Whether the driver sees `s`: a LoadBalancer Service it serves, or one whose load
-    /// balancer it still owns (with one driver: upstream's `wantsLoadBalancer`).
+    /// Whether the driver sees `s` ([`DriverView::sees`]).
     fn visible(&self, s: &Service) -> bool {
-        self.route.serves(s) || (!self.route.is_single() && self.route.owns_service(s))
+        self.route.sees(s)
     }
 
     /// Records the result of an ensure for `key` (or forgets it with `None`, after a delete).
@@ -261,7 +260,7 @@ mod tests {
         ]);
         let view = StoreCluster::new(
             informer.store(),
-            crate::routing::Routing::single("static", "static").view(0),
+            crate::routing::Routing::alone("static", "static").view(0),
         );
         let q = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 

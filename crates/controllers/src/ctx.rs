@@ -56,13 +56,13 @@ impl Ctx {
         Some(shadow.report(&self.cloud.name(), &self.nodes, &self.services))
     }
 
-    /// Sets `wasm_ccm_shadow_differences{driver,verdict}` from a fresh report (at scrape time).
+    /// Sets `wasm_ccm_shadow_differences{driver,verdict}` from a fresh report (at scrape time;
+    /// the scrape clears the series first, once for every driver).
     pub(crate) fn export_shadow_gauges(&self) {
         let Some(report) = self.shadow_report() else {
             return;
         };
         let driver = report.driver.as_str();
-        self.metrics.clear("wasm_ccm_shadow_differences");
         for (verdict, count) in [
             ("pending", report.summary.pending),
             ("agreed", report.summary.agreed),

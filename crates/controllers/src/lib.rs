@@ -59,9 +59,7 @@ pub use leader::{LeaderConfig, default_identity};
 pub use registry::EnabledControllers;
 pub use reload::{Loader, Refusal, ReloadOptions};
 pub use routing::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
-pub use run::{
-    DriverEntry, Exit, RunOptions, Running, run, run_set, start_controllers, start_driver_set,
-};
+pub use run::{DriverEntry, Exit, RunOptions, Running, run, start_controllers, start_driver_set};
 
 #[cfg(test)]
 mod test_support;

@@ -13,9 +13,13 @@
 //! cannot change while it stays a LoadBalancer (`validateLoadBalancerClassField`), so a class
 //! moves only through another type, where the old driver cleans up.
 //!
-//! With one driver (today's `--driver` flags) the table is [`Routing::single`]: the driver owns
-//! every node of its scheme and every uninitialised node, serves class-less Services with
-//! upstream's finalizer, and behaves exactly as before.
+//! The one-driver flags (`--driver`, `--cloud-provider`) are a table of one driver
+//! ([`DriverRoles::alone`]): it owns every node of its scheme and every uninitialised node,
+//! serves class-less Services and runs the routes, and has no [`DriverRoles::label`], so it keeps
+//! upstream's names and upstream's finalizer. With that finalizer the rules below give
+//! upstream's answers without a branch of their own: the driver owns a load balancer when its
+//! finalizer is there, no other driver can hold one, and an ensure adds nothing else (the tests
+//! hold every rule to `service_rules`' upstream one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +28,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use crate::answer_rules::provider_id_scheme;
-use crate::service_rules::{self, LB_FINALIZER};
+use crate::service_rules::LB_FINALIZER;
 
 /// The finalizer prefix of each driver's own cleanup finalizer when several drivers run
 /// (`wasm-ccm.io/lb-cleanup.<driver>`).
@@ -33,8 +37,16 @@ pub(crate) const DRIVER_FINALIZER_PREFIX: &str = "wasm-ccm.io/lb-cleanup.";
 /// What one configured driver is asked to do.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DriverRoles {
-    /// The configured name: metric label, event and log prefix, finalizer suffix.
+    /// The configured name (the driver's own name for the one-driver flags): logs, messages,
+    /// the reload metrics' `driver` label.
     pub name: String,
+    /// The name in queue names, metric labels and event notes, and the suffix of the driver's
+    /// cleanup finalizer (`wasm-ccm.io/lb-cleanup.<label>`); a DriverSet file's drivers have
+    /// their configured name here. `None` keeps upstream's names (`service`, no `driver`
+    /// label, no note) and upstream's finalizer `service.kubernetes.io/load-balancer-cleanup`,
+    /// so an upgrade, a rollback or a Go CCM finds its own: only a driver alone in its table
+    /// (the one-driver flags) may have none.
+    pub label: Option<String>,
     /// The provider-ID scheme of the nodes it owns once initialised (checked against the
     /// driver's own `info` at load).
     pub provider_id_scheme: String,
@@ -64,11 +76,32 @@ pub struct LoadBalancerClaim {
     pub classes: Vec<String>,
 }
 
+impl DriverRoles {
+    /// The roles of the one driver of the flags: named `name`, owning the nodes of `scheme`
+    /// and every uninitialised node, serving class-less Services, running the routes, with
+    /// upstream's names and finalizer (no label).
+    pub fn alone(name: &str, scheme: &str) -> Self {
+        DriverRoles {
+            name: name.to_string(),
+            label: None,
+            provider_id_scheme: scheme.to_string(),
+            nodes: NodeClaim {
+                default: true,
+                selector: None,
+            },
+            load_balancer: LoadBalancerClaim {
+                default: true,
+                classes: Vec::new(),
+            },
+            routes: true,
+        }
+    }
+}
+
 /// The whole table; see the module doc.
 #[derive(Debug)]
 pub struct Routing {
     drivers: Vec<DriverRoles>,
-    single: bool,
 }
 
 /// Who owns a node.
@@ -85,33 +118,27 @@ pub(crate) enum NodeOwner {
 }
 
 impl Routing {
-    /// One driver serving everything, as with the single-driver flags: it owns the nodes of
-    /// `scheme` and every uninitialised node, serves class-less Services with upstream's
-    /// finalizer and the routes.
-    pub fn single(name: &str, scheme: &str) -> Arc<Self> {
+    /// The table of one driver alone ([`DriverRoles::alone`]): nothing to check.
+    pub fn alone(name: &str, scheme: &str) -> Arc<Self> {
         Arc::new(Routing {
-            drivers: vec![DriverRoles {
-                name: name.to_string(),
-                provider_id_scheme: scheme.to_string(),
-                nodes: NodeClaim {
-                    default: true,
-                    selector: None,
-                },
-                load_balancer: LoadBalancerClaim {
-                    default: true,
-                    classes: Vec::new(),
-                },
-                routes: true,
-            }],
-            single: true,
+            drivers: vec![DriverRoles::alone(name, scheme)],
         })
     }
 
-    /// The table of several drivers, or why it cannot be (the message names the drivers and
-    /// the field, and what to change).
+    /// The table of `drivers` (one of the flags, or a DriverSet file's), or why it cannot be
+    /// (the message names the drivers and the field, and what to change).
     pub fn new(drivers: Vec<DriverRoles>) -> Result<Arc<Self>, String> {
         if drivers.is_empty() {
             return Err("no driver is configured: list at least one under `drivers`".into());
+        }
+        if drivers.len() > 1
+            && let Some(d) = drivers.iter().find(|d| d.label.is_none())
+        {
+            return Err(format!(
+                "driver {:?} has no label among {} drivers: only a driver alone may keep upstream's names and finalizer; give every driver of a set its name as label",
+                d.name,
+                drivers.len()
+            ));
         }
         for (i, d) in drivers.iter().enumerate() {
             check_driver(d)?;
@@ -121,15 +148,7 @@ impl Routing {
         }
         check_classes(&drivers)?;
         check_single_roles(&drivers)?;
-        Ok(Arc::new(Routing {
-            drivers,
-            single: false,
-        }))
-    }
-
-    /// Whether this is the single-driver table of [`Routing::single`].
-    pub fn is_single(&self) -> bool {
-        self.single
+        Ok(Arc::new(Routing { drivers }))
     }
 
     /// The drivers, in configuration order.
@@ -202,14 +221,21 @@ impl Routing {
         }
     }
 
-    /// The cleanup finalizer of the driver at `index`: upstream's with one driver, so an
-    /// upgrade or a rollback finds its own; `wasm-ccm.io/lb-cleanup.<name>` with several.
+    /// The cleanup finalizer of the driver at `index`: upstream's without a label (the
+    /// one-driver flags), so an upgrade or a rollback finds its own;
+    /// `wasm-ccm.io/lb-cleanup.<label>` with one.
     fn finalizer(&self, index: usize) -> String {
-        if self.single {
-            LB_FINALIZER.to_string()
-        } else {
-            format!("{DRIVER_FINALIZER_PREFIX}{}", self.drivers[index].name)
+        match &self.drivers[index].label {
+            None => LB_FINALIZER.to_string(),
+            Some(label) => format!("{DRIVER_FINALIZER_PREFIX}{label}"),
         }
+    }
+
+    /// The index of the driver labelled `label`.
+    fn labelled(&self, label: &str) -> Option<usize> {
+        self.drivers
+            .iter()
+            .position(|d| d.label.as_deref() == Some(label))
     }
 }
 
@@ -295,7 +321,11 @@ fn check_selector(s: &LabelSelector) -> Result<(), String> {
 
 /// The checks of one driver entry on its own.
 fn check_driver(d: &DriverRoles) -> Result<(), String> {
-    check_driver_name(&d.name)?;
+    // The label ends up in a finalizer and in metric labels; a driver without one (the flags')
+    // is named by its own `info`, which no such rule binds.
+    if let Some(label) = &d.label {
+        check_driver_name(label)?;
+    }
     if d.provider_id_scheme.is_empty() || d.provider_id_scheme.contains("://") {
         return Err(format!(
             "driver {:?}: providerIDScheme {:?} must be a scheme alone (e.g. `cloudscale`, the part before `://`)",
@@ -318,6 +348,14 @@ fn check_pair(other: &DriverRoles, d: &DriverRoles) -> Result<(), String> {
         return Err(format!(
             "two drivers are named {:?}: names must be unique",
             d.name
+        ));
+    }
+    if let Some(label) = &d.label
+        && other.label.as_ref() == Some(label)
+    {
+        return Err(format!(
+            "two drivers are labelled {label:?} ({} and {}): labels name finalizers and metric series and must be unique",
+            other.name, d.name
         ));
     }
     if other.provider_id_scheme == d.provider_id_scheme {
@@ -509,9 +547,19 @@ impl DriverView {
         self.me
     }
 
-    /// Whether this process runs this driver alone (today's flags).
+    /// The name in queue names, metric labels and event notes; `None`: upstream's (see
+    /// [`DriverRoles::label`]).
+    pub(crate) fn label(&self) -> Option<&str> {
+        self.routing.drivers[self.me].label.as_deref()
+    }
+
+    /// Whether this driver stands alone for upstream's cloud provider (the one-driver flags:
+    /// no label, so upstream's finalizer). The ownership rules here need no such question; the
+    /// controllers still ask it where upstream acts on every object and a driver of a set must
+    /// keep to its own (routes and load-balancer backends over every node, a not-found
+    /// uninitialised node deleted, the handover counts and the `LoadBalancerNotServed` note).
     pub(crate) fn is_single(&self) -> bool {
-        self.routing.single
+        self.label().is_none()
     }
 
     /// The whole table.
@@ -548,9 +596,6 @@ impl DriverView {
     /// Whether `svc` is a LoadBalancer Service this driver serves (with one driver: upstream's
     /// `wantsLoadBalancer`, type LoadBalancer without a class).
     pub(crate) fn serves(&self, svc: &Service) -> bool {
-        if self.routing.single {
-            return service_rules::wants_load_balancer(svc);
-        }
         self.routing.service_driver(svc) == Some(self.me)
     }
 
@@ -558,9 +603,6 @@ impl DriverView {
     /// finalizer, or only upstream's shared one (made by a single-driver run or an upstream
     /// CCM) and this driver is the default for class-less Services.
     pub(crate) fn owns_service(&self, svc: &Service) -> bool {
-        if self.routing.single {
-            return service_rules::has_finalizer(svc);
-        }
         let finalizers = finalizers(svc);
         let own = self.finalizer();
         if finalizers.iter().any(|f| *f == own) {
@@ -573,21 +615,27 @@ impl DriverView {
                 .any(|f| f.starts_with(DRIVER_FINALIZER_PREFIX))
     }
 
+    /// Whether the driver's cluster view (the `cluster` import's Services) shows `svc`: a
+    /// LoadBalancer Service it serves, or, with a label, one whose load balancer it still
+    /// owns, so a pool allocator does not hand out an address until its delete is done.
+    ///
+    /// A driver without a label sees only what it serves (upstream's `wantsLoadBalancer`), as
+    /// before: its finalizer is upstream's, which any CCM or class controller may put on a
+    /// Service, so that finalizer alone does not show the load balancer is this driver's. This
+    /// is the one rule where the one-driver table keeps a difference, and it is on purpose.
+    pub(crate) fn sees(&self, svc: &Service) -> bool {
+        self.serves(svc) || (self.label().is_some() && self.owns_service(svc))
+    }
+
     /// Upstream's `needsCleanup` for this driver: it owns the load balancer and the Service is
     /// being deleted or no longer served by it.
     pub(crate) fn needs_cleanup(&self, svc: &Service) -> bool {
-        if self.routing.single {
-            return service_rules::needs_cleanup(svc);
-        }
         self.owns_service(svc) && (svc.metadata.deletion_timestamp.is_some() || !self.serves(svc))
     }
 
     /// Whether a node-sync `update` may touch `svc`'s load balancer (see
     /// [`crate::service_rules::may_update_backends`]).
     pub(crate) fn may_update_backends(&self, svc: &Service) -> bool {
-        if self.routing.single {
-            return service_rules::may_update_backends(svc);
-        }
         self.serves(svc) && svc.metadata.deletion_timestamp.is_none() && self.owns_service(svc)
     }
 
@@ -595,17 +643,15 @@ impl DriverView {
     /// waits until it is released, so two clouds never serve one Service. A finalizer of a
     /// driver no longer configured holds nothing (nobody could release it).
     pub(crate) fn held_by(&self, svc: &Service) -> Option<&str> {
-        if self.routing.single {
-            return None;
-        }
         let finalizers = finalizers(svc);
-        let own = self.finalizer();
         for f in &finalizers {
+            // Another driver's, by index: a driver without a label has upstream's finalizer,
+            // so one named after its `name` (left by a DriverSet run) is nobody's here.
             if let Some(other) = f.strip_prefix(DRIVER_FINALIZER_PREFIX)
-                && **f != own
-                && let Some(d) = self.routing.drivers.iter().find(|d| d.name == other)
+                && let Some(d) = self.routing.labelled(other)
+                && d != self.me
             {
-                return Some(&d.name);
+                return Some(&self.routing.drivers[d].name);
             }
         }
         // Only the shared finalizer: the default driver's until it cleans up.
@@ -634,7 +680,7 @@ impl DriverView {
         finalizers(svc)
             .into_iter()
             .filter_map(|f| f.strip_prefix(DRIVER_FINALIZER_PREFIX))
-            .filter(|name| !self.routing.drivers.iter().any(|d| d.name == *name))
+            .filter(|label| self.routing.labelled(label).is_none())
             .collect()
     }
 
@@ -649,12 +695,6 @@ impl DriverView {
             .filter(|f| *f != own)
             .map(str::to_string)
             .collect();
-        if self.routing.single {
-            if present {
-                out.push(own);
-            }
-            return out;
-        }
         let class_less = svc
             .spec
             .as_ref()

@@ -41,10 +41,6 @@ pub struct RunOptions {
     pub serving: Option<Serving>,
     /// This process's identity (events' reporting instance, the lease holder).
     pub identity: String,
-    /// Watch the driver's file and hot-swap new versions; `None` keeps the first one.
-    pub reload: Option<ReloadOptions>,
-    /// How long loading the driver took (fetch, compile, `info`, `init`), for the load metric.
-    pub driver_load_time: Duration,
     /// The API server's `gitVersion` read at start-up (empty when it did not tell), for
     /// `wasm_ccm_kubernetes_version_supported` ([`crate::kubernetes_version`]).
     pub kubernetes_version: String,
@@ -59,7 +55,8 @@ pub enum Exit {
     LostLeadership,
 }
 
-/// One driver of a process running several (see [`run_set`]).
+/// One driver of the process, in its table's order (see [`run`]); the one-driver flags give
+/// one.
 pub struct DriverEntry {
     /// The driver, loaded and initialised.
     pub driver: Arc<Driver>,
@@ -89,8 +86,9 @@ impl Running {
     }
 }
 
-/// Starts informers and the enabled controllers over the driver in `driver`; they stop on
-/// `cancel`.
+/// Starts informers and the enabled controllers over the driver in `driver` alone (the table
+/// of one the one-driver flags make, [`crate::DriverRoles::alone`]); they stop on `cancel`. The
+/// playground's entry; [`start`] underneath.
 pub fn start_controllers(
     client: Client,
     driver: Arc<DriverSlot>,
@@ -111,7 +109,8 @@ pub fn start_controllers(
 }
 
 /// Starts informers and, per driver of `routing` (`drivers` in its order), the controllers its
-/// roles and exports call for; they stop on `cancel`.
+/// roles and exports call for; they stop on `cancel`. [`run`]'s and the playground's entry;
+/// [`start`] underneath.
 pub fn start_driver_set(
     client: Client,
     drivers: Vec<Arc<DriverSlot>>,
@@ -125,7 +124,7 @@ pub fn start_driver_set(
         .into_iter()
         .map(|d| d as SharedCloud)
         .collect::<Vec<_>>();
-    start_clouds(
+    start(
         client,
         clouds,
         routing,
@@ -160,14 +159,14 @@ pub(crate) fn new_ctx(
         ),
         cloud: Cloud::new(
             cloud,
-            (!route.is_single()).then(|| route.name().to_string()),
+            route.label().map(str::to_string),
             Arc::clone(&metrics),
             Arc::new(StoreCluster::new(services.clone(), route.clone())),
             shadow.clone(),
         ),
         events: Events::new(client, identity.to_string())
             .silenced(shadow.is_some())
-            .for_driver((!route.is_single()).then(|| route.name().to_string())),
+            .for_driver(route.label().map(str::to_string)),
         shadow,
         metrics,
         nodes,
@@ -188,8 +187,8 @@ pub(crate) fn start_with_cloud(
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
-    let routing = Routing::single(&cloud.name(), &cloud.provider_id_scheme());
-    start_clouds(
+    let routing = Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
+    start(
         client,
         vec![cloud],
         routing,
@@ -215,10 +214,11 @@ fn role_wants(route: &DriverView, needs: Needs) -> bool {
     }
 }
 
-/// Informers once; per cloud (in `routing`'s order) a context and its controllers, so each
-/// driver has its own queues, workers and loops and a hung driver stalls only its own objects.
+/// The one start: informers once; per cloud (in `routing`'s order) a context and its
+/// controllers, so each driver has its own queues, workers and loops and a hung driver stalls
+/// only its own objects. One driver is a table of one, started the same way.
 #[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
-pub(crate) fn start_clouds(
+pub(crate) fn start(
     client: Client,
     clouds: Vec<SharedCloud>,
     routing: Arc<Routing>,
@@ -342,26 +342,9 @@ pub(crate) fn start_clouds(
     }
 }
 
-/// Runs the controller manager until `cancel` or the loss of leadership.
+/// Runs the controller manager over the drivers of `routing` (`drivers` in its order; one for
+/// the one-driver flags) until `cancel` or the loss of leadership.
 pub async fn run(
-    client: Client,
-    driver: Arc<Driver>,
-    mut opts: RunOptions,
-    cancel: CancellationToken,
-) -> std::io::Result<Exit> {
-    let routing = Routing::single(driver.name(), &driver.info().provider_id_scheme);
-    let entry = DriverEntry {
-        driver,
-        reload: opts.reload.take(),
-        load_time: opts.driver_load_time,
-    };
-    run_set(client, vec![entry], routing, opts, cancel).await
-}
-
-/// Runs the controller manager over several drivers (`drivers` in `routing`'s order) until
-/// `cancel` or the loss of leadership. `opts.reload` and `opts.driver_load_time` are unused:
-/// each entry has its own.
-pub async fn run_set(
     client: Client,
     drivers: Vec<DriverEntry>,
     routing: Arc<Routing>,
@@ -447,7 +430,7 @@ pub async fn run_set(
         );
     }
     let work = cancel.child_token();
-    let running = start_clouds(
+    let running = start(
         client.clone(),
         slots.into_iter().map(|d| d as SharedCloud).collect(),
         routing,
@@ -459,31 +442,41 @@ pub async fn run_set(
     );
     {
         let ctxs = running.ctxs.clone();
+        let scrape_metrics = Arc::clone(&metrics);
         *health
             .before_scrape
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
+            // Each driver sets its own series; a driver renamed by a reload leaves none.
+            scrape_metrics.clear("wasm_ccm_shadow_differences");
             for ctx in &ctxs {
                 ctx.cloud.export_counters();
                 ctx.export_shadow_gauges();
             }
         }));
-        let ctx = Arc::clone(&running.ctxs[0]);
+        // A shadow of several drivers keeps a log per driver (each judged by its own
+        // driver's calls); the report is all of them.
+        let ctxs = running.ctxs.clone();
         *health
             .shadow_report
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || ctx.shadow_report()));
+            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
+            crate::shadow::ShadowReport::merge(
+                ctxs.iter().filter_map(|c| c.shadow_report()).collect(),
+            )
+        }));
     }
-    let first = Arc::clone(&running.ctxs[0]);
-    if first.shadow.as_ref().is_some_and(|s| s.options().events) {
-        tokio::spawn(crate::shadow::announce_divergences(
-            Arc::clone(&first),
-            Events::new(client.clone(), opts.identity.clone()),
-            crate::shadow::ANNOUNCE_PERIOD,
-            work.clone(),
-        ));
+    for ctx in &running.ctxs {
+        if ctx.shadow.as_ref().is_some_and(|s| s.options().events) {
+            tokio::spawn(crate::shadow::announce_divergences(
+                Arc::clone(ctx),
+                Events::new(client.clone(), opts.identity.clone()),
+                crate::shadow::ANNOUNCE_PERIOD,
+                work.clone(),
+            ));
+        }
     }
-    let ready_ctx = first;
+    let ready_ctx = Arc::clone(&running.ctxs[0]);
     let ready_health = Arc::clone(&health);
     tokio::spawn(async move {
         ready_ctx.nodes.wait_synced().await;

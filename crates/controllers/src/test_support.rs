@@ -399,7 +399,7 @@ impl Harness {
             kube_api_qps: 0.0,
             ..config
         };
-        let route = crate::routing::Routing::single(&cloud.name(), &cloud.provider_id_scheme());
+        let route = crate::routing::Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
         let ctx = new_ctx(
             client.clone(),
             Arc::clone(&cloud) as SharedCloud,

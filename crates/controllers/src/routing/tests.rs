@@ -32,6 +32,7 @@ fn exprs(e: Vec<LabelSelectorRequirement>) -> LabelSelector {
 fn driver(name: &str, scheme: &str) -> DriverRoles {
     DriverRoles {
         name: name.into(),
+        label: Some(name.into()),
         provider_id_scheme: scheme.into(),
         ..Default::default()
     }
@@ -133,9 +134,10 @@ fn without_a_default_an_unmatched_node_is_unrouted() {
 
 #[test]
 fn one_driver_behaves_as_today() {
-    let r = Routing::single("static", "static");
+    let r = Routing::new(vec![DriverRoles::alone("static", "static")]).expect("one driver");
     let v = r.view(0);
     assert!(v.is_single());
+    assert_eq!(v.label(), None);
     assert_eq!(v.finalizer(), LB_FINALIZER);
     assert!(v.owns_node(&node("", &[])));
     assert!(v.owns_node(&node("static://x", &[])));
@@ -157,6 +159,90 @@ fn one_driver_behaves_as_today() {
         Vec::<String>::new(),
         "upstream's finalizer goes"
     );
+}
+
+/// The one-driver table has no branch of its own: with upstream's finalizer, the set's rules
+/// must give upstream's answers (`service_rules`, which the upstream tables check) for every
+/// Service, including ones carrying finalizers a DriverSet run left behind.
+#[test]
+fn the_drivers_rules_with_upstreams_finalizer_are_upstreams() {
+    use crate::service_rules;
+    let r = Routing::new(vec![DriverRoles::alone("static", "static")]).expect("one driver");
+    let v = r.view(0);
+    // Finalizers: none, upstream's, one a DriverSet's driver named like this one left, one of
+    // a driver no longer configured, someone else's.
+    let sets: &[&[&str]] = &[
+        &[],
+        &[LB_FINALIZER],
+        &["wasm-ccm.io/lb-cleanup.static"],
+        &["wasm-ccm.io/lb-cleanup.static", LB_FINALIZER],
+        &["wasm-ccm.io/lb-cleanup.gone", LB_FINALIZER],
+        &["x.io/keep"],
+        &["x.io/keep", LB_FINALIZER],
+    ];
+    let mut checked = 0;
+    for type_ in ["LoadBalancer", "ClusterIP", "NodePort"] {
+        for class in [None, Some("x.io/other")] {
+            for fins in sets {
+                for deleted in [false, true] {
+                    let mut s = svc(type_, class, fins);
+                    if deleted {
+                        s = deleting(s);
+                    }
+                    let at = format!("{type_} {class:?} {fins:?} deleted={deleted}");
+                    assert_eq!(v.serves(&s), service_rules::wants_load_balancer(&s), "{at}");
+                    assert_eq!(v.owns_service(&s), service_rules::has_finalizer(&s), "{at}");
+                    assert_eq!(
+                        v.needs_cleanup(&s),
+                        service_rules::needs_cleanup(&s),
+                        "{at}"
+                    );
+                    assert_eq!(
+                        v.may_update_backends(&s),
+                        service_rules::may_update_backends(&s),
+                        "{at}"
+                    );
+                    assert_eq!(v.held_by(&s), None, "{at}: no other driver holds it");
+                    assert_eq!(v.sees(&s), v.serves(&s), "{at}: the cluster view");
+                    // Upstream adds or removes its finalizer and touches no other.
+                    let others: Vec<String> = fins
+                        .iter()
+                        .filter(|f| **f != LB_FINALIZER)
+                        .map(|f| f.to_string())
+                        .collect();
+                    let mut with = others.clone();
+                    with.push(LB_FINALIZER.to_string());
+                    assert_eq!(v.finalizers_after(&s, true), with, "{at}");
+                    assert_eq!(v.finalizers_after(&s, false), others, "{at}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 3 * 2 * sets.len() * 2);
+    // Positive control: the same Service's answers differ for a labelled driver of a set.
+    let left = svc("LoadBalancer", None, &["wasm-ccm.io/lb-cleanup.static"]);
+    assert!(!service_rules::has_finalizer(&left));
+    let mut labelled = DriverRoles::alone("static", "static");
+    labelled.label = Some("static".into());
+    let set = Routing::new(vec![labelled]).expect("one labelled driver");
+    assert!(set.view(0).owns_service(&left));
+}
+
+#[test]
+fn only_a_driver_alone_may_keep_upstreams_names() {
+    let mut second = driver("b", "b");
+    second.label = None;
+    let err =
+        Routing::new(vec![driver("a", "a"), second]).expect_err("two drivers, one unlabelled");
+    assert!(err.contains("has no label among 2 drivers"), "{err}");
+    // Alone, any name will do: it is the driver's own, in no finalizer or metric label.
+    Routing::new(vec![DriverRoles::alone("Static_Cloud", "static")]).expect("alone");
+    // A label is held to the name rule.
+    let mut bad = DriverRoles::alone("static", "static");
+    bad.label = Some("Upper".into());
+    let err = Routing::new(vec![bad]).expect_err("a bad label");
+    assert!(err.contains("must be a DNS label"), "{err}");
 }
 
 #[test]
@@ -306,8 +392,12 @@ fn bad_tables_are_refused_with_the_names() {
             |d| d[1].load_balancer.classes = vec!["UPPER.io/x".into()],
             "is not a qualified name",
         ),
-        (|d| d[1].name = "Upper".into(), "must be a DNS label"),
-        (|d| d[1].name = "x".repeat(41), "must be a DNS label"),
+        (|d| d[1].label = Some("Upper".into()), "must be a DNS label"),
+        (|d| d[1].label = Some("x".repeat(41)), "must be a DNS label"),
+        (
+            |d| d[1].label = Some("a".into()),
+            "two drivers are labelled \"a\" (a and b)",
+        ),
         (
             |d| d[1].provider_id_scheme = "b://".into(),
             "must be a scheme alone",

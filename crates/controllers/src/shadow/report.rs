@@ -113,6 +113,29 @@ pub struct ShadowReport {
 }
 
 impl ShadowReport {
+    /// One report of several drivers' (a shadow run of a DriverSet keeps one log per driver):
+    /// every difference, diverged first as in each, the counts summed, the drivers named in
+    /// order. One report is returned as it is; none gives `None`.
+    pub fn merge(reports: Vec<ShadowReport>) -> Option<ShadowReport> {
+        let mut reports = reports.into_iter();
+        let mut merged = reports.next()?;
+        for r in reports {
+            merged.driver = format!("{}, {}", merged.driver, r.driver);
+            merged.started = merged.started.min(r.started);
+            merged.summary.pending += r.summary.pending;
+            merged.summary.agreed += r.summary.agreed;
+            merged.summary.diverged += r.summary.diverged;
+            merged.dropped += r.dropped;
+            merged.differences.extend(r.differences);
+            merged.differences.sort_by(|a, b| {
+                b.verdict
+                    .cmp(&a.verdict)
+                    .then_with(|| (&a.kind, &a.object).cmp(&(&b.kind, &b.object)))
+            });
+        }
+        Some(merged)
+    }
+
     /// Whether switching would change nothing that is known now.
     pub fn agrees(&self) -> bool {
         self.summary.diverged == 0 && self.dropped == 0

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use crate::kit::{self, CLOUDS};
 use crate::kube::{KubeSim, KubeSimOptions, load_seed_file};
@@ -80,24 +79,6 @@ impl clap::Subcommand for Command {
 
     fn has_subcommand(name: &str) -> bool {
         name == KUBE || cli_clouds().any(|(c, _)| c.name == name)
-    }
-}
-
-/// `500ms`, `2s`, `1m`, or a plain number of seconds.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 2s or 500ms"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        _ => Err(format!("{text:?}: the unit must be ms, s or m")),
     }
 }
 
@@ -194,16 +175,6 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("2h").is_err());
-        assert!(parse_duration("s").is_err());
-    }
 
     /// The binaries' shape: `<bin> <simulator> [options]`.
     #[derive(Debug, clap::Parser)]

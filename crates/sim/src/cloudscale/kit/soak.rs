@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cloudscale::{CloudscaleSim, Match};
-use crate::kit::soak::{self, CloudFault, CloudLb, MemberSet, SoakCloud, SplitMix64, Tally};
+use crate::kit::soak::{
+    CloudFault, CloudLb, MemberSet, SoakCloud, SplitMix64, Tally, inject_common,
+};
 
 /// The prefix of the load balancer name the cloudscale driver gives a Service
 /// (drivers/cloudscale/README.md).
@@ -134,7 +136,7 @@ impl SoakCloud for CloudscaleSim {
                     "new load balancers provision for {ms} ms; writes to a changing one are refused"
                 ))
             }
-            other => soak::inject_common(&faults, other, rng),
+            other => inject_common(&faults, other, rng),
         }
     }
 

@@ -7,9 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::FromArgMatches as _;
 
-use crate::cli::parse_duration;
 use crate::cloudstack::{self, CidrSeparator, CloudstackOptions, CloudstackSim};
-use crate::kit::{BoxFuture, SimCli};
+use crate::kit::{BoxFuture, SimCli, parse_duration};
 
 /// The subcommand in the kit's list ([`crate::kit::Cloud::cli`]).
 pub(super) const CLI: SimCli = SimCli {

@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cloudstack::{CloudstackSim, Match};
-use crate::kit::soak::{self, CloudFault, CloudLb, MemberSet, SoakCloud, SplitMix64, Tally};
+use crate::kit::soak::{
+    CloudFault, CloudLb, MemberSet, SoakCloud, SplitMix64, Tally, inject_common,
+};
 
 /// The tag the CloudStack driver puts on every public IP it associates
 /// (drivers/cloudstack/README.md).
@@ -121,7 +123,7 @@ impl SoakCloud for CloudstackSim {
                 self.set_job_duration(Some(Duration::from_millis(ms)));
                 Some(format!("asynchronous jobs take {ms} ms"))
             }
-            other => soak::inject_common(&self.faults(), other, rng),
+            other => inject_common(&self.faults(), other, rng),
         }
     }
 

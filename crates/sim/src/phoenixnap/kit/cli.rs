@@ -7,8 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::FromArgMatches as _;
 
-use crate::cli::parse_duration;
-use crate::kit::{BoxFuture, SimCli};
+use crate::kit::{BoxFuture, SimCli, parse_duration};
 use crate::phoenixnap::{PhoenixnapOptions, PhoenixnapSim, Seed};
 
 /// The subcommand in the kit's list ([`crate::kit::Cloud::cli`]).

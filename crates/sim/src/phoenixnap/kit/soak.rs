@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::kit::soak::{self, CloudFault, CloudLb, SoakCloud, SplitMix64, Tally};
+use crate::kit::soak::{CloudFault, CloudLb, SoakCloud, SplitMix64, Tally, inject_common};
 use crate::phoenixnap::{Match, PhoenixnapSim};
 
 /// A tag's value on a PhoenixNAP resource.
@@ -57,7 +57,7 @@ impl SoakCloud for PhoenixnapSim {
                 self.set_assign_after(Duration::from_millis(ms));
                 Some(format!("IP block assignment takes {ms} ms"))
             }
-            other => soak::inject_common(&self.faults(), other, rng),
+            other => inject_common(&self.faults(), other, rng),
         }
     }
 

@@ -1,18 +1,13 @@
-//! What the chaos soak (`wasm-ccm-dev soak`) needs of a cloud beyond [`SimCloud`]: the cloud
-//! objects a Service maps to (for the invariants), the cloud's fault injection and its request
-//! log. A cloud joins the soak by implementing [`SoakCloud`] (beside its simulator, in
-//! `<cloud>/kit/soak.rs`) and naming its start function in its [`Cloud`](super::Cloud) entry;
-//! `--driver` then offers it ([`names`]).
+//! What the chaos soak needs of a cloud beyond [`SimCloud`] ([`SoakCloud`]), and the faults it
+//! injects. A leaf under the list: the clouds implement it without naming the list.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{BoxFuture, CLOUDS, SimCloud, StartOptions};
 use crate::fixture::{Faults, Match};
-
-pub use super::rng::SplitMix64;
+use crate::kit::cloud::{BoxFuture, SimCloud, StartOptions};
+use crate::kit::rng::SplitMix64;
 
 /// Starts a cloud's simulator as the soak drives it, with no instances.
 pub type SoakStartFn = fn(StartOptions) -> BoxFuture<'static, anyhow::Result<Box<dyn SoakCloud>>>;
@@ -128,27 +123,6 @@ pub trait SoakCloud: SimCloud {
     fn unowned_is_known_window(&self) -> bool {
         false
     }
-}
-
-/// The clouds the soak can drive (those whose entry has a [`SoakStartFn`]), in the list's order.
-pub fn names() -> impl Iterator<Item = &'static str> {
-    CLOUDS.iter().filter(|c| c.soak.is_some()).map(|c| c.name)
-}
-
-/// Starts the simulator of the cloud named `name` on `addr`, with what the soak drives on top
-/// of it; a cloud the soak has no fault model for is refused, naming those it has.
-pub async fn start(name: &str, addr: SocketAddr) -> anyhow::Result<Box<dyn SoakCloud>> {
-    let start = super::cloud(name).and_then(|c| c.soak).ok_or_else(|| {
-        anyhow::anyhow!(
-            "the soak has no fault model for the `{name}` cloud; choose {}",
-            names().collect::<Vec<_>>().join(", ")
-        )
-    })?;
-    start(StartOptions {
-        addr,
-        ..Default::default()
-    })
-    .await
 }
 
 /// Boxes a started simulator as a [`SoakStartFn`] returns it (a cloud's `start_sim` future).

@@ -41,12 +41,11 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// The name of this driver's `base` queue in metrics and logs: upstream's (`node`,
-    /// `service`) with one driver, `base/<driver>` with several.
+    /// `service`) for a driver without a label (the one-driver flags), `base/<label>` else.
     pub(crate) fn queue_name(&self, base: &str) -> String {
-        if self.route.is_single() {
-            base.to_string()
-        } else {
-            format!("{base}/{}", self.route.name())
+        match self.route.label() {
+            None => base.to_string(),
+            Some(label) => format!("{base}/{label}"),
         }
     }
 

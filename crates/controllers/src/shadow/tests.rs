@@ -359,6 +359,50 @@ async fn the_report_survives_a_round_trip_through_json() {
     assert_eq!(back, report);
 }
 
+/// A shadow of several drivers answers one report: both logs' differences, diverged first,
+/// the counts summed, the drivers named in order; one report is returned as it is.
+#[tokio::test]
+async fn several_drivers_reports_merge_into_one() {
+    let (nodes, services) = informers();
+    let (cloud, metal) = (log(0), log(3600));
+    // cloud: a diverged cloud write (grace 0); metal: a pending one.
+    cloud.record_cloud(
+        "routes.create",
+        "Driver",
+        "",
+        vec!["POST https://c/r".into()],
+        false,
+    );
+    metal.record_cloud(
+        "load-balancer.ensure",
+        "Service",
+        "default/bare",
+        vec!["POST https://m/ip-blocks".into()],
+        false,
+    );
+    let (a, b) = (
+        cloud.report("cloud", &nodes.store(), &services.store()),
+        metal.report("metal", &nodes.store(), &services.store()),
+    );
+    assert_eq!(ShadowReport::merge(vec![a.clone()]), Some(a.clone()));
+    assert_eq!(ShadowReport::merge(Vec::new()), None);
+    let merged = ShadowReport::merge(vec![b.clone(), a.clone()]).expect("two reports");
+    assert_eq!(merged.driver, "metal, cloud");
+    assert_eq!(merged.summary.diverged, 1);
+    assert_eq!(merged.summary.pending, 1);
+    let order: Vec<(&str, Verdict)> = merged
+        .differences
+        .iter()
+        .map(|d| (d.object.as_str(), d.verdict))
+        .collect();
+    assert_eq!(
+        order,
+        [("", Verdict::Diverged), ("default/bare", Verdict::Pending)],
+        "diverged first, whichever driver's"
+    );
+    assert!(!merged.agrees());
+}
+
 /// In process against the Kubernetes simulator: the controllers in shadow mode.
 mod in_process {
     use std::sync::Arc;

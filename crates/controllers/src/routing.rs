@@ -556,8 +556,11 @@ impl DriverView {
     /// Whether this driver stands alone for upstream's cloud provider (the one-driver flags:
     /// no label, so upstream's finalizer). The ownership rules here need no such question; the
     /// controllers still ask it where upstream acts on every object and a driver of a set must
-    /// keep to its own (routes and load-balancer backends over every node, a not-found
-    /// uninitialised node deleted, the handover counts and the `LoadBalancerNotServed` note).
+    /// keep to its own: routes and load-balancer backends over every node (`route.rs`,
+    /// `service.rs`), a not-found uninitialised node deleted (`lifecycle.rs`), a Service it
+    /// neither serves nor owns still taken through upstream's delete branch, no handover
+    /// count and no `LoadBalancerNotServed` note (`service.rs`), and the foreign node's
+    /// wording (`ownership.rs`).
     pub(crate) fn is_single(&self) -> bool {
         self.label().is_none()
     }

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::CallError;
-use crate::http::HttpExchange;
 use crate::model::cluster::{AddressClaim, AddressUse};
+use crate::model::http::HttpExchange;
 use crate::model::types::{Node, NodeSet, Service};
 
 /// The cluster as a driver may see it through the `cluster` import.

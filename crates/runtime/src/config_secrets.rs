@@ -9,8 +9,6 @@
 //! log line or an answer the host writes. It is a net under the driver, not a parser: a value it
 //! misses is one the driver must still `log.redact`.
 
-use crate::log::is_secret_env_name;
-
 /// Longest line scanned; a longer one is no `key = value` pair of a credential.
 const MAX_LINE_BYTES: usize = 16 * 1024;
 
@@ -116,6 +114,29 @@ fn unquote(s: &str) -> &str {
         }
     }
     s
+}
+
+/// Environment variable names whose values the host treats as secrets without being told.
+pub fn is_secret_env_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    // Addresses are not credentials, even when their name says AUTH (`PNAP_AUTH_URL`).
+    if ["_URL", "_URI", "_ENDPOINT", "_HOST"]
+        .iter()
+        .any(|suffix| upper.ends_with(suffix))
+    {
+        return false;
+    }
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "KEY",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! `env-prefixes: ["A", …, "Z"]` and receive the whole process environment (other tools'
 //! credentials, `KUBERNETES_*`). Each rule below says why it exists.
 
-use crate::log::shown;
 use crate::model::types::{ProviderInfo, SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 use crate::result_caps::Capped;
+use crate::text::shown;
 
 /// Longest driver name and provider-ID scheme (a DNS label: they end up in metric labels and
 /// provider IDs).

@@ -36,6 +36,7 @@ pub mod secrets;
 pub mod special_addr;
 mod state;
 pub mod surface;
+mod text;
 pub mod trace;
 mod wit;
 
@@ -55,11 +56,7 @@ pub use driver::{
 pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};
 
-/// The version of the driver contract this host was built with: the package version of
-/// `wit/provider.wit` (`package wasm-ccm:provider@X.Y.Z;`), read by the build script, so it
-/// cannot drift from the WIT the bindings are generated from. Which versions a driver may
-/// implement to be loaded is [`surface::SUPPORTED_VERSIONS`].
-pub const CONTRACT_VERSION: &str = env!("WASM_CCM_CONTRACT_VERSION");
+pub use surface::CONTRACT_VERSION;
 
 #[cfg(test)]
 mod tests {

@@ -12,8 +12,8 @@
 //!   secrets, those whose names look like credentials (`is_secret_env_name`, a heuristic;
 //!   `load` warns about such a driver).
 
-use crate::log::shown;
 use crate::model::types::{ProviderInfo, SecretDecl, SecretLocation, SecretUse};
+use crate::text::shown;
 
 /// Most plain variables a driver may declare: more than any cloud's SDK reads, few enough that
 /// `inspect` lists them on a screen.
@@ -80,7 +80,7 @@ pub(crate) fn admitted(decls: &[SecretDecl], plain: Option<&[String]>, name: &st
         Some(names) => names.iter().any(|n| n == name) || read_by_host(decls, name),
         // 0.2.0's rule (see the module doc).
         None if decls.is_empty() => true,
-        None => read_by_host(decls, name) || !crate::capability::log::is_secret_env_name(name),
+        None => read_by_host(decls, name) || !crate::config_secrets::is_secret_env_name(name),
     }
 }
 

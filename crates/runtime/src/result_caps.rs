@@ -8,11 +8,11 @@
 //! with a Warning event. Every cap is listed in `wit/README.md`; a result over a cap is refused
 //! whole as [`crate::HostError::ResultOverCap`].
 
-use crate::log::shown;
 use crate::model::types::{
     EnsureResult, Ingress, InstanceMetadata, ProviderError, ProviderInfo, Route, SecretOrigin,
     SecretUse,
 };
+use crate::text::shown;
 
 /// Longest string in a result (a provider ID, an address, a label or annotation value).
 pub const MAX_STRING_BYTES: usize = 64 * 1024;
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn long_error_messages_are_cut_not_refused() {
-        let no_secrets = |t: &str, max: usize| crate::log::cut(t, max).to_string();
+        let no_secrets = |t: &str, max: usize| crate::text::cut(t, max).to_string();
         let e = cap_error(
             ProviderError::Transient("é".repeat(MAX_ERROR_MESSAGE_BYTES)),
             &no_secrets,

@@ -8,18 +8,13 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use crate::bindings::types;
 use crate::call::{CallScope, SharedNodes};
-use crate::capability::log::Source;
+use crate::capability::cluster::{ClusterHost, ClusterStateView};
+use crate::capability::http::{HttpHost, HttpView};
 use crate::capability::log::stdio::LogOutput;
-
+use crate::capability::log::{CallTags, LogHost, LogView, Source};
 use crate::capability::{CallState, DriverHost};
-
-/// Function and object of the call in progress, shared with the stdout/stderr writers.
-#[derive(Default, Clone)]
-pub(crate) struct CallTags {
-    pub function: String,
-    pub object: String,
-}
 
 /// The data of one driver instance's store.
 pub(crate) struct InstanceState {
@@ -84,6 +79,39 @@ impl InstanceState {
         }
     }
 }
+
+// The capabilities' views of an instance's data (`crate::capability::add_to_linker`).
+
+impl HttpView for InstanceState {
+    fn http_host(&mut self) -> HttpHost<'_> {
+        HttpHost::new(
+            &self.host.http,
+            &self.host.logger,
+            self.call.deadline,
+            &mut self.call.http,
+        )
+    }
+}
+
+impl LogView for InstanceState {
+    fn log_host(&mut self) -> LogHost<'_> {
+        LogHost::new(&self.host.logger, &self.tags)
+    }
+}
+
+impl ClusterStateView for InstanceState {
+    fn cluster_host(&mut self) -> ClusterHost<'_> {
+        ClusterHost::new(
+            &self.host.name,
+            &self.host.logger,
+            &self.host.lowered,
+            &self.tags,
+            &mut self.call.cluster,
+        )
+    }
+}
+
+impl types::Host for InstanceState {}
 
 impl WasiView for InstanceState {
     fn ctx(&mut self) -> WasiCtxView<'_> {

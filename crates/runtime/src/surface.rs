@@ -7,6 +7,12 @@ use wasmtime::component::Component;
 use crate::capability;
 use crate::error::HostError;
 
+/// The version of the driver contract this host was built with: the package version of
+/// `wit/provider.wit` (`package wasm-ccm:provider@X.Y.Z;`), read by the build script, so it
+/// cannot drift from the WIT the bindings are generated from. Which versions a driver may
+/// implement to be loaded is [`SUPPORTED_VERSIONS`].
+pub const CONTRACT_VERSION: &str = env!("WASM_CCM_CONTRACT_VERSION");
+
 /// The WIT package every driver implements.
 pub const PACKAGE: &str = "wasm-ccm:provider";
 
@@ -218,7 +224,7 @@ pub(crate) fn link_advice(driver_version: &str) -> Option<String> {
             parts.next()?.ok()?,
         ))
     };
-    let host = crate::CONTRACT_VERSION;
+    let host = CONTRACT_VERSION;
     (parse(driver_version)? > parse(host)?).then(|| {
         format!(
             "the driver was built against wasm-ccm:provider@{driver_version} and this host implements {host}: upgrade wasm-ccm to a release that implements {driver_version}, or build the driver against {host} (wit/README.md, \"Versioning\")"

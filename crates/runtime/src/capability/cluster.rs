@@ -14,21 +14,12 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{HasData, Linker};
 
-use super::CapabilityInfo;
-use super::log::{DriverLogger, Level, Source};
+use super::log::{CallTags, DriverLogger, Level, Source};
 use crate::bindings::cluster as wit;
 use crate::bindings::types::{Node, Service};
 use crate::call::{ClusterView, DriverEvent, EventKind, SharedNodes};
 use crate::lowered::Lowered;
-use crate::state::{CallTags, InstanceState};
 use crate::wit::Convert;
-
-/// The capability's entry in [`crate::capability::ALL`].
-pub(crate) const INFO: CapabilityInfo = CapabilityInfo {
-    name: "cluster",
-    stands_in_for: &[],
-    add_to_linker,
-};
 
 /// Events a single call may record; more are dropped with a log line.
 pub(crate) const MAX_EVENTS_PER_CALL: usize = 50;
@@ -166,18 +157,18 @@ impl HasData for ClusterData {
     type Data<'a> = ClusterHost<'a>;
 }
 
-fn view(s: &mut InstanceState) -> ClusterHost<'_> {
-    ClusterHost::new(
-        &s.host.name,
-        &s.host.logger,
-        &s.host.lowered,
-        &s.tags,
-        &mut s.call.cluster,
-    )
+/// What `cluster` needs of a store's data: the driver's name, logger and lowered-bytes counter,
+/// the instance's call tags and the call's view of the cluster.
+pub(crate) trait ClusterStateView {
+    /// The host view the bindings call.
+    fn cluster_host(&mut self) -> ClusterHost<'_>;
 }
 
-fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, ClusterData>(linker, view)
+/// Links `cluster` for a store whose data is a [`ClusterStateView`].
+pub(crate) fn add_to_linker<T: ClusterStateView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, ClusterData>(linker, T::cluster_host)
 }
 
 #[cfg(test)]

@@ -2,18 +2,20 @@
 //!
 //! Every capability has the same shape, in `capability/<name>.rs` or `capability/<name>/`:
 //!
-//! - its config: what it takes from the [`DriverOptions`] (a `from_options`-style constructor
-//!   of its per-driver state, kept in [`DriverHost`]);
+//! - its `Config` (what the operator set for it, per driver) and a constructor of its
+//!   per-driver state from it, kept in [`DriverHost`];
 //! - its per-call state, a field of [`CallState`], reset by [`CallState::begin`];
-//! - a host view (a small struct borrowing just what it needs from [`InstanceState`]) that
-//!   implements the bindgen `Host` trait of its interface, so the capability does not depend on
-//!   the rest of the store's data;
-//! - its `INFO`, a [`CapabilityInfo`] whose `add_to_linker` links that one interface through the
-//!   view with bindgen's per-interface `add_to_linker`;
+//! - a host view (a small struct borrowing just what it needs) that implements the bindgen
+//!   `Host` trait of its interface, and a view trait (`HttpView`, `LogView`, `ClusterStateView`)
+//!   through which a store's data hands it out, as wasmtime's WASI asks for `WasiView`: the
+//!   capability knows neither the store's type (`crate::state`) nor the driver's options;
+//! - its `add_to_linker`, generic over the store's data;
 //! - its unit tests.
 //!
-//! [`ALL`] is the one list that names them: the linker is built from it and
-//! [`crate::surface`] derives the imports it accepts and its hints from it.
+//! [`ALL`] is the one list that names them: [`add_to_linker`] links what it lists, and
+//! [`crate::surface`] derives the imports it accepts and its hints from it. Only this file knows
+//! every capability; the units depend on leaves (the model, the bindings, the egress policy) and
+//! on `log` (every unit redacts with the driver's logger), never on this file.
 
 pub(crate) mod cluster;
 pub mod http;
@@ -23,14 +25,12 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::types;
 use crate::call::{CallScope, SharedNodes};
-use crate::driver::DriverOptions;
 use crate::error::HostError;
 use crate::model::types::ProviderInfo;
-use crate::state::InstanceState;
 
 /// One host capability, as the linker and the import checks see it.
 pub(crate) struct CapabilityInfo {
@@ -40,12 +40,39 @@ pub(crate) struct CapabilityInfo {
     /// prefix (`wasi:http/`) with the hint a driver importing it gets: a driver built with the
     /// standard interface is refused with a pointer to the capability.
     pub stands_in_for: &'static [(&'static str, &'static str)],
-    /// Links the interface's host functions into the linker.
-    pub add_to_linker: fn(&mut Linker<InstanceState>) -> wasmtime::Result<()>,
+    /// Which unit's `add_to_linker` links it.
+    link: Link,
+}
+
+/// The unit a [`CapabilityInfo`] links (a function pointer cannot be generic over the store).
+#[derive(Clone, Copy)]
+enum Link {
+    Http,
+    Log,
+    Cluster,
 }
 
 /// Every capability, in the order the hints name them.
-pub(crate) const ALL: &[CapabilityInfo] = &[http::INFO, log::INFO, cluster::INFO];
+pub(crate) const ALL: &[CapabilityInfo] = &[
+    CapabilityInfo {
+        name: "http",
+        stands_in_for: &[(
+            "wasi:http/",
+            "drivers reach the network only through the wasm-ccm:provider/http import (the SDKs' HTTP client), never wasi:http",
+        )],
+        link: Link::Http,
+    },
+    CapabilityInfo {
+        name: "log",
+        stands_in_for: &[],
+        link: Link::Log,
+    },
+    CapabilityInfo {
+        name: "cluster",
+        stands_in_for: &[],
+        link: Link::Cluster,
+    },
+];
 
 /// Interfaces of `wasm-ccm:provider` that hold only types other interfaces use: a driver may
 /// import them, and they grant nothing.
@@ -82,17 +109,32 @@ pub(crate) fn stand_in_hint(import: &str) -> Option<&'static str> {
         .map(|(_, hint)| *hint)
 }
 
-/// Links the type-only interfaces and every capability in [`ALL`].
-pub(crate) fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
+/// The type-only interfaces' host side: they have no functions.
+struct NoFunctions;
+
+impl types::Host for NoFunctions {}
+
+impl HasData for NoFunctions {
+    type Data<'a> = NoFunctions;
+}
+
+/// Links the type-only interfaces and every capability in [`ALL`] for a store whose data gives
+/// each capability its view.
+pub(crate) fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
+where
+    T: http::HttpView + log::LogView + cluster::ClusterStateView + Send + 'static,
+{
     // `types` has no functions, but a component importing it still needs the instance defined.
-    types::add_to_linker::<_, HasSelf<InstanceState>>(linker, |s| s)?;
+    types::add_to_linker::<T, NoFunctions>(linker, |_| NoFunctions)?;
     for capability in ALL {
-        (capability.add_to_linker)(linker)?;
+        match capability.link {
+            Link::Http => http::add_to_linker(linker)?,
+            Link::Log => log::add_to_linker(linker)?,
+            Link::Cluster => cluster::add_to_linker(linker)?,
+        }
     }
     Ok(())
 }
-
-impl types::Host for InstanceState {}
 
 /// What all instances of one driver share: its name, the capabilities' per-driver state and the
 /// lowered-bytes counter.
@@ -111,20 +153,22 @@ pub(crate) struct DriverHost {
 impl DriverHost {
     /// The state of a loaded driver: the egress the operator granted (or the driver's declared
     /// defaults), the vault of its declared credentials, and a logger that knows the secrets of
-    /// `env`, of the cloud config and of the vault.
+    /// `env`, of its cloud config and of the vault.
     pub(crate) fn new(
         info: &ProviderInfo,
-        opts: &DriverOptions,
+        configs: (&http::Config, &log::Config),
+        cloud_config: &[u8],
         env: &[(String, String)],
         vault: Option<Arc<crate::secrets::Vault>>,
     ) -> Result<Self, HostError> {
-        let logger = log::from_options(&info.name, opts, env);
+        let (http_config, log_config) = configs;
+        let logger = log::logger(&info.name, log_config, env, cloud_config);
         // Every value the host holds, and each of its encodings, is redacted from whatever the
         // host writes (a backstop: the guest never holds them).
         if let Some(vault) = &vault {
             vault.teach_redactor(&logger);
         }
-        let http = http::from_options(&info.name, &info.default_egress, opts)?.with_vault(vault);
+        let http = http::client(&info.name, &info.default_egress, http_config)?.with_vault(vault);
         // A secret whose origin the egress grants do not cover can never be sent: say so at
         // load, where the operator reads it, rather than as a `denied` per request.
         for (name, origin) in http.vault().iter().flat_map(|v| v.origins()) {
@@ -150,11 +194,15 @@ impl DriverHost {
 
     /// The state of a driver whose `info` has not run yet: no egress at all, and log lines
     /// tagged with where the driver came from.
-    pub(crate) fn bare(origin: &str, opts: &DriverOptions) -> Result<Self, HostError> {
+    pub(crate) fn bare(
+        origin: &str,
+        configs: (&http::Config, &log::Config),
+    ) -> Result<Self, HostError> {
+        let (http_config, log_config) = configs;
         Ok(DriverHost {
             name: origin.to_string(),
-            logger: Arc::new(log::bare(origin, opts)),
-            http: Arc::new(http::bare(opts)?),
+            logger: Arc::new(log::bare(origin, log_config)),
+            http: Arc::new(http::bare(http_config)?),
             lowered: AtomicU64::new(0),
         })
     }
@@ -240,7 +288,7 @@ mod tests {
     #[test]
     fn the_capabilities_link_into_one_linker() {
         let engine = wasmtime::Engine::default();
-        let mut linker = Linker::<InstanceState>::new(&engine);
+        let mut linker = Linker::<crate::state::InstanceState>::new(&engine);
         add_to_linker(&mut linker).expect("every capability links once, without clashes");
     }
 }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::Driver;
+use super::handle::Driver;
 use crate::call::{CallScope, Outcome};
 use crate::error::{CallError, HostError};
 use crate::model::json::{from_value, to_value};

@@ -9,21 +9,24 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
-use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::component::{InstancePre, Linker};
 
-use super::call::classify;
 use super::compile::{Built, first_build};
+use super::compiled::Compiled;
+use super::failure::classify;
+use super::handle::Driver;
+use super::options::DriverOptions;
 use super::pool::{Code, DriverInner, Indices, Slot};
-use super::tier_up::{Job, TierUp};
-use super::{Driver, DriverOptions, DriverStats};
-use crate::cache::{AotCache, CacheOutcome};
+use super::stats::DriverStats;
+use super::tier_up::{Adopter, Job, TierUp};
+use crate::cache::AotCache;
 use crate::call::CallScope;
 use crate::capability::{self, DriverHost};
 use crate::engine::{Compiler, EngineOptions, Tier, WasmEngine};
 use crate::error::{CallError, HostError};
 use crate::model::types::ProviderInfo;
 use crate::state::InstanceState;
-use crate::surface::{self, Surface};
+use crate::surface;
 
 /// Host-wide settings.
 #[derive(Debug, Clone, Default)]
@@ -44,31 +47,6 @@ pub struct Runtime {
     /// The other tier's linker, when the host has two engines.
     second_linker: Option<Arc<Linker<InstanceState>>>,
     cache: Option<AotCache>,
-}
-
-/// A compiled, inspected, not yet instantiated driver.
-#[derive(Clone)]
-pub struct Compiled {
-    /// The code. `None` in a loaded driver's own copy ([`Driver::compiled`]): the driver's
-    /// instances hold what they run, and a copy here would keep Winch code alive after the swap.
-    component: Option<Component>,
-    /// Where it came from (a path or an OCI reference), for messages.
-    pub origin: String,
-    /// sha256 of the `.wasm`, hex.
-    pub sha256: String,
-    /// Size of the `.wasm` in bytes.
-    pub size: usize,
-    /// What it exports and imports.
-    pub surface: Surface,
-    /// Time to compile, or to load from the cache.
-    pub load_time: Duration,
-    /// Whether the cache was used.
-    pub cache: CacheOutcome,
-    /// Which compiler made the code (a driver loaded from it may move on to Cranelift code
-    /// later: [`Driver::tier`]).
-    pub tier: Tier,
-    /// The Cranelift build on its way, for Winch code with [`Compiler::Tiered`].
-    tier_up: Option<Arc<TierUp>>,
 }
 
 impl Runtime {
@@ -225,7 +203,8 @@ impl Runtime {
         let pre = self.pre(compiled)?;
         let indices = Indices::new(&pre, &compiled.surface, &compiled.origin)?;
         let opts = DriverOptions::default();
-        let host = Arc::new(DriverHost::bare(&compiled.origin, &opts)?);
+        let configs = (&opts.http_config(), &opts.log_config());
+        let host = Arc::new(DriverHost::bare(&compiled.origin, configs)?);
         let mut slot = Slot::new(&pre, &indices, host, &opts)
             .await
             .map_err(|e| match e {
@@ -316,7 +295,14 @@ impl Runtime {
             driver: name.clone(),
             detail,
         })?;
-        let host = Arc::new(DriverHost::new(&info, &opts, &env, sealed.vault)?);
+        let configs = (&opts.http_config(), &opts.log_config());
+        let host = Arc::new(DriverHost::new(
+            &info,
+            configs,
+            &opts.config,
+            &env,
+            sealed.vault,
+        )?);
         let (config, env) = (sealed.config, sealed.env);
         // A Cranelift build that finished since the compile serves from the start.
         let ready = compiled.tier_up.as_ref().and_then(|t| t.ready());
@@ -362,7 +348,8 @@ impl Runtime {
         // Only a driver that passed `init` starts (or waits for) the Cranelift compile.
         if tier == Tier::Winch
             && let Some(tier_up) = &compiled.tier_up
-            && let Some(pre) = tier_up.subscribe(&inner)
+            && let Some(pre) =
+                tier_up.subscribe(Arc::downgrade(&inner) as std::sync::Weak<dyn Adopter>)
         {
             inner.adopt(pre, Duration::ZERO);
         }
@@ -439,7 +426,7 @@ fn declaration<T>(
             &e,
             origin,
             function,
-            slot,
+            &slot.store,
             opts.call_timeout,
             opts.memory_limit,
         )),

@@ -13,8 +13,11 @@ use tracing::Instrument;
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, UpdateDeadline};
 
-use super::call::{classify, instantiate_error};
-use super::{Compiled, DriverOptions, DriverStats, InstanceMode};
+use super::compiled::Compiled;
+use super::failure::{classify, instantiate_error};
+use super::options::{DriverOptions, InstanceMode};
+use super::stats::DriverStats;
+use super::tier_up::Adopter;
 use crate::bindings::{environment, instances, load_balancer, provider, routes};
 use crate::call::{CallScope, Outcome, SharedNodes};
 use crate::capability::DriverHost;
@@ -215,21 +218,12 @@ pub(super) struct DriverInner {
 pub(super) type CallFuture<'a, R> =
     Pin<Box<dyn Future<Output = wasmtime::Result<Result<R, ProviderError>>> + Send + 'a>>;
 
-impl DriverInner {
-    /// The code new instances are made from now.
-    pub(super) fn code(&self) -> Arc<Code> {
-        match self.code.lock() {
-            Ok(c) => c.clone(),
-            // Only an assignment happens under this lock, so a poisoned value is still whole.
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
+impl Adopter for DriverInner {
     /// Swaps in the Cranelift build (`pre`): new instances come from it; instances of the old
     /// code finish the calls they are in and are dropped rather than pooled, so no call is cut
     /// and, once they are gone, every call runs Cranelift code. `compile` is how long the
     /// background compile took, for the log line.
-    pub(super) fn adopt(&self, pre: InstancePre<InstanceState>, compile: Duration) {
+    fn adopt(&self, pre: InstancePre<InstanceState>, compile: Duration) {
         let indices = match Indices::new(&pre, &self.compiled.surface, &self.name) {
             Ok(i) => i,
             Err(e) => {
@@ -273,6 +267,17 @@ impl DriverInner {
             "driver now served by its Cranelift build; its Winch instances retire as their calls finish"
         );
     }
+}
+
+impl DriverInner {
+    /// The code new instances are made from now.
+    pub(super) fn code(&self) -> Arc<Code> {
+        match self.code.lock() {
+            Ok(c) => c.clone(),
+            // Only an assignment happens under this lock, so a poisoned value is still whole.
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
 
     pub(super) async fn new_slot(&self) -> Result<Slot, CallError> {
         let code = self.code();
@@ -298,7 +303,7 @@ impl DriverInner {
                 &e,
                 &self.name,
                 "provider.init",
-                &slot,
+                &slot.store,
                 o.init_timeout,
                 o.memory_limit,
             )
@@ -476,7 +481,7 @@ impl DriverInner {
                     &trap,
                     &self.name,
                     function,
-                    &slot,
+                    &slot.store,
                     timeout,
                     self.opts.memory_limit,
                 );

@@ -16,10 +16,16 @@ use std::time::{Duration, Instant};
 use wasmtime::component::{InstancePre, Linker};
 
 use super::compile;
-use super::pool::DriverInner;
 use crate::cache::{AotCache, Lookup};
 use crate::engine::{Tier, WasmEngine};
 use crate::state::InstanceState;
+
+/// What waits for the Cranelift build: a loaded driver (`DriverInner`), which swaps it in. A
+/// trait, so this module does not depend on the pool that implements it.
+pub(super) trait Adopter: Send + Sync {
+    /// Swaps in `pre`, built in `compile`.
+    fn adopt(&self, pre: InstancePre<InstanceState>, compile: Duration);
+}
 
 /// What the background compile needs, kept until it starts.
 pub(super) struct Job {
@@ -36,7 +42,7 @@ enum Phase {
     /// Not started: no driver has been loaded from this build yet.
     Waiting(Box<Job>),
     /// Compiling; these drivers adopt the result.
-    Compiling(Vec<Weak<DriverInner>>),
+    Compiling(Vec<Weak<dyn Adopter>>),
     /// Done: new drivers start on this.
     Ready(InstancePre<InstanceState>),
     /// The compile failed (logged); drivers stay on Winch.
@@ -67,7 +73,7 @@ impl TierUp {
     /// started. Returns the build when it is already there (the caller adopts it now).
     pub(super) fn subscribe(
         self: &Arc<Self>,
-        driver: &Arc<DriverInner>,
+        driver: Weak<dyn Adopter>,
     ) -> Option<InstancePre<InstanceState>> {
         let mut phase = self.phase.lock().ok()?;
         match &mut *phase {
@@ -75,13 +81,12 @@ impl TierUp {
             Phase::Failed => return None,
             Phase::Compiling(waiting) => {
                 waiting.retain(|w| w.strong_count() > 0);
-                waiting.push(Arc::downgrade(driver));
+                waiting.push(driver);
                 return None;
             }
             Phase::Waiting(_) => {}
         }
-        let Phase::Waiting(job) =
-            std::mem::replace(&mut *phase, Phase::Compiling(vec![Arc::downgrade(driver)]))
+        let Phase::Waiting(job) = std::mem::replace(&mut *phase, Phase::Compiling(vec![driver]))
         else {
             return None;
         };

@@ -110,3 +110,42 @@ impl std::fmt::Display for HttpError {
 }
 
 impl std::error::Error for HttpError {}
+
+/// One request a driver made during a call, for conformance checks and debugging.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HttpExchange {
+    /// The HTTP method.
+    pub method: String,
+    /// The URL with its query removed (queries may carry signatures or keys).
+    pub url: String,
+    /// The status, when a response came back.
+    pub status: Option<u16>,
+    /// The error case (`denied`, `timeout`, …) when none did.
+    pub error: Option<String>,
+    /// Whether the request changes state in the cloud (see `crate::http::shadow::would_write`).
+    pub mutating: bool,
+    /// In a shadow run, what the host refused to send because it would change the cloud.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadowed: Option<String>,
+}
+
+/// The HTTP name of a method.
+pub fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "GET",
+        Method::Head => "HEAD",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Patch => "PATCH",
+        Method::Delete => "DELETE",
+        Method::Options => "OPTIONS",
+    }
+}
+
+/// `url` without its query (queries may carry signatures or keys), for messages and logs.
+pub fn strip_query(url: &str) -> String {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => url.to_string(),
+    }
+}

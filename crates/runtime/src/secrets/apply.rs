@@ -2,40 +2,18 @@
 //! origin, and the request as it goes on the wire, with the real values (and CloudStack's
 //! signature). A known placeholder anywhere else refuses the whole request; nothing is sent.
 
-use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
 
 use base64::Engine as _;
 use memchr::memmem;
 use url::Url;
 
-use super::{PLACEHOLDER_PREFIX, Table, Vault, placeholder_at};
+use super::outcome::{Applied, Refusal};
+use super::placeholder::{PLACEHOLDER_PREFIX, placeholder_at};
+use super::tokens::TokenAsk;
+use super::vault::{Table, Vault};
 use crate::model::http::{Method, Request};
 use crate::model::types::SecretUse;
-
-/// A request with credentials applied, and what the response handling must know.
-pub(crate) struct Applied {
-    /// The request as it goes on the wire.
-    pub wire: Request,
-    /// Its URL.
-    pub url: Url,
-    /// A token request whose answer the host seals (and may answer from its cache).
-    pub token: Option<super::oauth::TokenAsk>,
-    /// Sealed tokens the request carried: a 401 drops them.
-    pub sealed: Vec<String>,
-    /// Values the host computed into the wire request that the guest never had (CloudStack's
-    /// signature): the response is scanned for them too.
-    pub host_values: Vec<String>,
-}
-
-/// Why a request was refused.
-pub(crate) enum Refusal {
-    /// A placeholder where its grant does not allow it (counted as misuse).
-    Denied(String),
-    /// A request the host cannot sign as asked.
-    Invalid(String),
-}
 
 /// Where in a request a placeholder was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,9 +32,9 @@ impl Place {
             Place::Bearer => "the Authorization header as a bearer token".into(),
             Place::BasicUser => "the user of Authorization: Basic".into(),
             Place::BasicPassword => "the password of Authorization: Basic".into(),
-            Place::Header(n) => format!("header {}", crate::capability::log::cut(n, 64)),
-            Place::Query(n) => format!("query parameter {}", crate::capability::log::cut(n, 64)),
-            Place::Form(n) => format!("form field {}", crate::capability::log::cut(n, 64)),
+            Place::Header(n) => format!("header {}", crate::text::cut(n, 64)),
+            Place::Query(n) => format!("query parameter {}", crate::text::cut(n, 64)),
+            Place::Form(n) => format!("form field {}", crate::text::cut(n, 64)),
         }
     }
 
@@ -82,26 +60,6 @@ fn describe_use(u: &SecretUse) -> String {
         SecretUse::BasicPassword => "the Basic password".into(),
         SecretUse::CloudstackSignature => "the key of the host's CloudStack signature".into(),
         SecretUse::Oauth2Client(s) => format!("the token endpoint {}", s.token_path),
-    }
-}
-
-/// Refused placements by secret and reason; bounded by the driver's declared secrets (at most
-/// 16 names, plus one for sealed tokens) times three reasons.
-#[derive(Default)]
-pub(crate) struct MisuseCounters(Mutex<BTreeMap<(String, &'static str), u64>>);
-
-impl MisuseCounters {
-    fn count(&self, secret: &str, reason: &'static str) {
-        if let Ok(mut m) = self.0.lock() {
-            *m.entry((secret.to_string(), reason)).or_default() += 1;
-        }
-    }
-
-    pub(crate) fn snapshot(&self) -> Vec<((String, &'static str), u64)> {
-        self.0
-            .lock()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect())
-            .unwrap_or_default()
     }
 }
 
@@ -264,7 +222,7 @@ impl Vault {
                 return Err(self.refuse(
                     &table,
                     value.as_bytes(),
-                    &format!("part of header {}", crate::capability::log::cut(name, 64)),
+                    &format!("part of header {}", crate::text::cut(name, 64)),
                     url,
                 ));
             }
@@ -487,7 +445,7 @@ impl Vault {
         req: &Request,
         url: &Url,
         used: &[usize],
-    ) -> Result<Option<super::oauth::TokenAsk>, Refusal> {
+    ) -> Result<Option<TokenAsk>, Refusal> {
         let Some((grant, token)) = used
             .iter()
             .find_map(|&i| self.grants[i].token.as_ref().map(|t| (i, t)))
@@ -501,8 +459,8 @@ impl Vault {
             return Err(Refusal::Denied(format!(
                 "secret {name} is an OAuth2 client credential: it goes only in a POST to the token endpoint {}; this request was a {} to {}",
                 token.path,
-                crate::capability::http::method_name(req.method),
-                crate::capability::log::cut(url.path(), 128)
+                crate::model::http::method_name(req.method),
+                crate::text::cut(url.path(), 128)
             )));
         }
         // The same driver asking the same way gets the same token: the guest's request (with
@@ -516,7 +474,7 @@ impl Vault {
                 v.hash(&mut h);
             }
         }
-        Ok(Some(super::oauth::TokenAsk {
+        Ok(Some(TokenAsk {
             grant,
             key: h.finish(),
         }))

@@ -95,7 +95,7 @@ pub fn check_expiry(params: &[(String, String)], now_unix: i64) -> Result<(), St
     let Some(at) = parse_cs_date(expires) else {
         return Err(format!(
             "expires {:?} is not a CloudStack date such as 2026-01-02T03:04:05+0000",
-            crate::capability::log::cut(expires, 64)
+            crate::text::cut(expires, 64)
         ));
     };
     if at < now_unix - MAX_EXPIRED_SECS {

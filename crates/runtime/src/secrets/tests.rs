@@ -1,9 +1,13 @@
 //! Tests of the vault: sealing the config and the environment, the placement matrix, CloudStack
 //! signing, sealed OAuth2 tokens, response scrubbing and rotation.
 
+use std::sync::Arc;
+
 use super::*;
 use crate::model::http::{Method, Request, Response};
-use crate::model::types::{Oauth2Seal, SecretOrigin};
+use url::Url;
+
+use crate::model::types::{Oauth2Seal, SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 
 const TOKEN: &str = "cloudscale-token-0123456789";
 const API_KEY: &str = "cs-api-key-ABCDEFGH";
@@ -654,7 +658,7 @@ fn the_token_exchange_is_recognised_by_the_client_secret_not_by_the_path_spellin
     assert!(id_only.token.is_none());
 }
 
-fn ask_of(vault: &Vault, id: &str, secret: &str) -> super::oauth::TokenAsk {
+fn ask_of(vault: &Vault, id: &str, secret: &str) -> super::tokens::TokenAsk {
     token_request(vault, id, secret, TOKEN_PATH)
         .expect("allowed")
         .and_then(|a| a.token)

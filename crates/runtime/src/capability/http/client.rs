@@ -28,7 +28,9 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use url::Url;
 
 use crate::egress::{Denied, EgressPolicy, SpecialAddress};
-use crate::model::http::{HttpError, Method, Request, Response};
+use crate::model::http::{
+    HttpError, HttpExchange, Method, Request, Response, method_name, strip_query,
+};
 use crate::secrets::{Applied, Vault};
 use crate::trace::TracePropagation;
 
@@ -61,24 +63,6 @@ impl Default for HttpLimits {
             max_redirects: 5,
         }
     }
-}
-
-/// One request a driver made during a call, for conformance checks and debugging.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct HttpExchange {
-    /// The HTTP method.
-    pub method: String,
-    /// The URL with its query removed (queries may carry signatures or keys).
-    pub url: String,
-    /// The status, when a response came back.
-    pub status: Option<u16>,
-    /// The error case (`denied`, `timeout`, …) when none did.
-    pub error: Option<String>,
-    /// Whether the request changes state in the cloud (see [`super::shadow::would_write`]).
-    pub mutating: bool,
-    /// In a shadow run, what the host refused to send because it would change the cloud.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shadowed: Option<String>,
 }
 
 /// Counters of requests by destination host and outcome (status code or error case).
@@ -354,8 +338,8 @@ impl HttpCapability {
         let mutating = super::shadow::is_write(&req);
         let mut exchange = HttpExchange {
             method: method.to_string(),
-            url: crate::log::cut(
-                &strip_query(crate::log::cut(&req.url, MAX_URL_BYTES)),
+            url: crate::text::cut(
+                &strip_query(crate::text::cut(&req.url, MAX_URL_BYTES)),
                 MAX_RECORDED_URL_BYTES,
             )
             .to_string(),
@@ -656,7 +640,7 @@ impl HttpCapability {
         {
             return Err(HttpError::Denied(format!(
                 "the response from {what} is content-encoded ({}) although the host asked for identity; the host passes no encoded answer to a driver that holds credentials, since it could not check it for them",
-                crate::log::cut(&String::from_utf8_lossy(encoding.as_bytes()), 32)
+                crate::text::cut(&String::from_utf8_lossy(encoding.as_bytes()), 32)
             )));
         }
         let cap = self.limits.max_response_body;
@@ -954,30 +938,9 @@ fn to_reqwest_method(m: Method) -> reqwest::Method {
     }
 }
 
-/// The HTTP name of a method.
-pub fn method_name(m: Method) -> &'static str {
-    match m {
-        Method::Get => "GET",
-        Method::Head => "HEAD",
-        Method::Post => "POST",
-        Method::Put => "PUT",
-        Method::Patch => "PATCH",
-        Method::Delete => "DELETE",
-        Method::Options => "OPTIONS",
-    }
-}
-
 /// The WIT case name of an [`HttpError`].
 pub fn error_case(e: &HttpError) -> &'static str {
     e.case()
-}
-
-/// `url` without its query (queries may carry signatures or keys), for messages and logs.
-pub fn strip_query(url: &str) -> String {
-    match url.split_once('?') {
-        Some((base, _)) => format!("{base}?…"),
-        None => url.to_string(),
-    }
 }
 
 #[cfg(test)]

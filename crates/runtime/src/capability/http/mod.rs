@@ -6,11 +6,13 @@
 //! may stand between its checks and the network (conformance faults and cassettes).
 //!
 //! As a capability unit (see `crate::capability`):
-//! - config: the operator's egress grants (or the driver's declared defaults), the host's own
-//!   addresses, [`HttpLimits`] and the interceptor, from the driver's options (`from_options`);
+//! - config: [`Config`]: the operator's egress grants (or else the driver's declared defaults),
+//!   the host's own addresses, [`HttpLimits`], the interceptor, shadow mode and trace
+//!   propagation (`client`);
 //! - per-driver state: one [`HttpCapability`] in the driver's `DriverHost`;
 //! - per-call state: `HttpCall`, the requests the call made, for its `Outcome`;
-//! - host view: `HttpHost`, which implements `http::Host`.
+//! - host view: `HttpHost`, which implements `http::Host`; a store's data gives it through
+//!   [`HttpView`], so this unit knows nothing of the store or of the driver's options.
 
 mod client;
 pub mod shadow;
@@ -19,32 +21,39 @@ pub mod shadow;
 // capability unit.
 pub use self::client::*;
 // What a driver sends and gets back, in the host model: the types an `HttpInterceptor` sees.
-pub use crate::model::http::{HttpError, Method, Request, Response};
+pub use crate::model::http::{
+    HttpError, HttpExchange, Method, Request, Response, method_name, strip_query,
+};
 
 use std::time::Instant;
 
 use tracing::Instrument;
 use wasmtime::component::{HasData, Linker};
 
-use super::CapabilityInfo;
 use crate::bindings::http as wit;
-use crate::driver::DriverOptions;
 use crate::egress::EgressPolicy;
 use crate::error::HostError;
-use crate::state::InstanceState;
+use crate::special_addr::HostAddresses;
 use crate::wit::Convert;
 
 use super::log::DriverLogger;
 
-/// The capability's entry in [`crate::capability::ALL`].
-pub(crate) const INFO: CapabilityInfo = CapabilityInfo {
-    name: "http",
-    stands_in_for: &[(
-        "wasi:http/",
-        "drivers reach the network only through the wasm-ccm:provider/http import (the SDKs' HTTP client), never wasi:http",
-    )],
-    add_to_linker,
-};
+/// What the `http` capability is configured with, per driver.
+#[derive(Clone, Default)]
+pub(crate) struct Config {
+    /// The operator's egress grants (`--allow-egress`); `None`: the driver's declared defaults.
+    pub egress: Option<Vec<String>>,
+    /// Caps on bodies, headers, redirects and time.
+    pub limits: HttpLimits,
+    /// Stands between the client's checks and the network (conformance faults, cassettes).
+    pub interceptor: Option<std::sync::Arc<dyn HttpInterceptor>>,
+    /// Refuse every request that would change the cloud (`--shadow`).
+    pub shadow: bool,
+    /// The host's own addresses, refused unless granted by address.
+    pub host_addresses: HostAddresses,
+    /// Trace context sent along with requests.
+    pub trace_propagation: Option<crate::trace::TracePropagation>,
+}
 
 /// HTTP exchanges a single call keeps a record of (for conformance and the request log); the
 /// requests beyond are still made and counted, only not recorded.
@@ -56,10 +65,10 @@ const MAX_REDACTED_URL_BYTES: usize = 4 * 1024;
 
 /// The client of a loaded driver: `egress` from the operator, or else the driver's declared
 /// `default_egress`, checked against the host's own addresses.
-pub(crate) fn from_options(
+pub(crate) fn client(
     driver: &str,
     default_egress: &[String],
-    opts: &DriverOptions,
+    opts: &Config,
 ) -> Result<HttpCapability, HostError> {
     let patterns = opts.egress.as_deref().unwrap_or(default_egress);
     let policy = EgressPolicy::parse(patterns)
@@ -73,16 +82,16 @@ pub(crate) fn from_options(
             })
         })?
         .with_host_addresses(opts.host_addresses.clone());
-    Ok(HttpCapability::new(policy, opts.http)
+    Ok(HttpCapability::new(policy, opts.limits)
         .map_err(HostError::InvalidEgress)?
-        .with_interceptor(opts.http_interceptor.clone())
+        .with_interceptor(opts.interceptor.clone())
         .with_shadow(opts.shadow)
         .with_trace_propagation(opts.trace_propagation.clone()))
 }
 
 /// The client of a driver before `info` ran: it grants nothing.
-pub(crate) fn bare(opts: &DriverOptions) -> Result<HttpCapability, HostError> {
-    HttpCapability::new(EgressPolicy::default(), opts.http).map_err(HostError::InvalidEgress)
+pub(crate) fn bare(opts: &Config) -> Result<HttpCapability, HostError> {
+    HttpCapability::new(EgressPolicy::default(), opts.limits).map_err(HostError::InvalidEgress)
 }
 
 /// The requests one call made.
@@ -198,17 +207,18 @@ impl HasData for HttpData {
     type Data<'a> = HttpHost<'a>;
 }
 
-fn view(s: &mut InstanceState) -> HttpHost<'_> {
-    HttpHost::new(
-        &s.host.http,
-        &s.host.logger,
-        s.call.deadline,
-        &mut s.call.http,
-    )
+/// What `http` needs of a store's data: the driver's client and logger, the call's deadline and
+/// its record of requests.
+pub(crate) trait HttpView {
+    /// The host view the bindings call.
+    fn http_host(&mut self) -> HttpHost<'_>;
 }
 
-fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, HttpData>(linker, view)
+/// Links `http` for a store whose data is a [`HttpView`].
+pub(crate) fn add_to_linker<T: HttpView + Send + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, HttpData>(linker, T::http_host)
 }
 
 #[cfg(test)]
@@ -232,8 +242,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_records_its_requests_bounded_and_redacted() {
-        let opts = DriverOptions::default();
-        let client = bare(&opts).expect("client");
+        let client = bare(&Config::default()).expect("client");
         let logger = DriverLogger::new("d", Arc::new(NullSink), LogLimits::default());
         logger.add_secret("s3cr3t-token-value");
         let mut call = HttpCall::default();
@@ -252,16 +261,16 @@ mod tests {
 
     #[test]
     fn the_operators_grant_replaces_the_drivers_default() {
-        let opts = DriverOptions {
+        let opts = Config {
             egress: Some(vec!["https://api.example.com".into()]),
             ..Default::default()
         };
         let defaults = ["https://default.example.com".to_string()];
-        let client = from_options("acme", &defaults, &opts).expect("valid");
-        assert_eq!(client.policy().patterns(), vec!["https://api.example.com"]);
-        let client = from_options("acme", &defaults, &DriverOptions::default()).expect("valid");
+        let grant = client("acme", &defaults, &opts).expect("valid");
+        assert_eq!(grant.policy().patterns(), vec!["https://api.example.com"]);
+        let default = client("acme", &defaults, &Config::default()).expect("valid");
         assert_eq!(
-            client.policy().patterns(),
+            default.policy().patterns(),
             vec!["https://default.example.com"]
         );
     }
@@ -269,7 +278,7 @@ mod tests {
     #[test]
     fn a_bad_default_is_blamed_on_the_driver_and_a_bad_grant_quoted_as_is() {
         let bad = ["http://[::1".to_string()];
-        let e = from_options("acme", &bad, &DriverOptions::default())
+        let e = client("acme", &bad, &Config::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -277,11 +286,11 @@ mod tests {
             e.contains("driver acme declares a bad default egress pattern"),
             "{e}"
         );
-        let opts = DriverOptions {
+        let opts = Config {
             egress: Some(bad.to_vec()),
             ..Default::default()
         };
-        let e = from_options("acme", &[], &opts)
+        let e = client("acme", &[], &opts)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();

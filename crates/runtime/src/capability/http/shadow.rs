@@ -12,9 +12,7 @@
 //!   and CloudStack accepts any command over GET as well as POST), so a driver cannot slip a
 //!   `deployVirtualMachine` through a GET.
 
-use crate::model::http::{Method, Request};
-
-use super::client::{method_name, strip_query};
+use crate::model::http::{Method, Request, method_name, strip_query};
 
 /// Longest command name quoted in a summary (CloudStack's longest is well under this).
 const MAX_COMMAND_BYTES: usize = 64;
@@ -30,7 +28,7 @@ pub fn would_write(req: &Request) -> Option<String> {
         return None;
     }
     let command = command_of(req);
-    let url = strip_query(crate::log::cut(&req.url, MAX_SUMMARY_URL_BYTES));
+    let url = strip_query(crate::text::cut(&req.url, MAX_SUMMARY_URL_BYTES));
     let mut summary = format!("{} {url}", method_name(req.method));
     if let Some(c) = command {
         let plain = c.len() <= MAX_COMMAND_BYTES && c.chars().all(|ch| ch.is_ascii_alphanumeric());

@@ -2,6 +2,9 @@
 //! rate-limited and redacted. Every driver text the host quotes goes through its redactor.
 
 use std::borrow::Cow;
+
+pub use crate::config_secrets::is_secret_env_name;
+pub use crate::text::{cut, shown};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
@@ -552,52 +555,6 @@ fn truncate(s: Cow<'_, str>, max: usize) -> Cow<'_, str> {
         "{kept}… [truncated {} bytes]",
         s.len() - kept.len()
     ))
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn cut(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-/// A driver-supplied value shown safely in a message: at most 64 characters, escaped, with its
-/// size when it was longer (a hostile value may hold megabytes or control characters).
-pub fn shown(value: &str) -> String {
-    let head: String = value.chars().take(64).collect();
-    if head.len() < value.len() {
-        format!("{head:?}… ({} bytes)", value.len())
-    } else {
-        format!("{head:?}")
-    }
-}
-
-/// Environment variable names whose values the host treats as secrets without being told.
-pub fn is_secret_env_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    // Addresses are not credentials, even when their name says AUTH (`PNAP_AUTH_URL`).
-    if ["_URL", "_URI", "_ENDPOINT", "_HOST"]
-        .iter()
-        .any(|suffix| upper.ends_with(suffix))
-    {
-        return false;
-    }
-    [
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "KEY",
-        "CREDENTIAL",
-        "AUTH",
-    ]
-    .iter()
-    .any(|w| upper.contains(w))
 }
 
 #[cfg(test)]

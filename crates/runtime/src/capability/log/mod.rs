@@ -3,12 +3,14 @@
 //! stderr become log lines too.
 //!
 //! As a capability unit (see `crate::capability`):
-//! - config: [`LogLimits`] and the [`LogSink`] from the driver's options, and the secrets the
-//!   host finds in the driver's environment and cloud config (`from_options`);
+//! - config: [`Config`] (its [`LogLimits`] and [`LogSink`]), and the secrets the host finds in
+//!   the driver's environment and cloud config (`logger`);
 //! - per-driver state: one [`DriverLogger`] in the driver's `DriverHost`, which every other part
 //!   of the host also redacts driver text with;
 //! - per-instance state: the call's tags (shared with stdout and stderr); no per-call state;
-//! - host view: `LogHost`, which implements `log::Host`.
+//! - host view: `LogHost`, which implements `log::Host`; a store's data gives it through
+//!   [`LogView`] (as wasmtime's WASI asks for `WasiView`), so this unit knows nothing of the
+//!   store or of the driver's options.
 
 mod logger;
 pub(crate) mod stdio;
@@ -17,45 +19,59 @@ pub(crate) mod stdio;
 // capability unit.
 pub use self::logger::*;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{HasData, Linker};
 
-use super::CapabilityInfo;
 use crate::bindings::log as wit;
-use crate::driver::DriverOptions;
-use crate::state::{CallTags, InstanceState};
 
-/// The capability's entry in [`crate::capability::ALL`].
-pub(crate) const INFO: CapabilityInfo = CapabilityInfo {
-    name: "log",
-    stands_in_for: &[],
-    add_to_linker,
-};
+/// What the `log` capability is configured with, per driver.
+#[derive(Clone)]
+pub(crate) struct Config {
+    /// Rate and size limits of the driver's lines.
+    pub limits: LogLimits,
+    /// Where the lines go.
+    pub sink: Arc<dyn LogSink>,
+}
+
+/// Function and object of the call in progress, shared by an instance's `log` host view and
+/// its stdout/stderr writers.
+#[derive(Default, Clone)]
+pub(crate) struct CallTags {
+    pub function: String,
+    pub object: String,
+}
 
 /// The logger of a loaded driver named `driver`. It knows the secrets before the driver runs:
 /// the values of credential-named variables of `env` (what the driver will see) and the
-/// credential-named keys of the cloud config.
-pub(crate) fn from_options(
+/// credential-named keys of its cloud config.
+pub(crate) fn logger(
     driver: &str,
-    opts: &DriverOptions,
+    config: &Config,
     env: &[(String, String)],
+    cloud_config: &[u8],
 ) -> DriverLogger {
-    let logger = DriverLogger::new(driver, opts.log_sink.clone(), opts.log);
+    let logger = DriverLogger::new(driver, config.sink.clone(), config.limits);
     for (k, v) in env {
         if is_secret_env_name(k) {
             logger.add_secret(v);
         }
     }
-    for secret in crate::config_secrets::secrets_in_config(&opts.config) {
+    for secret in crate::config_secrets::secrets_in_config(cloud_config) {
         logger.add_secret(&secret);
     }
     logger
 }
 
 /// The logger of a driver before `info` ran, tagged with where it came from.
-pub(crate) fn bare(origin: &str, opts: &DriverOptions) -> DriverLogger {
-    DriverLogger::new(origin, opts.log_sink.clone(), opts.log)
+pub(crate) fn bare(origin: &str, config: &Config) -> DriverLogger {
+    DriverLogger::new(origin, config.sink.clone(), config.limits)
+}
+
+/// What `log` needs of a store's data: the driver's logger and the instance's call tags.
+pub(crate) trait LogView {
+    /// The host view the bindings call.
+    fn log_host(&mut self) -> LogHost<'_>;
 }
 
 /// What `log.log` and `log.redact` need of an instance's state.
@@ -104,12 +120,9 @@ impl HasData for LogData {
     type Data<'a> = LogHost<'a>;
 }
 
-fn view(s: &mut InstanceState) -> LogHost<'_> {
-    LogHost::new(&s.host.logger, &s.tags)
-}
-
-fn add_to_linker(linker: &mut Linker<InstanceState>) -> wasmtime::Result<()> {
-    wit::add_to_linker::<_, LogData>(linker, view)
+/// Links `log` for a store whose data is a [`LogView`].
+pub(crate) fn add_to_linker<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wit::add_to_linker::<T, LogData>(linker, T::log_host)
 }
 
 #[cfg(test)]
@@ -156,9 +169,10 @@ mod tests {
 
     #[test]
     fn the_config_and_credential_named_env_values_are_secrets_from_the_start() {
-        let opts = DriverOptions {
-            config: b"apiToken: from-the-cloud-config-1234\n".to_vec(),
-            ..Default::default()
+        let cloud_config = b"apiToken: from-the-cloud-config-1234\n";
+        let config = Config {
+            limits: LogLimits::default(),
+            sink: Arc::new(NullSink),
         };
         let env = [
             (
@@ -167,7 +181,7 @@ mod tests {
             ),
             ("ACME_REGION".to_string(), "region-not-a-secret".to_string()),
         ];
-        let logger = from_options("acme", &opts, &env);
+        let logger = logger("acme", &config, &env, cloud_config);
         let text = "from-the-cloud-config-1234 from-the-environment-5678 region-not-a-secret";
         let shown = logger.redact(text);
         assert!(!shown.contains("from-the-cloud-config-1234"), "{shown}");

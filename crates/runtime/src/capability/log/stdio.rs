@@ -9,8 +9,8 @@ use std::task::{Context as TaskContext, Poll};
 
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 
+use super::CallTags;
 use super::{DriverLogger, Level, Source};
-use crate::state::CallTags;
 
 /// Turns a driver's stdout or stderr into log lines.
 pub(crate) struct LogOutput {

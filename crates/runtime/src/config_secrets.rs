@@ -13,7 +13,7 @@
 const MAX_LINE_BYTES: usize = 16 * 1024;
 
 /// The values of credential-named keys in `config` (see the module doc), in file order.
-pub fn secrets_in_config(config: &[u8]) -> Vec<String> {
+pub(crate) fn secrets_in_config(config: &[u8]) -> Vec<String> {
     let Ok(text) = std::str::from_utf8(config) else {
         return Vec::new();
     };

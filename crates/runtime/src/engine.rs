@@ -19,7 +19,7 @@ use wasmtime::{
 use crate::error::MAX_BACKTRACE_FRAMES;
 
 /// How often the epoch advances; a runaway guest is stopped within its deadline plus one tick.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// How instance memory is allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -19,19 +19,19 @@
 //! The controllers, the CLI and the conformance runner all use this one crate.
 
 mod bindings;
-pub mod cache;
-pub mod call;
+mod cache;
+mod call;
 mod capability;
-pub mod config_secrets;
+mod config_secrets;
 mod driver;
 pub mod egress;
-pub mod engine;
+mod engine;
 pub mod error;
 pub mod info_rules;
 mod lowered;
 pub mod model;
 pub mod plain_env;
-pub mod result_caps;
+mod result_caps;
 pub mod secrets;
 pub mod special_addr;
 mod state;

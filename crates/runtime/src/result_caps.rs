@@ -15,31 +15,31 @@ use crate::model::types::{
 use crate::text::shown;
 
 /// Longest string in a result (a provider ID, an address, a label or annotation value).
-pub const MAX_STRING_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_STRING_BYTES: usize = 64 * 1024;
 /// Node addresses in one `instance-metadata`.
-pub const MAX_ADDRESSES: usize = 64;
+pub(crate) const MAX_ADDRESSES: usize = 64;
 /// Extra labels in one `instance-metadata`.
-pub const MAX_LABELS: usize = 128;
+pub(crate) const MAX_LABELS: usize = 128;
 /// Ingress entries of one load balancer.
-pub const MAX_INGRESS: usize = 64;
+pub(crate) const MAX_INGRESS: usize = 64;
 /// Annotations set, and annotations removed, by one `ensure`.
-pub const MAX_ANNOTATIONS: usize = 64;
+pub(crate) const MAX_ANNOTATIONS: usize = 64;
 /// Routes one `routes.list` may return (two per node at 5,000 nodes, with room).
-pub const MAX_ROUTES: usize = 20_000;
+pub(crate) const MAX_ROUTES: usize = 20_000;
 /// Most secrets one driver may declare in `info().secrets`.
-pub const MAX_SECRETS: usize = 16;
+pub(crate) const MAX_SECRETS: usize = 16;
 /// Most locations in one secret's `at`, and most settings of one `secret-origin`.
-pub const MAX_SECRET_LOCATIONS: usize = 8;
+pub(crate) const MAX_SECRET_LOCATIONS: usize = 8;
 /// Most uses of one secret.
-pub const MAX_SECRET_USES: usize = 16;
+pub(crate) const MAX_SECRET_USES: usize = 16;
 /// Most `token-origins` of one `oauth2-client` use.
-pub const MAX_TOKEN_ORIGINS: usize = 8;
+pub(crate) const MAX_TOKEN_ORIGINS: usize = 8;
 /// Longest `provider-error` message or retry reason kept; longer ones are cut (not refused: the
 /// error still says what happened).
-pub const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
+pub(crate) const MAX_ERROR_MESSAGE_BYTES: usize = 4 * 1024;
 
 /// A value whose size the host checks before acting on it.
-pub trait Capped {
+pub(crate) trait Capped {
     /// `Err` names the first part over its cap, e.g. `addresses: 70 entries, at most 64`.
     fn check_caps(&self) -> Result<(), String>;
 
@@ -274,7 +274,7 @@ impl Capped for ProviderInfo {
 /// `bounded_redact(text, max)` returns at most `max` bytes of `text` with every known secret
 /// replaced, redacting before it cuts (the host passes `DriverLogger::redact_bounded`): a
 /// secret across the cut must not survive as a prefix.
-pub fn cap_error(
+pub(crate) fn cap_error(
     e: ProviderError,
     bounded_redact: &dyn Fn(&str, usize) -> String,
 ) -> ProviderError {

@@ -26,10 +26,10 @@ use k8s_openapi::api::core::v1::Node;
 use wasm_ccm_runtime::SharedNodes;
 use wasm_ccm_runtime::types::Node as WitNode;
 
+use crate::controllers::service::rules::{BackendKey, backend_key, is_backend};
 use crate::convert::node_to_wit;
-use crate::informer::Store;
+use crate::machinery::informer::Store;
 use crate::routing::DriverView;
-use crate::service_rules::{BackendKey, backend_key, is_backend};
 
 /// One backend set: its comparable key and its nodes as the driver sees them.
 #[derive(Clone)]
@@ -120,7 +120,7 @@ impl Backends {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::informer::Informer;
+    use crate::machinery::informer::Informer;
 
     fn node(name: &str, provider_id: &str, zone: &str) -> Node {
         serde_json::from_value(serde_json::json!({

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use wasm_ccm_runtime::{AddressClaim, AddressQuery, ClusterView, claims_of};
 
 use crate::convert::service_to_wit;
-use crate::informer::Store;
+use crate::machinery::informer::Store;
 use crate::routing::DriverView;
 
 /// What this controller last decided for a Service, not yet visible in the cache.
@@ -234,7 +234,7 @@ mod tests {
     async fn service_queries_return_only_matches_with_this_process_results_laid_over() {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
-        let informer = crate::informer::Informer::<Service>::new(Api::all(client));
+        let informer = crate::machinery::informer::Informer::<Service>::new(Api::all(client));
         let mut cluster_ip: Service = lb_service(
             "internal",
             serde_json::json!({"x/ip": "10.0.0.9"}),

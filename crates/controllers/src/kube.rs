@@ -10,8 +10,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::Value;
 
+use crate::machinery::token_bucket::TokenBucket;
 use crate::metrics::Metrics;
-use crate::queue::TokenBucket;
 use crate::shadow::{KubeChange, Recorded, ShadowLog};
 
 /// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted. Every write

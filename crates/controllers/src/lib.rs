@@ -11,9 +11,11 @@
 //! - `reload`: hot reload of a file-mounted driver, swapped only after it loaded and passed
 //!   `info`/`init`.
 //!
-//! The pure rules each controller follows live in `*_rules` modules and are tested with
-//! upstream's test tables; `answer_rules` holds what a driver's answer may put into Kubernetes
-//! (every answer is checked there before anything is written).
+//! Each controller is one folder under `controllers/`: its loop (`mod.rs`), the pure rules it
+//! follows (`rules.rs`) and upstream's test tables (`upstream.rs`); what every controller runs
+//! on (informer, work queue, runner, errors, the token bucket) is in `machinery/`, and the one
+//! list of controllers is `registry.rs`. `answer_rules` holds what a driver's answer may put
+//! into Kubernetes (every answer is checked there before anything is written).
 //!
 //! The public surface is what `wasm-ccm run` and the developer tools need: [`run`] (the whole
 //! controller manager) or [`start_controllers`] (the loops alone, for the playground), their
@@ -26,30 +28,21 @@ mod backends;
 mod cloud;
 mod cluster_view;
 mod config;
+mod controllers;
 mod convert;
 mod ctx;
-mod error;
 mod events;
-mod informer;
 mod kube;
 pub mod kubernetes_version;
 mod leader;
-mod lifecycle;
+mod machinery;
 pub mod metrics;
-mod node;
-mod node_rules;
 mod ownership;
-mod queue;
 mod registry;
 mod reload;
-mod route;
-mod route_rules;
 mod routing;
 mod run;
-mod runner;
 pub mod server;
-mod service;
-mod service_rules;
 pub mod shadow;
 pub mod user_agent;
 
@@ -63,5 +56,3 @@ pub use run::{DriverEntry, Exit, RunOptions, Running, run, start_controllers, st
 
 #[cfg(test)]
 mod test_support;
-#[cfg(test)]
-mod upstream_tables;

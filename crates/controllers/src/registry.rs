@@ -1,189 +1,19 @@
 //! The controllers, listed once. `--controllers` parsing ([`EnabledControllers`], here), the
-//! export check and the start-up (`run.rs`) all read [`CONTROLLERS`]; adding a controller is one
-//! entry here plus its module.
+//! export check and the start-up (`run.rs`) all read [`CONTROLLERS`]; adding a controller is its
+//! folder under `controllers/` (which defines its `ENTRY`, see `controllers/entry.rs`), its
+//! `mod` line in `controllers/mod.rs` and one line here.
 
-use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::{Node, Service};
-use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
-use wasm_ccm_runtime::surface::Exports;
-
-use crate::config::ControllerConfig;
-use crate::ctx::Ctx;
-use crate::informer::Informer;
-use crate::lifecycle::LifecycleController;
-use crate::node::NodeController;
-use crate::route::RouteController;
-use crate::route_rules::parse_cluster_cidrs;
-use crate::service::ServiceController;
-
-/// The driver interface a controller calls; without it the controller is not started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Needs {
-    /// `instances`.
-    Instances,
-    /// `load-balancer`.
-    LoadBalancer,
-    /// `routes`.
-    Routes,
-}
-
-impl Needs {
-    /// Whether `exports` has the interface.
-    pub(crate) fn met_by(self, exports: &Exports) -> bool {
-        match self {
-            Needs::Instances => exports.instances,
-            Needs::LoadBalancer => exports.load_balancer,
-            Needs::Routes => exports.routes,
-        }
-    }
-
-    /// Whether a driver without the interface is worth a warning: a driver without `routes` is
-    /// the common case (most clouds route pod traffic themselves), so that is only noted.
-    pub(crate) fn missing_is_notable(self) -> bool {
-        self != Needs::Routes
-    }
-
-    /// The interface's WIT name, for messages.
-    pub(crate) fn interface(self) -> &'static str {
-        match self {
-            Needs::Instances => "instances",
-            Needs::LoadBalancer => "load-balancer",
-            Needs::Routes => "routes",
-        }
-    }
-}
-
-/// Something whose outstanding work the playground waits for.
-pub(crate) trait Pending: Send + Sync {
-    /// Keys queued, in flight or waiting for a retry (0 when idle).
-    fn pending(&self) -> usize;
-}
-
-impl Pending for NodeController {
-    fn pending(&self) -> usize {
-        NodeController::pending(self)
-    }
-}
-
-impl Pending for ServiceController {
-    fn pending(&self) -> usize {
-        ServiceController::pending(self)
-    }
-}
-
-/// What a controller's `start` gets: the shared context, the informers to register handlers
-/// on (before they run), and where to put its tasks.
-pub(crate) struct Wiring<'a> {
-    pub(crate) ctx: &'a Arc<Ctx>,
-    pub(crate) nodes: &'a mut Informer<Node>,
-    pub(crate) services: &'a mut Informer<Service>,
-    pub(crate) tasks: &'a mut JoinSet<()>,
-    pub(crate) cancel: &'a CancellationToken,
-    pub(crate) pending: &'a mut Vec<Arc<dyn Pending>>,
-}
-
-/// One controller: upstream's canonical name and alias (for `--controllers`), the interface it
-/// needs, and how it starts (an `Err` says why it cannot run; the others still do).
-pub(crate) struct ControllerEntry {
-    pub(crate) name: &'static str,
-    pub(crate) alias: &'static str,
-    /// How log lines name it ("route controller").
-    pub(crate) title: &'static str,
-    pub(crate) needs: Needs,
-    /// Whether its own switch is on (beside `--controllers`), e.g. `--configure-cloud-routes`.
-    pub(crate) switched_on: fn(&ControllerConfig) -> bool,
-    pub(crate) start: fn(&mut Wiring<'_>) -> Result<(), String>,
-}
-
-fn always(_: &ControllerConfig) -> bool {
-    true
-}
+use crate::controllers::entry::ControllerEntry;
+use crate::controllers::{lifecycle, node, route, service};
 
 /// Every controller, in upstream's order. At most 8 (the enabled set is a bit mask).
+#[rustfmt::skip]
 pub(crate) const CONTROLLERS: &[ControllerEntry] = &[
-    ControllerEntry {
-        name: "cloud-node-controller",
-        alias: "cloud-node",
-        title: "cloud node controller",
-        needs: Needs::Instances,
-        switched_on: always,
-        start: start_node,
-    },
-    ControllerEntry {
-        name: "cloud-node-lifecycle-controller",
-        alias: "cloud-node-lifecycle",
-        title: "cloud node lifecycle controller",
-        needs: Needs::Instances,
-        switched_on: always,
-        start: start_lifecycle,
-    },
-    ControllerEntry {
-        name: "service-lb-controller",
-        alias: "service",
-        title: "service controller",
-        needs: Needs::LoadBalancer,
-        switched_on: always,
-        start: start_service,
-    },
-    ControllerEntry {
-        name: "node-route-controller",
-        alias: "route",
-        title: "route controller",
-        needs: Needs::Routes,
-        // Upstream's switch: off means quiet, the operator asked for it.
-        switched_on: |c| c.configure_cloud_routes,
-        start: start_route,
-    },
+    node::ENTRY,
+    lifecycle::ENTRY,
+    service::ENTRY,
+    route::ENTRY,
 ];
-
-fn start_node(w: &mut Wiring<'_>) -> Result<(), String> {
-    let c = NodeController::new(Arc::clone(w.ctx));
-    let h = Arc::clone(&c);
-    w.nodes.on_change(move |old, new| h.handle(old, new));
-    w.tasks.spawn(Arc::clone(&c).run(w.cancel.clone()));
-    w.pending.push(c);
-    Ok(())
-}
-
-fn start_lifecycle(w: &mut Wiring<'_>) -> Result<(), String> {
-    w.tasks
-        .spawn(LifecycleController::new(Arc::clone(w.ctx)).run(w.cancel.clone()));
-    Ok(())
-}
-
-fn start_service(w: &mut Wiring<'_>) -> Result<(), String> {
-    let c = ServiceController::new(Arc::clone(w.ctx));
-    let (hs, hn) = (Arc::clone(&c), Arc::clone(&c));
-    w.services
-        .on_change(move |old, new| hs.handle_service(old, new));
-    w.nodes.on_change(move |old, new| hn.handle_node(old, new));
-    w.tasks.spawn(Arc::clone(&c).run(w.cancel.clone()));
-    if let Some(shadow) = &w.ctx.shadow {
-        // A shadow looks again at the Services whose cloud writes are pending (shadow/recheck.rs).
-        let rerun = Arc::clone(&c);
-        w.tasks.spawn(crate::shadow::recheck_pending(
-            Arc::clone(shadow),
-            "Service",
-            shadow.recheck_period(),
-            move |key| rerun.enqueue(key),
-            w.cancel.clone(),
-        ));
-    }
-    w.pending.push(c);
-    Ok(())
-}
-
-fn start_route(w: &mut Wiring<'_>) -> Result<(), String> {
-    // Upstream exits here; a CCM that cannot run routes can still run everything else.
-    let cidrs = parse_cluster_cidrs(&w.ctx.config.cluster_cidr).map_err(|e| {
-        format!("{e}; pass --cluster-cidr, or --configure-cloud-routes=false to silence this")
-    })?;
-    w.tasks
-        .spawn(RouteController::new(Arc::clone(w.ctx), cidrs).run(w.cancel.clone()));
-    Ok(())
-}
 
 /// Which controllers run: a set over the table in `registry.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

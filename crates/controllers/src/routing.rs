@@ -19,7 +19,7 @@
 //! upstream's names and upstream's finalizer. With that finalizer the rules below give
 //! upstream's answers without a branch of their own: the driver owns a load balancer when its
 //! finalizer is there, no other driver can hold one, and an ensure adds nothing else (the tests
-//! hold every rule to `service_rules`' upstream one).
+//! hold every rule to `controllers::service::rules`' upstream one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 use crate::answer_rules::provider_id_scheme;
-use crate::service_rules::LB_FINALIZER;
+use crate::controllers::service::rules::LB_FINALIZER;
 
 /// The finalizer prefix of each driver's own cleanup finalizer when several drivers run
 /// (`wasm-ccm.io/lb-cleanup.<driver>`).
@@ -556,11 +556,11 @@ impl DriverView {
     /// Whether this driver stands alone for upstream's cloud provider (the one-driver flags:
     /// no label, so upstream's finalizer). The ownership rules here need no such question; the
     /// controllers still ask it where upstream acts on every object and a driver of a set must
-    /// keep to its own: routes and load-balancer backends over every node (`route.rs`,
-    /// `service.rs`), a not-found uninitialised node deleted (`lifecycle.rs`), a Service it
-    /// neither serves nor owns still taken through upstream's delete branch, no handover
-    /// count and no `LoadBalancerNotServed` note (`service.rs`), and the foreign node's
-    /// wording (`ownership.rs`).
+    /// keep to its own: routes and load-balancer backends over every node
+    /// (`controllers/route/`, `controllers/service/`), a not-found uninitialised node deleted
+    /// (`controllers/lifecycle/`), a Service it neither serves nor owns still taken through
+    /// upstream's delete branch, no handover count and no `LoadBalancerNotServed` note
+    /// (`controllers/service/`), and the foreign node's wording (`ownership.rs`).
     pub(crate) fn is_single(&self) -> bool {
         self.label().is_none()
     }
@@ -637,7 +637,7 @@ impl DriverView {
     }
 
     /// Whether a node-sync `update` may touch `svc`'s load balancer (see
-    /// [`crate::service_rules::may_update_backends`]).
+    /// [`crate::controllers::service::rules::may_update_backends`]).
     pub(crate) fn may_update_backends(&self, svc: &Service) -> bool {
         self.serves(svc) && svc.metadata.deletion_timestamp.is_none() && self.owns_service(svc)
     }

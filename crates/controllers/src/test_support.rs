@@ -24,7 +24,7 @@ use wasm_ccm_sim::kube::KubeSim;
 use crate::cloud::{CloudProvider, SharedCloud};
 use crate::config::ControllerConfig;
 use crate::ctx::Ctx;
-use crate::informer::Informer;
+use crate::machinery::informer::Informer;
 use crate::metrics::Metrics;
 use crate::run::new_ctx;
 
@@ -542,7 +542,7 @@ pub(crate) fn node_json(
     }
     if tainted {
         node["spec"]["taints"] = serde_json::json!([{
-            "key": crate::node_rules::UNINITIALIZED_TAINT,
+            "key": crate::controllers::node::rules::UNINITIALIZED_TAINT,
             "value": "true",
             "effect": "NoSchedule"
         }]);

@@ -162,11 +162,11 @@ fn one_driver_behaves_as_today() {
 }
 
 /// The one-driver table has no branch of its own: with upstream's finalizer, the set's rules
-/// must give upstream's answers (`service_rules`, which the upstream tables check) for every
-/// Service, including ones carrying finalizers a DriverSet run left behind.
+/// must give upstream's answers (`controllers::service::rules`, which the upstream tables
+/// check) for every Service, including ones carrying finalizers a DriverSet run left behind.
 #[test]
 fn the_drivers_rules_with_upstreams_finalizer_are_upstreams() {
-    use crate::service_rules;
+    use crate::controllers::service::rules as service_rules;
     let r = Routing::new(vec![DriverRoles::alone("static", "static")]).expect("one driver");
     let v = r.view(0);
     // Finalizers: none, upstream's, one a DriverSet's driver named like this one left, one of

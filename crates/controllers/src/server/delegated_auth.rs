@@ -57,6 +57,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::machinery::token_bucket::TokenBucket;
 use crate::metrics::Metrics;
 
 /// Upstream's `DelegatingAuthenticationOptions.CacheTTL` (`--authentication-token-webhook-cache-ttl`).
@@ -312,61 +313,18 @@ impl<V: Clone> TtlCache<V> {
     }
 }
 
-/// A token bucket on tokio's clock that never hands out a token it cannot honour in time.
-struct Bucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    fn new(qps: f64, burst: u32) -> Bucket {
-        let burst = f64::from(burst.max(1));
-        Bucket {
-            qps,
-            burst,
-            tokens: burst,
-            last: Instant::now(),
-        }
-    }
-
-    /// Takes a token and returns when it is valid, or takes nothing and returns `None` when that
-    /// would be after `deadline` (so callers that give up leave no debt behind).
-    fn reserve_before(&mut self, deadline: Instant) -> Option<Instant> {
-        let now = Instant::now();
-        if self.qps <= 0.0 {
-            // Unlimited.
-            return Some(now);
-        }
-        self.tokens =
-            (self.tokens + now.duration_since(self.last).as_secs_f64() * self.qps).min(self.burst);
-        self.last = now;
-        let at = if self.tokens >= 1.0 {
-            now
-        } else {
-            now + Duration::from_secs_f64((1.0 - self.tokens) / self.qps)
-        };
-        if at > deadline {
-            return None;
-        }
-        self.tokens -= 1.0;
-        Some(at)
-    }
-}
-
 /// What one kind of review may send: a slot among [`MAX_IN_FLIGHT_REVIEWS`] and a token of the
 /// bucket.
 struct Throttle {
     slots: Arc<Semaphore>,
-    bucket: Mutex<Bucket>,
+    bucket: TokenBucket,
 }
 
 impl Throttle {
     fn new(in_flight: usize, qps: f64, burst: u32) -> Throttle {
         Throttle {
             slots: Arc::new(Semaphore::new(in_flight.max(1))),
-            bucket: Mutex::new(Bucket::new(qps, burst)),
+            bucket: TokenBucket::new(qps, burst),
         }
     }
 
@@ -377,12 +335,7 @@ impl Throttle {
             .await
             .map_err(|_| throttled())?
             .map_err(|_| throttled())?;
-        let at = self
-            .bucket
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reserve_before(deadline)
-            .ok_or_else(throttled)?;
+        let at = self.bucket.reserve_before(deadline).ok_or_else(throttled)?;
         tokio::time::sleep_until(at).await;
         Ok(slot)
     }
@@ -958,25 +911,6 @@ mod tests {
         tokio::time::advance(Duration::from_secs(11)).await;
         c.insert(key(7), 7, Duration::from_secs(10));
         assert_eq!((c.entries.len(), c.order.len()), (1, 1));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_bucket_never_promises_past_the_deadline() {
-        let mut b = Bucket::new(1.0, 2);
-        let now = Instant::now();
-        assert_eq!(b.reserve_before(now), Some(now));
-        assert_eq!(b.reserve_before(now), Some(now));
-        // The third token comes in a second: too late for a deadline in half a second, and
-        // refusing it takes nothing.
-        assert_eq!(b.reserve_before(now + Duration::from_millis(500)), None);
-        assert_eq!(
-            b.reserve_before(now + Duration::from_secs(5)),
-            Some(now + Duration::from_secs(1))
-        );
-        assert_eq!(
-            b.reserve_before(now + Duration::from_secs(5)),
-            Some(now + Duration::from_secs(2))
-        );
     }
 
     #[test]

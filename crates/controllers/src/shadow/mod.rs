@@ -39,7 +39,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::Value;
 
-use crate::informer::Store;
+use crate::machinery::informer::Store;
 
 pub use report::{Difference, FieldChange, ShadowReport, Summary, Verdict};
 

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::informer::Informer;
+use crate::machinery::informer::Informer;
 
 fn informers() -> (Informer<Node>, Informer<Service>) {
     let config = kube::Config::new("http://127.0.0.1:1".parse().expect("a URL"));
@@ -410,9 +410,9 @@ mod in_process {
     use serde_json::json;
 
     use crate::config::ControllerConfig;
-    use crate::lifecycle::LifecycleController;
-    use crate::node::NodeController;
-    use crate::runner::Reconciler;
+    use crate::controllers::lifecycle::LifecycleController;
+    use crate::controllers::node::NodeController;
+    use crate::machinery::runner::Reconciler;
     use crate::shadow::{ShadowOptions, Verdict};
     use crate::test_support::{FakeCloud, Harness, instance, node_json};
 
@@ -494,7 +494,7 @@ mod in_process {
     /// cloud has it (the CCM in charge made it) the write is agreed.
     #[tokio::test]
     async fn a_shadow_rechecks_a_pending_cloud_write_until_the_cloud_has_it() {
-        use crate::service::ServiceController;
+        use crate::controllers::service::ServiceController;
         use crate::test_support::lb_service_json;
 
         let cloud = FakeCloud::default();
@@ -632,8 +632,8 @@ mod announcing {
     use std::time::Duration;
 
     use crate::config::ControllerConfig;
+    use crate::controllers::lifecycle::LifecycleController;
     use crate::events::Events;
-    use crate::lifecycle::LifecycleController;
     use crate::shadow::ShadowOptions;
     use crate::shadow::announce::Announcer;
     use crate::test_support::{FakeCloud, Harness, node_json};

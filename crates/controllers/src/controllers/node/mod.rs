@@ -3,6 +3,10 @@
 //! the uninitialized taint from the driver's instance metadata, keeps beta→GA labels in step, and
 //! refreshes node addresses periodically.
 
+pub(crate) mod rules;
+#[cfg(test)]
+mod upstream;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,20 +17,21 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 
+use self::rules::{
+    PROVIDED_NODE_IP, UNINITIALIZED_TAINT, addresses_changed, beta_to_ga, init_labels,
+    merge_addresses,
+};
 use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, sanitize_addresses, sanitize_metadata,
 };
 use crate::cloud::Subject;
+use crate::controllers::entry::{ControllerEntry, Needs, Pending, Wiring, always};
 use crate::convert::{node_to_wit, to_kube_address};
 use crate::ctx::Ctx;
-use crate::error::ReconcileError;
 use crate::events::reference;
 use crate::kube::{Target, is_status};
-use crate::node_rules::{
-    PROVIDED_NODE_IP, UNINITIALIZED_TAINT, addresses_changed, beta_to_ga, init_labels,
-    merge_addresses,
-};
-use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
+use crate::machinery::error::ReconcileError;
+use crate::machinery::runner::{Action, Reconciler, RetryPolicy, Runner};
 
 /// Upstream's node controller queue: 5 ms doubling to 1000 s per node, and client-go's default
 /// global limiter (10 qps, burst 100).
@@ -535,4 +540,30 @@ fn driver_failure(name: &str, e: &CallError) -> ReconcileError {
         other => format!("cannot initialize node {name}: driver error: {other}"),
     };
     ReconcileError::driver(message, e)
+}
+
+/// This controller's line in [`crate::registry::CONTROLLERS`].
+pub(crate) const ENTRY: ControllerEntry = ControllerEntry {
+    name: "cloud-node-controller",
+    alias: "cloud-node",
+    title: "cloud node controller",
+    needs: Needs::Instances,
+    switched_on: always,
+    start,
+};
+
+/// Starts it: registers its informer handlers and spawns its tasks.
+fn start(w: &mut Wiring<'_>) -> Result<(), String> {
+    let c = NodeController::new(Arc::clone(w.ctx));
+    let h = Arc::clone(&c);
+    w.nodes.on_change(move |old, new| h.handle(old, new));
+    w.tasks.spawn(Arc::clone(&c).run(w.cancel.clone()));
+    w.pending.push(c);
+    Ok(())
+}
+
+impl Pending for NodeController {
+    fn pending(&self) -> usize {
+        NodeController::pending(self)
+    }
 }

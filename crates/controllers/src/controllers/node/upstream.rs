@@ -5,7 +5,7 @@
 //! APIs), `Test_reconcileNodeLabels` (3),
 //! `TestNodeAddressesNotUpdate` and `TestNodeAddressesNotUpdateV2` (one table of 2),
 //! `TestUpdateNodeStatus` (4).
-//! Skipped: `TestNodeAddressesChangeDetected` (pure; `node_rules::tests` covers the change
+//! Skipped: `TestNodeAddressesChangeDetected` (pure; `rules::tests` covers the change
 //! detection), `TestGetInstanceMetadata` (which of Go's `Instances`/`InstancesV2` APIs is asked:
 //! a driver has one `instance-metadata` call).
 //!
@@ -23,10 +23,10 @@ use serde_json::{Value, json};
 use wasm_ccm_runtime::types::{InstanceMetadata, NodeAddress, ProviderError};
 
 use crate::config::ControllerConfig;
+use crate::controllers::node::NodeController;
+use crate::controllers::node::rules::{PROVIDED_NODE_IP, UNINITIALIZED_TAINT as UNINIT};
 use crate::convert::address_type_from_name;
-use crate::node::NodeController;
-use crate::node_rules::{PROVIDED_NODE_IP, UNINITIALIZED_TAINT as UNINIT};
-use crate::runner::Reconciler;
+use crate::machinery::runner::Reconciler;
 use crate::test_support::{FakeCloud, Harness};
 
 const COVER: &str = "ImproveCoverageTaint";

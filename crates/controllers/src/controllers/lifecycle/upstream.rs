@@ -16,8 +16,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use wasm_ccm_runtime::types::ProviderError;
 
-use crate::lifecycle::LifecycleController;
-use crate::node_rules::SHUTDOWN_TAINT;
+use crate::controllers::lifecycle::LifecycleController;
+use crate::controllers::node::rules::SHUTDOWN_TAINT;
 use crate::test_support::{FakeCloud, Harness};
 
 struct Case {

@@ -2,6 +2,10 @@
 //! ensures, updates and deletes the load balancers of Services of type LoadBalancer through the
 //! driver, with the cleanup finalizer.
 
+pub(crate) mod rules;
+#[cfg(test)]
+mod upstream;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,21 +18,22 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use self::rules::{BackendKey, needs_update_for, should_sync_updated_node};
 use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
 use crate::backends::{BackendSet, Backends};
 use crate::cloud::Subject;
 use crate::cluster_view::PendingWrite;
+use crate::controllers::entry::{ControllerEntry, Needs, Pending, Wiring, always};
 use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
 use crate::ctx::Ctx;
-use crate::error::in_progress;
-use crate::error::{ReconcileError, requested_delay};
 use crate::events::reference;
-use crate::informer::key_of;
 use crate::kube::{Target, is_status};
-use crate::runner::{Action, Reconciler, RetryPolicy, Runner};
-use crate::service_rules::{BackendKey, needs_update_for, should_sync_updated_node};
+use crate::machinery::error::in_progress;
+use crate::machinery::error::{ReconcileError, requested_delay};
+use crate::machinery::informer::key_of;
+use crate::machinery::runner::{Action, Reconciler, RetryPolicy, Runner};
 
 /// Node changes closer together than this are handled by one backend sync pass.
 const NODE_SYNC_QUIET: Duration = Duration::from_millis(250);
@@ -939,5 +944,44 @@ impl Reconciler for ServiceController {
                 .await;
             }
         })
+    }
+}
+
+/// This controller's line in [`crate::registry::CONTROLLERS`].
+pub(crate) const ENTRY: ControllerEntry = ControllerEntry {
+    name: "service-lb-controller",
+    alias: "service",
+    title: "service controller",
+    needs: Needs::LoadBalancer,
+    switched_on: always,
+    start,
+};
+
+/// Starts it: registers its informer handlers and spawns its tasks.
+fn start(w: &mut Wiring<'_>) -> Result<(), String> {
+    let c = ServiceController::new(Arc::clone(w.ctx));
+    let (hs, hn) = (Arc::clone(&c), Arc::clone(&c));
+    w.services
+        .on_change(move |old, new| hs.handle_service(old, new));
+    w.nodes.on_change(move |old, new| hn.handle_node(old, new));
+    w.tasks.spawn(Arc::clone(&c).run(w.cancel.clone()));
+    if let Some(shadow) = &w.ctx.shadow {
+        // A shadow looks again at the Services whose cloud writes are pending (shadow/recheck.rs).
+        let rerun = Arc::clone(&c);
+        w.tasks.spawn(crate::shadow::recheck_pending(
+            Arc::clone(shadow),
+            "Service",
+            shadow.recheck_period(),
+            move |key| rerun.enqueue(key),
+            w.cancel.clone(),
+        ));
+    }
+    w.pending.push(c);
+    Ok(())
+}
+
+impl Pending for ServiceController {
+    fn pending(&self) -> usize {
+        ServiceController::pending(self)
     }
 }

@@ -2,6 +2,10 @@
 //! `k8s.io/cloud-provider/controllers/route/route_controller.go`): keeps one cloud route per node
 //! pod CIDR and the nodes' `NetworkUnavailable` condition.
 
+pub(crate) mod rules;
+#[cfg(test)]
+mod upstream;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -10,12 +14,13 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use self::rules::{Cidr, RouteNode, network_condition, parse_cluster_cidrs, plan_routes};
 use crate::cloud::Subject;
+use crate::controllers::entry::{ControllerEntry, Needs, Wiring};
 use crate::convert::node_to_wit;
 use crate::ctx::Ctx;
-use crate::error::ReconcileError;
 use crate::events::reference;
-use crate::route_rules::{Cidr, RouteNode, network_condition, plan_routes};
+use crate::machinery::error::ReconcileError;
 
 /// Reporter name of the route controller's events.
 pub(crate) const REPORTER: &str = "route_controller";
@@ -46,7 +51,7 @@ impl RouteController {
                 _ = ticker.tick() => {}
             }
             // One span per pass: the pass reconciles the route table as a whole.
-            let span = crate::runner::reconcile_span("route", "Route", "");
+            let span = crate::machinery::runner::reconcile_span("route", "Route", "");
             if let Err(e) = self.reconcile().instrument(span).await {
                 tracing::warn!(kind = e.kind.label(), error = %e, "route reconciliation failed; retrying next period");
                 self.ctx.metrics.inc(
@@ -222,4 +227,26 @@ impl RouteController {
             .await?;
         Ok(())
     }
+}
+
+/// This controller's line in [`crate::registry::CONTROLLERS`].
+pub(crate) const ENTRY: ControllerEntry = ControllerEntry {
+    name: "node-route-controller",
+    alias: "route",
+    title: "route controller",
+    needs: Needs::Routes,
+    // Upstream's switch: off means quiet, the operator asked for it.
+    switched_on: |c| c.configure_cloud_routes,
+    start,
+};
+
+/// Starts it: registers its informer handlers and spawns its tasks.
+fn start(w: &mut Wiring<'_>) -> Result<(), String> {
+    // Upstream exits here; a CCM that cannot run routes can still run everything else.
+    let cidrs = parse_cluster_cidrs(&w.ctx.config.cluster_cidr).map_err(|e| {
+        format!("{e}; pass --cluster-cidr, or --configure-cloud-routes=false to silence this")
+    })?;
+    w.tasks
+        .spawn(RouteController::new(Arc::clone(w.ctx), cidrs).run(w.cancel.clone()));
+    Ok(())
 }

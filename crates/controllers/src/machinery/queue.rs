@@ -51,52 +51,6 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
     }
 }
 
-/// A token bucket (`qps` refill, `burst` capacity) that hands out the time a caller must wait.
-#[derive(Debug)]
-pub(crate) struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl TokenBucket {
-    /// A full bucket. `qps <= 0` means unlimited.
-    pub(crate) fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        TokenBucket {
-            qps,
-            burst,
-            state: Mutex::new((burst, Instant::now())),
-        }
-    }
-
-    /// Takes a token and returns how long to wait until it is valid (zero when one was left).
-    pub(crate) fn reserve(&self) -> Duration {
-        if self.qps <= 0.0 {
-            return Duration::ZERO;
-        }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let (tokens, last) = *state;
-        let tokens = (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst);
-        let tokens = tokens - 1.0;
-        *state = (tokens, now);
-        if tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-tokens / self.qps)
-        }
-    }
-
-    /// Waits for a token.
-    pub(crate) async fn acquire(&self) {
-        let wait = self.reserve();
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
 struct State<K> {
     ready: VecDeque<K>,
     queued: HashSet<K>,
@@ -264,17 +218,6 @@ mod tests {
         let svc = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
         let d: Vec<_> = (0..8).map(|_| svc.next_delay(&k).as_secs()).collect();
         assert_eq!(d, vec![5, 10, 20, 40, 80, 160, 300, 300]);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn token_bucket_allows_a_burst_then_paces() {
-        let bucket = TokenBucket::new(10.0, 3);
-        for _ in 0..3 {
-            assert_eq!(bucket.reserve(), Duration::ZERO);
-        }
-        assert_eq!(bucket.reserve(), Duration::from_millis(100));
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(bucket.reserve(), Duration::ZERO);
     }
 
     #[tokio::test]

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::node::NodeController;
-use crate::runner::Reconciler;
-use crate::service::ServiceController;
+use crate::controllers::node::NodeController;
+use crate::controllers::service::ServiceController;
+use crate::machinery::runner::Reconciler;
 use crate::test_support::{FakeCloud, Harness, instance, lb_service_json, node_json};
 
 #[tokio::test]

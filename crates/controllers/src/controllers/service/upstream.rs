@@ -29,9 +29,9 @@ use wasm_ccm_runtime::types::{Ingress, ProviderError};
 use wasm_ccm_sim::kube::RequestMatcher;
 
 use crate::config::ControllerConfig;
-use crate::runner::Reconciler;
-use crate::service::ServiceController;
-use crate::service_rules::LB_FINALIZER;
+use crate::controllers::service::ServiceController;
+use crate::controllers::service::rules::LB_FINALIZER;
+use crate::machinery::runner::Reconciler;
 use crate::test_support::{FakeCloud, Harness};
 
 /// A Service in namespace `default` as a row describes it.

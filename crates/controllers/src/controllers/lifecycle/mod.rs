@@ -2,6 +2,9 @@
 //! `k8s.io/cloud-provider/controllers/nodelifecycle/node_lifecycle_controller.go`): deletes nodes
 //! whose instance is gone and taints nodes whose instance is shut down.
 
+#[cfg(test)]
+mod upstream;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -11,11 +14,12 @@ use tracing::Instrument;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use crate::controllers::entry::{ControllerEntry, Needs, Wiring, always};
+use crate::controllers::node::rules::SHUTDOWN_TAINT;
 use crate::convert::{node_is_ready, node_to_wit};
 use crate::ctx::Ctx;
 use crate::events::reference;
 use crate::kube::{Target, is_status};
-use crate::node_rules::SHUTDOWN_TAINT;
 
 /// Reporter name of the lifecycle controller's events.
 pub(crate) const REPORTER: &str = "cloud-node-lifecycle-controller";
@@ -141,7 +145,7 @@ impl LifecycleController {
         }
         // Only a node the pass asks the driver about gets a reconcile span: a span per Ready
         // node every period would bury the ones that matter.
-        let span = crate::runner::reconcile_span("node-lifecycle", "Node", &name);
+        let span = crate::machinery::runner::reconcile_span("node-lifecycle", "Node", &name);
         self.act(node, &name, ready, tainted).instrument(span).await
     }
 
@@ -267,6 +271,23 @@ impl LifecycleController {
             }
         }
     }
+}
+
+/// This controller's line in [`crate::registry::CONTROLLERS`].
+pub(crate) const ENTRY: ControllerEntry = ControllerEntry {
+    name: "cloud-node-lifecycle-controller",
+    alias: "cloud-node-lifecycle",
+    title: "cloud node lifecycle controller",
+    needs: Needs::Instances,
+    switched_on: always,
+    start,
+};
+
+/// Starts it: registers its informer handlers and spawns its tasks.
+fn start(w: &mut Wiring<'_>) -> Result<(), String> {
+    w.tasks
+        .spawn(LifecycleController::new(Arc::clone(w.ctx)).run(w.cancel.clone()));
+    Ok(())
 }
 
 #[cfg(test)]

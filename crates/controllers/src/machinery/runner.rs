@@ -18,9 +18,10 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::error::ReconcileError;
+use crate::machinery::error::ReconcileError;
+use crate::machinery::queue::{Backoff, WorkQueue};
+use crate::machinery::token_bucket::TokenBucket;
 use crate::metrics::Metrics;
-use crate::queue::{Backoff, TokenBucket, WorkQueue};
 
 /// What to do with a key after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //!
 //! Ported: `TestReconcile` (all 17 cases; "duplicate pod cidr" is ignored, see its test), `TestUpdateNetworkingCondition` (8) and
 //! `TestUpdateNetworkingConditionWithCalicoScenario` (1, as a row of the same table).
-//! Skipped: `TestIsResponsibleForRoute` (pure; `route_rules::tests` covers it),
+//! Skipped: `TestIsResponsibleForRoute` (pure; `rules::tests` covers it),
 //! `TestHandleNodeUpdate` (which node updates wake Go's reconcile loop; ours reconciles on a
 //! fixed period and has no such handler).
 //!
@@ -17,8 +17,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use wasm_ccm_runtime::types::{AddressType, NodeAddress, ProviderError, Route};
 
-use crate::route::RouteController;
-use crate::route_rules::parse_cluster_cidrs;
+use crate::controllers::route::RouteController;
+use crate::controllers::route::rules::parse_cluster_cidrs;
 use crate::test_support::{FakeCloud, Harness};
 
 /// A node as the rows describe it.
@@ -288,7 +288,7 @@ fn reconcile_cases() -> Vec<ReconcileCase> {
 
 /// `TestReconcile`'s "duplicate pod cidr": the apiserver refuses a Node that lists a pod CIDR
 /// twice (`ValidateNode`), and so does the simulator, so the case cannot reach the controller;
-/// `plan_routes` still makes one route of a repeated CIDR (`route_rules/tests.rs`).
+/// `plan_routes` still makes one route of a repeated CIDR (`rules/tests.rs`).
 #[tokio::test]
 async fn test_reconcile_duplicate_pod_cidr() {
     let h = Harness::start(FakeCloud::default(), Vec::new()).await;

@@ -37,8 +37,8 @@ pub(crate) struct CallArgs {
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
     /// Grant egress to `scheme://host[:port]` (repeatable); replaces the driver's defaults.
-    #[arg(long = "allow-egress", value_name = "PATTERN")]
-    allow_egress: Vec<String>,
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = parse_grant)]
+    allow_egress: Vec<wasm_ccm_runtime::egress::Grant>,
     /// Deadline of the call, e.g. 10s or 500ms.
     #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
     timeout: std::time::Duration,
@@ -174,11 +174,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
         },
         config,
         env,
-        egress: if args.allow_egress.is_empty() {
-            None
-        } else {
-            Some(args.allow_egress.clone())
-        },
+        egress: (!args.allow_egress.is_empty()).then(|| {
+            wasm_ccm_runtime::egress::EgressPolicy::from_grants(args.allow_egress.clone())
+        }),
         call_timeout: args.timeout,
         init_timeout: args.init_timeout,
         memory_limit: args.memory_limit,
@@ -246,4 +244,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
             Err(h.into())
         }
     }
+}
+
+/// One `--allow-egress` pattern, parsed where the flag is read.
+fn parse_grant(text: &str) -> Result<wasm_ccm_runtime::egress::Grant, String> {
+    text.trim().parse()
 }

@@ -101,7 +101,9 @@ async fn main() {
     .expect("inventory");
     let opts = DriverOptions {
         config: b"inventoryUrl: http://127.0.0.1:1/instances\n".to_vec(),
-        egress: Some(vec!["http://127.0.0.1:1".into()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&["http://127.0.0.1:1"]).expect("grant"),
+        ),
         http_interceptor: Some(Arc::new(Inventory(body))),
         log_sink: Arc::new(NullSink),
         ..Default::default()

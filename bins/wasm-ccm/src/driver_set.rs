@@ -152,8 +152,8 @@ pub struct DriverLoad {
     pub sha256: Option<String>,
     /// Its `init` configuration file.
     pub cloud_config: Option<PathBuf>,
-    /// Its egress grants.
-    pub allow_egress: Vec<String>,
+    /// Its egress grants, parsed (`--allow-egress`, or `allowEgress` of the file).
+    pub allow_egress: Vec<wasm_ccm_runtime::egress::Grant>,
     /// Deadline of a call.
     pub call_timeout: Duration,
     /// Deadline of `init`.
@@ -230,10 +230,12 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             .as_deref()
             .map_or(Ok(defaults.memory_limit), parse_size)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.memory")))?;
-        if !d.allow_egress.is_empty() {
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&d.allow_egress)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", at("allowEgress")))?;
-        }
+        let allow_egress = d
+            .allow_egress
+            .iter()
+            .map(|p| p.trim().parse())
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", at("allowEgress")))?;
         roles.push(DriverRoles {
             name: d.name.clone(),
             label: Some(d.name.clone()),
@@ -253,7 +255,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             source,
             sha256,
             cloud_config: d.cloud_config,
-            allow_egress: d.allow_egress,
+            allow_egress,
             call_timeout,
             init_timeout,
             memory_limit,

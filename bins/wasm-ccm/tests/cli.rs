@@ -144,7 +144,8 @@ fn pull_checks_its_output_before_the_registry() {
     );
 }
 
-/// The grants and the global cache directory are checked with the other flags, before any work.
+/// The grants are parsed with the flags and the global cache directory checked with the others,
+/// before any work.
 #[test]
 fn run_checks_egress_grants_and_the_cache_dir_first() {
     let manifest = env!("CARGO_MANIFEST_DIR").to_string() + "/Cargo.toml";
@@ -158,8 +159,11 @@ fn run_checks_egress_grants_and_the_cache_dir_first() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
+    // Parsed by clap where the flag is read, into the typed grant the runtime uses.
     assert!(
-        err.starts_with("wasm-ccm: --allow-egress: invalid egress pattern `api.example.com`"),
+        err.contains(
+            "'--allow-egress <PATTERN>': invalid egress pattern `api.example.com`: no scheme"
+        ),
         "{err}"
     );
     let out = wasm_ccm(&[

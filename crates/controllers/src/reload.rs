@@ -256,7 +256,7 @@ async fn reload(
         annotation_prefixes = %new.info().annotation_prefixes.join(", "),
         "reloaded driver's grants"
     );
-    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&new.egress()) {
+    for warning in new.egress_warnings() {
         tracing::warn!(driver = %new.name(), "egress grant: {warning}");
     }
     let (was, is) = (

@@ -105,7 +105,10 @@ async fn main() {
             DriverOptions {
                 // The simulator's own wiring (the kit's driver setup).
                 env: sim.driver_setup().env,
-                egress: Some(sim.driver_setup().egress),
+                egress: Some(
+                    wasm_ccm_runtime::egress::EgressPolicy::parse(&sim.driver_setup().egress)
+                        .expect("egress grants"),
+                ),
                 log_sink: Arc::new(NullSink),
                 ..Default::default()
             },

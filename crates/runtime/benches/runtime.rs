@@ -346,7 +346,10 @@ async fn main() {
     let config = format!("inventoryUrl: http://127.0.0.1:{port}\n");
     let opts = DriverOptions {
         config: config.into_bytes(),
-        egress: Some(vec![format!("http://127.0.0.1:{port}")]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+                .expect("egress grants"),
+        ),
         ..quiet()
     };
     let inv = on_cranelift(rt.load(&c, opts).await.expect("load inventory driver")).await;

@@ -112,7 +112,10 @@ async fn cloud_subject(name: &'static str, path: &str, rounds: usize) -> Subject
         opts: DriverOptions {
             config: setup.config.unwrap_or_default().into_bytes(),
             env: setup.env,
-            egress: Some(setup.egress),
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
+                    .expect("egress grants"),
+            ),
             log_sink: Arc::new(NullSink),
             ..Default::default()
         },

@@ -366,14 +366,16 @@ impl fmt::Display for Target<'_> {
 impl EgressPolicy {
     /// Parses every pattern; the first malformed one is an error naming it.
     pub fn parse<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
-        let grants = patterns
-            .iter()
-            .map(|p| p.as_ref().trim().parse())
-            .collect::<Result<_, _>>()?;
-        Ok(EgressPolicy {
+        Ok(Self::from_grants(parse_grants(patterns)?))
+    }
+
+    /// The policy of grants already parsed (by clap, from `--allow-egress`: a flag is parsed
+    /// once, where it is read).
+    pub fn from_grants(grants: Vec<Grant>) -> Self {
+        EgressPolicy {
             grants,
             host_addresses: HostAddresses::default(),
-        })
+        }
     }
 
     /// Parses a driver's own `default-egress`, refusing what only an operator may grant (see
@@ -730,6 +732,11 @@ fn too_broad(suffix: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// Parses every pattern into a [`Grant`]; the first malformed one is an error naming it.
+pub fn parse_grants<S: AsRef<str>>(patterns: &[S]) -> Result<Vec<Grant>, String> {
+    patterns.iter().map(|p| p.as_ref().trim().parse()).collect()
 }
 
 /// Human-readable warnings about broad grants in an effective egress list, one per problem:

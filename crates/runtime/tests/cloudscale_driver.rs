@@ -76,7 +76,9 @@ async fn load(sim: &CloudscaleSim, kubernetes_version: &str, token: &str) -> Dri
     env.push(("CLOUDSCALE_ACCESS_TOKEN".into(), token.into()));
     let mut opts = DriverOptions {
         env,
-        egress: Some(setup.egress),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress).expect("egress grants"),
+        ),
         ..Default::default()
     };
     opts.context.kubernetes_version = kubernetes_version.into();

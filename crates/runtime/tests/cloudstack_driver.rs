@@ -59,7 +59,10 @@ async fn load(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-        egress: Some(vec![sim.base_url()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.base_url()])
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     common::runtime().load(compiled().await, opts).await

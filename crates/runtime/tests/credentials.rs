@@ -272,7 +272,10 @@ async fn load_hostile(
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let opts = DriverOptions {
-        egress: Some(vec![api.url(), other.url()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[api.url(), other.url()])
+                .expect("egress grants"),
+        ),
         env,
         log_sink: sink.clone(),
         ..Default::default()

@@ -84,7 +84,7 @@ async fn fetch_with(driver: &wasm_ccm_runtime::Driver, url: &str) -> Result<Stri
 
 fn granting(grants: &[String]) -> DriverOptions {
     DriverOptions {
-        egress: Some(grants.to_vec()),
+        egress: Some(wasm_ccm_runtime::egress::EgressPolicy::parse(grants).expect("egress grants")),
         ..Default::default()
     }
 }

@@ -373,7 +373,9 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
     let mut opts = DriverOptions {
         config: setup.config.unwrap_or_default().into_bytes(),
         env: setup.env,
-        egress: Some(setup.egress),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress).expect("egress grants"),
+        ),
         http_interceptor: Some(placeholders.clone()),
         ..Default::default()
     };

@@ -92,7 +92,9 @@ async fn load_env(
     let mut opts = DriverOptions {
         config: file.as_bytes().to_vec(),
         env,
-        egress: Some(vec![sim.url()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+        ),
         ..Default::default()
     };
     opts.context.cluster_id = cluster.into();

@@ -237,7 +237,9 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
             ("PNAP_AUTH_URL".into(), sim.url()),
             ("PNAP_LOCATION".into(), "PHX".into()),
         ],
-        egress: Some(vec![sim.url()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+        ),
         max_concurrency: N,
         http_interceptor: Some(recorder.clone()),
         ..Default::default()

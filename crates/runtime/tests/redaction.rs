@@ -172,7 +172,10 @@ async fn a_request_body_over_the_cap_is_the_typed_too_large_error() {
     let port = serve(Reply::Body(10)).await;
     let url = format!("http://127.0.0.1:{port}/upload");
     let opts = DriverOptions {
-        egress: Some(vec![format!("http://127.0.0.1:{port}")]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;

@@ -96,7 +96,10 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
     let deadline = Duration::from_millis(400);
     let opts = DriverOptions {
         call_timeout: deadline,
-        egress: Some(vec![format!("http://127.0.0.1:{port}")]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -227,7 +230,10 @@ async fn a_granted_name_resolving_to_loopback_is_refused() {
     let port = serve(Reply::Body(10)).await;
     // `*` grants every DNS name, yet `localhost` resolves to a loopback address that was not granted.
     let opts = DriverOptions {
-        egress: Some(vec![format!("http://*:{port}")]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://*:{port}")])
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let m = fetch_error(opts, &format!("http://localhost:{port}/")).await;
@@ -241,7 +247,12 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
     let target = serve(Reply::Body(10)).await;
     let redirector = serve(Reply::RedirectTo(target)).await;
     let opts = DriverOptions {
-        egress: Some(vec![format!("http://127.0.0.1:{redirector}")]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
+                "http://127.0.0.1:{redirector}"
+            )])
+            .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let m = fetch_error(opts, &format!("http://127.0.0.1:{redirector}/")).await;
@@ -261,7 +272,9 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            egress: Some(both),
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&both).expect("egress grants"),
+            ),
             ..Default::default()
         },
     )
@@ -287,7 +300,10 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     let grant = format!("http://127.0.0.1:{port}");
     let url = format!("http://127.0.0.1:{port}/big");
     let opts = DriverOptions {
-        egress: Some(vec![grant.clone()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&grant))
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -308,7 +324,9 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     };
     let m = fetch_error(
         DriverOptions {
-            egress: Some(vec![grant]),
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[grant]).expect("egress grants"),
+            ),
             http: limits,
             ..Default::default()
         },

@@ -330,7 +330,10 @@ async fn inventory_mode_reads_instances_and_keeps_routes_over_http() {
             "STATIC_INVENTORY_TOKEN".into(),
             "inventory-token-1234".into(),
         )],
-        egress: Some(vec![base.clone()]),
+        egress: Some(
+            wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&base))
+                .expect("egress grants"),
+        ),
         ..Default::default()
     };
     let d = load(STATIC_DRIVER, opts).await;

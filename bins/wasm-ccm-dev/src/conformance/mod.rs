@@ -242,7 +242,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
             (None, Some(r)) => Some(r.clone()),
             (None, None) => None,
         };
-        let opts = driver_options(&scenario, &cloud, args.call_timeout);
+        let opts = driver_options(&scenario, &cloud, args.call_timeout)?;
         match Harness::load(&runtime, &compiled, opts, transport, cloud.real).await {
             Err(e) => {
                 crashes.extend(Crash::of("provider.init", &e));
@@ -397,7 +397,7 @@ fn driver_options(
     scenario: &Scenario,
     cloud: &CloudUnderTest,
     call_timeout: std::time::Duration,
-) -> DriverOptions {
+) -> anyhow::Result<DriverOptions> {
     let d = &scenario.driver;
     let token = cloud.token.as_deref();
     let fill = |s: &str| substitute(s, &cloud.url, token);
@@ -408,7 +408,17 @@ fn driver_options(
             env.push((k.clone(), v));
         }
     }
-    DriverOptions {
+    let egress = match &d.egress {
+        None => None,
+        Some(list) => {
+            let filled: Vec<String> = list.iter().filter_map(|p| fill(p)).collect();
+            Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&filled)
+                    .map_err(|e| anyhow::anyhow!("the scenario's driver.egress: {e}"))?,
+            )
+        }
+    };
+    Ok(DriverOptions {
         context: Context {
             cluster_name: d
                 .cluster_name
@@ -423,13 +433,10 @@ fn driver_options(
         },
         config: fill(&d.config).unwrap_or_default().into_bytes(),
         env,
-        egress: d
-            .egress
-            .as_ref()
-            .map(|list| list.iter().filter_map(|p| fill(p)).collect()),
+        egress,
         call_timeout,
         ..Default::default()
-    }
+    })
 }
 
 /// The behavioural and robustness checks, in the order the controllers would call.

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use wasm_ccm_runtime::egress::Grant;
 
 use clap::{ArgAction, Args};
 
@@ -239,8 +240,8 @@ pub struct RunArgs {
     pub(super) leader_migration_config: Option<String>,
     /// Grant the driver egress to PATTERN (`https://api.example.com`, `*.example.com`, a CIDR);
     /// repeatable. Default: what the driver declares.
-    #[arg(long = "allow-egress", value_name = "PATTERN")]
-    pub(super) allow_egress: Vec<String>,
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = parse_grant)]
+    pub(super) allow_egress: Vec<Grant>,
     /// Send the declared secret NAME only to URL's origin (scheme, host, port) instead of the
     /// origin the driver declares; repeatable. The origin must also be an egress grant.
     #[arg(long = "secret-origin", value_name = "NAME=URL", value_parser = parse_secret_origin)]
@@ -282,6 +283,11 @@ pub(super) fn parse_cache_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// `NAME=URL` of `--secret-origin`.
+/// One `--allow-egress` pattern, parsed where the flag is read (the only parse of it).
+pub(super) fn parse_grant(text: &str) -> Result<Grant, String> {
+    text.trim().parse()
+}
+
 pub(super) fn parse_secret_origin(text: &str) -> Result<(String, String), String> {
     let Some((name, url)) = text.split_once('=') else {
         return Err(format!(

@@ -141,10 +141,6 @@ impl RunArgs {
             global.cache_dir.as_deref(),
             "compiled drivers",
         )?;
-        if !self.allow_egress.is_empty() {
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&self.allow_egress)
-                .map_err(|e| anyhow::anyhow!("--allow-egress: {e}"))?;
-        }
         master_url(self.master.as_deref())
     }
 

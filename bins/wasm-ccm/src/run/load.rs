@@ -247,8 +247,9 @@ pub(super) async fn load(
 pub struct DriverSpec<'a> {
     /// The configuration handed to `init` (`--cloud-config`'s bytes).
     pub config: Vec<u8>,
-    /// The URL prefixes the driver may reach (`--allow-egress`); empty means its declared ones.
-    pub egress: Vec<String>,
+    /// The grants of where the driver may reach (`--allow-egress`, parsed); empty means its
+    /// declared ones.
+    pub egress: Vec<wasm_ccm_runtime::egress::Grant>,
     /// Deadline of each call.
     pub call_timeout: Duration,
     /// Deadline of `init`.
@@ -294,7 +295,8 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
         },
         config: spec.config,
         env: std::env::vars().chain(spec.extra_env).collect(),
-        egress: (!spec.egress.is_empty()).then_some(spec.egress),
+        egress: (!spec.egress.is_empty())
+            .then(|| wasm_ccm_runtime::egress::EgressPolicy::from_grants(spec.egress)),
         call_timeout: spec.call_timeout,
         init_timeout: spec.init_timeout,
         memory_limit: spec.memory_limit,
@@ -315,7 +317,7 @@ fn announce_grants(
     args: &RunArgs,
     config: &[u8],
 ) {
-    for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&driver.egress()) {
+    for warning in driver.egress_warnings() {
         tracing::warn!(driver = %driver.name(), "egress grant: {warning}");
     }
     warn_about_credentials(driver);

@@ -85,6 +85,12 @@ impl Driver {
         self.inner.host.http.policy().patterns()
     }
 
+    /// Warnings about broad grants in its effective egress (the operator's or its defaults), as
+    /// `inspect` shows them ([`crate::egress::EgressPolicy::warnings`]).
+    pub fn egress_warnings(&self) -> Vec<String> {
+        self.inner.host.http.policy().warnings()
+    }
+
     /// Call and instance counters.
     pub fn stats(&self) -> &DriverStats {
         &self.inner.stats

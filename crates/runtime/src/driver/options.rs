@@ -31,7 +31,7 @@ pub struct DriverOptions {
     /// Candidate environment; only variables with one of the driver's declared prefixes reach it.
     pub env: Vec<(String, String)>,
     /// The operator's egress grants; `None` uses the driver's declared defaults.
-    pub egress: Option<Vec<String>>,
+    pub egress: Option<crate::egress::EgressPolicy>,
     /// Deadline of every call except `init`.
     pub call_timeout: Duration,
     /// Deadline of `init` (big runtimes do first-call work there).

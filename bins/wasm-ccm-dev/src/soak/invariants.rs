@@ -14,7 +14,7 @@ use super::workload::{EXCLUDE_LB_LABEL, FINALIZER, Model, NAMESPACE, Shape, UNIN
 use wasm_ccm_sim::kit::soak::{CloudLb, SoakCloud};
 
 /// The taint that takes a node out of the load balancers (the controllers'
-/// `service_rules::TO_BE_DELETED_TAINT`).
+/// `service::rules::TO_BE_DELETED_TAINT`).
 const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// The bearer token prefix of the per-process kubeconfigs: `soak-<slot>-<incarnation>`.
 pub(crate) const TOKEN_PREFIX: &str = "soak-";
@@ -78,7 +78,7 @@ fn leader_write(r: &wasm_ccm_sim::kube::RequestRecord) -> bool {
 }
 
 /// Whether a Node is a load balancer backend by the controllers' rules
-/// (`service_rules::is_backend`, upstream's stable node set): not being deleted, not excluded
+/// (`service::rules::is_backend`, upstream's stable node set): not being deleted, not excluded
 /// by the label (its value read as Go's `strconv.ParseBool`, an unparsable one excludes), not
 /// tainted `ToBeDeletedByClusterAutoscaler`. Readiness is deliberately not a rule (KEP-3458).
 /// A Node without a provider ID cannot be a member (drivers leave it out with a warning).

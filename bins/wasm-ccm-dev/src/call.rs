@@ -37,7 +37,7 @@ pub(crate) struct CallArgs {
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
     /// Grant egress to `scheme://host[:port]` (repeatable); replaces the driver's defaults.
-    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = parse_grant)]
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::egress::parse_grant)]
     allow_egress: Vec<wasm_ccm_runtime::egress::Grant>,
     /// Deadline of the call, e.g. 10s or 500ms.
     #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
@@ -244,9 +244,4 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
             Err(h.into())
         }
     }
-}
-
-/// One `--allow-egress` pattern, parsed where the flag is read.
-fn parse_grant(text: &str) -> Result<wasm_ccm_runtime::egress::Grant, String> {
-    text.trim().parse()
 }

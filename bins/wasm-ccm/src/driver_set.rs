@@ -230,11 +230,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             .as_deref()
             .map_or(Ok(defaults.memory_limit), parse_size)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.memory")))?;
-        let allow_egress = d
-            .allow_egress
-            .iter()
-            .map(|p| p.trim().parse())
-            .collect::<Result<Vec<_>, String>>()
+        let allow_egress = wasm_ccm_runtime::egress::parse_grants(&d.allow_egress)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("allowEgress")))?;
         roles.push(DriverRoles {
             name: d.name.clone(),

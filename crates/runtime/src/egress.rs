@@ -736,7 +736,13 @@ fn too_broad(suffix: &str) -> Option<String> {
 
 /// Parses every pattern into a [`Grant`]; the first malformed one is an error naming it.
 pub fn parse_grants<S: AsRef<str>>(patterns: &[S]) -> Result<Vec<Grant>, String> {
-    patterns.iter().map(|p| p.as_ref().trim().parse()).collect()
+    patterns.iter().map(|p| parse_grant(p.as_ref())).collect()
+}
+
+/// Parses one pattern (surrounding blanks ignored): the one parser of a grant, which the flags'
+/// `value_parser`s and the files' readers share.
+pub fn parse_grant(text: &str) -> Result<Grant, String> {
+    text.trim().parse()
 }
 
 /// Human-readable warnings about broad grants in an effective egress list, one per problem:

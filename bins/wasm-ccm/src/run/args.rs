@@ -240,7 +240,7 @@ pub struct RunArgs {
     pub(super) leader_migration_config: Option<String>,
     /// Grant the driver egress to PATTERN (`https://api.example.com`, `*.example.com`, a CIDR);
     /// repeatable. Default: what the driver declares.
-    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = parse_grant)]
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::egress::parse_grant)]
     pub(super) allow_egress: Vec<Grant>,
     /// Send the declared secret NAME only to URL's origin (scheme, host, port) instead of the
     /// origin the driver declares; repeatable. The origin must also be an egress grant.
@@ -283,11 +283,6 @@ pub(super) fn parse_cache_ttl(text: &str) -> Result<Duration, String> {
 }
 
 /// `NAME=URL` of `--secret-origin`.
-/// One `--allow-egress` pattern, parsed where the flag is read (the only parse of it).
-pub(super) fn parse_grant(text: &str) -> Result<Grant, String> {
-    text.trim().parse()
-}
-
 pub(super) fn parse_secret_origin(text: &str) -> Result<(String, String), String> {
     let Some((name, url)) = text.split_once('=') else {
         return Err(format!(

@@ -1,9 +1,9 @@
 //! The controllers' context: a struct of handles to the seams every controller shares (the
 //! Kubernetes client [`Kube`], the metered cloud [`Cloud`], the [`Events`] and their refusal
 //! memory, the informers' stores, the metrics, the settings, this driver's routing view and a
-//! shadow run's log), plus the few steps that need several of them at once: finishing a driver
-//! call and reporting refused answers. The node-ownership rule (`ownership.rs`) is a method of
-//! it too, written beside its policy.
+//! shadow run's log), plus the one step that needs several of them at once: reporting refused
+//! answers. A driver call goes through [`Cloud::call`], which publishes the driver's events.
+//! The node-ownership rule (`ownership.rs`) is a method of it too, written beside its policy.
 //!
 //! Each handle's type lives in its own module, none of which names this one: a seam can be read
 //! and tested alone, and the controllers reach all of them through [`Ctx`].
@@ -11,10 +11,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
-use wasm_ccm_runtime::{CallError, Outcome};
 
 use crate::answer_rules::Violation;
-use crate::cloud::{Cloud, Subject};
+use crate::cloud::{Cloud, Function};
 use crate::config::ControllerConfig;
 use crate::events::{ANSWER_REFUSED_REASON, Events, Refusals, count_refusal, refusal_note};
 use crate::kube::Kube;
@@ -27,7 +26,7 @@ use crate::shadow::ShadowLog;
 pub(crate) struct Ctx {
     pub(crate) kube: Kube,
     pub(crate) cloud: Cloud,
-    pub(crate) events: Events,
+    pub(crate) events: Arc<Events>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: ControllerConfig,
     pub(crate) nodes: Store<Node>,
@@ -75,31 +74,6 @@ impl Ctx {
         }
     }
 
-    /// Counts and times a finished driver call and records the events the driver asked for on
-    /// `regarding`; returns the call's result.
-    pub(crate) async fn finish_call<T>(
-        &self,
-        function: &str,
-        outcome: Outcome<T>,
-        reporter: &'static str,
-        regarding: &ObjectReference,
-    ) -> Result<T, CallError> {
-        let (result, events) = self
-            .cloud
-            .observe(function, Subject::of(regarding), outcome);
-        let refused = self
-            .events
-            .publish_driver_events(reporter, regarding, &events)
-            .await;
-        if !refused.is_empty() {
-            let driver = self.cloud.name();
-            for v in &refused {
-                count_refusal(&self.metrics, &driver, function, regarding, v);
-            }
-        }
-        result
-    }
-
     /// Reports the parts of a driver's `function` answer about `regarding` that were refused:
     /// a counter per rule and a log line each, and one Warning event naming the driver and the
     /// rules, published again only when the refusals change (a resync with the same answer is
@@ -108,7 +82,7 @@ impl Ctx {
         &self,
         reporter: &'static str,
         regarding: &ObjectReference,
-        function: &str,
+        function: Function,
         action: &str,
         violations: &[Violation],
     ) {
@@ -119,9 +93,9 @@ impl Ctx {
         }
         let driver = self.cloud.name();
         for v in violations {
-            count_refusal(&self.metrics, &driver, function, regarding, v);
+            count_refusal(&self.metrics, &driver, function.as_str(), regarding, v);
         }
-        let note = refusal_note(&driver, function, violations);
+        let note = refusal_note(&driver, function.as_str(), violations);
         if !self.refusals.is_news(regarding, &note) {
             return;
         }

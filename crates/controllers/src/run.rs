@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Driver;
 
-use crate::cloud::{Cloud, DriverSlot, SharedCloud, Subject};
+use crate::cloud::{About, Cloud, CloudParts, CloudSource, DriverSlot, Function, Subject};
 use crate::cluster_view::StoreCluster;
 use crate::config::ControllerConfig;
 use crate::controllers::entry::{Needs, Pending, Wiring};
@@ -123,7 +123,7 @@ pub fn start_driver_set(
 ) -> Running {
     let clouds = drivers
         .into_iter()
-        .map(|d| d as SharedCloud)
+        .map(|d| d as Arc<dyn CloudSource>)
         .collect::<Vec<_>>();
     start(
         client,
@@ -141,7 +141,7 @@ pub fn start_driver_set(
 #[allow(clippy::too_many_arguments)] // the parts of one context, each named at the call
 pub(crate) fn new_ctx(
     client: Client,
-    cloud: SharedCloud,
+    cloud: Arc<dyn CloudSource>,
     route: DriverView,
     config: ControllerConfig,
     metrics: Arc<Metrics>,
@@ -150,6 +150,11 @@ pub(crate) fn new_ctx(
     services: Store<Service>,
 ) -> Arc<Ctx> {
     let shadow = config.shadow.clone().map(|o| Arc::new(ShadowLog::new(o)));
+    let events = Arc::new(
+        Events::new(client.clone(), identity.to_string())
+            .silenced(shadow.is_some())
+            .for_driver(route.label().map(str::to_string)),
+    );
     Arc::new(Ctx {
         kube: Kube::new(
             client.clone(),
@@ -158,16 +163,15 @@ pub(crate) fn new_ctx(
             Arc::clone(&metrics),
             shadow.clone(),
         ),
-        cloud: Cloud::new(
-            cloud,
-            route.label().map(str::to_string),
-            Arc::clone(&metrics),
-            Arc::new(StoreCluster::new(services.clone(), route.clone())),
-            shadow.clone(),
-        ),
-        events: Events::new(client, identity.to_string())
-            .silenced(shadow.is_some())
-            .for_driver(route.label().map(str::to_string)),
+        cloud: Cloud::new(CloudParts {
+            source: cloud,
+            label: route.label().map(str::to_string),
+            metrics: Arc::clone(&metrics),
+            cluster: Arc::new(StoreCluster::new(services.clone(), route.clone())),
+            shadow: shadow.clone(),
+            events: Arc::clone(&events),
+        }),
+        events,
         shadow,
         metrics,
         nodes,
@@ -178,17 +182,18 @@ pub(crate) fn new_ctx(
     })
 }
 
-/// [`start_controllers`] over any [`CloudProvider`] (the crate's tests pass a fake cloud).
+/// [`start_controllers`] over any [`CloudSource`] (the crate's tests pass a fixed fake cloud).
 pub(crate) fn start_with_cloud(
     client: Client,
-    cloud: SharedCloud,
+    cloud: Arc<dyn CloudSource>,
     config: ControllerConfig,
     controllers: EnabledControllers,
     metrics: Arc<Metrics>,
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
-    let routing = Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
+    let provider = cloud.current();
+    let routing = Routing::alone(&provider.name(), &provider.provider_id_scheme());
     start(
         client,
         vec![cloud],
@@ -221,7 +226,7 @@ fn role_wants(route: &DriverView, needs: Needs) -> bool {
 #[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub(crate) fn start(
     client: Client,
-    clouds: Vec<SharedCloud>,
+    clouds: Vec<Arc<dyn CloudSource>>,
     routing: Arc<Routing>,
     config: ControllerConfig,
     controllers: EnabledControllers,
@@ -238,7 +243,7 @@ pub(crate) fn start(
         let route = routing.view(index);
         let driver = route.name().to_string();
         // A reload never changes the exports (it is refused if it would), so this stays true.
-        let exports = cloud.exports();
+        let exports = cloud.current().exports();
         let ctx = new_ctx(
             client.clone(),
             cloud,
@@ -303,11 +308,14 @@ pub(crate) fn start(
                     _ = tokio::time::sleep(period) => {}
                 }
                 let cloud = &housekeeping_ctx.cloud;
-                let (result, _) = cloud.observe(
-                    "provider.housekeeping",
-                    Subject::driver("housekeeping"),
-                    cloud.api().housekeeping(&cloud.scope("")).await,
-                );
+                let scope = cloud.scope("");
+                let result = cloud
+                    .call(
+                        Function::Housekeeping,
+                        About::subject(Subject::driver("housekeeping")),
+                        cloud.provider().housekeeping(&scope),
+                    )
+                    .await;
                 if let Err(e) = result {
                     tracing::warn!(driver = %cloud.name(), error = %e, "driver housekeeping failed");
                 }
@@ -433,7 +441,10 @@ pub async fn run(
     let work = cancel.child_token();
     let running = start(
         client.clone(),
-        slots.into_iter().map(|d| d as SharedCloud).collect(),
+        slots
+            .into_iter()
+            .map(|d| d as Arc<dyn CloudSource>)
+            .collect(),
         routing,
         opts.config,
         opts.controllers,

@@ -18,10 +18,10 @@ use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, InstanceMetadata, Node as WitNode, ProviderError, ProviderInfo, Route,
     Service as WitService,
 };
-use wasm_ccm_runtime::{CallError, CallScope, Outcome, SharedNodes};
+use wasm_ccm_runtime::{CallError, CallScope, DriverEvent, Outcome, SharedNodes};
 use wasm_ccm_sim::kube::KubeSim;
 
-use crate::cloud::{CloudProvider, SharedCloud};
+use crate::cloud::{CloudProvider, Fixed, SharedCloud};
 use crate::config::ControllerConfig;
 use crate::ctx::Ctx;
 use crate::machinery::informer::Informer;
@@ -74,6 +74,9 @@ pub(crate) struct FakeCloud {
     /// outcome carries them as refused exchanges; the call answers as scripted otherwise, like
     /// a driver that carries on past a refused write).
     pub(crate) refused: Mutex<HashMap<&'static str, Vec<String>>>,
+    /// Events the driver records on every call of a function (`routes.create`,
+    /// `instances.instance-metadata`), by function.
+    pub(crate) events: Mutex<HashMap<&'static str, Vec<DriverEvent>>>,
 }
 
 impl Default for FakeCloud {
@@ -100,6 +103,7 @@ impl Default for FakeCloud {
             backends: Mutex::default(),
             updates: Mutex::default(),
             refused: Mutex::default(),
+            events: Mutex::default(),
         }
     }
 }
@@ -146,6 +150,15 @@ impl FakeCloud {
         }
     }
 
+    /// `outcome` with the events scripted for `function` (see `events`).
+    fn with_events<T>(&self, function: &'static str, mut outcome: Outcome<T>) -> Outcome<T> {
+        outcome.events = lock(&self.events)
+            .get(function)
+            .cloned()
+            .unwrap_or_default();
+        outcome
+    }
+
     /// `outcome` with the writes scripted as refused for `function` (see `refused`).
     fn refusing<T>(&self, function: &'static str, mut outcome: Outcome<T>) -> Outcome<T> {
         let refused = lock(&self.refused)
@@ -173,10 +186,10 @@ impl FakeCloud {
         table: &Mutex<HashMap<String, Result<T, ProviderError>>>,
         absent: Result<T, ProviderError>,
     ) -> Outcome<T> {
-        done(
-            self.record(function, &node.name)
-                .and_then(|()| lock(table).get(&node.name).cloned().unwrap_or(absent)),
-        )
+        let answer = self
+            .record(function, &node.name)
+            .and_then(|()| lock(table).get(&node.name).cloned().unwrap_or(absent));
+        self.with_events(function, done(answer))
     }
 }
 
@@ -332,11 +345,12 @@ impl CloudProvider for FakeCloud {
         _scope: &'a CallScope,
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
-            done(self.record("routes.create", &route.target_node).map(|()| {
+            let answer = self.record("routes.create", &route.target_node).map(|()| {
                 let mut route = route.clone();
                 route.name = name_hint.to_string();
                 lock(&self.routes).push(route);
-            }))
+            });
+            self.with_events("routes.create", done(answer))
         })
     }
 
@@ -402,7 +416,7 @@ impl Harness {
         let route = crate::routing::Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
         let ctx = new_ctx(
             client.clone(),
-            Arc::clone(&cloud) as SharedCloud,
+            Arc::new(Fixed(Arc::clone(&cloud) as SharedCloud)),
             route.view(0),
             config,
             Arc::new(Metrics::default()),

@@ -95,7 +95,7 @@ async fn controllers_start_from_the_table_by_flag_switch_and_export() {
         let cancel = CancellationToken::new();
         let running = start_with_cloud(
             h.client.clone(),
-            Arc::new(cloud),
+            Arc::new(crate::cloud::Fixed(Arc::new(cloud))),
             config,
             controllers,
             Arc::new(crate::metrics::Metrics::default()),

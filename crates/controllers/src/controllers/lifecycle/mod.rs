@@ -14,6 +14,7 @@ use tracing::Instrument;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use crate::cloud::{About, Function};
 use crate::controllers::entry::{ControllerEntry, Needs, Wiring, always};
 use crate::controllers::node::rules::SHUTDOWN_TAINT;
 use crate::convert::{node_is_ready, node_to_wit};
@@ -99,19 +100,21 @@ impl LifecycleController {
         }
     }
 
-    async fn ask(&self, function: &str, node: &Node, shutdown: bool) -> Result<bool, CallError> {
+    /// Asks `instances.instance-shutdown` (`function` is [`Function::InstanceShutdown`]) or
+    /// `instances.instance-exists` about `node`.
+    async fn ask(&self, function: Function, node: &Node) -> Result<bool, CallError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let scope = self.ctx.cloud.scope(&name);
-        let cloud = self.ctx.cloud.api();
-        let outcome = if shutdown {
-            cloud.instance_shutdown(&wit, &scope).await
+        let regarding = reference(node);
+        let cloud = self.ctx.cloud.provider();
+        let call = if function == Function::InstanceShutdown {
+            cloud.instance_shutdown(&wit, &scope)
         } else {
-            cloud.instance_exists(&wit, &scope).await
+            cloud.instance_exists(&wit, &scope)
         };
-        self.ctx
-            .finish_call(function, outcome, REPORTER, &reference(node))
-            .await
+        let about = About::object(REPORTER, &regarding);
+        self.ctx.cloud.call(function, about, call).await
     }
 
     async fn monitor(&self, node: &Node) {
@@ -154,9 +157,9 @@ impl LifecycleController {
         let (exists, shutdown) = if ready {
             (None, None)
         } else {
-            let exists = self.ask("instances.instance-exists", node, false).await;
+            let exists = self.ask(Function::InstanceExists, node).await;
             let shutdown = if matches!(exists, Ok(true)) {
-                Some(self.ask("instances.instance-shutdown", node, true).await)
+                Some(self.ask(Function::InstanceShutdown, node).await)
             } else {
                 None
             };

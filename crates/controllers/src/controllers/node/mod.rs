@@ -24,7 +24,7 @@ use self::rules::{
 use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, sanitize_addresses, sanitize_metadata,
 };
-use crate::cloud::Subject;
+use crate::cloud::{About, Function};
 use crate::controllers::entry::{ControllerEntry, Needs, Pending, Wiring, always};
 use crate::convert::{node_to_wit, to_kube_address};
 use crate::ctx::Ctx;
@@ -212,7 +212,7 @@ impl NodeController {
             .report_refusals(
                 REPORTER,
                 regarding,
-                "instances.instance-metadata",
+                Function::InstanceMetadata,
                 action,
                 std::slice::from_ref(&violation),
             )
@@ -223,22 +223,19 @@ impl NodeController {
     async fn initialize(&self, node: &Node) -> Result<(), ReconcileError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
+        let regarding = reference(node);
+        let scope = self.ctx.cloud.scope(&name);
         let result = self
             .ctx
-            .finish_call(
-                "instances.instance-metadata",
-                self.ctx
-                    .cloud
-                    .api()
-                    .instance_metadata(&wit, &self.ctx.cloud.scope(&name))
-                    .await,
-                REPORTER,
-                &reference(node),
+            .cloud
+            .call(
+                Function::InstanceMetadata,
+                About::object(REPORTER, &regarding),
+                self.ctx.cloud.provider().instance_metadata(&wit, &scope),
             )
             .await;
         let meta = result.map_err(|e| driver_failure(&name, &e))?;
         let existing_provider_id = wit.provider_id.clone();
-        let regarding = reference(node);
         // The provider ID decides which instance the whole answer describes: one that breaks a
         // rule refuses the answer (nothing of it is written).
         let scheme = self.ctx.cloud.provider_id_scheme();
@@ -270,7 +267,7 @@ impl NodeController {
             .report_refusals(
                 REPORTER,
                 &regarding,
-                "instances.instance-metadata",
+                Function::InstanceMetadata,
                 "InitializeNode",
                 &violations,
             )
@@ -463,17 +460,18 @@ impl NodeController {
             tracing::debug!(node = %name, provider_id = %existing, "address refresh skips a node of another provider");
             return Ok(());
         }
-        let (result, _) = self.ctx.cloud.observe(
-            "instances.instance-metadata",
-            Subject::node(&name),
-            self.ctx
-                .cloud
-                .api()
-                .instance_metadata(&node_to_wit(node), &self.ctx.cloud.scope(&name))
-                .await,
-        );
-        let meta = result.map_err(|e| driver_failure(&name, &e))?;
         let regarding = reference(node);
+        let (wit, scope) = (node_to_wit(node), self.ctx.cloud.scope(&name));
+        let result = self
+            .ctx
+            .cloud
+            .call(
+                Function::InstanceMetadata,
+                About::object(REPORTER, &regarding),
+                self.ctx.cloud.provider().instance_metadata(&wit, &scope),
+            )
+            .await;
+        let meta = result.map_err(|e| driver_failure(&name, &e))?;
         // Addresses of another instance are not this node's.
         let scheme = self.ctx.cloud.provider_id_scheme();
         if let Err(v) = check_provider_id(&meta.provider_id, &scheme, &existing, None) {
@@ -491,7 +489,7 @@ impl NodeController {
             .report_refusals(
                 REPORTER,
                 &regarding,
-                "instances.instance-metadata",
+                Function::InstanceMetadata,
                 "UpdateNodeAddresses",
                 &violations,
             )

@@ -9,13 +9,13 @@ mod upstream;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use self::rules::{Cidr, RouteNode, network_condition, parse_cluster_cidrs, plan_routes};
-use crate::cloud::Subject;
+use crate::cloud::{About, Function, Subject};
 use crate::controllers::entry::{ControllerEntry, Needs, Wiring};
 use crate::convert::node_to_wit;
 use crate::ctx::Ctx;
@@ -62,17 +62,36 @@ impl RouteController {
         }
     }
 
+    /// What a route call's driver events are about: the route's target node (upstream's route
+    /// controller reports on the Node too), as cached, or by name when it is gone (a stale
+    /// route's delete).
+    fn node_reference(&self, name: &str) -> ObjectReference {
+        match self.ctx.nodes.get(name) {
+            Some(node) => reference(node.as_ref()),
+            None => ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+        }
+    }
+
     /// One reconcile pass.
     pub(crate) async fn reconcile(&self) -> Result<(), ReconcileError> {
         self.ctx
             .metrics
             .inc("route_controller_route_sync_total", &[]);
         let scope = self.ctx.cloud.scope("");
-        let (routes, _) = self.ctx.cloud.observe(
-            "routes.list",
-            Subject::driver("routes"),
-            self.ctx.cloud.api().routes_list(&scope).await,
-        );
+        let routes = self
+            .ctx
+            .cloud
+            .call(
+                Function::RoutesList,
+                About::subject(Subject::driver("routes")),
+                self.ctx.cloud.provider().routes_list(&scope),
+            )
+            .await;
         let routes = routes
             .map_err(|e| ReconcileError::driver(format!("could not list routes: {e}"), &e))?;
         // With several drivers, routes are planned over this driver's nodes only: a route to
@@ -108,22 +127,20 @@ impl RouteController {
         if let Some(shadow) = &self.ctx.shadow {
             let creates = plan.creates.iter();
             let planned = creates.map(|c| c.route.destination_cidr.as_str()).collect();
-            shadow.settle_unplanned("Route", "routes.create", &planned);
+            shadow.settle_unplanned("Route", Function::RoutesCreate.as_str(), &planned);
             let deletes = plan.deletes.iter();
             let planned = deletes.map(|r| r.destination_cidr.as_str()).collect();
-            shadow.settle_unplanned("Route", "routes.delete", &planned);
+            shadow.settle_unplanned("Route", Function::RoutesDelete.as_str(), &planned);
         }
         let deletes = futures::stream::iter(plan.deletes.clone())
             .for_each_concurrent(MAX_IN_FLIGHT, |route| async move {
                 let scope = self.ctx.cloud.scope(&route.target_node);
-                let (result, _) = self
-                    .ctx
-                    .cloud
-                    .observe(
-                        "routes.delete",
-                        Subject::route(&route.destination_cidr),
-                        self.ctx.cloud.api().routes_delete(&route, &scope).await,
-                    );
+                let node = self.node_reference(&route.target_node);
+                let about = About::subject(Subject::route(&route.destination_cidr))
+                    .with_events_on(REPORTER, &node);
+                let cloud = self.ctx.cloud.provider();
+                let call = cloud.routes_delete(&route, &scope);
+                let result = self.ctx.cloud.call(Function::RoutesDelete, about, call).await;
                 match result {
                     Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
                     Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
@@ -136,15 +153,16 @@ impl RouteController {
             futures::stream::iter(plan.creates.clone())
                 .map(|create| async move {
                     let scope = self.ctx.cloud.scope(&create.node);
-                    let (result, _) = self.ctx.cloud.observe(
-                        "routes.create",
-                        Subject::route(&create.route.destination_cidr),
-                        self.ctx
-                            .cloud
-                            .api()
-                            .routes_create(&create.name_hint, &create.route, &scope)
-                            .await,
-                    );
+                    let node = self.node_reference(&create.node);
+                    let about = About::subject(Subject::route(&create.route.destination_cidr))
+                        .with_events_on(REPORTER, &node);
+                    let cloud = self.ctx.cloud.provider();
+                    let call = cloud.routes_create(&create.name_hint, &create.route, &scope);
+                    let result = self
+                        .ctx
+                        .cloud
+                        .call(Function::RoutesCreate, about, call)
+                        .await;
                     (
                         create.node,
                         create.route.destination_cidr,

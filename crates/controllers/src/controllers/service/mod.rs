@@ -23,7 +23,7 @@ use crate::answer_rules::{
     AnnotationPolicy, normalize_ingress, same_ingress, sanitize_annotations, sanitize_ingress,
 };
 use crate::backends::{BackendSet, Backends};
-use crate::cloud::Subject;
+use crate::cloud::{About, Function};
 use crate::cluster_view::PendingWrite;
 use crate::controllers::entry::{ControllerEntry, Needs, Pending, Wiring, always};
 use crate::convert::{ingress_to_kube, ingress_to_wit, service_to_wit};
@@ -339,18 +339,15 @@ impl ServiceController {
             "DeleteLoadBalancer",
         )
         .await;
-        let outcome = self
-            .ctx
-            .cloud
-            .api()
-            .load_balancer_delete(
-                &cleanup_view(svc, self.ctx.route.owns_service(svc)),
-                &self.ctx.cloud.scope(key),
-            )
-            .await;
+        let wit = cleanup_view(svc, self.ctx.route.owns_service(svc));
+        let scope = self.ctx.cloud.scope(key);
+        let cloud = self.ctx.cloud.provider();
+        let call = cloud.load_balancer_delete(&wit, &scope);
+        let about = About::object(REPORTER, regarding);
         match self
             .ctx
-            .finish_call("load-balancer.delete", outcome, REPORTER, regarding)
+            .cloud
+            .call(Function::LoadBalancerDelete, about, call)
             .await
         {
             Ok(()) | Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => Ok(()),
@@ -424,11 +421,11 @@ impl ServiceController {
         let scope = self.ctx.cloud.scope(key);
         let exists = self
             .ctx
-            .finish_call(
-                "load-balancer.get",
-                self.ctx.cloud.api().load_balancer_get(&wit, &scope).await,
-                REPORTER,
-                &regarding,
+            .cloud
+            .call(
+                Function::LoadBalancerGet,
+                About::object(REPORTER, &regarding),
+                self.ctx.cloud.provider().load_balancer_get(&wit, &scope),
             )
             .await;
         let exists = exists.map_err(|e| {
@@ -543,17 +540,17 @@ impl ServiceController {
             // The set lags the node cache (`backends.rs`): one more pass brings it up to date.
             self.wake_node_sync();
         }
+        let (wit, scope) = (service_to_wit(svc), self.ctx.cloud.scope(key));
         let result = self
             .ctx
-            .finish_call(
-                "load-balancer.ensure",
+            .cloud
+            .call(
+                Function::LoadBalancerEnsure,
+                About::object(REPORTER, &regarding),
                 self.ctx
                     .cloud
-                    .api()
-                    .load_balancer_ensure(&service_to_wit(svc), &nodes, &self.ctx.cloud.scope(key))
-                    .await,
-                REPORTER,
-                &regarding,
+                    .provider()
+                    .load_balancer_ensure(&wit, &nodes, &scope),
             )
             .await;
         let result = match result {
@@ -580,7 +577,7 @@ impl ServiceController {
             Err(e) => return Err(fail(format!("failed to ensure load balancer: {e}"), &e)),
         };
         // Everything the driver asked for is checked before it is written (`answer_rules`).
-        let policy = AnnotationPolicy::new(&self.ctx.cloud.api().info().annotation_prefixes);
+        let policy = AnnotationPolicy::new(&self.ctx.cloud.info().annotation_prefixes);
         let current_annotations = svc.metadata.annotations.clone().unwrap_or_default();
         let (annotations, mut violations) = sanitize_annotations(
             &result.set_annotations,
@@ -602,7 +599,7 @@ impl ServiceController {
             .report_refusals(
                 REPORTER,
                 &regarding,
-                "load-balancer.ensure",
+                Function::LoadBalancerEnsure,
                 "EnsureLoadBalancer",
                 &violations,
             )
@@ -827,21 +824,23 @@ impl ServiceController {
         let wit = service_to_wit(svc);
         let scope = self.ctx.cloud.scope(key);
         let started = Instant::now();
-        let outcome = self
+        let result = self
             .ctx
             .cloud
-            .api()
-            .load_balancer_update(&wit, nodes, &scope)
+            .call(
+                Function::LoadBalancerUpdate,
+                About::object(REPORTER, &regarding),
+                self.ctx
+                    .cloud
+                    .provider()
+                    .load_balancer_update(&wit, nodes, &scope),
+            )
             .await;
         self.ctx.metrics.observe(
             "service_controller_update_loadbalancer_host_latency_seconds",
             &[],
             started.elapsed().as_secs_f64(),
         );
-        let result = self
-            .ctx
-            .finish_call("load-balancer.update", outcome, REPORTER, &regarding)
-            .await;
         match result {
             Ok(()) if nodes.nodes().is_empty() => {
                 self.event(
@@ -865,11 +864,15 @@ impl ServiceController {
             }
             Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
             Err(e) => {
-                let (exists, _) = self.ctx.cloud.observe(
-                    "load-balancer.get",
-                    Subject::of(&regarding),
-                    self.ctx.cloud.api().load_balancer_get(&wit, &scope).await,
-                );
+                let exists = self
+                    .ctx
+                    .cloud
+                    .call(
+                        Function::LoadBalancerGet,
+                        About::object(REPORTER, &regarding),
+                        self.ctx.cloud.provider().load_balancer_get(&wit, &scope),
+                    )
+                    .await;
                 if matches!(exists, Ok(None)) {
                     return;
                 }

@@ -11,7 +11,9 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::metrics::Metrics;
-use wasm_ccm_controllers::{ControllerConfig, DriverSlot, start_controllers, start_driver_set};
+use wasm_ccm_controllers::{
+    ControllerConfig, DriverSlot, EnabledControllers, start_controllers, start_driver_set,
+};
 
 /// Driver functions the controllers call on a timer whatever the state (all read-only): counted
 /// apart in the steady-state window.
@@ -880,6 +882,7 @@ async fn hybrid_story(
         slots,
         Arc::clone(&set.routing),
         config,
+        EnabledControllers::ALL,
         metrics,
         "playground-hybrid",
         cancel.clone(),

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use wasm_ccm_controllers::kubernetes_version::{NEWEST_MINOR, OLDEST_MINOR, supported_range};
+use wasm_ccm_manager::kubernetes_version::{NEWEST_MINOR, OLDEST_MINOR, supported_range};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 use wasm_ccm_sim::static_cloud::StaticCloud;
 

@@ -12,7 +12,7 @@ mod common;
 use common::rbac::*;
 use common::*;
 use serde_json::{Value, json};
-use wasm_ccm_controllers::server::TlsOptions;
+use wasm_ccm_manager::server::TlsOptions;
 use wasm_ccm_sim::kube::KubeSim;
 use wasm_ccm_sim::static_cloud::StaticCloud;
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use wasm_ccm_controllers::kubernetes_version::{
+use wasm_ccm_manager::kubernetes_version::{
     self as policy, MAJOR, NEWEST_MINOR, OLDEST_MINOR, Release, SUPPORTED_MINORS,
 };
 use wasm_ccm_sim::kube::{DEFAULT_SERVER_VERSION, KubeSim, KubeSimOptions};
@@ -100,7 +100,7 @@ fn the_window_is_the_last_three_minors_up_to_the_pinned_kubectl() {
         minor_of(kubectl::VERSION),
         (MAJOR, NEWEST_MINOR),
         "{} pins kubectl {}, but the newest supported minor is {MAJOR}.{NEWEST_MINOR}: a new \
-         Kubernetes minor moves the window in crates/controllers/src/kubernetes_version.rs \
+         Kubernetes minor moves the window in crates/manager/src/kubernetes_version.rs \
          (NEWEST_MINOR and OLDEST_MINOR up by one, NEWEST_GIT_VERSION), the k8s-openapi \
          feature, the simulator's DEFAULT_SERVER_VERSION and the client pins",
         kubectl::PINS,

@@ -14,7 +14,7 @@ use crate::answer_rules::{
 use crate::metrics::Metrics;
 
 /// Event recorders, one per upstream reporter name.
-pub(crate) struct Events {
+pub struct Events {
     client: Client,
     instance: String,
     /// One recorder per (controller, note). kube-rs' `Recorder` deduplicates events by a key
@@ -37,7 +37,7 @@ const MAX_RECORDERS: usize = 1024;
 impl Events {
     /// Recorders for `instance` (the leader-election identity), cut to the apiserver's 128 bytes
     /// for `reportingInstance`.
-    pub(crate) fn new(client: Client, instance: String) -> Self {
+    pub fn new(client: Client, instance: String) -> Self {
         Events {
             client,
             instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
@@ -48,7 +48,7 @@ impl Events {
     }
 
     /// Recorders that publish nothing (a shadow run).
-    pub(crate) fn silenced(mut self, silent: bool) -> Self {
+    pub fn silenced(mut self, silent: bool) -> Self {
         self.silent = silent;
         self
     }
@@ -80,7 +80,7 @@ impl Events {
     /// Publishes an event; failures are logged, never fatal (events are best effort). Reason and
     /// action are cut to 128 bytes and the note to 1024 bytes, on a character boundary: the
     /// apiserver counts bytes (`legacyValidateEvent`) and refuses a longer event with a 422.
-    pub(crate) async fn publish(
+    pub async fn publish(
         &self,
         controller: &'static str,
         regarding: &ObjectReference,

@@ -251,22 +251,22 @@ impl Metrics {
     }
 
     /// Adds one to a counter.
-    pub(crate) fn inc(&self, name: &str, labels: &[(&str, &str)]) {
+    pub fn inc(&self, name: &str, labels: &[(&str, &str)]) {
         self.add(name, labels, 1.0);
     }
 
     /// Adds `v` to a counter or gauge.
-    pub(crate) fn add(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+    pub fn add(&self, name: &str, labels: &[(&str, &str)], v: f64) {
         self.with(name, labels, |s, _| s.value += v);
     }
 
     /// Sets a gauge (or a counter mirrored from elsewhere).
-    pub(crate) fn set(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+    pub fn set(&self, name: &str, labels: &[(&str, &str)], v: f64) {
         self.with(name, labels, |s, _| s.value = v);
     }
 
     /// Drops every series of `name` (before re-setting a gauge family from scratch).
-    pub(crate) fn clear(&self, name: &str) {
+    pub fn clear(&self, name: &str) {
         self.series
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -275,7 +275,7 @@ impl Metrics {
 
     /// Drops the series of `name` that carry the label `k="v"` (one driver's, when several
     /// drivers re-set their own series of one family).
-    pub(crate) fn clear_where(&self, name: &str, (k, v): (&str, &str)) {
+    pub fn clear_where(&self, name: &str, (k, v): (&str, &str)) {
         let label = label_string(&[(k, v)]);
         self.series
             .lock()
@@ -284,7 +284,7 @@ impl Metrics {
     }
 
     /// Records one observation in a histogram.
-    pub(crate) fn observe(&self, name: &str, labels: &[(&str, &str)], v: f64) {
+    pub fn observe(&self, name: &str, labels: &[(&str, &str)], v: f64) {
         self.with(name, labels, |s, kind| {
             if let Kind::Histogram(bounds) = kind {
                 if s.buckets.len() != bounds.len() {
@@ -335,7 +335,7 @@ impl Metrics {
     }
 
     /// The registry in Prometheus text format.
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let map = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         for (name, kind, help) in FAMILIES {
@@ -519,9 +519,12 @@ mod tests {
 
     #[test]
     fn every_metric_name_in_the_sources_is_registered() {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // This crate's loops and the manager's process concerns (leader election, serving,
+        // reload, the version gauge) write into the one registry.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut found = Vec::new();
-        names_in_sources(&src, &mut found);
+        names_in_sources(&root.join("src"), &mut found);
+        names_in_sources(&root.join("../manager/src"), &mut found);
         let unknown: Vec<&(String, String)> =
             found.iter().filter(|(_, name)| !registered(name)).collect();
         assert!(

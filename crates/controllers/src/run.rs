@@ -1,14 +1,13 @@
-//! Wires the informers, the controllers, leader election and the endpoints together.
+//! Starts the informers and, per driver, its context and controllers ([`start`]); the process
+//! around them (leader election, serving, reload) is `wasm-ccm-manager`'s.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_runtime::Driver;
 
 use crate::cloud::{About, Cloud, CloudParts, CloudSource, DriverSlot, Function, Subject};
 use crate::cluster_view::StoreCluster;
@@ -18,54 +17,12 @@ use crate::controllers::node::is_uninitialized;
 use crate::ctx::Ctx;
 use crate::events::Events;
 use crate::kube::Kube;
-use crate::kubernetes_version;
-use crate::leader::{LeaderConfig, LeaderElector};
 use crate::machinery::informer::{Informer, Store};
 use crate::metrics::Metrics;
 use crate::registry::{CONTROLLERS, EnabledControllers};
-use crate::reload::{ReloadOptions, record_in_service, watch};
 use crate::routing::DriverView;
 use crate::routing::Routing;
-use crate::server::{Health, Serving, serve};
 use crate::shadow::ShadowLog;
-use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
-
-/// How `wasm-ccm run` runs.
-pub struct RunOptions {
-    /// The control loops' settings.
-    pub config: ControllerConfig,
-    /// `--controllers`: which loops run.
-    pub controllers: EnabledControllers,
-    /// `None` runs without leader election.
-    pub leader: Option<LeaderConfig>,
-    /// Where and how `/healthz`, `/readyz` and `/metrics` are served; `None` serves nothing.
-    pub serving: Option<Serving>,
-    /// This process's identity (events' reporting instance, the lease holder).
-    pub identity: String,
-    /// The API server's `gitVersion` read at start-up (empty when it did not tell), for
-    /// `wasm_ccm_kubernetes_version_supported` ([`crate::kubernetes_version`]).
-    pub kubernetes_version: String,
-}
-
-/// Why [`run`] returned.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Exit {
-    /// Cancelled (a signal, the playground finishing).
-    Stopped,
-    /// Leadership was lost; the process must exit non-zero so it restarts as a candidate.
-    LostLeadership,
-}
-
-/// One driver of the process, in its table's order (see [`run`]); the one-driver flags give
-/// one.
-pub struct DriverEntry {
-    /// The driver, loaded and initialised.
-    pub driver: Arc<Driver>,
-    /// Watch its file and hot-swap new versions; `None` keeps the first one.
-    pub reload: Option<ReloadOptions>,
-    /// How long loading it took (fetch, compile, `info`, `init`), for the load metric.
-    pub load_time: Duration,
-}
 
 /// Handles to a running set of controllers, for the playground and tests.
 pub struct Running {
@@ -75,10 +32,76 @@ pub struct Running {
     tasks: JoinSet<()>,
 }
 
+/// What the process reads of running controllers, apart from the tasks: shared handles, cheap
+/// to clone into the serving endpoints' hooks.
+#[derive(Clone)]
+pub struct RunningView {
+    ctxs: Vec<Arc<Ctx>>,
+}
+
+impl RunningView {
+    /// Sets the series computed at scrape time: each driver's own counters (HTTP requests,
+    /// instances, dropped log lines…) and a shadow run's differences. A driver renamed by a
+    /// reload leaves no stale series.
+    pub fn export_metrics(&self) {
+        if let Some(first) = self.ctxs.first() {
+            first.metrics.clear("wasm_ccm_shadow_differences");
+        }
+        for ctx in &self.ctxs {
+            ctx.cloud.export_counters();
+            ctx.export_shadow_gauges();
+        }
+    }
+
+    /// A shadow run's report, all drivers merged (each judged by its own driver's calls);
+    /// `None` outside shadow mode.
+    pub fn shadow_report(&self) -> Option<crate::shadow::ShadowReport> {
+        crate::shadow::ShadowReport::merge(
+            self.ctxs.iter().filter_map(|c| c.shadow_report()).collect(),
+        )
+    }
+
+    /// Waits until the informers' caches (shared by every driver) have listed once.
+    pub async fn wait_synced(&self) {
+        if let Some(ctx) = self.ctxs.first() {
+            ctx.nodes.wait_synced().await;
+            ctx.services.wait_synced().await;
+        }
+    }
+}
+
 impl Running {
     /// Keys queued, in flight or waiting for a retry in the controllers' queues.
     pub fn pending(&self) -> usize {
         self.pending.iter().map(|p| p.pending()).sum()
+    }
+
+    /// The handles the process reads while the controllers run (metrics, the shadow report,
+    /// readiness).
+    pub fn view(&self) -> RunningView {
+        RunningView {
+            ctxs: self.ctxs.clone(),
+        }
+    }
+
+    /// In a shadow run with `--shadow-events`, announces each driver's divergences as events
+    /// every period until `cancel` (the shadow's own recorders are silenced; these are not).
+    pub fn announce_divergences(
+        &self,
+        client: &Client,
+        identity: &str,
+        cancel: &CancellationToken,
+    ) {
+        for ctx in &self.ctxs {
+            if ctx.shadow.as_ref().is_some_and(|s| s.options().events) {
+                tokio::spawn(crate::shadow::announce_divergences(
+                    Arc::clone(ctx),
+                    Events::new(client.clone(), identity.to_string()),
+                    crate::shadow::ANNOUNCE_PERIOD,
+                    cancel.clone(),
+                ));
+            }
+        }
     }
 
     /// Waits for every task after the cancel token fired.
@@ -110,13 +133,16 @@ pub fn start_controllers(
 }
 
 /// Starts informers and, per driver of `routing` (`drivers` in its order), the controllers its
-/// roles and exports call for; they stop on `cancel`. [`run`]'s and the playground's entry;
+/// roles and exports call for; they stop on `cancel`. The product's (`wasm_ccm_manager::run`) and
+/// the playground's entry;
 /// [`start`] underneath.
+#[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub fn start_driver_set(
     client: Client,
     drivers: Vec<Arc<DriverSlot>>,
     routing: Arc<Routing>,
     config: ControllerConfig,
+    controllers: EnabledControllers,
     metrics: Arc<Metrics>,
     identity: &str,
     cancel: CancellationToken,
@@ -130,7 +156,7 @@ pub fn start_driver_set(
         clouds,
         routing,
         config,
-        EnabledControllers::ALL,
+        controllers,
         metrics,
         identity,
         cancel,
@@ -349,184 +375,4 @@ pub(crate) fn start(
         pending,
         tasks,
     }
-}
-
-/// Runs the controller manager over the drivers of `routing` (`drivers` in its order; one for
-/// the one-driver flags) until `cancel` or the loss of leadership.
-pub async fn run(
-    client: Client,
-    drivers: Vec<DriverEntry>,
-    routing: Arc<Routing>,
-    opts: RunOptions,
-    cancel: CancellationToken,
-) -> std::io::Result<Exit> {
-    let metrics = Arc::new(Metrics::default());
-    // Set once, from the version read at start-up (as the start-up warning is): after a
-    // control-plane upgrade the gauge names the version the process started against until it
-    // restarts, which the series' `server_version` label shows.
-    let support = kubernetes_version::Support::of(&opts.kubernetes_version);
-    metrics.set(
-        "wasm_ccm_kubernetes_version_supported",
-        &[("server_version", &opts.kubernetes_version)],
-        if support.is_supported() { 1.0 } else { 0.0 },
-    );
-    let health = Arc::new(Health::default());
-    let mut slots = Vec::with_capacity(drivers.len());
-    let mut reloads = Vec::new();
-    for (index, entry) in drivers.into_iter().enumerate() {
-        let label = routing.view(index).name().to_string();
-        record_in_service(&metrics, &label, &entry.driver, "startup", entry.load_time);
-        let slot = Arc::new(DriverSlot::new(entry.driver));
-        if let Some(reload) = entry.reload {
-            reloads.push((label, Arc::clone(&slot), reload));
-        }
-        slots.push(slot);
-    }
-    // Every request names this program and the (first) driver in service (a reload shows at
-    // once).
-    let agent_slot = Arc::clone(&slots[0]);
-    let client = if opts.config.shadow.is_some() {
-        with_user_agent(
-            client,
-            Arc::new(move || shadow_user_agent(agent_slot.get().info())),
-        )
-    } else {
-        with_user_agent(
-            client,
-            Arc::new(move || user_agent(Some(agent_slot.get().info()))),
-        )
-    };
-    // Every replica watches, leader or not, so a standby takes over with the current version.
-    let shadow = opts.config.shadow.is_some();
-    for (label, slot, reload) in reloads {
-        let events = Arc::new(Events::new(client.clone(), opts.identity.clone()).silenced(shadow));
-        tokio::spawn(watch(
-            label,
-            slot,
-            reload,
-            Arc::clone(&metrics),
-            events,
-            cancel.clone(),
-        ));
-    }
-    if let Some(serving) = opts.serving {
-        // Reviews name this program and the driver like every other request.
-        let bound = serve(
-            serving,
-            &client,
-            Arc::clone(&metrics),
-            Arc::clone(&health),
-            cancel.clone(),
-        )
-        .await?;
-        tracing::info!(address = %bound, "serving /healthz, /readyz and /metrics over HTTPS");
-    }
-    let elector = opts
-        .leader
-        .map(|cfg| LeaderElector::new(client.clone(), cfg));
-    let mut leading_since = None;
-    if let Some(elector) = &elector {
-        tracing::info!(identity = %elector.identity(), "waiting to acquire the lease");
-        let Some(acquired) = elector.acquire(&cancel).await else {
-            return Ok(Exit::Stopped);
-        };
-        leading_since = Some(acquired);
-        tracing::info!(identity = %elector.identity(), "became leader");
-        metrics.set(
-            "leader_election_master_status",
-            &[("name", "cloud-controller-manager")],
-            1.0,
-        );
-    }
-    let work = cancel.child_token();
-    let running = start(
-        client.clone(),
-        slots
-            .into_iter()
-            .map(|d| d as Arc<dyn CloudSource>)
-            .collect(),
-        routing,
-        opts.config,
-        opts.controllers,
-        Arc::clone(&metrics),
-        &opts.identity,
-        work.clone(),
-    );
-    {
-        let ctxs = running.ctxs.clone();
-        let scrape_metrics = Arc::clone(&metrics);
-        *health
-            .before_scrape
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
-            // Each driver sets its own series; a driver renamed by a reload leaves none.
-            scrape_metrics.clear("wasm_ccm_shadow_differences");
-            for ctx in &ctxs {
-                ctx.cloud.export_counters();
-                ctx.export_shadow_gauges();
-            }
-        }));
-        // A shadow of several drivers keeps a log per driver (each judged by its own
-        // driver's calls); the report is all of them.
-        let ctxs = running.ctxs.clone();
-        *health
-            .shadow_report
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Box::new(move || {
-            crate::shadow::ShadowReport::merge(
-                ctxs.iter().filter_map(|c| c.shadow_report()).collect(),
-            )
-        }));
-    }
-    for ctx in &running.ctxs {
-        if ctx.shadow.as_ref().is_some_and(|s| s.options().events) {
-            tokio::spawn(crate::shadow::announce_divergences(
-                Arc::clone(ctx),
-                Events::new(client.clone(), opts.identity.clone()),
-                crate::shadow::ANNOUNCE_PERIOD,
-                work.clone(),
-            ));
-        }
-    }
-    let ready_ctx = Arc::clone(&running.ctxs[0]);
-    let ready_health = Arc::clone(&health);
-    tokio::spawn(async move {
-        ready_ctx.nodes.wait_synced().await;
-        ready_ctx.services.wait_synced().await;
-        ready_health.ready.store(true, Ordering::Relaxed);
-        tracing::info!("caches synced; controllers running");
-    });
-    let exit = match &elector {
-        Some(elector) => {
-            let acquired = leading_since.unwrap_or_else(tokio::time::Instant::now);
-            if elector.hold(&cancel, acquired).await {
-                health.failed.store(true, Ordering::Relaxed);
-                metrics.set(
-                    "leader_election_master_status",
-                    &[("name", "cloud-controller-manager")],
-                    0.0,
-                );
-                Exit::LostLeadership
-            } else {
-                Exit::Stopped
-            }
-        }
-        None => {
-            cancel.cancelled().await;
-            Exit::Stopped
-        }
-    };
-    work.cancel();
-    if exit == Exit::LostLeadership {
-        // No draining: a sync still in flight would write beside the new leader. The process
-        // exits now (as upstream's does), which ends those tasks where they stand.
-        return Ok(exit);
-    }
-    running.join().await;
-    if exit == Exit::Stopped
-        && let Some(elector) = &elector
-    {
-        elector.release().await;
-    }
-    Ok(exit)
 }

@@ -13,6 +13,7 @@ use wasm_ccm_test_tools::import_graph::{Circle, circles, graph};
 const CRATES: &[&str] = &[
     "crates/runtime",
     "crates/controllers",
+    "crates/manager",
     "crates/oci",
     "crates/sim",
     "bins/wasm-ccm",
@@ -23,7 +24,7 @@ const CRATES: &[&str] = &[
 /// root, left to open later (issue 48). A circle found passes only if its files are all in one
 /// entry here, so no new circle can land and no file can join one; when one opens or shrinks,
 /// shrink its entry (an entry that matches nothing is reported as stale). The controllers and
-/// runtime crates have none and may get none.
+/// runtime crates have none and may get none, nor the manager.
 #[rustfmt::skip]
 const ALLOWED: &[(&str, &[&str])] = &[
     (

@@ -427,9 +427,10 @@ fn driver_options(
             cluster_id: "00000000-0000-4000-8000-00000000c0f0".into(),
             // A scenario that names no version gets the newest supported one, as a current
             // cluster would report it.
-            kubernetes_version: d.kubernetes_version.clone().unwrap_or_else(|| {
-                wasm_ccm_controllers::kubernetes_version::NEWEST_GIT_VERSION.into()
-            }),
+            kubernetes_version: d
+                .kubernetes_version
+                .clone()
+                .unwrap_or_else(|| wasm_ccm_manager::kubernetes_version::NEWEST_GIT_VERSION.into()),
         },
         config: fill(&d.config).unwrap_or_default().into_bytes(),
         env,

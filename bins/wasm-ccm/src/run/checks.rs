@@ -4,7 +4,8 @@
 
 use anyhow::bail;
 use wasm_ccm_controllers::shadow::ShadowOptions;
-use wasm_ccm_controllers::{ControllerConfig, EnabledControllers, LeaderConfig};
+use wasm_ccm_controllers::{ControllerConfig, EnabledControllers};
+use wasm_ccm_manager::LeaderConfig;
 
 #[cfg(test)]
 use super::args::parse_cache_ttl;

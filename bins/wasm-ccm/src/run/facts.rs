@@ -1,7 +1,7 @@
 //! What start-up reads of the cluster before the drivers' `init`: the API server's version
 //! (checked against the supported minors) and the cluster's ID.
 
-use wasm_ccm_controllers::kubernetes_version;
+use wasm_ccm_manager::kubernetes_version;
 
 /// Facts about the cluster a driver's `init` receives in its context.
 #[derive(Debug, Clone, Default)]

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::ObjectReference;
-use wasm_ccm_controllers::{DriverEntry, Loader, Refusal, ReloadOptions, Routing};
+use wasm_ccm_controllers::Routing;
+use wasm_ccm_manager::{DriverEntry, Loader, Refusal, ReloadOptions};
 use wasm_ccm_runtime::types::{Context, ProviderInfo};
 use wasm_ccm_runtime::{Compiled, Driver, DriverOptions, HostError, InstanceMode, Runtime};
 

@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_controllers::server::delegated_auth::AlwaysAllowPaths;
-use wasm_ccm_controllers::server::tls::server_config;
-use wasm_ccm_controllers::server::{
+use wasm_ccm_controllers::{ControllerConfig, EnabledControllers};
+use wasm_ccm_manager::server::delegated_auth::AlwaysAllowPaths;
+use wasm_ccm_manager::server::tls::server_config;
+use wasm_ccm_manager::server::{
     ConnectionLimits, DelegatedAuthOptions, MinTlsVersion, Serving, TlsOptions,
 };
-use wasm_ccm_controllers::{
-    ControllerConfig, EnabledControllers, Exit, RunOptions, default_identity,
-};
+use wasm_ccm_manager::{Exit, RunOptions, default_identity};
 
 use super::args::RunArgs;
 use super::load::Loaded;
@@ -35,7 +34,7 @@ pub(super) async fn start(
     let identity = default_identity();
     let leader = args.leader(&identity, lease_name);
     let cancel = cancel_on_signal();
-    let exit = wasm_ccm_controllers::run(
+    let exit = wasm_ccm_manager::run(
         client,
         loaded.entries,
         loaded.routing,
@@ -82,7 +81,7 @@ pub async fn kube_client(
     }
     kube::Client::try_from(config)
         .map(|c| {
-            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            use wasm_ccm_manager::user_agent::{user_agent, with_user_agent};
             with_user_agent(c, std::sync::Arc::new(|| user_agent(None)))
         })
         .context("cannot build the Kubernetes client")
@@ -98,7 +97,7 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
             .with_context(|| format!("{flag} {} is not usable", path.display()))?;
     kube::Client::try_from(config)
         .map(|c| {
-            use wasm_ccm_controllers::user_agent::{user_agent, with_user_agent};
+            use wasm_ccm_manager::user_agent::{user_agent, with_user_agent};
             with_user_agent(c, Arc::new(|| user_agent(None)))
         })
         .with_context(|| format!("cannot build the Kubernetes client of {flag}"))

@@ -41,12 +41,12 @@ impl DriverSlot {
 
     /// The driver in service now. Callers hold the `Arc` for one call, so a swap never
     /// interrupts a call in flight.
-    pub(crate) fn get(&self) -> Arc<Driver> {
+    pub fn get(&self) -> Arc<Driver> {
         Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Puts `driver` in service; returns the one it replaced.
-    pub(crate) fn swap(&self, driver: Arc<Driver>) -> Arc<Driver> {
+    pub fn swap(&self, driver: Arc<Driver>) -> Arc<Driver> {
         std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|p| p.into_inner()),
             driver,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 /// [`TokenBucket::reserve_before`] takes one only when it is valid by a deadline (callers that
 /// give up leave no debt behind).
 #[derive(Debug)]
-pub(crate) struct TokenBucket {
+pub struct TokenBucket {
     qps: f64,
     burst: f64,
     /// Tokens left (negative: owed by reservations not yet valid) as of the instant.
@@ -22,7 +22,7 @@ pub(crate) struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket. `qps <= 0` means unlimited.
-    pub(crate) fn new(qps: f64, burst: u32) -> Self {
+    pub fn new(qps: f64, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
         TokenBucket {
             qps,
@@ -32,7 +32,7 @@ impl TokenBucket {
     }
 
     /// Takes a token and returns how long to wait until it is valid (zero when one was left).
-    pub(crate) fn reserve(&self) -> Duration {
+    pub fn reserve(&self) -> Duration {
         let now = Instant::now();
         self.take(now, None)
             .map_or(Duration::ZERO, |at| at.saturating_duration_since(now))
@@ -40,7 +40,7 @@ impl TokenBucket {
 
     /// Takes a token and returns when it is valid, or takes nothing and returns `None` when that
     /// would be after `deadline`.
-    pub(crate) fn reserve_before(&self, deadline: Instant) -> Option<Instant> {
+    pub fn reserve_before(&self, deadline: Instant) -> Option<Instant> {
         self.take(Instant::now(), Some(deadline))
     }
 

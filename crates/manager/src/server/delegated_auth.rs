@@ -57,8 +57,8 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use crate::machinery::token_bucket::TokenBucket;
-use crate::metrics::Metrics;
+use wasm_ccm_controllers::TokenBucket;
+use wasm_ccm_controllers::metrics::Metrics;
 
 /// Upstream's `DelegatingAuthenticationOptions.CacheTTL` (`--authentication-token-webhook-cache-ttl`).
 #[cfg(test)]

@@ -24,9 +24,9 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Driver;
 
-use crate::cloud::DriverSlot;
-use crate::events::Events;
-use crate::metrics::Metrics;
+use wasm_ccm_controllers::DriverSlot;
+use wasm_ccm_controllers::Events;
+use wasm_ccm_controllers::metrics::Metrics;
 
 /// Why a new version was refused.
 #[derive(Debug, Clone)]

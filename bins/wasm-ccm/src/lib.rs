@@ -7,6 +7,7 @@
 //! dependencies are what ships in the image.
 
 pub mod driver_set;
+pub mod driver_source;
 pub mod global;
 pub mod inspect;
 pub mod preflight;

@@ -15,8 +15,8 @@ use wasm_ccm_oci::signature::{blob_signature, sign_blob};
 use wasm_ccm_oci::{BlobCache, Policy, PublicKey, Reference, SigningKey, TrustRoot, Verdict};
 
 use crate::GlobalArgs;
+use crate::driver_source::{DriverSource, RegistryArgs};
 use crate::preflight::{PathFlag, readable_files};
-use crate::source::{DriverSource, RegistryArgs};
 
 /// What a driver must be signed by. With neither flag nothing is checked (and nothing is
 /// claimed): with either, an unsigned or wrongly signed driver never runs.

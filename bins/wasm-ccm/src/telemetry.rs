@@ -108,6 +108,14 @@ pub fn init_logging_and_traces(global: &GlobalArgs, args: &TraceArgs) -> anyhow:
             provider: None,
         });
     };
+    #[cfg(feature = "otel")]
+    {
+        let provider = install(global, endpoint)?;
+        Ok(Telemetry {
+            provider: Some(provider),
+        })
+    }
+    #[cfg(not(feature = "otel"))]
     install(global, endpoint)
 }
 

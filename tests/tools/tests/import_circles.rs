@@ -92,20 +92,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "bins/wasm-ccm/src/lib.rs",
-        &[
-            "src/signing.rs",
-            "src/source.rs",
-        ],
-    ),
-    (
-        "bins/wasm-ccm/src/lib.rs",
-        &[
-            "src/telemetry/otel.rs",
-            "src/telemetry.rs",
-        ],
-    ),
-    (
         "bins/wasm-ccm-dev/src/main.rs",
         &[
             "src/call.rs",

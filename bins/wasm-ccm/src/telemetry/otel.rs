@@ -26,11 +26,14 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 use wasm_ccm_runtime::trace::{TARGET, TraceOrigin, TracePropagation};
 
-use super::Telemetry;
 use crate::global::{GlobalArgs, LogFormat, log_ansi, log_filter};
 
-/// Installs logging plus the OTLP exporter for `endpoint`.
-pub(super) fn install(global: &GlobalArgs, endpoint: url::Url) -> anyhow::Result<Telemetry> {
+/// Installs logging plus the OTLP exporter for `endpoint`; returns the tracer provider, which
+/// the caller keeps (and flushes on drop).
+pub(super) fn install(
+    global: &GlobalArgs,
+    endpoint: url::Url,
+) -> anyhow::Result<SdkTracerProvider> {
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -57,9 +60,7 @@ pub(super) fn install(global: &GlobalArgs, endpoint: url::Url) -> anyhow::Result
     traced_subscriber(global, &provider, std::io::stderr)
         .try_init()
         .map_err(|e| anyhow::anyhow!("cannot install the trace exporter: {e}"))?;
-    Ok(Telemetry {
-        provider: Some(provider),
-    })
+    Ok(provider)
 }
 
 /// The subscriber `--otlp-endpoint` installs, writing log lines to `writer`: the log as `--log`

@@ -10,7 +10,8 @@ use wasm_ccm_runtime::error::sanitize;
 use wasm_ccm_runtime::log::{Level, LogRecord, LogSink, Source};
 use wasm_ccm_runtime::types::{Context, Service};
 use wasm_ccm_runtime::{
-    CallError, CallScope, Described, DriverOptions, HostError, InstanceMode, Runtime, StaticCluster,
+    CallError, CallScope, Described, DriverOptions, HostError, InitInput, InstanceMode,
+    PoolOptions, Runtime, StaticCluster,
 };
 
 use crate::GlobalArgs;
@@ -166,34 +167,37 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
         .record_http
         .as_ref()
         .map(|_| Arc::new(Recorder::default()));
-    let opts = DriverOptions {
-        context: Context {
-            cluster_name: args.cluster_name.clone(),
-            cluster_id: String::new(),
-            kubernetes_version: String::new(),
+    let mut opts = DriverOptions {
+        init: InitInput {
+            context: Context {
+                cluster_name: args.cluster_name.clone(),
+                cluster_id: String::new(),
+                kubernetes_version: String::new(),
+            },
+            config,
+            env,
         },
-        config,
-        env,
-        egress: (!args.allow_egress.is_empty()).then(|| {
-            wasm_ccm_runtime::egress::EgressPolicy::from_grants(args.allow_egress.clone())
-        }),
-        call_timeout: args.timeout,
-        init_timeout: args.init_timeout,
-        memory_limit: args.memory_limit,
-        mode: InstanceMode::Warm,
-        http_interceptor: recorder
-            .clone()
-            .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),
+        pool: PoolOptions {
+            call_timeout: args.timeout,
+            init_timeout: args.init_timeout,
+            memory_limit: args.memory_limit,
+            mode: InstanceMode::Warm,
+            ..Default::default()
+        },
+        http: wasm_ccm_runtime::http::Config {
+            egress: (!args.allow_egress.is_empty()).then(|| {
+                wasm_ccm_runtime::egress::EgressPolicy::from_grants(args.allow_egress.clone())
+            }),
+            interceptor: recorder
+                .clone()
+                .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),
+            ..Default::default()
+        },
         ..Default::default()
     };
-    let opts = if args.debug {
-        DriverOptions {
-            log_sink: Arc::new(DebugSink),
-            ..opts
-        }
-    } else {
-        opts
-    };
+    if args.debug {
+        opts.log.sink = Arc::new(DebugSink);
+    }
     let driver = match runtime.load(&compiled, opts).await {
         Ok(d) => d,
         Err(e) => {

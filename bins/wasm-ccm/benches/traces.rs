@@ -24,7 +24,7 @@ use wasm_ccm_drivers::STATIC_DRIVER;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted, Response};
 use wasm_ccm_runtime::log::NullSink;
 use wasm_ccm_runtime::types::Node;
-use wasm_ccm_runtime::{CallScope, DriverOptions, Runtime, RuntimeOptions};
+use wasm_ccm_runtime::{CallScope, DriverOptions, InitInput, Runtime, RuntimeOptions};
 
 /// Drops every batch: the call path's cost only.
 #[derive(Debug)]
@@ -100,12 +100,22 @@ async fn main() {
     }]}))
     .expect("inventory");
     let opts = DriverOptions {
-        config: b"inventoryUrl: http://127.0.0.1:1/instances\n".to_vec(),
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&["http://127.0.0.1:1"]).expect("grant"),
-        ),
-        http_interceptor: Some(Arc::new(Inventory(body))),
-        log_sink: Arc::new(NullSink),
+        init: InitInput {
+            config: b"inventoryUrl: http://127.0.0.1:1/instances\n".to_vec(),
+            ..Default::default()
+        },
+        http: wasm_ccm_runtime::http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&["http://127.0.0.1:1"])
+                    .expect("grant"),
+            ),
+            interceptor: Some(Arc::new(Inventory(body))),
+            ..Default::default()
+        },
+        log: wasm_ccm_runtime::log::Config {
+            sink: Arc::new(NullSink),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = rt.load(&compiled, opts).await.expect("load");

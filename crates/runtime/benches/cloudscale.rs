@@ -18,6 +18,7 @@ use wasm_ccm_runtime::types::{
     Node, Protocol, Service, ServicePort, SessionAffinity, TrafficPolicy,
 };
 use wasm_ccm_runtime::{CacheOutcome, CallScope, DriverOptions, Runtime, RuntimeOptions, Tier};
+use wasm_ccm_runtime::{InitInput, http, log};
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, SeedServer};
 use wasm_ccm_sim::kit::SimCloud as _;
 
@@ -103,13 +104,22 @@ async fn main() {
         rt.load(
             &compiled,
             DriverOptions {
-                // The simulator's own wiring (the kit's driver setup).
-                env: sim.driver_setup().env,
-                egress: Some(
-                    wasm_ccm_runtime::egress::EgressPolicy::parse(&sim.driver_setup().egress)
-                        .expect("egress grants"),
-                ),
-                log_sink: Arc::new(NullSink),
+                init: InitInput {
+                    // The simulator's own wiring (the kit's driver setup).
+                    env: sim.driver_setup().env,
+                    ..Default::default()
+                },
+                http: http::Config {
+                    egress: Some(
+                        wasm_ccm_runtime::egress::EgressPolicy::parse(&sim.driver_setup().egress)
+                            .expect("egress grants"),
+                    ),
+                    ..Default::default()
+                },
+                log: log::Config {
+                    sink: Arc::new(NullSink),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         )

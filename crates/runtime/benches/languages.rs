@@ -18,6 +18,7 @@ use wasm_ccm_runtime::log::NullSink;
 use wasm_ccm_runtime::{
     CacheOutcome, CallScope, DriverOptions, InstanceMode, Runtime, RuntimeOptions, Tier,
 };
+use wasm_ccm_runtime::{InitInput, PoolOptions, log};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -38,9 +39,18 @@ fn options(mode: InstanceMode) -> DriverOptions {
     let config = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../drivers/static/examples/cloud-config.yaml");
     DriverOptions {
-        config: std::fs::read(config).expect("example config"),
-        log_sink: Arc::new(NullSink),
-        mode,
+        init: InitInput {
+            config: std::fs::read(config).expect("example config"),
+            ..Default::default()
+        },
+        pool: PoolOptions {
+            mode,
+            ..Default::default()
+        },
+        log: log::Config {
+            sink: Arc::new(NullSink),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

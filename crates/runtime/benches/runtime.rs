@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasm_ccm_drivers::{HOSTILE_DRIVER, STATIC_DRIVER};
+use wasm_ccm_runtime::log;
 use wasm_ccm_runtime::log::{LogLimits, NullSink};
 use wasm_ccm_runtime::{
     Allocation, CacheOutcome, CallScope, Compiler, DriverOptions, EngineOptions, Runtime,
@@ -44,13 +45,15 @@ fn row(name: &str, samples: &mut [Duration], n: usize) {
 
 fn quiet() -> DriverOptions {
     DriverOptions {
-        log_sink: Arc::new(NullSink),
-        log: LogLimits {
-            lines_per_second: u32::MAX,
-            burst: u32::MAX,
-            bytes_per_second: u32::MAX,
-            burst_bytes: u32::MAX,
-            ..LogLimits::default()
+        log: log::Config {
+            sink: Arc::new(NullSink),
+            limits: LogLimits {
+                lines_per_second: u32::MAX,
+                burst: u32::MAX,
+                bytes_per_second: u32::MAX,
+                burst_bytes: u32::MAX,
+                ..LogLimits::default()
+            },
         },
         ..Default::default()
     }
@@ -258,13 +261,11 @@ async fn main() {
 
     // A fresh instance (instantiate + init) per call.
     let fresh = on_cranelift(
-        rt.load(
-            &c,
-            DriverOptions {
-                mode: wasm_ccm_runtime::InstanceMode::Fresh,
-                ..quiet()
-            },
-        )
+        rt.load(&c, {
+            let mut opts = quiet();
+            opts.pool.mode = wasm_ccm_runtime::InstanceMode::Fresh;
+            opts
+        })
         .await
         .expect("load"),
     )
@@ -317,13 +318,11 @@ async fn main() {
     // How far past its deadline a runaway loop runs before the host stops it.
     let deadline = Duration::from_millis(100);
     let strict = on_cranelift(
-        rt.load(
-            &h,
-            DriverOptions {
-                call_timeout: deadline,
-                ..quiet()
-            },
-        )
+        rt.load(&h, {
+            let mut opts = quiet();
+            opts.pool.call_timeout = deadline;
+            opts
+        })
         .await
         .expect("load"),
     )
@@ -344,13 +343,14 @@ async fn main() {
     // instance-metadata that fetches and decodes a JSON inventory over loopback HTTP.
     let port = inventory().await;
     let config = format!("inventoryUrl: http://127.0.0.1:{port}\n");
-    let opts = DriverOptions {
-        config: config.into_bytes(),
-        egress: Some(
+    let opts = {
+        let mut opts = quiet();
+        opts.init.config = config.into_bytes();
+        opts.http.egress = Some(
             wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
                 .expect("egress grants"),
-        ),
-        ..quiet()
+        );
+        opts
     };
     let inv = on_cranelift(rt.load(&c, opts).await.expect("load inventory driver")).await;
     let n = node("node-7");

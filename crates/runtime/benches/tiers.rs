@@ -21,6 +21,7 @@ use wasm_ccm_runtime::{
     CallScope, Compiled, Compiler, Driver, DriverOptions, EngineOptions, Runtime, RuntimeOptions,
     Tier,
 };
+use wasm_ccm_runtime::{InitInput, http, log};
 use wasm_ccm_sim::kit::{CLOUDS, SimCloud, SimNode, StartOptions};
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -80,8 +81,14 @@ fn static_subject(name: &'static str, path: PathBuf, rounds: usize) -> Subject {
         name,
         bytes: std::fs::read(&path).expect("driver built"),
         opts: DriverOptions {
-            config: std::fs::read(config).expect("example config"),
-            log_sink: Arc::new(NullSink),
+            init: InitInput {
+                config: std::fs::read(config).expect("example config"),
+                ..Default::default()
+            },
+            log: log::Config {
+                sink: Arc::new(NullSink),
+                ..Default::default()
+            },
             ..Default::default()
         },
         node: common::node("node-a"),
@@ -110,13 +117,22 @@ async fn cloud_subject(name: &'static str, path: &str, rounds: usize) -> Subject
         name,
         bytes: std::fs::read(path).expect("driver built"),
         opts: DriverOptions {
-            config: setup.config.unwrap_or_default().into_bytes(),
-            env: setup.env,
-            egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
-                    .expect("egress grants"),
-            ),
-            log_sink: Arc::new(NullSink),
+            init: InitInput {
+                config: setup.config.unwrap_or_default().into_bytes(),
+                env: setup.env,
+                ..Default::default()
+            },
+            http: http::Config {
+                egress: Some(
+                    wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
+                        .expect("egress grants"),
+                ),
+                ..Default::default()
+            },
+            log: log::Config {
+                sink: Arc::new(NullSink),
+                ..Default::default()
+            },
             ..Default::default()
         },
         node,

@@ -37,6 +37,7 @@ pub mod special_addr;
 mod state;
 pub mod surface;
 mod text;
+mod token_bucket;
 pub mod trace;
 mod wit;
 
@@ -50,13 +51,14 @@ pub use call::{
 };
 pub use capability::{http, log};
 pub use driver::{
-    Compiled, Declarations, Driver, DriverOptions, DriverStats, InstanceMode, Runtime,
-    RuntimeOptions,
+    Compiled, Declarations, Driver, DriverOptions, DriverStats, InitInput, InstanceMode,
+    PoolOptions, Runtime, RuntimeOptions,
 };
 pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};
 
 pub use surface::CONTRACT_VERSION;
+pub use token_bucket::TokenBucket;
 
 #[cfg(test)]
 mod tests {

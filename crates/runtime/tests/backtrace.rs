@@ -14,6 +14,7 @@ mod name_section;
 
 use serde_json::json;
 use wasm_ccm_drivers::BROKEN_DRIVER;
+use wasm_ccm_runtime::InitInput;
 use wasm_ccm_runtime::error::{
     GuestBacktrace, MAX_BACKTRACE_FRAMES, MAX_FRAME_TEXT_BYTES, MAX_SHORT_BACKTRACE_BYTES,
 };
@@ -52,7 +53,10 @@ async fn crash(wasm: Vec<u8>, depth: u32, panic: &str) -> Crash {
         "mark": MARK,
     });
     let opts = DriverOptions {
-        config: config.to_string().into_bytes(),
+        init: InitInput {
+            config: config.to_string().into_bytes(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = runtime().load(&compiled, opts).await.expect("loads");

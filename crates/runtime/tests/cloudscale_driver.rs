@@ -17,6 +17,7 @@ use wasm_ccm_runtime::types::{
 use wasm_ccm_runtime::{
     CallError, CallScope, Compiled, Driver, DriverOptions, EventKind, Outcome, StaticCluster,
 };
+use wasm_ccm_runtime::{InitInput, http};
 use wasm_ccm_sim::cloudscale::{CloudscaleOptions, CloudscaleSim, Match, SeedServer};
 use wasm_ccm_sim::kit::SimCloud as _;
 
@@ -75,13 +76,20 @@ async fn load(sim: &CloudscaleSim, kubernetes_version: &str, token: &str) -> Dri
     env.retain(|(name, _)| name != "CLOUDSCALE_ACCESS_TOKEN");
     env.push(("CLOUDSCALE_ACCESS_TOKEN".into(), token.into()));
     let mut opts = DriverOptions {
-        env,
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress).expect("egress grants"),
-        ),
+        init: InitInput {
+            env,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
-    opts.context.kubernetes_version = kubernetes_version.into();
+    opts.init.context.kubernetes_version = kubernetes_version.into();
     common::runtime()
         .load(compiled().await, opts)
         .await

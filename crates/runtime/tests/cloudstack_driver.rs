@@ -14,6 +14,7 @@ use wasm_ccm_runtime::types::{
     SessionAffinity,
 };
 use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions, EventKind};
+use wasm_ccm_runtime::{InitInput, http};
 use wasm_ccm_sim::cloudstack::{
     CidrSeparator, CloudstackOptions, CloudstackSim, Match, Seed, SeedLbRule, SeedNic,
     SeedPublicIp, SeedVm,
@@ -54,15 +55,21 @@ async fn load(
     env: &[(&str, &str)],
 ) -> Result<Driver, wasm_ccm_runtime::HostError> {
     let opts = DriverOptions {
-        config: config.into_bytes(),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.base_url()])
-                .expect("egress grants"),
-        ),
+        init: InitInput {
+            config: config.into_bytes(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.base_url()])
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     common::runtime().load(compiled().await, opts).await

@@ -15,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_runtime::log::MemorySink;
 use wasm_ccm_runtime::{CallScope, DriverOptions};
+use wasm_ccm_runtime::{InitInput, http, log};
 
 /// The operator's token; the driver must never see it. It holds `/ + = & < >` as Base64 keys and
 /// passwords do, so that every encoding below changes it.
@@ -272,12 +273,21 @@ async fn load_hostile(
             .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let opts = DriverOptions {
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[api.url(), other.url()])
-                .expect("egress grants"),
-        ),
-        env,
-        log_sink: sink.clone(),
+        init: InitInput {
+            env,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[api.url(), other.url()])
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
+        log: log::Config {
+            sink: sink.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     runtime()

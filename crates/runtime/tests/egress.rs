@@ -17,6 +17,7 @@ use common::{Reply, load, node_with, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_drivers::HOSTILE_DRIVER;
+use wasm_ccm_runtime::http;
 use wasm_ccm_runtime::http::Response;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted};
 use wasm_ccm_runtime::special_addr::HostAddresses;
@@ -84,7 +85,12 @@ async fn fetch_with(driver: &wasm_ccm_runtime::Driver, url: &str) -> Result<Stri
 
 fn granting(grants: &[String]) -> DriverOptions {
     DriverOptions {
-        egress: Some(wasm_ccm_runtime::egress::EgressPolicy::parse(grants).expect("egress grants")),
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(grants).expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -215,11 +221,10 @@ impl HttpInterceptor for NoNetwork {
 /// Options granting `grants`, with no network behind the checks and `own` as the host's
 /// addresses.
 fn offline(grants: &[String], own: &[IpAddr], net: &Arc<NoNetwork>) -> DriverOptions {
-    DriverOptions {
-        host_addresses: HostAddresses::fixed(own.iter().copied()),
-        http_interceptor: Some(net.clone()),
-        ..granting(grants)
-    }
+    let mut opts = granting(grants);
+    opts.http.host_addresses = HostAddresses::fixed(own.iter().copied());
+    opts.http.interceptor = Some(net.clone());
+    opts
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,17 +350,15 @@ async fn ipv6_cidr_grants_reach_ipv6_loopback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_cloud_ends_as_an_http_timeout_not_a_host_deadline() {
     let port = serve(Reply::Hang).await;
-    let driver = load(
-        HOSTILE_DRIVER,
-        DriverOptions {
-            // The driver sets no timeout of its own: the host's 30 s default meets the deadline.
-            // With 3 s left the request ends 1 s before the deadline (`request_budget`'s
-            // smallest margin), which leaves the guest a whole second to answer; a deadline of
-            // a few hundred milliseconds left it a race it could lose on a loaded machine.
-            call_timeout: Duration::from_secs(3),
-            ..granting(&[format!("http://127.0.0.1:{port}")])
-        },
-    )
+    let driver = load(HOSTILE_DRIVER, {
+        let mut opts = granting(&[format!("http://127.0.0.1:{port}")]);
+        // The driver sets no timeout of its own: the host's 30 s default meets the deadline.
+        // With 3 s left the request ends 1 s before the deadline (`request_budget`'s
+        // smallest margin), which leaves the guest a whole second to answer; a deadline of
+        // a few hundred milliseconds left it a race it could lose on a loaded machine.
+        opts.pool.call_timeout = Duration::from_secs(3);
+        opts
+    })
     .await;
     let n = node_with(
         "fetch",

@@ -31,6 +31,7 @@ use wasm_ccm_runtime::{
     CacheOutcome, CallScope, Compiler, Driver, DriverOptions, EngineOptions, Outcome, Runtime,
     RuntimeOptions,
 };
+use wasm_ccm_runtime::{InitInput, http};
 use wasm_ccm_sim::kit::{self, SimCloud, SimNode, StartOptions};
 use wasm_ccm_sim::phoenixnap::PhoenixnapSim;
 use wasm_ccm_test_tools::guest_memory::{Canary, Finding, Needles, RecordingMemories};
@@ -371,16 +372,23 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
     let setup = sim.driver_setup();
     let placeholders = Arc::new(Placeholders::default());
     let mut opts = DriverOptions {
-        config: setup.config.unwrap_or_default().into_bytes(),
-        env: setup.env,
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress).expect("egress grants"),
-        ),
-        http_interceptor: Some(placeholders.clone()),
+        init: InitInput {
+            config: setup.config.unwrap_or_default().into_bytes(),
+            env: setup.env,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
+                    .expect("egress grants"),
+            ),
+            interceptor: Some(placeholders.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     // PhoenixNAP tags IP blocks with it; the others ignore it.
-    opts.context.cluster_id = "5e7a1c9d-2b4f-4e8a-9c3d-1f6b8a2e4d70".into();
+    opts.init.context.cluster_id = "5e7a1c9d-2b4f-4e8a-9c3d-1f6b8a2e4d70".into();
     let compiled = runtime
         .compile_file(std::path::Path::new(subject.driver))
         .await

@@ -9,6 +9,7 @@ use tokio::sync::OnceCell;
 use wasm_ccm_drivers::PHOENIXNAP_DRIVER;
 use wasm_ccm_runtime::types::{EnsureResult, Ingress, IpMode, Node, ProviderError, Service};
 use wasm_ccm_runtime::{CallError, CallScope, Compiled, Driver, DriverOptions, EventKind};
+use wasm_ccm_runtime::{InitInput, http};
 use wasm_ccm_sim::phoenixnap::{
     Match, PhoenixnapOptions, PhoenixnapSim, Race, SeedIpBlock, SeedPublicNetwork, SeedServer,
     SeedTag,
@@ -90,14 +91,20 @@ async fn load_env(
         }
     }
     let mut opts = DriverOptions {
-        config: file.as_bytes().to_vec(),
-        env,
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
-        ),
+        init: InitInput {
+            config: file.as_bytes().to_vec(),
+            env,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
-    opts.context.cluster_id = cluster.into();
+    opts.init.context.cluster_id = cluster.into();
     common::runtime().load(compiled().await, opts).await
 }
 

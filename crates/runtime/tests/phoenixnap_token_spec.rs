@@ -25,6 +25,7 @@ use wasm_ccm_drivers::PHOENIXNAP_DRIVER;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted, Method, Request, Response};
 use wasm_ccm_runtime::types::{SecretDecl, SecretUse};
 use wasm_ccm_runtime::{CallScope, Compiled, Driver, DriverOptions};
+use wasm_ccm_runtime::{InitInput, PoolOptions, http};
 use wasm_ccm_sim::phoenixnap::{
     LoggedRequest, PhoenixnapOptions, PhoenixnapSim, SeedServer, TOKEN_PATH,
 };
@@ -230,18 +231,27 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         barrier: Barrier::new(N),
     });
     let opts = DriverOptions {
-        env: vec![
-            ("PNAP_CLIENT_ID".into(), real_id.clone()),
-            ("PNAP_CLIENT_SECRET".into(), real_secret.clone()),
-            ("PNAP_BASE_URL".into(), sim.url()),
-            ("PNAP_AUTH_URL".into(), sim.url()),
-            ("PNAP_LOCATION".into(), "PHX".into()),
-        ],
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
-        ),
-        max_concurrency: N,
-        http_interceptor: Some(recorder.clone()),
+        init: InitInput {
+            env: vec![
+                ("PNAP_CLIENT_ID".into(), real_id.clone()),
+                ("PNAP_CLIENT_SECRET".into(), real_secret.clone()),
+                ("PNAP_BASE_URL".into(), sim.url()),
+                ("PNAP_AUTH_URL".into(), sim.url()),
+                ("PNAP_LOCATION".into(), "PHX".into()),
+            ],
+            ..Default::default()
+        },
+        pool: PoolOptions {
+            max_concurrency: N,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+            ),
+            interceptor: Some(recorder.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver: Driver = common::runtime()

@@ -16,6 +16,7 @@ use wasm_ccm_drivers::HOSTILE_DRIVER;
 use wasm_ccm_runtime::log::MemorySink;
 use wasm_ccm_runtime::types::ProviderError;
 use wasm_ccm_runtime::{CallError, CallScope, Driver, DriverOptions, HostError};
+use wasm_ccm_runtime::{InitInput, http, log};
 
 const API_KEY: &str = "AK-from-the-cloud-config";
 const TOKEN: &str = "tok-from-the-environment";
@@ -26,11 +27,17 @@ fn scope() -> CallScope {
 
 async fn leaky_driver(sink: Arc<MemorySink>) -> Driver {
     let opts = DriverOptions {
-        log_sink: sink,
-        // INI as CloudStack's Secret holds it: the host finds `api-key` by its name.
-        config: format!("[Global]\napi-url = https://cloud.example\napi-key = {API_KEY}\n")
-            .into_bytes(),
-        env: vec![("HOSTILE_TOKEN".into(), TOKEN.into())],
+        init: InitInput {
+            // INI as CloudStack's Secret holds it: the host finds `api-key` by its name.
+            config: format!("[Global]\napi-url = https://cloud.example\napi-key = {API_KEY}\n")
+                .into_bytes(),
+            env: vec![("HOSTILE_TOKEN".into(), TOKEN.into())],
+            ..Default::default()
+        },
+        log: log::Config {
+            sink,
+            ..Default::default()
+        },
         ..Default::default()
     };
     load(HOSTILE_DRIVER, opts).await
@@ -172,10 +179,15 @@ async fn a_request_body_over_the_cap_is_the_typed_too_large_error() {
     let port = serve(Reply::Body(10)).await;
     let url = format!("http://127.0.0.1:{port}/upload");
     let opts = DriverOptions {
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
+                    "http://127.0.0.1:{port}"
+                )])
                 .expect("egress grants"),
-        ),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;

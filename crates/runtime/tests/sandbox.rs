@@ -12,6 +12,7 @@ use wasm_ccm_runtime::http::HttpLimits;
 use wasm_ccm_runtime::log::{MemorySink, Source};
 use wasm_ccm_runtime::types::ProviderError;
 use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, HostError, InstanceMode};
+use wasm_ccm_runtime::{InitInput, PoolOptions, http, log};
 
 fn scope() -> CallScope {
     CallScope::object("test")
@@ -37,7 +38,10 @@ async fn deadlines_hold_after_the_runtime_that_loaded_the_driver_is_dropped() {
             .await
             .expect("compiles");
         let opts = DriverOptions {
-            call_timeout: Duration::from_millis(200),
+            pool: PoolOptions {
+                call_timeout: Duration::from_millis(200),
+                ..Default::default()
+            },
             ..Default::default()
         };
         runtime.load(&compiled, opts).await.expect("loads")
@@ -59,7 +63,10 @@ async fn runaway_loop_is_stopped_at_the_deadline_and_the_driver_keeps_serving() 
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            call_timeout: deadline,
+            pool: PoolOptions {
+                call_timeout: deadline,
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -95,11 +102,19 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
     let port = serve(Reply::Hang).await;
     let deadline = Duration::from_millis(400);
     let opts = DriverOptions {
-        call_timeout: deadline,
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+        pool: PoolOptions {
+            call_timeout: deadline,
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
+                    "http://127.0.0.1:{port}"
+                )])
                 .expect("egress grants"),
-        ),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -131,7 +146,10 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_growth_ends_in_a_typed_error_not_a_host_crash() {
     let opts = DriverOptions {
-        memory_limit: 32 << 20,
+        pool: PoolOptions {
+            memory_limit: 32 << 20,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -158,7 +176,10 @@ async fn a_trap_replaces_the_instance() {
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            max_concurrency: 1,
+            pool: PoolOptions {
+                max_concurrency: 1,
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -189,7 +210,10 @@ async fn fresh_mode_keeps_no_state_between_calls() {
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            mode: InstanceMode::Fresh,
+            pool: PoolOptions {
+                mode: InstanceMode::Fresh,
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -230,10 +254,13 @@ async fn a_granted_name_resolving_to_loopback_is_refused() {
     let port = serve(Reply::Body(10)).await;
     // `*` grants every DNS name, yet `localhost` resolves to a loopback address that was not granted.
     let opts = DriverOptions {
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://*:{port}")])
-                .expect("egress grants"),
-        ),
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://*:{port}")])
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let m = fetch_error(opts, &format!("http://localhost:{port}/")).await;
@@ -247,12 +274,15 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
     let target = serve(Reply::Body(10)).await;
     let redirector = serve(Reply::RedirectTo(target)).await;
     let opts = DriverOptions {
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
-                "http://127.0.0.1:{redirector}"
-            )])
-            .expect("egress grants"),
-        ),
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
+                    "http://127.0.0.1:{redirector}"
+                )])
+                .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let m = fetch_error(opts, &format!("http://127.0.0.1:{redirector}/")).await;
@@ -272,9 +302,12 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&both).expect("egress grants"),
-            ),
+            http: http::Config {
+                egress: Some(
+                    wasm_ccm_runtime::egress::EgressPolicy::parse(&both).expect("egress grants"),
+                ),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -300,10 +333,13 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     let grant = format!("http://127.0.0.1:{port}");
     let url = format!("http://127.0.0.1:{port}/big");
     let opts = DriverOptions {
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&grant))
-                .expect("egress grants"),
-        ),
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&grant))
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -324,10 +360,13 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     };
     let m = fetch_error(
         DriverOptions {
-            egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[grant]).expect("egress grants"),
-            ),
-            http: limits,
+            http: http::Config {
+                egress: Some(
+                    wasm_ccm_runtime::egress::EgressPolicy::parse(&[grant]).expect("egress grants"),
+                ),
+                limits,
+                ..Default::default()
+            },
             ..Default::default()
         },
         &url,
@@ -340,7 +379,10 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
 async fn a_log_flood_is_rate_limited_and_the_drops_are_counted() {
     let sink = Arc::new(MemorySink::default());
     let opts = DriverOptions {
-        log_sink: sink.clone(),
+        log: log::Config {
+            sink: sink.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -396,12 +438,18 @@ async fn secrets_never_reach_a_log_line() {
     let config_secret = "s3cr3t-from-the-config";
     let env_secret = "tok-from-the-environment";
     let opts = DriverOptions {
-        log_sink: sink.clone(),
-        config: format!("secret={config_secret}").into_bytes(),
-        env: vec![
-            ("HOSTILE_TOKEN".into(), env_secret.into()),
-            ("OTHER_TOKEN".into(), "not-for-the-driver".into()),
-        ],
+        init: InitInput {
+            config: format!("secret={config_secret}").into_bytes(),
+            env: vec![
+                ("HOSTILE_TOKEN".into(), env_secret.into()),
+                ("OTHER_TOKEN".into(), "not-for-the-driver".into()),
+            ],
+            ..Default::default()
+        },
+        log: log::Config {
+            sink: sink.clone(),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = load(HOSTILE_DRIVER, opts).await;
@@ -433,7 +481,10 @@ async fn stdout_lines_become_log_records_tagged_with_the_call() {
     let driver = load(
         HOSTILE_DRIVER,
         DriverOptions {
-            log_sink: sink.clone(),
+            log: log::Config {
+                sink: sink.clone(),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -508,8 +559,11 @@ async fn an_instance_past_its_memory_watermark_is_recycled_before_it_fails() {
 
     // A cap the instance already fills past 75% of, while its calls still fit.
     let opts = DriverOptions {
-        memory_limit: baseline + baseline / 5,
-        max_concurrency: 1,
+        pool: PoolOptions {
+            memory_limit: baseline + baseline / 5,
+            max_concurrency: 1,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let tight = load(HOSTILE_DRIVER, opts).await;

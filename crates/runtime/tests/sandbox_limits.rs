@@ -15,6 +15,7 @@ use wasm_ccm_runtime::{
     Allocation, CallError, CallScope, Compiled, DriverOptions, EngineOptions, HostError, Runtime,
     RuntimeOptions,
 };
+use wasm_ccm_runtime::{InitInput, PoolOptions, log};
 
 fn scope() -> CallScope {
     CallScope::object("test")
@@ -103,7 +104,10 @@ async fn load_logging() -> (wasm_ccm_runtime::Driver, Arc<MemorySink>) {
     let driver = common::load(
         HOSTILE_DRIVER,
         DriverOptions {
-            log_sink: sink.clone(),
+            log: log::Config {
+                sink: sink.clone(),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -253,9 +257,15 @@ async fn a_crash_names_its_cause() {
 async fn a_spinning_init_is_stopped_at_the_init_timeout_naming_its_flag() {
     let compiled = common::compile(HOSTILE_DRIVER).await;
     let opts = DriverOptions {
-        config: b"spin-init".to_vec(),
-        init_timeout: Duration::from_millis(300),
-        call_timeout: Duration::from_secs(30),
+        init: InitInput {
+            config: b"spin-init".to_vec(),
+            ..Default::default()
+        },
+        pool: PoolOptions {
+            init_timeout: Duration::from_millis(300),
+            call_timeout: Duration::from_secs(30),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let e = match runtime().load(&compiled, opts).await {

@@ -11,6 +11,7 @@ use wasm_ccm_runtime::types::{
     SessionAffinity, TrafficPolicy,
 };
 use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, EventKind, StaticCluster};
+use wasm_ccm_runtime::{InitInput, http};
 
 const CONFIG: &str = r#"
 region: eu-1
@@ -39,7 +40,10 @@ const IP_ANNOTATION: &str = "static.wasm-ccm.io/load-balancer-ip";
 
 fn opts() -> DriverOptions {
     DriverOptions {
-        config: CONFIG.as_bytes().to_vec(),
+        init: InitInput {
+            config: CONFIG.as_bytes().to_vec(),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -268,11 +272,13 @@ async fn routes_and_configuration_errors() {
 
     // A bad configuration is refused at load with the path of the mistake.
     let bad = DriverOptions {
-        config:
-            b"instances:\n  - name: x\n    id: x\n    addresses: [{type: Foo, address: 1.2.3.4}]\n"
+init: InitInput {
+config: b"instances:\n  - name: x\n    id: x\n    addresses: [{type: Foo, address: 1.2.3.4}]\n"
                 .to_vec(),
-        ..Default::default()
-    };
+..Default::default()
+},
+..Default::default()
+};
     let compiled = common::compile(STATIC_DRIVER).await;
     let err = common::runtime()
         .load(&compiled, bad)
@@ -325,15 +331,21 @@ async fn inventory_mode_reads_instances_and_keeps_routes_over_http() {
     .await;
     let base = format!("http://127.0.0.1:{}", inv.port);
     let opts = DriverOptions {
-        config: format!("inventoryUrl: {base}\n").into_bytes(),
-        env: vec![(
-            "STATIC_INVENTORY_TOKEN".into(),
-            "inventory-token-1234".into(),
-        )],
-        egress: Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&base))
-                .expect("egress grants"),
-        ),
+        init: InitInput {
+            config: format!("inventoryUrl: {base}\n").into_bytes(),
+            env: vec![(
+                "STATIC_INVENTORY_TOKEN".into(),
+                "inventory-token-1234".into(),
+            )],
+            ..Default::default()
+        },
+        http: http::Config {
+            egress: Some(
+                wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&base))
+                    .expect("egress grants"),
+            ),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let d = load(STATIC_DRIVER, opts).await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{node, runtime_with};
 use wasm_ccm_drivers::HOSTILE_DRIVER;
+use wasm_ccm_runtime::PoolOptions;
 use wasm_ccm_runtime::{
     CacheOutcome, CallError, CallScope, Compiler, Driver, DriverOptions, EngineOptions, HostError,
     Runtime, RuntimeOptions, Tier,
@@ -89,7 +90,10 @@ async fn a_runaway_loop_on_winch_code_is_stopped_at_the_call_deadline() {
         .load(
             &compiled,
             DriverOptions {
-                call_timeout: Duration::from_millis(300),
+                pool: PoolOptions {
+                    call_timeout: Duration::from_millis(300),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         )
@@ -119,8 +123,11 @@ async fn winch_code_keeps_the_memory_cap_and_replaces_trapped_instances() {
         .await
         .expect("compiles");
     let opts = DriverOptions {
-        memory_limit: 32 << 20,
-        max_concurrency: 1,
+        pool: PoolOptions {
+            memory_limit: 32 << 20,
+            max_concurrency: 1,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = rt.load(&compiled, opts).await.expect("loads");
@@ -169,7 +176,10 @@ async fn a_cold_driver_serves_on_winch_and_swaps_to_cranelift_between_calls() {
         (Tier::Winch, CacheOutcome::Miss)
     );
     let opts = DriverOptions {
-        max_concurrency: 3,
+        pool: PoolOptions {
+            max_concurrency: 3,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let driver = rt.load(&compiled, opts.clone()).await.expect("loads");
@@ -270,7 +280,10 @@ async fn a_tiered_host_without_a_cache_swaps_too_and_a_hung_winch_call_still_end
         .load(
             &compiled,
             DriverOptions {
-                call_timeout: Duration::from_millis(300),
+                pool: PoolOptions {
+                    call_timeout: Duration::from_millis(300),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         )

@@ -58,12 +58,12 @@ impl Harness {
     ) -> Result<Harness, wasm_ccm_runtime::HostError> {
         // Only the faulty driver needs the fault layer; the others go straight to the transport.
         let faults = Arc::new(FaultLayer::new(transport.clone()));
-        let with =
-            |mode: InstanceMode, interceptor: Option<Arc<dyn HttpInterceptor>>| DriverOptions {
-                mode,
-                http_interceptor: interceptor,
-                ..opts.clone()
-            };
+        let with = |mode: InstanceMode, interceptor: Option<Arc<dyn HttpInterceptor>>| {
+            let mut opts = opts.clone();
+            opts.pool.mode = mode;
+            opts.http.interceptor = interceptor;
+            opts
+        };
         let warm = runtime
             .load(compiled, with(InstanceMode::Warm, transport.clone()))
             .await?;

@@ -29,7 +29,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use wasm_ccm_runtime::http::HttpInterceptor;
 use wasm_ccm_runtime::types::Context;
-use wasm_ccm_runtime::{CallError, DriverOptions};
+use wasm_ccm_runtime::{CallError, DriverOptions, InitInput, PoolOptions};
 
 use crate::GlobalArgs;
 use crate::cassette::Recorder;
@@ -419,23 +419,30 @@ fn driver_options(
         }
     };
     Ok(DriverOptions {
-        context: Context {
-            cluster_name: d
-                .cluster_name
-                .clone()
-                .unwrap_or_else(|| "conformance".into()),
-            cluster_id: "00000000-0000-4000-8000-00000000c0f0".into(),
-            // A scenario that names no version gets the newest supported one, as a current
-            // cluster would report it.
-            kubernetes_version: d
-                .kubernetes_version
-                .clone()
-                .unwrap_or_else(|| wasm_ccm_manager::kubernetes_version::NEWEST_GIT_VERSION.into()),
+        init: InitInput {
+            context: Context {
+                cluster_name: d
+                    .cluster_name
+                    .clone()
+                    .unwrap_or_else(|| "conformance".into()),
+                cluster_id: "00000000-0000-4000-8000-00000000c0f0".into(),
+                // A scenario that names no version gets the newest supported one, as a current
+                // cluster would report it.
+                kubernetes_version: d.kubernetes_version.clone().unwrap_or_else(|| {
+                    wasm_ccm_manager::kubernetes_version::NEWEST_GIT_VERSION.into()
+                }),
+            },
+            config: fill(&d.config).unwrap_or_default().into_bytes(),
+            env,
         },
-        config: fill(&d.config).unwrap_or_default().into_bytes(),
-        env,
-        egress,
-        call_timeout,
+        pool: PoolOptions {
+            call_timeout,
+            ..Default::default()
+        },
+        http: wasm_ccm_runtime::http::Config {
+            egress,
+            ..Default::default()
+        },
         ..Default::default()
     })
 }

@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use wasm_ccm_controllers::Routing;
 use wasm_ccm_manager::{DriverEntry, Loader, Refusal, ReloadOptions};
 use wasm_ccm_runtime::types::{Context, ProviderInfo};
-use wasm_ccm_runtime::{Compiled, Driver, DriverOptions, HostError, InstanceMode, Runtime};
+use wasm_ccm_runtime::{
+    Compiled, Driver, DriverOptions, HostError, InitInput, InstanceMode, PoolOptions, Runtime,
+};
 
 use super::args::RunArgs;
 use super::facts::ClusterFacts;
@@ -183,23 +185,20 @@ pub(super) async fn load(
     let mut entries = Vec::with_capacity(checked.len());
     for ((d, roles), c) in set.drivers.iter().zip(routing.drivers()).zip(checked) {
         let loading = Instant::now();
-        let opts = DriverOptions {
-            shadow: args.shadow,
-            ..driver_options(DriverSpec {
-                config: c.config,
-                egress: d.allow_egress.clone(),
-                call_timeout: d.call_timeout,
-                init_timeout: d.init_timeout,
-                memory_limit: d.memory_limit,
-                cluster_name: &args.cluster_name,
-                max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs)
-                    .max(4),
-                facts: facts.clone(),
-                extra_env: Vec::new(),
-                trace_propagation: args.traces.propagation()?,
-                secrets: args.secret_options(),
-            })
-        };
+        let mut opts = driver_options(DriverSpec {
+            config: c.config,
+            egress: d.allow_egress.clone(),
+            call_timeout: d.call_timeout,
+            init_timeout: d.init_timeout,
+            memory_limit: d.memory_limit,
+            cluster_name: &args.cluster_name,
+            max_concurrency: (args.concurrent_node_syncs + args.concurrent_service_syncs).max(4),
+            facts: facts.clone(),
+            extra_env: Vec::new(),
+            trace_propagation: args.traces.propagation()?,
+            secrets: args.secret_options(),
+        });
+        opts.http.shadow = args.shadow;
         let driver = runtime.load(&c.compiled, opts.clone()).await;
         let driver = Arc::new(about(set, d, false, driver.map_err(Into::into))?);
         if set.is_flags() {
@@ -218,7 +217,7 @@ pub(super) async fn load(
             annotation_prefixes = %driver.info().annotation_prefixes.join(", "),
             "driver loaded"
         );
-        announce_grants(&driver, d.cloud_config.as_deref(), args, &opts.config);
+        announce_grants(&driver, d.cloud_config.as_deref(), args, &opts.init.config);
         let reload = match &d.source {
             DriverSource::File(path) if watching => Some(ReloadOptions {
                 path: path.clone(),
@@ -289,22 +288,30 @@ pub async fn load_driver_bytes(
 /// The options a driver is loaded with.
 pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
     DriverOptions {
-        context: Context {
-            cluster_name: spec.cluster_name.to_string(),
-            cluster_id: spec.facts.cluster_id,
-            kubernetes_version: spec.facts.kubernetes_version,
+        init: InitInput {
+            context: Context {
+                cluster_name: spec.cluster_name.to_string(),
+                cluster_id: spec.facts.cluster_id,
+                kubernetes_version: spec.facts.kubernetes_version,
+            },
+            config: spec.config,
+            env: std::env::vars().chain(spec.extra_env).collect(),
         },
-        config: spec.config,
-        env: std::env::vars().chain(spec.extra_env).collect(),
-        egress: (!spec.egress.is_empty())
-            .then(|| wasm_ccm_runtime::egress::EgressPolicy::from_grants(spec.egress)),
-        call_timeout: spec.call_timeout,
-        init_timeout: spec.init_timeout,
-        memory_limit: spec.memory_limit,
-        mode: InstanceMode::Warm,
-        max_concurrency: spec.max_concurrency,
-        trace_propagation: spec.trace_propagation,
-        secrets: spec.secrets,
+        pool: PoolOptions {
+            call_timeout: spec.call_timeout,
+            init_timeout: spec.init_timeout,
+            memory_limit: spec.memory_limit,
+            mode: InstanceMode::Warm,
+            max_concurrency: spec.max_concurrency,
+            ..Default::default()
+        },
+        http: wasm_ccm_runtime::http::Config {
+            egress: (!spec.egress.is_empty())
+                .then(|| wasm_ccm_runtime::egress::EgressPolicy::from_grants(spec.egress)),
+            trace_propagation: spec.trace_propagation,
+            secrets: spec.secrets,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -409,7 +416,7 @@ fn reload_loader(
         let cloud_config = cloud_config.clone();
         Box::pin(async move {
             if let Some(path) = &cloud_config {
-                opts.config = tokio::fs::read(path).await.map_err(|e| Refusal {
+                opts.init.config = tokio::fs::read(path).await.map_err(|e| Refusal {
                     reason: "cloud-config",
                     message: format!(
                         "cannot read the cloud config {} for the reloaded driver: {e}",

@@ -132,7 +132,7 @@ impl Driver {
             &code.pre,
             &code.indices,
             self.inner.host.clone(),
-            &self.inner.opts,
+            &self.inner.pool,
         )
         .await;
         let took = started.elapsed();

@@ -15,7 +15,7 @@ use super::compile::{Built, first_build};
 use super::compiled::Compiled;
 use super::failure::classify;
 use super::handle::Driver;
-use super::options::DriverOptions;
+use super::options::{DriverOptions, PoolOptions};
 use super::pool::{Code, DriverInner, Indices, Slot};
 use super::stats::DriverStats;
 use super::tier_up::{Adopter, Job, TierUp};
@@ -202,8 +202,13 @@ impl Runtime {
     pub async fn declarations(&self, compiled: &Compiled) -> Result<Declarations, HostError> {
         let pre = self.pre(compiled)?;
         let indices = Indices::new(&pre, &compiled.surface, &compiled.origin)?;
-        let opts = DriverOptions::default();
-        let configs = (&opts.http_config(), &opts.log_config());
+        // The default pool policy and capability configs (`bare` grants no egress whatever they
+        // say).
+        let opts = PoolOptions::default();
+        let configs = (
+            &capability::http::Config::default(),
+            &capability::log::Config::default(),
+        );
         let host = Arc::new(DriverHost::bare(&compiled.origin, configs)?);
         let mut slot = Slot::new(&pre, &indices, host, &opts)
             .await
@@ -272,6 +277,7 @@ impl Runtime {
         let name = info.name.clone();
         // Only variables with one of the driver's declared prefixes reach it.
         let env: Vec<(String, String)> = opts
+            .init
             .env
             .iter()
             .filter(|(k, _)| {
@@ -287,19 +293,18 @@ impl Runtime {
             &name,
             &info.secrets,
             plain_env.as_deref(),
-            &opts.config,
+            &opts.init.config,
             &env,
-            &opts.secrets,
+            &opts.http.secrets,
         )
         .map_err(|detail| HostError::Secrets {
             driver: name.clone(),
             detail,
         })?;
-        let configs = (&opts.http_config(), &opts.log_config());
         let host = Arc::new(DriverHost::new(
             &info,
-            configs,
-            &opts.config,
+            (&opts.http, &opts.log),
+            &opts.init.config,
             &env,
             sealed.vault,
         )?);
@@ -330,10 +335,11 @@ impl Runtime {
             host,
             config,
             env,
-            permits: Semaphore::new(opts.max_concurrency.max(1)),
+            permits: Semaphore::new(opts.pool.max_concurrency.max(1)),
             idle: Mutex::new(Vec::new()),
             stats: DriverStats::default(),
-            opts,
+            context: opts.init.context,
+            pool: opts.pool,
             _engine: self.engine.clone(),
         });
         // The first instance proves `init` accepts the configuration before anyone relies on it.
@@ -418,7 +424,7 @@ fn declaration<T>(
     slot: &Slot,
     origin: &str,
     function: &str,
-    opts: &DriverOptions,
+    opts: &PoolOptions,
 ) -> Result<T, HostError> {
     match answer {
         Ok(Ok(value)) => Ok(value),

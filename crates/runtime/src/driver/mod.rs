@@ -33,5 +33,5 @@ mod tier_up;
 pub use compiled::Compiled;
 pub use handle::Driver;
 pub use load::{Declarations, Runtime, RuntimeOptions};
-pub use options::{DriverOptions, InstanceMode};
+pub use options::{DriverOptions, InitInput, InstanceMode, PoolOptions};
 pub use stats::DriverStats;

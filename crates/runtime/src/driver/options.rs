@@ -1,13 +1,12 @@
-//! What a driver is loaded with: [`DriverOptions`] (the init input, the pool policy and the
-//! capabilities' settings) and what each capability takes of it.
+//! What a driver is loaded with: [`DriverOptions`], which holds the input of `init`
+//! ([`InitInput`]), the pool's policy ([`PoolOptions`]) and one config per capability
+//! ([`crate::http::Config`], [`crate::log::Config`]). Each capability takes its own config as it
+//! is; nothing here translates between them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::capability::http::{HttpInterceptor, HttpLimits};
-use crate::capability::log::{LogLimits, LogSink, TracingSink};
+use crate::capability::{http, log};
 use crate::model::types::Context;
-use crate::special_addr::HostAddresses;
 
 /// Whether calls reuse instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,17 +20,50 @@ pub enum InstanceMode {
     Fresh,
 }
 
-/// Per-driver settings.
-#[derive(Clone)]
+/// Per-driver settings, one part per concern.
+#[derive(Clone, Default)]
 pub struct DriverOptions {
-    /// Passed to `init`.
+    /// What `init` is called with.
+    pub init: InitInput,
+    /// How instances are made, bounded and recycled.
+    pub pool: PoolOptions,
+    /// The `http` capability's config: egress grants, limits, interceptor, shadow mode, the
+    /// host's addresses, trace propagation and the credential options.
+    pub http: http::Config,
+    /// The `log` capability's config: limits and sink.
+    pub log: log::Config,
+}
+
+/// What `init` is called with (the declared credentials are sealed out of `config` and `env`
+/// before it sees them).
+#[derive(Clone)]
+pub struct InitInput {
+    /// The cluster's name, id and version.
     pub context: Context,
     /// The `--cloud-config` bytes, passed to `init` as-is.
     pub config: Vec<u8>,
     /// Candidate environment; only variables with one of the driver's declared prefixes reach it.
     pub env: Vec<(String, String)>,
-    /// The operator's egress grants; `None` uses the driver's declared defaults.
-    pub egress: Option<crate::egress::EgressPolicy>,
+}
+
+impl Default for InitInput {
+    fn default() -> Self {
+        InitInput {
+            context: Context {
+                cluster_name: "kubernetes".into(),
+                cluster_id: String::new(),
+                kubernetes_version: String::new(),
+            },
+            config: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+}
+
+/// The instance pool's policy: deadlines, memory, concurrency and when a warm instance is
+/// replaced.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
     /// Deadline of every call except `init`.
     pub call_timeout: Duration,
     /// Deadline of `init` (big runtimes do first-call work there).
@@ -50,61 +82,11 @@ pub struct DriverOptions {
     /// A warm instance whose linear memory passed this share of `memory_limit` is replaced
     /// before it runs out, rather than failing a later call.
     pub memory_recycle_ratio: f64,
-    /// HTTP limits.
-    pub http: HttpLimits,
-    /// Stands between the driver's checked requests and the network (fault injection,
-    /// record/replay); `None` in production.
-    pub http_interceptor: Option<Arc<dyn HttpInterceptor>>,
-    /// Shadow mode: every request that would change the cloud is refused with `denied` before
-    /// it leaves, and recorded in the call's exchanges (`HttpExchange::shadowed`).
-    pub shadow: bool,
-    /// Log limits.
-    pub log: LogLimits,
-    /// Where the driver's log lines go.
-    pub log_sink: Arc<dyn LogSink>,
-    /// What the egress checks take for this host's own addresses: the system's interfaces in
-    /// production; a fixed list lets tests prove those stay closed on any machine.
-    pub host_addresses: HostAddresses,
-    /// The origins whose requests carry the call's `traceparent` (`--trace-propagation-origins`);
-    /// `None` sends it nowhere.
-    pub trace_propagation: Option<crate::trace::TracePropagation>,
-    /// The operator's credential options (`--secret-origin`, `--allow-plain-http-secrets`).
-    pub secrets: crate::secrets::SecretOptions,
 }
 
-impl DriverOptions {
-    /// What the `http` capability takes of these options.
-    pub(crate) fn http_config(&self) -> crate::capability::http::Config {
-        crate::capability::http::Config {
-            egress: self.egress.clone(),
-            limits: self.http,
-            interceptor: self.http_interceptor.clone(),
-            shadow: self.shadow,
-            host_addresses: self.host_addresses.clone(),
-            trace_propagation: self.trace_propagation.clone(),
-        }
-    }
-
-    /// What the `log` capability takes of these options.
-    pub(crate) fn log_config(&self) -> crate::capability::log::Config {
-        crate::capability::log::Config {
-            limits: self.log,
-            sink: self.log_sink.clone(),
-        }
-    }
-}
-
-impl Default for DriverOptions {
+impl Default for PoolOptions {
     fn default() -> Self {
-        DriverOptions {
-            context: Context {
-                cluster_name: "kubernetes".into(),
-                cluster_id: String::new(),
-                kubernetes_version: String::new(),
-            },
-            config: Vec::new(),
-            env: Vec::new(),
-            egress: None,
+        PoolOptions {
             call_timeout: Duration::from_secs(30),
             init_timeout: Duration::from_secs(60),
             memory_limit: 64 << 20,
@@ -113,14 +95,57 @@ impl Default for DriverOptions {
             max_calls_per_instance: 1000,
             max_instance_age: Duration::from_secs(30 * 60),
             memory_recycle_ratio: 0.75,
-            http: HttpLimits::default(),
-            http_interceptor: None,
-            shadow: false,
-            log: LogLimits::default(),
-            log_sink: Arc::new(TracingSink),
-            host_addresses: HostAddresses::system(),
-            trace_propagation: None,
-            secrets: Default::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every caller that sets a few fields and takes `..Default::default()` for the rest gets
+    /// these values; splitting the options into parts (issue 48) must not have changed one.
+    #[test]
+    fn the_defaults_are_the_ones_callers_rely_on() {
+        let o = DriverOptions::default();
+        assert_eq!(o.init.context.cluster_name, "kubernetes");
+        assert!(
+            o.init.context.cluster_id.is_empty() && o.init.context.kubernetes_version.is_empty()
+        );
+        assert!(o.init.config.is_empty() && o.init.env.is_empty());
+
+        let p = &o.pool;
+        assert_eq!(p.call_timeout, Duration::from_secs(30));
+        assert_eq!(p.init_timeout, Duration::from_secs(60));
+        assert_eq!(p.memory_limit, 64 << 20);
+        assert_eq!(p.max_concurrency, 4);
+        assert_eq!(p.mode, InstanceMode::Warm);
+        assert_eq!(p.max_calls_per_instance, 1000);
+        assert_eq!(p.max_instance_age, Duration::from_secs(30 * 60));
+        assert_eq!(p.memory_recycle_ratio, 0.75);
+
+        let h = &o.http;
+        assert!(h.egress.is_none() && h.interceptor.is_none() && h.trace_propagation.is_none());
+        assert!(!h.shadow);
+        let (limits, default) = (
+            format!("{:?}", h.limits),
+            format!("{:?}", http::HttpLimits::default()),
+        );
+        assert_eq!(limits, default);
+        let (own, system) = (
+            format!("{:?}", h.host_addresses),
+            format!("{:?}", crate::special_addr::HostAddresses::system()),
+        );
+        assert_eq!(
+            own, system,
+            "the egress checks refuse the system's own addresses"
+        );
+        assert!(h.secrets.origins.is_empty() && !h.secrets.allow_plain_http);
+
+        let (limits, default) = (
+            format!("{:?}", o.log.limits),
+            format!("{:?}", log::LogLimits::default()),
+        );
+        assert_eq!(limits, default);
     }
 }

@@ -15,7 +15,7 @@ use wasmtime::{Store, UpdateDeadline};
 
 use super::compiled::Compiled;
 use super::failure::{classify, instantiate_error};
-use super::options::{DriverOptions, InstanceMode};
+use super::options::{InstanceMode, PoolOptions};
 use super::stats::DriverStats;
 use super::tier_up::Adopter;
 use crate::bindings::{environment, instances, load_balancer, provider, routes};
@@ -109,7 +109,7 @@ impl Slot {
         pre: &InstancePre<InstanceState>,
         indices: &Indices,
         host: Arc<DriverHost>,
-        opts: &DriverOptions,
+        opts: &PoolOptions,
     ) -> Result<Slot, CallError> {
         let origin = host.name.clone();
         let mut store = Store::new(pre.engine(), InstanceState::new(host, opts.memory_limit));
@@ -206,7 +206,10 @@ pub(super) struct DriverInner {
     pub(super) config: Vec<u8>,
     /// The environment `init` gets, likewise.
     pub(super) env: Vec<(String, String)>,
-    pub(super) opts: DriverOptions,
+    /// The cluster's context, which every `init` gets.
+    pub(super) context: crate::model::types::Context,
+    /// The pool's policy.
+    pub(super) pool: PoolOptions,
     pub(super) permits: Semaphore,
     pub(super) idle: Mutex<Vec<Slot>>,
     pub(super) stats: DriverStats,
@@ -281,15 +284,15 @@ impl DriverInner {
 
     pub(super) async fn new_slot(&self) -> Result<Slot, CallError> {
         let code = self.code();
-        let mut slot = Slot::new(&code.pre, &code.indices, self.host.clone(), &self.opts).await?;
+        let mut slot = Slot::new(&code.pre, &code.indices, self.host.clone(), &self.pool).await?;
         slot.generation = code.generation;
         self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now() + self.opts.init_timeout;
+        let deadline = Instant::now() + self.pool.init_timeout;
         slot.store
             .data_mut()
             .begin_call("provider.init", &CallScope::default(), deadline, None);
-        let o = &self.opts;
-        let context = o.context.clone().into();
+        let o = &self.pool;
+        let context = self.context.clone().into();
         let call =
             slot.guests
                 .provider
@@ -323,10 +326,10 @@ impl DriverInner {
 
     pub(super) fn put_back(&self, slot: Slot) {
         let memory_high = slot.store.data().limiter.peak as f64
-            > self.opts.memory_limit as f64 * self.opts.memory_recycle_ratio;
-        if self.opts.mode == InstanceMode::Fresh
-            || slot.calls >= self.opts.max_calls_per_instance
-            || slot.born.elapsed() >= self.opts.max_instance_age
+            > self.pool.memory_limit as f64 * self.pool.memory_recycle_ratio;
+        if self.pool.mode == InstanceMode::Fresh
+            || slot.calls >= self.pool.max_calls_per_instance
+            || slot.born.elapsed() >= self.pool.max_instance_age
             || memory_high
         {
             self.stats
@@ -340,7 +343,7 @@ impl DriverInner {
                 self.stats
                     .instances_recycled
                     .fetch_add(1, Ordering::Relaxed);
-            } else if v.len() < self.opts.max_concurrency.max(1) {
+            } else if v.len() < self.pool.max_concurrency.max(1) {
                 v.push(slot);
             }
         }
@@ -414,7 +417,7 @@ impl DriverInner {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         // Counted down however the call ends, a cancelled future included.
         let _in_flight = InFlight::enter(&self.stats.in_flight);
-        let idle = if self.opts.mode == InstanceMode::Warm {
+        let idle = if self.pool.mode == InstanceMode::Warm {
             self.take_idle()
         } else {
             None
@@ -433,7 +436,7 @@ impl DriverInner {
                 Err(e) => return Outcome::failed(e, started.elapsed()),
             },
         };
-        let timeout = self.opts.call_timeout;
+        let timeout = self.pool.call_timeout;
         slot.store
             .data_mut()
             .begin_call(function, scope, Instant::now() + timeout, nodes.cloned());
@@ -483,7 +486,7 @@ impl DriverInner {
                     function,
                     &slot.store,
                     timeout,
-                    self.opts.memory_limit,
+                    self.pool.memory_limit,
                 );
                 self.count_failure(&e);
                 Err(e.into())

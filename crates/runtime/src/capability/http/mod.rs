@@ -7,8 +7,9 @@
 //!
 //! As a capability unit (see `crate::capability`):
 //! - config: [`Config`]: the operator's egress grants (or else the driver's declared defaults),
-//!   the host's own addresses, [`HttpLimits`], the interceptor, shadow mode and trace
-//!   propagation (`client`);
+//!   the host's own addresses, [`HttpLimits`], the interceptor, shadow mode, trace
+//!   propagation (`client`) and the credential options (read when the driver's declared
+//!   secrets are sealed into the vault this client attaches);
 //! - per-driver state: one [`HttpCapability`] in the driver's `DriverHost`;
 //! - per-call state: `HttpCall`, the requests the call made, for its `Outcome`;
 //! - host view: `HttpHost`, which implements `http::Host`; a store's data gives it through
@@ -38,22 +39,34 @@ use crate::wit::Convert;
 
 use super::log::DriverLogger;
 
-/// What the `http` capability is configured with, per driver.
+/// What the `http` capability is configured with, per driver (`DriverOptions::http`). The
+/// default grants nothing beyond the driver's declared egress, with the default limits, no
+/// interceptor, no shadow mode, the system's addresses, no trace propagation and the default
+/// credential options.
 #[derive(Clone, Default)]
-pub(crate) struct Config {
+pub struct Config {
     /// The operator's egress grants (`--allow-egress`, parsed where the flag was read);
     /// `None`: the driver's declared defaults.
     pub egress: Option<EgressPolicy>,
     /// Caps on bodies, headers, redirects and time.
     pub limits: HttpLimits,
-    /// Stands between the client's checks and the network (conformance faults, cassettes).
+    /// Stands between the client's checks and the network (fault injection, record/replay);
+    /// `None` in production.
     pub interceptor: Option<std::sync::Arc<dyn HttpInterceptor>>,
-    /// Refuse every request that would change the cloud (`--shadow`).
+    /// Shadow mode (`--shadow`): every request that would change the cloud is refused with
+    /// `denied` before it leaves, and recorded in the call's exchanges
+    /// (`HttpExchange::shadowed`).
     pub shadow: bool,
-    /// The host's own addresses, refused unless granted by address.
+    /// What the egress checks take for this host's own addresses (refused unless granted by
+    /// address): the system's interfaces in production; a fixed list lets tests prove those
+    /// stay closed on any machine.
     pub host_addresses: HostAddresses,
-    /// Trace context sent along with requests.
+    /// The origins whose requests carry the call's `traceparent`
+    /// (`--trace-propagation-origins`); `None` sends it nowhere.
     pub trace_propagation: Option<crate::trace::TracePropagation>,
+    /// The operator's credential options (`--secret-origin`, `--allow-plain-http-secrets`):
+    /// where the driver's declared secrets, which this capability attaches, may go.
+    pub secrets: crate::secrets::SecretOptions,
 }
 
 /// HTTP exchanges a single call keeps a record of (for conformance and the request log); the

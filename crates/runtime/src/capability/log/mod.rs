@@ -25,13 +25,23 @@ use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::log as wit;
 
-/// What the `log` capability is configured with, per driver.
+/// What the `log` capability is configured with, per driver (`DriverOptions::log`).
 #[derive(Clone)]
-pub(crate) struct Config {
+pub struct Config {
     /// Rate and size limits of the driver's lines.
     pub limits: LogLimits,
     /// Where the lines go.
     pub sink: Arc<dyn LogSink>,
+}
+
+impl Default for Config {
+    /// The default limits, into the host's `tracing` log.
+    fn default() -> Self {
+        Config {
+            limits: LogLimits::default(),
+            sink: Arc::new(TracingSink),
+        }
+    }
 }
 
 /// Function and object of the call in progress, shared by an instance's `log` host view and

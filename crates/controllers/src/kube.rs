@@ -10,9 +10,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use crate::machinery::token_bucket::TokenBucket;
 use crate::metrics::Metrics;
 use crate::shadow::{KubeChange, Recorded, ShadowLog};
+use wasm_ccm_runtime::TokenBucket;
 
 /// The Kubernetes client with `--kube-api-qps/burst` applied and requests counted. Every write
 /// the controllers make goes through [`Kube::patch`], [`Kube::patch_conditions`] or

@@ -20,8 +20,7 @@
 //! The public surface is what the manager and the developer tools need: [`start_driver_set`]
 //! and [`start_controllers`] (the loops) with their settings and the [`Running`] handles,
 //! [`DriverSlot`] (the driver in service, which a reload swaps), [`Events`] (the event
-//! recorders), [`metrics::Metrics`], the shadow report and the one [`TokenBucket`] of the
-//! workspace. Everything else is internal.
+//! recorders), [`metrics::Metrics`] and the shadow report. Everything else is internal.
 
 mod answer_rules;
 mod backends;
@@ -44,7 +43,6 @@ pub mod shadow;
 pub use cloud::DriverSlot;
 pub use config::ControllerConfig;
 pub use events::Events;
-pub use machinery::token_bucket::TokenBucket;
 pub use registry::EnabledControllers;
 pub use routing::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
 pub use run::{Running, RunningView, start_controllers, start_driver_set};

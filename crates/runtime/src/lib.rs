@@ -37,6 +37,7 @@ pub mod special_addr;
 mod state;
 pub mod surface;
 mod text;
+mod token_bucket;
 pub mod trace;
 mod wit;
 
@@ -57,6 +58,7 @@ pub use engine::{Allocation, Compiler, EngineOptions, Tier};
 pub use error::{CallError, Described, HostError};
 
 pub use surface::CONTRACT_VERSION;
+pub use token_bucket::TokenBucket;
 
 #[cfg(test)]
 mod tests {

@@ -20,8 +20,8 @@ use tracing::Instrument;
 
 use crate::machinery::error::ReconcileError;
 use crate::machinery::queue::{Backoff, WorkQueue};
-use crate::machinery::token_bucket::TokenBucket;
 use crate::metrics::Metrics;
+use wasm_ccm_runtime::TokenBucket;
 
 /// What to do with a key after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,8 @@ pub use crate::config_secrets::is_secret_env_name;
 pub use crate::text::{cut, shown};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+
+use crate::token_bucket::TokenBucket;
 
 /// Severity of a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -208,7 +209,10 @@ pub struct DriverLogger {
     driver: String,
     sink: Arc<dyn LogSink>,
     limits: LogLimits,
-    bucket: Mutex<Bucket>,
+    /// Lines a second (`lines_per_second`, `burst`).
+    lines: TokenBucket,
+    /// Bytes a second after cutting (`bytes_per_second`, `burst_bytes`).
+    bytes: TokenBucket,
     dropped_total: AtomicU64,
     dropped_unreported: AtomicU64,
     secrets: RwLock<Secrets>,
@@ -240,12 +244,6 @@ impl Secrets {
     }
 }
 
-struct Bucket {
-    tokens: f64,
-    bytes: f64,
-    last: Instant,
-}
-
 impl DriverLogger {
     /// A logger for `driver` writing to `sink`.
     pub fn new(driver: &str, sink: Arc<dyn LogSink>, limits: LogLimits) -> Self {
@@ -253,11 +251,8 @@ impl DriverLogger {
             driver: driver.to_string(),
             sink,
             limits,
-            bucket: Mutex::new(Bucket {
-                tokens: f64::from(limits.burst),
-                bytes: f64::from(limits.burst_bytes),
-                last: Instant::now(),
-            }),
+            lines: log_bucket(limits.lines_per_second, limits.burst),
+            bytes: log_bucket(limits.bytes_per_second, limits.burst_bytes),
             dropped_total: AtomicU64::new(0),
             dropped_unreported: AtomicU64::new(0),
             secrets: RwLock::new(Secrets::default()),
@@ -440,24 +435,24 @@ impl DriverLogger {
 
     /// Takes one line and `bytes` bytes from the buckets, or neither.
     fn take_tokens(&self, bytes: usize) -> bool {
-        let Ok(mut b) = self.bucket.lock() else {
+        if !self.lines.try_take(1.0) {
             return false;
-        };
-        let now = Instant::now();
-        let elapsed = now.duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * f64::from(self.limits.lines_per_second))
-            .min(f64::from(self.limits.burst));
-        b.bytes = (b.bytes + elapsed * f64::from(self.limits.bytes_per_second))
-            .min(f64::from(self.limits.burst_bytes));
-        b.last = now;
-        let bytes = bytes as f64;
-        if b.tokens >= 1.0 && b.bytes >= bytes {
-            b.tokens -= 1.0;
-            b.bytes -= bytes;
-            true
-        } else {
-            false
         }
+        if self.bytes.try_take(bytes as f64) {
+            return true;
+        }
+        // Not logged: the line's token was not spent.
+        self.lines.give_back(1.0);
+        false
+    }
+}
+
+/// A bucket of `burst` refilled at `per_second`; a rate of 0 means the burst and then nothing
+/// (a log limit, unlike [`TokenBucket::new`]'s 0, is never "unlimited").
+fn log_bucket(per_second: u32, burst: u32) -> TokenBucket {
+    match per_second {
+        0 => TokenBucket::without_refill(burst),
+        rate => TokenBucket::new(f64::from(rate), burst),
     }
 }
 

@@ -1,7 +1,9 @@
-//! The token bucket of the whole crate (client-go's `flowcontrol` rate limiter: `qps` tokens a
-//! second refill a bucket of `burst`), on tokio's clock so tests can pause time. The workers'
-//! pacing (`runner.rs`), the Kubernetes client's QPS (`kube.rs`) and the reviews of delegated
-//! authentication (`server/delegated_auth.rs`) all take their tokens here.
+//! The token bucket of the whole workspace (client-go's `flowcontrol` rate limiter: `qps` tokens
+//! a second refill a bucket of `burst`), on tokio's clock so tests can pause time. It lives in
+//! the runtime, the crate every other one builds on: a driver's log limit (lines and bytes,
+//! `capability/log/logger.rs`), the controllers' worker pacing (`machinery/runner.rs`) and
+//! Kubernetes client QPS (`kube.rs`), and the manager's delegated-authentication reviews
+//! (`server/delegated_auth.rs`) all take their tokens here.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -11,7 +13,8 @@ use tokio::time::Instant;
 /// A token bucket (`qps` refill, `burst` capacity). [`TokenBucket::reserve`] always takes a
 /// token and says how long to wait for it (callers that will wait anyway);
 /// [`TokenBucket::reserve_before`] takes one only when it is valid by a deadline (callers that
-/// give up leave no debt behind).
+/// give up leave no debt behind); [`TokenBucket::try_take`] takes several at once only when they
+/// are there now (callers that drop instead of waiting, like the log limit).
 #[derive(Debug)]
 pub struct TokenBucket {
     qps: f64,
@@ -44,8 +47,52 @@ impl TokenBucket {
         self.take(Instant::now(), Some(deadline))
     }
 
+    /// A full bucket of `burst` that never refills by itself: `qps` 0 in a limit that means
+    /// "this many, then nothing" (a driver's log limit of 0 lines a second), where
+    /// [`TokenBucket::new`] takes 0 for unlimited.
+    pub fn without_refill(burst: u32) -> Self {
+        TokenBucket {
+            qps: f64::MIN_POSITIVE,
+            burst: f64::from(burst),
+            state: Mutex::new((f64::from(burst), Instant::now())),
+        }
+    }
+
+    /// Takes `n` tokens if that many are there now, else takes nothing (no debt): for callers
+    /// that drop the work instead of waiting.
+    pub fn try_take(&self, n: f64) -> bool {
+        if self.qps <= 0.0 {
+            return true;
+        }
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let tokens = self.refilled(*state, now);
+        if tokens >= n {
+            *state = (tokens - n, now);
+            true
+        } else {
+            *state = (tokens, now);
+            false
+        }
+    }
+
+    /// Puts back `n` tokens taken by [`TokenBucket::try_take`] for work that did not happen
+    /// (capped at the burst).
+    pub fn give_back(&self, n: f64) {
+        if self.qps <= 0.0 {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 = (state.0 + n).min(self.burst);
+    }
+
+    /// Tokens in the bucket at `now`, refilled since the state's instant.
+    fn refilled(&self, (tokens, last): (f64, Instant), now: Instant) -> f64 {
+        (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst)
+    }
+
     /// Waits for a token.
-    pub(crate) async fn acquire(&self) {
+    pub async fn acquire(&self) {
         let wait = self.reserve();
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
@@ -61,8 +108,7 @@ impl TokenBucket {
         }
         // A poisoned lock only means another taker panicked; the count is still a number.
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (tokens, last) = *state;
-        let tokens = (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst);
+        let tokens = self.refilled(*state, now);
         let at = if tokens >= 1.0 {
             now
         } else {
@@ -90,6 +136,26 @@ mod tests {
         assert_eq!(bucket.reserve(), Duration::from_millis(100));
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(bucket.reserve(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn try_take_takes_all_or_nothing_and_give_back_is_capped() {
+        let b = TokenBucket::new(100.0, 1000);
+        assert!(b.try_take(600.0));
+        assert!(!b.try_take(600.0), "400 left: 600 is refused whole");
+        assert!(b.try_take(400.0), "the refusal took nothing");
+        assert!(!b.try_take(1.0));
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert!(b.try_take(1.0), "one token refilled in 10 ms at 100/s");
+        b.give_back(5000.0);
+        assert!(
+            b.try_take(1000.0) && !b.try_take(1.0),
+            "given back up to the burst only"
+        );
+        let fixed = TokenBucket::without_refill(2);
+        assert!(fixed.try_take(2.0));
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert!(!fixed.try_take(1.0), "no refill, even an hour later");
     }
 
     #[tokio::test(start_paused = true)]

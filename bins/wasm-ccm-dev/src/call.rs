@@ -14,9 +14,9 @@ use wasm_ccm_runtime::{
     PoolOptions, Runtime, StaticCluster,
 };
 
-use crate::GlobalArgs;
 use crate::cassette::Recorder;
-use crate::units::{parse_duration, parse_size};
+use wasm_ccm::GlobalArgs;
+use wasm_ccm::units::{parse_duration, parse_size};
 
 /// Arguments of `wasm-ccm-dev call`.
 #[derive(clap::Args, Debug)]

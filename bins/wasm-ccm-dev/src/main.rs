@@ -16,7 +16,7 @@ mod soak;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use wasm_ccm::{GlobalArgs, block_on_command, init_logging, run, units};
+use wasm_ccm::{GlobalArgs, block_on_command, init_logging};
 
 /// wasm-ccm's developer kit: try, check and stress cloud drivers against simulated clouds.
 #[derive(Parser, Debug)]

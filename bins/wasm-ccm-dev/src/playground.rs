@@ -26,9 +26,9 @@ const PERIODIC_CALLS: [&str; 4] = [
 use wasm_ccm_sim::kit::{self, SimNode, StartOptions};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 
-use crate::GlobalArgs;
-use crate::run::{DriverSpec, cluster_facts, load_driver_bytes};
-use crate::units::parse_duration;
+use wasm_ccm::GlobalArgs;
+use wasm_ccm::run::{DriverSpec, cluster_facts, load_driver_bytes};
+use wasm_ccm::units::parse_duration;
 
 #[derive(Args, Debug)]
 pub(crate) struct PlaygroundArgs {

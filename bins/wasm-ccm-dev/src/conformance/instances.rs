@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use wasm_ccm_runtime::types::{AddressType, InstanceMetadata, Node, ProviderError, ProviderInfo};
 use wasm_ccm_runtime::{CallError, Driver, Outcome};
 
-use super::Differences;
+use super::differences::Differences;
 use super::harness::{Harness, scope};
 use super::report::Checks;
 use super::scenario::{Expectation, Scenario};

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use wasm_ccm_runtime::types::{EnsureResult, Ingress, Node, Service};
 use wasm_ccm_runtime::{CallError, CallScope, StaticCluster};
 
+use super::differences::{Differences, show};
 use super::harness::Harness;
 use super::report::Checks;
 use super::scenario::{Scenario, ScenarioService};
-use super::{Differences, show};
 
 /// A Service whose load balancer exists, as the host would now see it.
 pub(super) struct Created {

@@ -9,9 +9,11 @@
 //! failed.
 
 mod cloud;
+mod differences;
 mod faults;
 mod harness;
 mod instances;
+mod level;
 mod load_balancer;
 mod locate;
 mod report;
@@ -20,7 +22,6 @@ mod routes;
 mod scenario;
 mod static_checks;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -29,43 +30,18 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use wasm_ccm_runtime::http::HttpInterceptor;
 use wasm_ccm_runtime::types::Context;
-use wasm_ccm_runtime::{CallError, DriverOptions, InitInput, PoolOptions};
+use wasm_ccm_runtime::{DriverOptions, InitInput, PoolOptions};
 
-use crate::GlobalArgs;
 use crate::cassette::Recorder;
-use crate::units::parse_duration;
 use cloud::{CloudChoice, CloudUnderTest};
+use differences::Differences;
 use harness::Harness;
+use level::Level;
 use report::{Checks, Crash, Report, Summary};
 use robustness::Target;
 use scenario::{Scenario, substitute};
-
-/// How much of the contract is checked.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Level {
-    /// `provider` and `instances`: node initialisation and lifecycle.
-    Core,
-    /// Everything the driver exports; `load-balancer` is required.
-    Full,
-}
-
-impl Level {
-    /// The interfaces the level requires.
-    pub(crate) fn required(self) -> &'static [&'static str] {
-        match self {
-            Level::Core => &["provider", "instances"],
-            Level::Full => &["provider", "instances", "load-balancer"],
-        }
-    }
-
-    /// `core` or `full`.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Level::Core => "core",
-            Level::Full => "full",
-        }
-    }
-}
+use wasm_ccm::GlobalArgs;
+use wasm_ccm::units::parse_duration;
 
 /// Report formats.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,63 +88,6 @@ pub(crate) struct ConformanceArgs {
     /// host compiles at start and on every reload.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     max_compile_time: std::time::Duration,
-}
-
-/// Fresh-instance answers compared with warm ones, per function.
-#[derive(Default)]
-pub(crate) struct Differences {
-    by_function: BTreeMap<String, (usize, Vec<String>)>,
-}
-
-impl Differences {
-    /// Compares the warm and fresh results of one call.
-    pub(crate) fn compare<T: PartialEq + std::fmt::Debug>(
-        &mut self,
-        function: &str,
-        subject: &str,
-        warm: &Result<T, CallError>,
-        fresh: &Result<T, CallError>,
-    ) {
-        let entry = self.by_function.entry(function.to_string()).or_default();
-        entry.0 += 1;
-        if warm != fresh {
-            entry.1.push(format!(
-                "{subject}: warm {} but fresh {}",
-                show(warm),
-                show(fresh)
-            ));
-        }
-    }
-
-    fn report(&self, checks: &mut Checks) {
-        for (function, (compared, differing)) in &self.by_function {
-            checks.check(
-                "determinism/fresh-equals-warm",
-                Some(function),
-                if differing.is_empty() {
-                    Ok(format!("{compared} calls answered alike"))
-                } else {
-                    Err(format!(
-                        "a fresh instance answers differently, so the driver keeps state between calls: {}",
-                        differing.join("; ")
-                    ))
-                },
-            );
-        }
-    }
-}
-
-/// A call result in one line, for messages.
-pub(crate) fn show<T: std::fmt::Debug>(r: &Result<T, CallError>) -> String {
-    let text = match r {
-        Ok(v) => format!("{v:?}"),
-        Err(e) => format!("error: {e}"),
-    };
-    if text.chars().count() > 300 {
-        format!("{}…", text.chars().take(300).collect::<String>())
-    } else {
-        text
-    }
 }
 
 /// Runs `wasm-ccm-dev conformance`.

@@ -6,10 +6,10 @@ use std::net::IpAddr;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::Route;
 
+use super::differences::{Differences, show};
 use super::harness::{Harness, scope};
 use super::report::Checks;
 use super::scenario::Scenario;
-use super::{Differences, show};
 
 /// `10.244.1.0/24` or `fd00::/64`.
 fn is_cidr(s: &str) -> bool {

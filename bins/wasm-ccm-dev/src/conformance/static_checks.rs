@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasm_ccm_runtime::surface::{self, MAX_COMPONENT_BYTES};
 use wasm_ccm_runtime::{Compiled, HostError, Runtime};
 
-use super::Level;
+use super::level::Level;
 use super::report::Checks;
 
 /// A ConfigMap (and so the ConfigMap way of mounting a driver) holds at most this much.

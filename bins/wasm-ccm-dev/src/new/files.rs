@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Lang;
+use super::lang::Lang;
 
 /// A file of the generated project.
 #[derive(Debug)]

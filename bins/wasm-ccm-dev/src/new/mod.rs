@@ -8,12 +8,15 @@
 //! exactly against the contract this kit's conformance checks. `files.rs` has the file list.
 
 mod files;
+mod lang;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use wasm_ccm_runtime::types::ProviderInfo;
+
+pub(crate) use lang::Lang;
 
 /// Arguments of `wasm-ccm-dev new`.
 #[derive(clap::Args, Debug)]
@@ -28,37 +31,6 @@ pub(crate) struct NewArgs {
     /// The project's directory: absent or empty (default: `./<name>`).
     #[arg(long)]
     dir: Option<PathBuf>,
-}
-
-/// The languages a project can be generated in.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Lang {
-    /// Rust with `wasm-ccm-sdk`, built by cargo for wasm32-wasip2.
-    Rust,
-    /// Python with `wasm_ccm_sdk`, built by componentize-py.
-    Python,
-    /// JavaScript with `wasm-ccm-sdk`, built by jco (componentize-js).
-    Js,
-}
-
-impl Lang {
-    /// The SDK directory's name under `sdk/`, and the `--lang` value.
-    fn dir(self) -> &'static str {
-        match self {
-            Lang::Rust => "rust",
-            Lang::Python => "python",
-            Lang::Js => "js",
-        }
-    }
-
-    /// The language's name in prose.
-    fn title(self) -> &'static str {
-        match self {
-            Lang::Rust => "Rust",
-            Lang::Python => "Python",
-            Lang::Js => "JavaScript",
-        }
-    }
 }
 
 /// Longest name: a DNS label, as the host requires of provider names and schemes.

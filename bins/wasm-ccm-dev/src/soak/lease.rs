@@ -10,7 +10,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use wasm_ccm_sim::kube::RequestRecord;
 
-use super::{LEASE_NAME, LEASE_NAMESPACE};
+/// The soak's lease: where the product's replicas elect their leader (the product's default).
+pub(super) const LEASE_NAMESPACE: &str = "kube-system";
+/// The lease's name.
+pub(super) const LEASE_NAME: &str = "cloud-controller-manager";
 
 /// A lease request delayed at least this long is latent: the review's +0.3 s per request, under
 /// which the earlier renewal budget lost the lease (`2 × (GET + PUT) + retry period` past the

@@ -40,19 +40,17 @@ use wasm_ccm_sim::kit;
 use wasm_ccm_sim::kit::soak::{SoakCloud, Tally};
 use wasm_ccm_sim::kube::{KubeSim, KubeSimOptions};
 
-use crate::GlobalArgs;
-use crate::units::parse_duration;
 use faults::FaultKind;
 use history::History;
 use invariants::{Continuous, Violation};
+use lease::{LEASE_NAME, LEASE_NAMESPACE};
 use procs::Processes;
 pub(crate) use procs::product_binary;
 use rng::{Deck, SplitMix64};
+use wasm_ccm::GlobalArgs;
+use wasm_ccm::units::parse_duration;
 use workload::{Model, Op};
 
-/// The Lease the processes elect a leader with (`run`'s defaults).
-const LEASE_NAMESPACE: &str = "kube-system";
-const LEASE_NAME: &str = "cloud-controller-manager";
 /// How long a leader kill or a cloud partition waits for a live leader (the last one may have
 /// been killed, its lease not yet expired): a fault with no leader to hit would not fire.
 /// After a slowed apiserver no replica leads (no renewal could end before the lease might

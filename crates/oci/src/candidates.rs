@@ -24,38 +24,17 @@ use crate::artifact::{
 };
 use crate::cache::BlobCache;
 use crate::client::{Client, read_limited, registry_error};
-use crate::fetch::{Object, check_content};
 use crate::keyless;
+use crate::limits::{MAX_CANDIDATES, MAX_SIGNATURE_MANIFESTS, Unchecked};
+use crate::object::{Object, check_content};
 use crate::reference::{Reference, parse_digest};
 use crate::signature::{
     COSIGN_SIGNATURE_ARTIFACT_TYPE, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE,
-    SignatureLayer, Signed, parse_signature_manifest, signature_tag,
+    SignatureLayer, Signed, decode_signature, parse_signature_manifest, signature_tag,
 };
 
-/// At most this many signatures are checked for one driver (cosign stores a few; a hostile
-/// registry may list thousands, each a fetch and a verification).
-pub const MAX_CANDIDATES: usize = 64;
-/// At most this many signature manifests are read for one driver (the `.sig` tag's and
-/// referrers'), each a fetch even when it holds no signature.
-pub const MAX_SIGNATURE_MANIFESTS: usize = 16;
 /// The prefix of Sigstore bundle artifact types (cosign 3's default format).
 const SIGSTORE_BUNDLE_ARTIFACT_TYPE: &str = "application/vnd.dev.sigstore.bundle";
-
-/// What a registry listed that was not read: the bounds were reached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Unchecked {
-    /// Signature layers (or bundles) seen and not checked.
-    pub candidates: usize,
-    /// Signature manifests listed and not read (how many signatures they hold is unknown).
-    pub manifests: usize,
-}
-
-impl Unchecked {
-    /// Whether everything listed was read.
-    pub fn is_none(&self) -> bool {
-        *self == Unchecked::default()
-    }
-}
 
 /// A signature manifest read from the registry or the cache.
 struct SignatureManifest {
@@ -99,7 +78,7 @@ fn signing_layers(manifest: &Manifest) -> usize {
 /// descriptor) is `payload`.
 fn candidate(layer: &Descriptor, origin: String, payload: Vec<u8>) -> SignatureLayer {
     let signature = match layer.annotations.get(SIGNATURE_ANNOTATION) {
-        Some(sig) => crate::signature::decode_signature(sig),
+        Some(sig) => decode_signature(sig),
         None => Err(format!(
             "the layer has no {SIGNATURE_ANNOTATION} annotation"
         )),
@@ -363,7 +342,7 @@ impl Client {
 
     /// The signatures of `digest` from the registry, at most [`MAX_CANDIDATES`], and what was
     /// listed and not read. Stored in `cache` with an index.
-    pub async fn signatures(
+    pub(crate) async fn signatures(
         &self,
         reference: &Reference,
         digest: &str,

@@ -17,7 +17,7 @@ use crate::artifact::{
 };
 use crate::auth::{Challenge, DockerConfig, parse_challenge};
 use crate::cache::BlobCache;
-use crate::fetch::Object;
+use crate::object::Object;
 use crate::reference::{Reference, parse_digest};
 
 /// How the client reaches registries.

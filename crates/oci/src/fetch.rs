@@ -1,7 +1,7 @@
 //! The one way content is read by digest, from the registry or the cache: `Client::fetch`
 //! (a descriptor: digest and size) and `Client::fetch_pinned` (a reference's own digest,
 //! which carries no size). Both check what came against the size and the digest together,
-//! and every refusal names the [`Object`] that failed.
+//! and every refusal names the [`Object`] that failed (its checks are in [`crate::object`]).
 //!
 //! The OCI image-spec (descriptor.md, "size"): "This property SHOULD be used by consumers to
 //! verify the size of the content"; "Content whose size does not match SHOULD NOT be trusted".
@@ -13,75 +13,11 @@ use anyhow::{anyhow, bail};
 use reqwest::header::ACCEPT;
 use reqwest::{Method, Response};
 
-use crate::artifact::{
-    DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, Descriptor, MAX_MANIFEST_BYTES, OCI_INDEX, OCI_MANIFEST,
-    digest_of,
-};
+use crate::artifact::{DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, Descriptor, OCI_INDEX, OCI_MANIFEST};
 use crate::cache::BlobCache;
 use crate::client::{Client, registry_error};
+use crate::object::{Object, check_content, size_mismatch};
 use crate::reference::{Reference, parse_digest};
-
-/// The largest signature payload read (cosign's are a few hundred bytes).
-pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
-
-/// What is fetched. It picks the endpoint (`manifests/` or `blobs/`) and the size limit, and
-/// names the object in every refusal, so no message can name another one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Object {
-    /// The manifest (or index) a reference names by digest.
-    Manifest,
-    /// The image manifest an index entry points to.
-    PlatformManifest,
-    /// The layer holding the component.
-    WasmLayer,
-    /// A cosign signature manifest the referrers API lists.
-    SignatureManifest,
-    /// A simple-signing payload, a layer of a signature manifest.
-    SignaturePayload,
-}
-
-impl Object {
-    /// `the Wasm layer`, as refusals name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Object::Manifest => "the manifest",
-            Object::PlatformManifest => "the platform manifest",
-            Object::WasmLayer => "the Wasm layer",
-            Object::SignatureManifest => "the signature manifest",
-            Object::SignaturePayload => "the signature payload",
-        }
-    }
-
-    /// What lists the object's descriptor.
-    fn listed_in(self) -> &'static str {
-        match self {
-            Object::Manifest => "the reference",
-            Object::PlatformManifest => "the index",
-            Object::WasmLayer => "the manifest",
-            Object::SignatureManifest => "the referrers index",
-            Object::SignaturePayload => "the signature manifest",
-        }
-    }
-
-    /// Whether it is read from `manifests/` (else `blobs/`).
-    fn is_manifest(self) -> bool {
-        matches!(
-            self,
-            Object::Manifest | Object::PlatformManifest | Object::SignatureManifest
-        )
-    }
-
-    /// The most bytes read of it.
-    fn limit(self, max_wasm_bytes: usize) -> usize {
-        match self {
-            Object::WasmLayer => max_wasm_bytes,
-            Object::SignaturePayload => MAX_PAYLOAD_BYTES,
-            Object::Manifest | Object::PlatformManifest | Object::SignatureManifest => {
-                MAX_MANIFEST_BYTES
-            }
-        }
-    }
-}
 
 /// What a fetch returned.
 #[derive(Debug, Clone)]
@@ -90,50 +26,6 @@ pub struct Fetched {
     pub bytes: Vec<u8>,
     /// Whether it came from the cache.
     pub from_cache: bool,
-}
-
-/// Checks `bytes` against the `digest` and `size` an `object`'s descriptor gave: the one check
-/// every read by digest passes, from the registry or the cache.
-pub(crate) fn check_content(
-    reference: &Reference,
-    object: Object,
-    digest: &str,
-    size: Option<u64>,
-    bytes: &[u8],
-) -> anyhow::Result<()> {
-    if let Some(size) = size
-        && bytes.len() as u64 != size
-    {
-        return Err(size_mismatch(
-            reference,
-            object,
-            digest,
-            size,
-            &bytes.len().to_string(),
-        ));
-    }
-    let got = digest_of(bytes);
-    if got != digest {
-        bail!(
-            "{reference}: {} {digest} hashes to {got}: refusing it (a corrupt transfer or a tampering registry; pull again, and if it persists push the artifact again)",
-            object.name()
-        );
-    }
-    Ok(())
-}
-
-fn size_mismatch(
-    reference: &Reference,
-    object: Object,
-    digest: &str,
-    size: u64,
-    got: &str,
-) -> anyhow::Error {
-    anyhow!(
-        "{reference}: {} {digest} does not have the {size} bytes its descriptor in {} says (it has {got}): refusing it (OCI image-spec: content whose size does not match its descriptor is not trusted; the artifact is corrupt or tampered with: push it again)",
-        object.name(),
-        object.listed_in()
-    )
 }
 
 impl Client {

@@ -39,9 +39,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::candidates::{MAX_CANDIDATES, Unchecked};
 use crate::keyless;
 use crate::keys::PublicKey;
+use crate::limits::{MAX_CANDIDATES, Unchecked};
 use crate::refusal::{MAX_FAILURES_CHARS, clip, counts, join_bounded, unsatisfied};
 use crate::signature::{SIMPLE_SIGNING_TYPE, SignatureLayer, Signed, SimpleSigning};
 use crate::trust_root::TrustRoot;
@@ -527,7 +527,7 @@ impl Policy {
     /// policy. The refusal is one line of bounded length: each unsatisfied entry with a few of
     /// the reasons its candidates failed, then how many candidates were checked and how many
     /// were not.
-    pub fn evaluate_bounded(
+    pub(crate) fn evaluate_bounded(
         &self,
         digest: &str,
         layers: &[SignatureLayer],

@@ -7,7 +7,7 @@
 //! has a length budget, and the line always ends by saying how many candidates were checked
 //! and how many were not.
 
-use crate::candidates::{MAX_CANDIDATES, MAX_SIGNATURE_MANIFESTS, Unchecked};
+use crate::limits::{MAX_CANDIDATES, MAX_SIGNATURE_MANIFESTS, Unchecked};
 
 /// The most reasons shown for one unsatisfied entry; the others are counted.
 const SHOWN_REASONS: usize = 3;

@@ -1,4 +1,4 @@
-//! cosign signatures of drivers, found and made in the registry with no other service.
+//! cosign signatures of drivers: what is signed and how a signature is stored.
 //!
 //! The layout is cosign's "simple signing" one: for the manifest `sha256:H`, the tag
 //! `sha256-H.sig` in the same repository holds an image manifest whose layers are JSON
@@ -7,25 +7,24 @@
 //! manifests are also found through the OCI referrers API (`GET /v2/REPO/referrers/sha256:H`)
 //! when the registry has it.
 //!
-//! A driver is verified before its Wasm layer is fetched ([`Client::pull_verified`]): resolve the
-//! reference to a manifest digest, find the signatures ([`crate::candidates`], read up to a
-//! bound and cached), check the [`Policy`], then pull the layer from that (signed) manifest,
-//! checked against its descriptor's size and digest.
+//! This module is the format only (payloads, signature layers, blob signatures, the `.sig`
+//! tag), a leaf that the reading of candidates ([`crate::candidates`]), the policy
+//! ([`crate::policy`]) and the client's signing ([`crate::sign`]) share. A driver is verified
+//! before its Wasm layer is fetched ([`crate::verify`]): resolve the reference to a manifest
+//! digest, find the signatures ([`crate::candidates`], read up to a bound and cached), check
+//! the [`Policy`](crate::Policy), then pull the layer from that (signed) manifest, checked
+//! against its descriptor's size and digest.
 
 use std::collections::BTreeMap;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, anyhow};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::{Descriptor, Manifest, OCI_MANIFEST, digest_of};
-use crate::cache::BlobCache;
-use crate::candidates::cached_signatures;
-use crate::client::{Client, Pulled};
+use crate::artifact::Manifest;
 use crate::keyless;
 use crate::keys::SigningKey;
-use crate::policy::{Policy, Verdict};
 use crate::reference::{Reference, parse_digest};
 
 /// The media type of a simple-signing payload layer.
@@ -36,8 +35,6 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 pub const SIMPLE_SIGNING_TYPE: &str = "cosign container image signature";
 /// The `artifactType` of a simple-signing manifest attached as a referrer.
 pub const COSIGN_SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
-/// The config media type cosign gives signature manifests.
-const IMAGE_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 
 /// `sha256-<hex>.sig`: the tag cosign stores the signatures of `digest` under.
 pub fn signature_tag(digest: &str) -> String {
@@ -144,30 +141,6 @@ pub struct SignatureLayer {
     pub keyless: keyless::Material,
 }
 
-/// A verified driver's verdict and whether the registry was asked.
-#[derive(Debug, Clone)]
-pub struct Verified {
-    /// The manifest digest the signatures are for.
-    pub manifest_digest: String,
-    /// The policy entries satisfied.
-    pub verdict: Verdict,
-    /// Whether the signatures came from the cache (no request).
-    pub from_cache: bool,
-}
-
-/// What [`Client::sign`] pushed.
-#[derive(Debug, Clone)]
-pub struct SignedArtifact {
-    /// The signed manifest's digest.
-    pub manifest_digest: String,
-    /// Where the signature lives (`…:sha256-….sig`).
-    pub signature_reference: Reference,
-    /// The signature manifest's digest.
-    pub signature_manifest_digest: String,
-    /// The signing key's fingerprint (empty for an attached signature).
-    pub key: String,
-}
-
 /// The cosign v2 `sign-blob --bundle` file (`base64Signature`) and the Sigstore bundle's
 /// `messageSignature`, the two JSON shapes a blob signature comes in.
 #[derive(Deserialize)]
@@ -246,209 +219,6 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 pub(crate) fn decode_signature(text: &str) -> Result<Vec<u8>, String> {
     B64.decode(text.trim())
         .map_err(|e| format!("its signature is not base64 ({e})"))
-}
-
-impl Client {
-    /// The manifest digest `reference` names (asking the registry only for a tag), and the
-    /// manifest's bytes when they were fetched.
-    pub async fn resolve(
-        &self,
-        reference: &Reference,
-        cache: Option<&BlobCache>,
-    ) -> anyhow::Result<(String, Option<Vec<u8>>)> {
-        if let Some(digest) = &reference.digest {
-            return Ok((digest.clone(), None));
-        }
-        let (bytes, digest, _) = self.fetch_reference(reference, cache).await?;
-        Ok((digest, Some(bytes)))
-    }
-
-    /// Verifies `reference` against `policy`: from the cached signatures when they satisfy it
-    /// (no request for a digest reference), else from the registry. The error says what failed
-    /// and what to do.
-    pub async fn verify(
-        &self,
-        reference: &Reference,
-        cache: Option<&BlobCache>,
-        policy: &Policy,
-    ) -> anyhow::Result<(Verified, Option<Vec<u8>>)> {
-        let (digest, manifest) = self.resolve(reference, cache).await?;
-        if let Some(c) = cache
-            && let Some(layers) = cached_signatures(c, reference, &digest)
-            && let Ok(verdict) = policy.evaluate(&digest, &layers)
-        {
-            return Ok((
-                Verified {
-                    manifest_digest: digest,
-                    verdict,
-                    from_cache: true,
-                },
-                manifest,
-            ));
-        }
-        let (layers, unchecked) = self.signatures(reference, &digest, cache).await?;
-        let verdict = policy
-            .evaluate_bounded(&digest, &layers, unchecked)
-            .map_err(|why| {
-            anyhow!(
-                "{}: signature verification failed: {why}. Sign the driver as the policy asks (a pubKey entry: `wasm-ccm sign --key KEY {}`; a keyless entry: cosign keyless signing, or `wasm-ccm sign --certificate` with your CA), or pin a digest that is signed",
-                reference.pinned(&digest),
-                reference.pinned(&digest)
-            )
-        })?;
-        Ok((
-            Verified {
-                manifest_digest: digest,
-                verdict,
-                from_cache: false,
-            },
-            manifest,
-        ))
-    }
-
-    /// [`Client::verify`], then [`Client::pull`] of the signed manifest: the Wasm layer is
-    /// fetched only after the signatures verified, and is checked against the signed digest.
-    pub async fn pull_verified(
-        &self,
-        reference: &Reference,
-        cache: Option<&BlobCache>,
-        policy: &Policy,
-    ) -> anyhow::Result<(Pulled, Verified)> {
-        let (verified, manifest) = self.verify(reference, cache, policy).await?;
-        let pinned = reference.pinned(&verified.manifest_digest);
-        let pulled = self.pull_with_manifest(&pinned, cache, manifest).await?;
-        Ok((pulled, verified))
-    }
-
-    /// Signs the manifest `reference` names with `key` and stores the signature as cosign
-    /// does: a layer added to the `sha256-….sig` manifest (kept signatures stay).
-    pub async fn sign(
-        &self,
-        reference: &Reference,
-        key: &SigningKey,
-        annotations: &BTreeMap<String, String>,
-    ) -> anyhow::Result<SignedArtifact> {
-        self.sign_with(reference, key, annotations, &BTreeMap::new())
-            .await
-    }
-
-    /// [`Client::sign`], with `layer_annotations` on the signature layer: a certificate and
-    /// its chain (`dev.sigstore.cosign/certificate`, `…/chain`) make it a keyless-style
-    /// signature, checked against a trust root instead of a key.
-    pub async fn sign_with(
-        &self,
-        reference: &Reference,
-        key: &SigningKey,
-        annotations: &BTreeMap<String, String>,
-        layer_annotations: &BTreeMap<String, String>,
-    ) -> anyhow::Result<SignedArtifact> {
-        // The manifest is fetched even for a digest: signing a digest that is not in the
-        // repository (a typo) would publish a signature for nothing.
-        let (_, digest, _) = self.fetch_reference(reference, None).await?;
-        let payload = simple_signing_payload(
-            &format!("{}/{}", reference.registry, reference.repository),
-            &digest,
-            annotations,
-        );
-        let signature = key.sign(&payload).map_err(anyhow::Error::msg)?;
-        let mut signed = self
-            .attach_signature(
-                &reference.pinned(&digest),
-                &payload,
-                &signature,
-                layer_annotations,
-            )
-            .await?;
-        signed.key = key.public_key().fingerprint();
-        Ok(signed)
-    }
-
-    /// Stores a signature made elsewhere as cosign does (`cosign attach signature`): `payload`
-    /// and the DER `signature` as a layer of the `sha256-….sig` manifest of the digest
-    /// `reference` pins, with `layer_annotations` (a certificate, chain, Rekor bundle) beside
-    /// the signature annotation. Nothing is checked: verification is the reader's job.
-    pub async fn attach_signature(
-        &self,
-        reference: &Reference,
-        payload: &[u8],
-        signature: &[u8],
-        layer_annotations: &BTreeMap<String, String>,
-    ) -> anyhow::Result<SignedArtifact> {
-        let Some(digest) = reference.digest.clone() else {
-            bail!("{reference}: a signature is attached to a digest, not a tag");
-        };
-        let signature = B64.encode(signature);
-        let payload = payload.to_vec();
-        let tag = signature_tag(&digest);
-        let tagged = Reference {
-            tag: Some(tag.clone()),
-            digest: None,
-            ..reference.clone()
-        };
-        let mut layers = match self
-            .optional_manifest(&tagged, &format!("manifests/{tag}"), OCI_MANIFEST)
-            .await?
-        {
-            Some(existing) => {
-                parse_signature_manifest(&existing, reference)
-                    .with_context(|| format!("the existing {tag} cannot be extended"))?
-                    .layers
-            }
-            None => Vec::new(),
-        };
-        let layer = Descriptor {
-            media_type: SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
-            digest: digest_of(&payload),
-            size: payload.len() as u64,
-            annotations: layer_annotations
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .chain([(SIGNATURE_ANNOTATION.to_string(), signature)])
-                .collect(),
-            platform: None,
-        };
-        // ECDSA signatures are randomised: the same key signing twice adds a second layer,
-        // as cosign does; a verifier needs only one.
-        layers.push(layer);
-        let config = serde_json::to_vec(&serde_json::json!({
-            "architecture": "",
-            "config": {},
-            "created": "0001-01-01T00:00:00Z",
-            "history": [{"created": "0001-01-01T00:00:00Z"}],
-            "os": "",
-            "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.digest.clone()).collect::<Vec<_>>()},
-        }))
-        .expect("serialises");
-        let manifest = Manifest {
-            schema_version: 2,
-            media_type: Some(OCI_MANIFEST.to_string()),
-            config: Some(Descriptor {
-                media_type: IMAGE_CONFIG.to_string(),
-                digest: digest_of(&config),
-                size: config.len() as u64,
-                annotations: BTreeMap::new(),
-                platform: None,
-            }),
-            layers,
-            manifests: Vec::new(),
-            annotations: BTreeMap::new(),
-        };
-        let manifest_bytes = serde_json::to_vec(&manifest).expect("serialises");
-        let signature_manifest_digest = self
-            .push_manifest(
-                &tagged,
-                OCI_MANIFEST,
-                &manifest_bytes,
-                &[payload.as_slice(), config.as_slice()],
-            )
-            .await?;
-        Ok(SignedArtifact {
-            manifest_digest: digest,
-            signature_reference: tagged,
-            signature_manifest_digest,
-            key: String::new(),
-        })
-    }
 }
 
 pub(crate) fn parse_signature_manifest(

@@ -30,23 +30,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "crates/sim/src/lib.rs",
         &[
-            "src/cloudscale/body.rs",
-            "src/cloudscale/floating_ips.rs",
-            "src/cloudscale/listeners.rs",
-            "src/cloudscale/load_balancers.rs",
-            "src/cloudscale/mod.rs",
-            "src/cloudscale/model.rs",
-            "src/cloudscale/monitors.rs",
-            "src/cloudscale/pools.rs",
-            "src/cloudscale/query.rs",
-            "src/cloudscale/render.rs",
-            "src/cloudscale/seed.rs",
-            "src/cloudscale/server.rs",
-        ],
-    ),
-    (
-        "crates/sim/src/lib.rs",
-        &[
             "src/cloudstack/commands/acl.rs",
             "src/cloudstack/commands/firewall.rs",
             "src/cloudstack/commands/info.rs",
@@ -64,35 +47,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "crates/sim/src/lib.rs",
-        &[
-            "src/kube/api.rs",
-            "src/kube/control.rs",
-            "src/kube/mod.rs",
-            "src/kube/reviews.rs",
-            "src/kube/server.rs",
-        ],
-    ),
-    (
-        "crates/sim/src/lib.rs",
-        &[
-            "src/kube/services.rs",
-            "src/kube/store.rs",
-        ],
-    ),
-    (
         "bins/wasm-ccm-dev/src/main.rs",
         &[
             // `scale` calls `hybrid::run`, which uses `scale`'s helpers (start_sim, seed, …).
             "src/scale/hybrid.rs",
             "src/scale/mod.rs",
-        ],
-    ),
-    (
-        "bins/wasm-ccm-dev/src/main.rs",
-        &[
-            "src/new/files.rs",
-            "src/new/mod.rs",
         ],
     ),
 ];

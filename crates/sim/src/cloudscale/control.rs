@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Shared;
 use super::error::ApiError;
+use super::reply::Reply;
 use super::seed::{Seed, apply};
-use super::server::Reply;
+use super::shared::Shared;
 use crate::request_core::{ControlAnswer, ControlApi, ControlRequest, FaultCommandFor, StatusBody};
 
 /// A `POST /sim/faults` command: a common one, or cloudscale's refusal of mutations while a

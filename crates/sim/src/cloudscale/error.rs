@@ -95,3 +95,8 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// How the simulator refuses a change to a busy (`changing`) load balancer. The real wording and
+/// status are not documented (review 2026-11-23, "Limits"); this is the simulator's assumption,
+/// in the API's flat `detail` error shape.
+pub(crate) const BUSY: &str = "Load balancer is currently changing, try again later.";

@@ -6,7 +6,7 @@ use super::body::Fields;
 use super::error::{ApiError, does_not_exist};
 use super::model::{Ctx, FloatingIp, State};
 use super::render;
-use super::server::Reply;
+use super::reply::Reply;
 
 /// The floating IP for the path segment, or 404.
 pub(crate) fn find<'a>(state: &'a State, ip: &str) -> Result<&'a FloatingIp, ApiError> {

@@ -4,7 +4,7 @@ use super::body::Fields;
 use super::error::{ApiError, does_not_exist};
 use super::model::{Ctx, Listener, State, new_uuid};
 use super::render;
-use super::server::Reply;
+use super::reply::Reply;
 
 /// Listener protocols the API accepts.
 const PROTOCOLS: &[&str] = &["tcp", "udp"];

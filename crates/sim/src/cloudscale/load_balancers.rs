@@ -8,7 +8,7 @@ use super::body::Fields;
 use super::error::{ApiError, does_not_exist};
 use super::model::{Ctx, DEFAULT_ZONE, LB_FLAVORS, LoadBalancer, State, Vip, ZONES, new_uuid};
 use super::render;
-use super::server::Reply;
+use super::reply::Reply;
 
 /// One requested VIP: a subnet, an address, or both.
 struct VipRequest {

@@ -37,8 +37,10 @@ mod net;
 mod pools;
 mod query;
 mod render;
+mod reply;
 mod seed;
 mod server;
+mod shared;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,16 +56,7 @@ pub use log::{LOG_CAPACITY, LoggedRequest};
 pub use seed::{Seed, SeedAddress, SeedFloatingIp, SeedInterface, SeedServer};
 
 use model::{Ctx, HasMeta, State, ordered};
-
-/// State shared by the server task and every [`CloudscaleSim`] handle.
-pub(crate) struct Shared {
-    state: StateCell<State>,
-    faults: Faults,
-    log: log::RequestLog,
-    token: String,
-    /// `http://127.0.0.1:PORT`.
-    url: String,
-}
+use shared::Shared;
 
 /// Makes every load balancer `running` now.
 fn settle(state: &mut State) {

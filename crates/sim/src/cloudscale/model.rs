@@ -354,7 +354,7 @@ impl State {
             .get(lb)
             .is_some_and(|lb| State::lb_status(lb, ctx.now) == "changing");
         if ctx.refuse_changing && changing {
-            return Err(ApiError::detail(400, super::server::BUSY));
+            return Err(ApiError::detail(400, super::error::BUSY));
         }
         Ok(())
     }

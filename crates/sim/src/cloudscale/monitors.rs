@@ -6,7 +6,7 @@ use super::body::Fields;
 use super::error::{ApiError, does_not_exist};
 use super::model::{Ctx, Http, Monitor, State, new_uuid};
 use super::render;
-use super::server::Reply;
+use super::reply::Reply;
 
 /// Monitor types the API accepts.
 const TYPES: &[&str] = &["ping", "tcp", "http", "https", "tls-hello", "udp-connect"];

@@ -4,7 +4,7 @@ use super::body::Fields;
 use super::error::ApiError;
 use super::model::{Ctx, Member, Pool, State, new_uuid};
 use super::render;
-use super::server::Reply;
+use super::reply::Reply;
 
 /// Pool algorithms the API accepts.
 const ALGORITHMS: &[&str] = &["round_robin", "least_connections", "source_ip"];

@@ -7,39 +7,15 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::Shared;
-use super::error::{ApiError, json_response};
+use super::error::{ApiError, BUSY};
+use super::reply::Reply;
+use super::shared::Shared;
 
-/// How the simulator refuses a change to a busy (`changing`) load balancer. The real wording and
-/// status are not documented (review 2026-11-23, "Limits"); this is the simulator's assumption,
-/// in the API's flat `detail` error shape.
-pub(crate) const BUSY: &str = "Load balancer is currently changing, try again later.";
 use super::log::{LoggedRequest, RequestLog};
 use super::model::{Ctx, HasMeta, State, ordered};
 use super::query::{self, ListFilter};
 use super::{floating_ips, listeners, load_balancers, monitors, pools, render};
 use crate::request_core::{CloudApi, Request};
-
-/// What a handler answers on success.
-#[derive(Debug)]
-pub(crate) enum Reply {
-    /// 200 with a body.
-    Ok(Value),
-    /// 201 with the created object.
-    Created(Value),
-    /// 204, empty body.
-    NoContent,
-}
-
-impl IntoResponse for Reply {
-    fn into_response(self) -> Response {
-        match self {
-            Reply::Ok(v) => json_response(200, serde_json::to_vec(&v).unwrap_or_default()),
-            Reply::Created(v) => json_response(201, serde_json::to_vec(&v).unwrap_or_default()),
-            Reply::NoContent => StatusCode::NO_CONTENT.into_response(),
-        }
-    }
-}
 
 /// A served path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::faults::FaultCommand;
 use super::resources::RESOURCES;
+use super::respond::{error_response, value_response};
 use super::seed;
-use super::server::{error_response, value_response};
 use super::{Shared, WatchList};
 
 /// Serves one control request.
@@ -97,7 +97,7 @@ fn run(sim: &Shared, method: &Method, path: &str, body: &[u8]) -> Result<Value, 
                 serde_json::from_slice(body)
                     .map_err(|e| ApiError::bad_request(format!("invalid restart: {e}")))?
             };
-            super::restart_shared(sim, Duration::from_millis(setting.down_ms));
+            sim.restart(Duration::from_millis(setting.down_ms));
             ok()
         }
         ("GET", "/sim/restart") => Ok(json!({

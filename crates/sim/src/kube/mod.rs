@@ -34,6 +34,7 @@ mod log;
 mod meta;
 mod namespaces;
 mod nodes;
+mod obj_key;
 mod openapi;
 mod patch;
 mod protobuf;
@@ -41,12 +42,14 @@ pub mod rbac;
 mod rbac_api;
 mod request;
 mod resources;
+mod respond;
 mod restart;
 mod reviews;
 mod seed;
 mod selector;
 mod server;
 mod services;
+mod shared;
 mod store;
 mod table;
 mod tls;
@@ -54,11 +57,10 @@ mod validation;
 mod watch;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::serving::{self, Served};
@@ -77,67 +79,8 @@ pub use store::{DEFAULT_NAMESPACES, HISTORY_LIMIT, WATCH_BUFFER};
 use resources::ResourceType;
 use store::{ObjKey, Scope, Store};
 
-/// State shared by the server task and every [`KubeSim`] handle.
-pub(crate) struct Shared {
-    store: Store,
-    faults: Faults,
-    log: log::RequestLog,
-    rbac: rbac::Rbac,
-    addr: SocketAddr,
-    /// The CA certificate (PEM) in TLS mode ([`KubeSim::start_tls`]).
-    ca_pem: Option<String>,
-    /// Whether streaming lists are served ([`KubeSim::set_watch_list`]).
-    watch_list: Mutex<WatchList>,
-    /// Simulated restarts ([`KubeSim::restart`]).
-    gate: Arc<restart::Gate>,
-    /// Watch requests answered with a 410 Expired ERROR event.
-    expired_watches: std::sync::atomic::AtomicU64,
-    /// The `gitVersion` of `/version` ([`KubeSimOptions::server_version`]).
-    server_version: String,
-}
-
-impl Shared {
-    /// The apiserver's support for streaming lists now.
-    pub(crate) fn watch_list(&self) -> WatchList {
-        *self
-            .watch_list
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// See [`KubeSim::set_watch_list`].
-    pub(crate) fn set_watch_list(&self, watch_list: WatchList) {
-        *self
-            .watch_list
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = watch_list;
-    }
-}
-
-/// How the simulated apiserver answers a streaming list (KEP-3157 WatchList: a watch with
-/// `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true`
-/// that ends its initial events with a bookmark annotated `k8s.io/initial-events-end`). Each
-/// variant answers as that kube-apiserver's `ValidateListOptions`
-/// (k8s.io/apimachinery pkg/apis/meta/internalversion/validation/validation.go, called by
-/// `ListResource` in k8s.io/apiserver pkg/endpoints/handlers/get.go, which wraps the field
-/// errors in a 422 `Invalid` of `ListOptions.meta.k8s.io`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WatchList {
-    /// A kube-apiserver with the `WatchList` feature gate on: streaming lists are served.
-    #[default]
-    Enabled,
-    /// A kube-apiserver 1.27 or later with the `WatchList` feature gate off
-    /// (`ValidateListOptions(opts, false)`): a watch with `sendInitialEvents` is a 422 whose
-    /// cause is `sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless
-    /// the WatchList feature gate is enabled`.
-    GateDisabled,
-    /// A kube-apiserver 1.19 to 1.26, before `sendInitialEvents` existed (the validation of
-    /// apimachinery commit e4014e39, replaced in 1.27 by d27c2084): the parameter decoder drops
-    /// the unknown `sendInitialEvents`, and `resourceVersionMatch` on a watch is a 422 whose
-    /// cause is `resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch`.
-    Unsupported,
-}
+pub(crate) use shared::Shared;
+pub use shared::WatchList;
 
 /// Tunables of a simulator; [`KubeSimOptions::default`] is what [`KubeSim::start`] uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,14 +112,6 @@ impl Default for KubeSimOptions {
             server_version: DEFAULT_SERVER_VERSION.to_string(),
         }
     }
-}
-
-/// See [`KubeSim::restart`].
-pub(crate) fn restart_shared(shared: &Shared, down: Duration) {
-    shared.gate.restart(down);
-    shared.store.compact();
-    shared.gate.set_floor(shared.store.resource_version());
-    shared.store.drop_watches();
 }
 
 /// Stops the server when the last [`KubeSim`] clone goes away.
@@ -640,7 +575,7 @@ impl KubeSim {
     /// only; in TLS mode the connections are not touched). Also `POST /sim/restart
     /// {"down_ms": 500}`. [`KubeSim::restart_stats`] counts what it did.
     pub fn restart(&self, down: Duration) {
-        restart_shared(&self.shared, down);
+        self.shared.restart(down);
     }
 
     /// What the restarts did so far: how many, connections refused while down, connections

@@ -26,9 +26,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Shared;
 use super::error::ApiError;
 use super::rbac::{Attributes, Bearer, UserInfo, access_review_status, bearer_token};
+use super::shared::Shared;
 
 /// `POST` here creates a TokenReview.
 pub(crate) const TOKEN_REVIEW_PATH: &str = "/apis/authentication.k8s.io/v1/tokenreviews";

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderValue, Method, Uri, header};
+use axum::response::Response;
 use serde_json::Value;
 
-use super::Shared;
 use super::api;
 use super::control;
 use super::error::ApiError;
@@ -20,7 +19,9 @@ use super::log::{RequestRecord, body_text};
 use super::protobuf;
 use super::rbac;
 use super::request::{self, ApiRequest};
+use super::respond::{error_response, json_response, value_response};
 use super::reviews;
+use super::shared::Shared;
 
 /// SelfSubjectAccessReviews (authorization.k8s.io/v1), answered from the RBAC policy.
 const SSAR_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -256,36 +257,6 @@ fn summarize(body: &[u8], max: usize) -> String {
             format!("{hex}{cut}")
         }
     }
-}
-
-/// A JSON response.
-pub(crate) fn json_response(status: u16, body: impl Into<Body>) -> Response {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        code,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        body.into(),
-    )
-        .into_response()
-}
-
-/// A JSON response of a value.
-pub(crate) fn value_response(status: u16, value: &Value) -> Response {
-    json_response(status, serde_json::to_vec(value).unwrap_or_default())
-}
-
-/// The Status response of an error (with `Retry-After` when it asks for one).
-pub(crate) fn error_response(e: &ApiError) -> Response {
-    let mut response = value_response(e.code, &e.status());
-    if let Some(seconds) = e.retry_after
-        && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
-    {
-        response.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    response
 }
 
 /// The response of an injected fault.

@@ -10,9 +10,9 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
+use super::obj_key::ObjKey;
 use super::resources::RESOURCES;
 use super::resources::SERVICES;
-use super::store::ObjKey;
 use super::validation::{
     Errors, IP_FMT, dns1123_label, dns1123_subdomain, drop_empty, parse_cidr_sloppy,
     parse_ip_sloppy, qualified_name, show,

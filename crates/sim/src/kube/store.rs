@@ -17,6 +17,7 @@ use super::events;
 use super::meta::{self, finalizers, is_terminating, meta_mut, meta_str};
 use super::namespaces;
 use super::nodes;
+pub(crate) use super::obj_key::ObjKey;
 use super::patch::{self, PatchError, PatchKind};
 use super::resources::{
     CONFIGMAPS, EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, RESOURCES, ResourceType, SERVICES,
@@ -34,27 +35,6 @@ pub const WATCH_BUFFER: usize = 16_384;
 /// Namespaces that exist from the start; the first three cannot be deleted.
 pub const DEFAULT_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
-
-/// Where an object lives inside its resource's map; cluster-scoped objects use an empty namespace.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct ObjKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjKey {
-    /// The key of `name` in `namespace` (ignored for cluster-scoped resources).
-    pub(super) fn new(rt: &ResourceType, namespace: Option<&str>, name: &str) -> ObjKey {
-        ObjKey {
-            namespace: if rt.namespaced {
-                namespace.unwrap_or("").to_string()
-            } else {
-                String::new()
-            },
-            name: name.to_string(),
-        }
-    }
-}
 
 /// The type of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_controllers::metrics::Metrics;
+use wasm_ccm_controllers::Metrics;
 use wasm_ccm_controllers::{
     ControllerConfig, DriverSlot, EnabledControllers, start_controllers, start_driver_set,
 };

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use wasm_ccm_controllers::shadow::ShadowReport;
+use wasm_ccm_controllers::ShadowReport;
 
 /// `wasm-ccm shadow`.
 #[derive(Args, Debug)]

@@ -20,7 +20,8 @@
 //! The public surface is what the manager and the developer tools need: [`start_driver_set`]
 //! and [`start_controllers`] (the loops) with their settings and the [`Running`] handles,
 //! [`DriverSlot`] (the driver in service, which a reload swaps), [`Events`] (the event
-//! recorders), [`metrics::Metrics`] and the shadow report. Everything else is internal.
+//! recorders), [`Metrics`] and the shadow run's options and report ([`ShadowOptions`],
+//! [`ShadowReport`], whose parts are in [`shadow`]). Everything else is internal.
 
 mod answer_rules;
 mod backends;
@@ -33,7 +34,7 @@ mod ctx;
 mod events;
 mod kube;
 mod machinery;
-pub mod metrics;
+mod metrics;
 mod ownership;
 mod registry;
 mod routing;
@@ -43,9 +44,11 @@ pub mod shadow;
 pub use cloud::DriverSlot;
 pub use config::ControllerConfig;
 pub use events::Events;
+pub use metrics::Metrics;
 pub use registry::EnabledControllers;
 pub use routing::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
 pub use run::{Running, RunningView, start_controllers, start_driver_set};
+pub use shadow::{ShadowOptions, ShadowReport};
 
 #[cfg(test)]
 mod test_support;

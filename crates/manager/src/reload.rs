@@ -26,7 +26,7 @@ use wasm_ccm_runtime::Driver;
 
 use wasm_ccm_controllers::DriverSlot;
 use wasm_ccm_controllers::Events;
-use wasm_ccm_controllers::metrics::Metrics;
+use wasm_ccm_controllers::Metrics;
 
 /// Why a new version was refused.
 #[derive(Debug, Clone)]

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use kube::Client;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_controllers::metrics::Metrics;
 use wasm_ccm_controllers::{
-    ControllerConfig, DriverSlot, EnabledControllers, Events, Routing, start_driver_set,
+    ControllerConfig, DriverSlot, EnabledControllers, Events, Metrics, Routing, start_driver_set,
 };
 use wasm_ccm_runtime::Driver;
 

@@ -38,8 +38,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use delegated_auth::DelegatedAuth;
 pub use delegated_auth::DelegatedAuthOptions;
 pub use tls::{MinTlsVersion, TlsError, TlsOptions};
-use wasm_ccm_controllers::metrics::Metrics;
-use wasm_ccm_controllers::shadow::ShadowReport;
+use wasm_ccm_controllers::{Metrics, ShadowReport};
 
 /// How long a client has to finish the TLS handshake (a stalled one must not hold a task).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

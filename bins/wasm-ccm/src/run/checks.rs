@@ -3,7 +3,7 @@
 //! made of them.
 
 use anyhow::bail;
-use wasm_ccm_controllers::shadow::ShadowOptions;
+use wasm_ccm_controllers::ShadowOptions;
 use wasm_ccm_controllers::{ControllerConfig, EnabledControllers};
 use wasm_ccm_manager::LeaderConfig;
 

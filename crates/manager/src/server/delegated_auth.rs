@@ -57,7 +57,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use wasm_ccm_controllers::metrics::Metrics;
+use wasm_ccm_controllers::Metrics;
 use wasm_ccm_runtime::TokenBucket;
 
 /// Upstream's `DelegatingAuthenticationOptions.CacheTTL` (`--authentication-token-webhook-cache-ttl`).

@@ -46,14 +46,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "src/cloudstack/snapshot.rs",
         ],
     ),
-    (
-        "bins/wasm-ccm-dev/src/main.rs",
-        &[
-            // `scale` calls `hybrid::run`, which uses `scale`'s helpers (start_sim, seed, …).
-            "src/scale/hybrid.rs",
-            "src/scale/mod.rs",
-        ],
-    ),
 ];
 
 fn workspace() -> PathBuf {

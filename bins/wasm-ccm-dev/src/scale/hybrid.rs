@@ -15,19 +15,10 @@ use serde_json::{Value, json};
 use wasm_ccm_sim::kit::SimNode;
 
 use super::{
-    ScaleArgs, cloud_config, common_run_flags, free_port, node_name, proc_mib, seed, start_sim,
-    wait_converged,
+    Layout, ScaleArgs, cloud_config, common_run_flags, free_port, node_name, proc_mib, seed,
+    start_sim, wait_converged,
 };
 use crate::children::Watched;
-
-/// How the two drivers are run.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// One process hosting both drivers.
-    One,
-    /// One process per driver.
-    Two,
-}
 
 /// The static driver's class.
 const STATIC_CLASS: &str = "example.com/static";

@@ -10,17 +10,19 @@
 //! A benchmark, not a test: its figures go in BENCHMARKS.md. Everything stays on loopback.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
-use wasm_ccm::GlobalArgs;
 use wasm_ccm::units::{parse_duration, parse_size};
 
 use crate::children::Watched;
 
+mod command;
 mod hybrid;
+
+pub(crate) use command::run;
 
 /// The options of `wasm-ccm-dev scale`.
 #[derive(clap::Args, Debug)]
@@ -51,7 +53,7 @@ pub(crate) struct ScaleArgs {
     /// static driver, the others to cloudscale (an in-process simulator). `one`: one process
     /// with both drivers (`run --drivers-config`); `two`: one process per driver.
     #[arg(long, value_enum)]
-    hybrid: Option<hybrid::Layout>,
+    hybrid: Option<Layout>,
     /// Print one JSON line instead of the table.
     #[arg(long)]
     json: bool,
@@ -66,6 +68,15 @@ pub(crate) struct ScaleArgs {
     /// The product binary (default: `wasm-ccm` beside this executable, else on PATH).
     #[arg(long, env = "WASM_CCM_BIN", value_name = "PATH")]
     ccm_binary: Option<PathBuf>,
+}
+
+/// How the two drivers are run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// One process hosting both drivers.
+    One,
+    /// One process per driver.
+    Two,
 }
 
 /// Polls until every node is initialised and every Service has its ingress; the time since
@@ -252,34 +263,7 @@ fn requests(counts: &Value) -> u64 {
     .sum()
 }
 
-/// Runs the measurement.
-pub(crate) async fn run(_global: &GlobalArgs, args: ScaleArgs) -> anyhow::Result<ExitCode> {
-    let ccm = crate::soak::product_binary(args.ccm_binary.as_deref())?;
-    let dir = std::env::temp_dir().join(format!(
-        "wasm-ccm-scale-{}-{}",
-        std::process::id(),
-        args.nodes
-    ));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let result = match args.hybrid {
-        Some(layout) => hybrid::measure(&args, layout, &ccm, &dir).await,
-        None => measure(&args, &ccm, &dir).await,
-    };
-    if args.keep || result.is_err() {
-        eprintln!("wasm-ccm-dev: the work directory is {}", dir.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    let report = result?;
-    if args.json {
-        println!("{report}");
-    } else {
-        print_table(&report);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Value> {
+pub(super) async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow::Result<Value> {
     let seed_path = dir.join("seed.json");
     let cloud_path = dir.join("cloud.json");
     let driver_path = dir.join("static_driver.wasm");
@@ -530,7 +514,7 @@ async fn settle(http: &reqwest::Client, api: &str, limit: Duration) -> anyhow::R
     }
 }
 
-fn print_table(r: &Value) {
+pub(super) fn print_table(r: &Value) {
     println!(
         "{} nodes, {} LoadBalancer Services",
         r["nodes"], r["services"]

@@ -7,10 +7,10 @@
 //! dependencies are what ships in the image.
 
 pub mod driver_set;
-pub mod driver_source;
+mod driver_source;
 pub mod global;
 pub mod inspect;
-pub mod preflight;
+mod preflight;
 pub mod run;
 pub mod shadow;
 pub mod signing;

@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::bail;
 
 /// One flag naming a path, and what kind of path it must be.
-pub struct PathFlag<'a> {
+pub(crate) struct PathFlag<'a> {
     /// The flag as the user typed it, e.g. `--kubeconfig`.
     pub flag: &'static str,
     /// The value given, if any.
@@ -23,7 +23,7 @@ pub struct PathFlag<'a> {
 }
 
 /// Checks that each given path is a readable file; the first problem is the error.
-pub fn readable_files(flags: &[PathFlag<'_>]) -> anyhow::Result<()> {
+pub(crate) fn readable_files(flags: &[PathFlag<'_>]) -> anyhow::Result<()> {
     for f in flags {
         if let Some(path) = f.path {
             readable_file(f, path)?;
@@ -56,7 +56,7 @@ fn readable_file(f: &PathFlag<'_>, path: &Path) -> anyhow::Result<()> {
 
 /// A directory flag (`--cert-dir`, `--cache-dir`) must name a directory when it exists (it is
 /// created when absent); `what` says what is kept there.
-pub fn directory(flag: &str, dir: Option<&Path>, what: &str) -> anyhow::Result<()> {
+pub(crate) fn directory(flag: &str, dir: Option<&Path>, what: &str) -> anyhow::Result<()> {
     let Some(dir) = dir else { return Ok(()) };
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => bail!(
@@ -74,7 +74,7 @@ pub fn directory(flag: &str, dir: Option<&Path>, what: &str) -> anyhow::Result<(
 }
 
 /// The directory `path` is to be written in exists and is a directory, and `path` is not one.
-pub fn output_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
+pub(crate) fn output_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
     if path.is_dir() {
         bail!(
             "{flag} {} is a directory; give the file to write, e.g. {}",
@@ -103,7 +103,7 @@ pub fn output_dir(flag: &str, path: &Path) -> anyhow::Result<()> {
 }
 
 /// `--tls-cert-file` and `--tls-private-key-file` come together.
-pub fn tls_pair(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn tls_pair(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<()> {
     match (cert, key) {
         (Some(_), None) => bail!(
             "--tls-cert-file is given without --tls-private-key-file; pass both, or neither to use --cert-dir or a generated certificate"
@@ -116,7 +116,7 @@ pub fn tls_pair(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// `--master` must be an `http(s)://` URL with a host.
-pub fn master_url(master: Option<&str>) -> anyhow::Result<()> {
+pub(crate) fn master_url(master: Option<&str>) -> anyhow::Result<()> {
     let Some(m) = master else { return Ok(()) };
     let ok = url::Url::parse(m).ok().filter(|u| {
         matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty())
@@ -141,7 +141,7 @@ fn io_reason(e: &std::io::Error) -> String {
 /// `e` as one line: each cause appended once, skipping a cause whose text the line already
 /// holds (libraries often repeat their source's text in their own message, which
 /// anyhow's `{:#}` would print twice).
-pub fn one_line(e: &anyhow::Error) -> String {
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

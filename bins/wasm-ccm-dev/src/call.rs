@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use wasm_ccm_runtime::error::sanitize;
 use wasm_ccm_runtime::log::{Level, LogRecord, LogSink, Source};
+use wasm_ccm_runtime::sanitize;
 use wasm_ccm_runtime::types::{Context, Service};
 use wasm_ccm_runtime::{
     CallError, CallScope, Described, DriverOptions, HostError, InitInput, InstanceMode,
@@ -38,8 +38,8 @@ pub(crate) struct CallArgs {
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
     /// Grant egress to `scheme://host[:port]` (repeatable); replaces the driver's defaults.
-    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::egress::parse_grant)]
-    allow_egress: Vec<wasm_ccm_runtime::egress::Grant>,
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::parse_grant)]
+    allow_egress: Vec<wasm_ccm_runtime::Grant>,
     /// Deadline of the call, e.g. 10s or 500ms.
     #[arg(long = "call-timeout", visible_alias = "timeout", default_value = "30s", value_parser = parse_duration)]
     timeout: std::time::Duration,
@@ -185,9 +185,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: CallArgs) -> anyhow::Result<E
             ..Default::default()
         },
         http: wasm_ccm_runtime::http::Config {
-            egress: (!args.allow_egress.is_empty()).then(|| {
-                wasm_ccm_runtime::egress::EgressPolicy::from_grants(args.allow_egress.clone())
-            }),
+            egress: (!args.allow_egress.is_empty())
+                .then(|| wasm_ccm_runtime::EgressPolicy::from_grants(args.allow_egress.clone())),
             interceptor: recorder
                 .clone()
                 .map(|r| r as Arc<dyn wasm_ccm_runtime::http::HttpInterceptor>),

@@ -355,7 +355,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: PlaygroundArgs) -> anyhow::Re
         driver_bytes.to_vec(),
         DriverSpec {
             config: setup.config.unwrap_or_default().into_bytes(),
-            egress: wasm_ccm_runtime::egress::parse_grants(&setup.egress)
+            egress: wasm_ccm_runtime::parse_grants(&setup.egress)
                 .map_err(|e| anyhow::anyhow!("the {} simulator's egress: {e}", setup.driver))?,
             call_timeout: Duration::from_secs(10),
             init_timeout: Duration::from_secs(60),
@@ -831,7 +831,7 @@ async fn hybrid_story(
             crate::clouds::driver_bytes(setup.driver)?.to_vec(),
             DriverSpec {
                 config: setup.config.unwrap_or_default().into_bytes(),
-                egress: wasm_ccm_runtime::egress::parse_grants(&setup.egress)
+                egress: wasm_ccm_runtime::parse_grants(&setup.egress)
                     .map_err(|e| anyhow::anyhow!("the {} simulator's egress: {e}", setup.driver))?,
                 call_timeout: Duration::from_secs(10),
                 init_timeout: Duration::from_secs(60),

@@ -56,7 +56,7 @@ fn every_released_contract_is_frozen_and_loaded_by_this_host() {
         }
         let minor = version.rsplit_once('.').expect("x.y.z").0;
         assert!(
-            wasm_ccm_runtime::surface::SUPPORTED_VERSIONS.contains(&minor),
+            wasm_ccm_runtime::SUPPORTED_VERSIONS.contains(&minor),
             "this host no longer loads released contract {version}"
         );
         for golden in ["static-rust.wasm", "python-static", "js-static"] {

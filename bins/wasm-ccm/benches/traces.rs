@@ -106,8 +106,7 @@ async fn main() {
         },
         http: wasm_ccm_runtime::http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&["http://127.0.0.1:1"])
-                    .expect("grant"),
+                wasm_ccm_runtime::EgressPolicy::parse(&["http://127.0.0.1:1"]).expect("grant"),
             ),
             interceptor: Some(Arc::new(Inventory(body))),
             ..Default::default()

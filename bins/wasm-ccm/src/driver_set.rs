@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use wasm_ccm_controllers::{DriverRoles, LoadBalancerClaim, NodeClaim, Routing};
 use wasm_ccm_runtime::Driver;
-use wasm_ccm_runtime::surface::Exports;
+use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::types::ProviderInfo;
 
 use crate::preflight::{PathFlag, readable_files};
@@ -153,7 +153,7 @@ pub struct DriverLoad {
     /// Its `init` configuration file.
     pub cloud_config: Option<PathBuf>,
     /// Its egress grants, parsed (`--allow-egress`, or `allowEgress` of the file).
-    pub allow_egress: Vec<wasm_ccm_runtime::egress::Grant>,
+    pub allow_egress: Vec<wasm_ccm_runtime::Grant>,
     /// Deadline of a call.
     pub call_timeout: Duration,
     /// Deadline of `init`.
@@ -230,7 +230,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             .as_deref()
             .map_or(Ok(defaults.memory_limit), parse_size)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.memory")))?;
-        let allow_egress = wasm_ccm_runtime::egress::parse_grants(&d.allow_egress)
+        let allow_egress = wasm_ccm_runtime::parse_grants(&d.allow_egress)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("allowEgress")))?;
         roles.push(DriverRoles {
             name: d.name.clone(),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::json;
-use wasm_ccm_runtime::model::types::{SecretDecl, SecretLocation, SecretOrigin, SecretUse};
+use wasm_ccm_runtime::types::{SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 
 use crate::GlobalArgs;
 
@@ -30,11 +30,10 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
     let declared = runtime.declarations(&compiled).await?;
     let mut info = declared.info;
     // Checked before anything is printed: a hostile `info` may hold megabytes.
-    let verdict =
-        wasm_ccm_runtime::info_rules::validate(&info).and_then(|()| match &declared.plain_env {
-            Some(names) => wasm_ccm_runtime::plain_env::validate(&info, names),
-            None => Ok(()),
-        });
+    let verdict = wasm_ccm_runtime::validate_info(&info).and_then(|()| match &declared.plain_env {
+        Some(names) => wasm_ccm_runtime::validate_plain_env(&info, names),
+        None => Ok(()),
+    });
     // Shown only when they passed the rules (bounded, plain names).
     let plain_env = declared.plain_env.filter(|_| verdict.is_ok());
     for field in [
@@ -74,7 +73,7 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 "secrets": info.secrets,
             },
             "info-problem": verdict.as_ref().err(),
-            "egress-warnings": wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress),
+            "egress-warnings": wasm_ccm_runtime::broad_grant_warnings(&info.default_egress),
             "credentials-in-guest": info.secrets.is_empty(),
             "plain-env": plain_env,
         });
@@ -134,7 +133,7 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                 None => "every variable with one of the env prefixes (the driver names none: contract 0.2.1 environment)".to_string(),
             }
         )?;
-        for warning in wasm_ccm_runtime::egress::broad_grant_warnings(&info.default_egress) {
+        for warning in wasm_ccm_runtime::broad_grant_warnings(&info.default_egress) {
             crate::outln!("warning:             default egress: {warning}")?;
         }
         if info.secrets.is_empty() {
@@ -284,7 +283,7 @@ fn shown(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasm_ccm_runtime::model::types::Oauth2Seal;
+    use wasm_ccm_runtime::types::Oauth2Seal;
 
     #[test]
     fn secrets_are_listed_with_locations_origin_and_uses() {

@@ -176,7 +176,7 @@ pub async fn push(global: &GlobalArgs, args: PushArgs) -> anyhow::Result<ExitCod
             .map(|name| {
                 format!(
                     "{}/{name}@{}",
-                    wasm_ccm_runtime::surface::PACKAGE,
+                    wasm_ccm_runtime::PACKAGE,
                     surface.wit_version
                 )
             })
@@ -245,7 +245,7 @@ pub async fn pull(global: &GlobalArgs, args: PullArgs) -> anyhow::Result<ExitCod
     crate::preflight::output_dir("--output", &args.output)?;
     args.verify.preflight(&source)?;
     let fetched = fetch_verified(global, &source, &args.registry, None, &args.verify).await?;
-    wasm_ccm_runtime::surface::check_bytes(&fetched.origin, &fetched.bytes)?;
+    wasm_ccm_runtime::check_bytes(&fetched.origin, &fetched.bytes)?;
     // Write then rename, so a failed pull never leaves half a driver where one is expected.
     let tmp = args.output.with_extension("wasm.partial");
     std::fs::write(&tmp, &fetched.bytes)

@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use clap::Parser;
-use wasm_ccm_runtime::surface::{PACKAGE, SUPPORTED_VERSIONS};
+use wasm_ccm_runtime::{PACKAGE, SUPPORTED_VERSIONS};
 
 /// The version clap prints after the binary's name:
 /// `0.1.0 (driver contract wasm-ccm:provider@0.2.1; loads 0.2.x drivers)`. The release is the

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::http::HttpExchange;
-use wasm_ccm_runtime::surface::Exports;
 use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, InstanceMetadata, Node as WitNode, ProviderError, ProviderInfo, Route,
     Service as WitService,

@@ -111,7 +111,7 @@ async fn main() {
                 },
                 http: http::Config {
                     egress: Some(
-                        wasm_ccm_runtime::egress::EgressPolicy::parse(&sim.driver_setup().egress)
+                        wasm_ccm_runtime::EgressPolicy::parse(&sim.driver_setup().egress)
                             .expect("egress grants"),
                     ),
                     ..Default::default()

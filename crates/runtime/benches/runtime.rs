@@ -347,7 +347,7 @@ async fn main() {
         let mut opts = quiet();
         opts.init.config = config.into_bytes();
         opts.http.egress = Some(
-            wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+            wasm_ccm_runtime::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
                 .expect("egress grants"),
         );
         opts

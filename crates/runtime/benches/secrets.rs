@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use wasm_ccm_runtime::model::http::{Method, Request};
-use wasm_ccm_runtime::model::types::{SecretDecl, SecretLocation, SecretOrigin, SecretUse};
+use wasm_ccm_runtime::http::{Method, Request};
 use wasm_ccm_runtime::secrets::{SecretOptions, Vault};
+use wasm_ccm_runtime::types::{SecretDecl, SecretLocation, SecretOrigin, SecretUse};
 
 const ROUNDS: usize = 7;
 

@@ -124,8 +124,7 @@ async fn cloud_subject(name: &'static str, path: &str, rounds: usize) -> Subject
             },
             http: http::Config {
                 egress: Some(
-                    wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
-                        .expect("egress grants"),
+                    wasm_ccm_runtime::EgressPolicy::parse(&setup.egress).expect("egress grants"),
                 ),
                 ..Default::default()
             },

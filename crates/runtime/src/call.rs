@@ -103,7 +103,11 @@ pub fn claims_of<'a>(
 
 /// Whether `annotations` hold `key` with one of `values` (any value when `values` is empty): the
 /// rule of `cluster.services-with-annotation`.
-pub fn annotation_matches(annotations: &[(String, String)], key: &str, values: &[String]) -> bool {
+pub(crate) fn annotation_matches(
+    annotations: &[(String, String)],
+    key: &str,
+    values: &[String],
+) -> bool {
     annotations
         .iter()
         .any(|(k, v)| k == key && (values.is_empty() || values.iter().any(|w| w == v)))
@@ -204,7 +208,7 @@ impl SharedNodes {
 
 /// A cluster with no Services (the CLI, tests).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct EmptyCluster;
+pub(crate) struct EmptyCluster;
 
 impl ClusterView for EmptyCluster {
     fn load_balancer_services(&self) -> Vec<Service> {

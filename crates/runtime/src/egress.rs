@@ -303,7 +303,7 @@ fn parse_host_pattern(host: &str) -> Result<HostPattern, String> {
 /// Why a destination was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Denied(pub String);
+pub(crate) struct Denied(pub String);
 
 /// A driver's effective egress policy: the operator's grants, or the driver's declared defaults.
 #[derive(Debug, Clone, Default)]
@@ -379,21 +379,23 @@ impl EgressPolicy {
     }
 
     /// Parses a driver's own `default-egress`, refusing what only an operator may grant (see
-    /// [`validate_default_egress`]).
-    pub fn parse_driver_defaults<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
+    /// `validate_default_egress`). The loader checks and parses in two steps; this pair is for the
+    /// tests.
+    #[cfg(test)]
+    pub(crate) fn parse_driver_defaults<S: AsRef<str>>(patterns: &[S]) -> Result<Self, String> {
         validate_default_egress(patterns)?;
         Self::parse(patterns)
     }
 
     /// The same policy judging "this host's own addresses" by `addresses` instead of the
     /// system's interfaces (tests; hosts that know better).
-    pub fn with_host_addresses(mut self, addresses: HostAddresses) -> Self {
+    pub(crate) fn with_host_addresses(mut self, addresses: HostAddresses) -> Self {
         self.host_addresses = addresses;
         self
     }
 
     /// The grants as written.
-    pub fn patterns(&self) -> Vec<String> {
+    pub(crate) fn patterns(&self) -> Vec<String> {
         self.grants.iter().map(|g| g.text.clone()).collect()
     }
 
@@ -419,14 +421,14 @@ impl EgressPolicy {
 
     /// Decides whether `url` may be requested (before DNS). An IP literal is judged in full
     /// here: a metadata endpoint or this host's own address needs a grant naming it exactly.
-    pub fn check_url(&self, url: &Url) -> Result<(), Denied> {
+    pub(crate) fn check_url(&self, url: &Url) -> Result<(), Denied> {
         self.check_url_named(url).map(|_| ())
     }
 
     /// [`EgressPolicy::check_url`], also telling whether a grant that let `url` pass names its
     /// host exactly (a DNS name without a wildcard, or a single address): then the host is the
     /// operator's text, not a name the driver chose.
-    pub fn check_url_named(&self, url: &Url) -> Result<bool, Denied> {
+    pub(crate) fn check_url_named(&self, url: &Url) -> Result<bool, Denied> {
         let target = Target::of(url)?;
         let matched = self.matching(&target);
         let named = || {
@@ -469,7 +471,11 @@ impl EgressPolicy {
     /// the grants that matched `url` (see the module documentation). Without `url` (the host
     /// could not tell which request a connection is for) only globally reachable addresses
     /// pass.
-    pub fn check_resolved(&self, url: Option<&Url>, ip: IpAddr) -> Result<(), SpecialAddress> {
+    pub(crate) fn check_resolved(
+        &self,
+        url: Option<&Url>,
+        ip: IpAddr,
+    ) -> Result<(), SpecialAddress> {
         let reach = special_addr::classify(ip, &self.host_addresses);
         let (loopback, pinned) = match &reach {
             Reach::Global => return Ok(()),
@@ -580,7 +586,7 @@ fn texts(grants: &[&Grant]) -> String {
 /// A resolved address the grants that matched the URL do not open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{ip} is {kind}")]
-pub struct SpecialAddress {
+pub(crate) struct SpecialAddress {
     /// The address.
     pub ip: IpAddr,
     /// What it is: its special-purpose range with the RFC, a metadata endpoint, the host's own.
@@ -622,7 +628,7 @@ fn ip_text(ip: IpAddr) -> String {
 /// common multi-label public suffix (`*.example.co.uk`; see [`MULTI_LABEL_PUBLIC_SUFFIXES`]).
 /// Suffixes run by companies (`amazonaws.com`) are deliberately not listed: a cloud's own
 /// driver legitimately grants `*.amazonaws.com`.
-pub fn validate_default_egress<S: AsRef<str>>(patterns: &[S]) -> Result<(), String> {
+pub(crate) fn validate_default_egress<S: AsRef<str>>(patterns: &[S]) -> Result<(), String> {
     let problems: Vec<String> = patterns
         .iter()
         .filter_map(|p| default_grant_problem(p.as_ref().trim()))
@@ -687,7 +693,7 @@ fn local_only_suffix(name: &str) -> Option<&'static str> {
 /// directly below one covers every domain registered there. The list is short on purpose; it
 /// catches the usual mistakes, it is not a registry.
 #[rustfmt::skip]
-pub const MULTI_LABEL_PUBLIC_SUFFIXES: &[&str] = &[
+pub(crate) const MULTI_LABEL_PUBLIC_SUFFIXES: &[&str] = &[
     // United Kingdom, Ireland
     "co.uk", "org.uk", "me.uk", "ltd.uk", "plc.uk", "net.uk", "ac.uk", "gov.uk", "sch.uk",
     "nhs.uk", "gov.ie",

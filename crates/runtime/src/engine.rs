@@ -182,7 +182,7 @@ impl WasmEngine {
     /// compiles with Cranelift only, a Winch host loses its Cranelift fallback.
     ///
     /// With [`EngineOptions::memory_creator`] both engines allocate on demand, through it.
-    pub fn new(opts: EngineOptions) -> Result<Self, String> {
+    pub(crate) fn new(opts: EngineOptions) -> Result<Self, String> {
         let final_tier = match opts.compiler {
             Compiler::Winch => Tier::Winch,
             Compiler::Tiered | Compiler::Cranelift => Tier::Cranelift,
@@ -256,7 +256,7 @@ impl WasmEngine {
     }
 
     /// The engine of the final tier: the one whose code serves for good.
-    pub fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.main
     }
 
@@ -275,7 +275,7 @@ impl WasmEngine {
     }
 
     /// The tier a driver the cache does not hold is compiled with first.
-    pub fn first_tier(&self) -> Tier {
+    pub(crate) fn first_tier(&self) -> Tier {
         match self.compiler {
             Compiler::Tiered | Compiler::Winch => Tier::Winch,
             Compiler::Cranelift => Tier::Cranelift,
@@ -283,7 +283,7 @@ impl WasmEngine {
     }
 
     /// The tier whose code serves for good.
-    pub fn final_tier(&self) -> Tier {
+    pub(crate) fn final_tier(&self) -> Tier {
         match self.compiler {
             Compiler::Winch => Tier::Winch,
             Compiler::Tiered | Compiler::Cranelift => Tier::Cranelift,
@@ -304,8 +304,10 @@ impl WasmEngine {
     }
 
     /// A key for compiled artifacts of the final tier: equal only when this engine can load what
-    /// another compiled.
-    pub fn compatibility_key(&self) -> String {
+    /// another compiled. (The cache asks per tier, [`Self::compatibility_key_for`]; this is for
+    /// the tests.)
+    #[cfg(test)]
+    pub(crate) fn compatibility_key(&self) -> String {
         self.compatibility_key_for(self.final_tier())
     }
 

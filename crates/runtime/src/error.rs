@@ -139,7 +139,7 @@ pub enum HostError {
         /// What is wrong (names the secret and the setting, never a value).
         detail: String,
     },
-    /// The driver's `info()` breaks a rule (see [`crate::info_rules`]); it is not loaded.
+    /// The driver's `info()` breaks a rule (see `crate::info_rules`); it is not loaded.
     #[error(
         "{origin}: the driver's info() is invalid: {detail}; the driver was not loaded — fix its provider-info (wit/README.md lists the rules)"
     )]
@@ -149,7 +149,7 @@ pub enum HostError {
         /// The rule that `info()` breaks.
         detail: String,
     },
-    /// A result was over one of the caps of [`crate::result_caps`]; it was discarded whole.
+    /// A result was over one of the caps of `crate::result_caps`; it was discarded whole.
     #[error(
         "driver {driver} returned a result over the host's caps from {function}: {detail}; nothing of it was used — this is a bug in the driver, report it to its author (wit/README.md lists the caps)"
     )]
@@ -269,7 +269,7 @@ pub const MAX_FRAME_TEXT_BYTES: usize = 256;
 /// Longest module name kept, in bytes.
 const MAX_MODULE_NAME_BYTES: usize = 64;
 /// Frames in the short form that error messages, events and log lines carry.
-pub const SHORT_BACKTRACE_FRAMES: usize = 3;
+pub(crate) const SHORT_BACKTRACE_FRAMES: usize = 3;
 /// Longest function name in the short form, in bytes.
 const MAX_SHORT_FRAME_BYTES: usize = 96;
 /// A bound on [`GuestBacktrace::short`], in bytes: three names with their separators.
@@ -411,7 +411,7 @@ impl GuestBacktrace {
     }
 
     /// The short form for messages, events and log lines: the names of the innermost
-    /// [`SHORT_BACKTRACE_FRAMES`] frames below the language runtime's panic and abort machinery
+    /// `SHORT_BACKTRACE_FRAMES` frames below the language runtime's panic and abort machinery
     /// (which says nothing about the bug), joined by `←` ("called from"), at most
     /// [`MAX_SHORT_BACKTRACE_BYTES`]. Empty when those frames have no names: a stripped driver's
     /// function indices mean nothing to an operator.

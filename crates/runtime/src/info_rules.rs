@@ -12,39 +12,39 @@ use crate::text::shown;
 
 /// Longest driver name and provider-ID scheme (a DNS label: they end up in metric labels and
 /// provider IDs).
-pub const MAX_NAME_BYTES: usize = 63;
+pub(crate) const MAX_NAME_BYTES: usize = 63;
 /// Longest version string (semver with pre-release and build metadata fits easily).
-pub const MAX_VERSION_BYTES: usize = 64;
+pub(crate) const MAX_VERSION_BYTES: usize = 64;
 /// Longest `default-egress` pattern: `https://`, a 253-byte DNS name, `:65535`.
-pub const MAX_EGRESS_PATTERN_BYTES: usize = 272;
+pub(crate) const MAX_EGRESS_PATTERN_BYTES: usize = 272;
 /// Most `default-egress` patterns a driver may declare.
-pub const MAX_DEFAULT_EGRESS: usize = 16;
+pub(crate) const MAX_DEFAULT_EGRESS: usize = 16;
 /// Most environment prefixes.
-pub const MAX_ENV_PREFIXES: usize = 8;
+pub(crate) const MAX_ENV_PREFIXES: usize = 8;
 /// Most annotation prefixes.
-pub const MAX_ANNOTATION_PREFIXES: usize = 16;
+pub(crate) const MAX_ANNOTATION_PREFIXES: usize = 16;
 /// Shortest environment prefix, `_` included (`AB_`).
-pub const MIN_ENV_PREFIX_BYTES: usize = 3;
+pub(crate) const MIN_ENV_PREFIX_BYTES: usize = 3;
 /// Longest environment prefix or annotation prefix.
-pub const MAX_PREFIX_BYTES: usize = 253;
+pub(crate) const MAX_PREFIX_BYTES: usize = 253;
 
 /// Longest secret name (a DNS-label-sized metric label and message part).
-pub const MAX_SECRET_NAME_BYTES: usize = 63;
+pub(crate) const MAX_SECRET_NAME_BYTES: usize = 63;
 /// Longest INI section or key of a `secret-location`.
-pub const MAX_INI_NAME_BYTES: usize = 128;
+pub(crate) const MAX_INI_NAME_BYTES: usize = 128;
 /// Longest JSON Pointer of a `secret-location`.
-pub const MAX_JSON_POINTER_BYTES: usize = 256;
+pub(crate) const MAX_JSON_POINTER_BYTES: usize = 256;
 /// Longest `default-url` of a `secret-origin` (a scheme, a host, a port and an ignored path).
-pub const MAX_URL_BYTES: usize = 2048;
+pub(crate) const MAX_URL_BYTES: usize = 2048;
 /// Longest header name of a `header` use.
-pub const MAX_HEADER_NAME_BYTES: usize = 128;
+pub(crate) const MAX_HEADER_NAME_BYTES: usize = 128;
 /// Longest parameter name of a `param` use.
-pub const MAX_PARAM_BYTES: usize = 64;
+pub(crate) const MAX_PARAM_BYTES: usize = 64;
 /// Longest `token-path` of an `oauth2-client` use.
-pub const MAX_TOKEN_PATH_BYTES: usize = 256;
+pub(crate) const MAX_TOKEN_PATH_BYTES: usize = 256;
 /// Headers the host's HTTP client owns (framing, the connection, the target, the session): a
 /// credential placed there would change what the request is, not who sends it.
-pub const FORBIDDEN_SECRET_HEADERS: &[&str] = &[
+pub(crate) const FORBIDDEN_SECRET_HEADERS: &[&str] = &[
     "host",
     "content-length",
     "transfer-encoding",
@@ -57,7 +57,7 @@ pub const FORBIDDEN_SECRET_HEADERS: &[&str] = &[
 /// tooling that a driver must never receive: neither a declared prefix that these start with
 /// (`KUBE_` would not match `KUBERNETES_`, but `KUBERNETES_` or `LC_` would), nor a prefix that
 /// starts with one of them (`KUBERNETES_SERVICE_`).
-pub const RESERVED_ENV_PREFIXES: &[&str] = &[
+pub(crate) const RESERVED_ENV_PREFIXES: &[&str] = &[
     // Kubernetes' service links and our own downward-API variables.
     "KUBERNETES_",
     "POD_",
@@ -369,7 +369,7 @@ fn check_origin(
 
 /// `http(s)://host[:port]`, a path allowed (only the origin counts), nothing else: no user, no
 /// query, no fragment, nothing the URL parser would have to repair.
-pub fn check_origin_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_origin_url(url: &str) -> Result<(), String> {
     const FORM: &str = "must be an http(s)://host[:port] URL (a path is allowed and ignored)";
     if url.len() > MAX_URL_BYTES {
         return Err(format!("longer than {MAX_URL_BYTES} bytes"));
@@ -518,7 +518,7 @@ fn check_version(value: &str) -> Result<(), String> {
 
 /// At least `AB_`: upper-case letters, digits and `_`, ending in `_`, and clear of
 /// [`RESERVED_ENV_PREFIXES`] in both directions.
-pub fn check_env_prefix(prefix: &str) -> Result<(), String> {
+pub(crate) fn check_env_prefix(prefix: &str) -> Result<(), String> {
     let syntax = prefix.len() >= MIN_ENV_PREFIX_BYTES
         && prefix.len() <= MAX_PREFIX_BYTES
         && prefix.ends_with('_')

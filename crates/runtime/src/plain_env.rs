@@ -17,9 +17,9 @@ use crate::text::shown;
 
 /// Most plain variables a driver may declare: more than any cloud's SDK reads, few enough that
 /// `inspect` lists them on a screen.
-pub const MAX_PLAIN_VARIABLES: usize = 64;
+pub(crate) const MAX_PLAIN_VARIABLES: usize = 64;
 /// Longest variable name (the bound `env` secret locations have, `info_rules`).
-pub const MAX_PLAIN_VARIABLE_BYTES: usize = 253;
+pub(crate) const MAX_PLAIN_VARIABLE_BYTES: usize = 253;
 
 /// Checks a driver's declared plain variables against its `info`: each an exact name of
 /// `A-Z`, `0-9` and `_` under one of the `env-prefixes`, none twice, none a place a secret is

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 /// What an address is, for the egress checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
+pub(crate) enum Reach {
     /// Globally reachable unicast: any grant that matches the URL reaches it.
     Global,
     /// In a special-purpose range: only a grant whose address range contains it reaches it.
@@ -50,7 +50,7 @@ pub enum Reach {
 
 impl Reach {
     /// The description of a special or pinned address; empty for a global one.
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         match self {
             Reach::Global => "",
             Reach::Special { kind, .. } | Reach::Pinned { kind, .. } => kind,
@@ -59,7 +59,7 @@ impl Reach {
 }
 
 /// Classifies `ip`; `own` are the host's interface addresses.
-pub fn classify(ip: IpAddr, own: &HostAddresses) -> Reach {
+pub(crate) fn classify(ip: IpAddr, own: &HostAddresses) -> Reach {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4, own),
         IpAddr::V6(v6) => classify_v6(v6, own),
@@ -448,7 +448,7 @@ fn v6_range(ip: Ipv6Addr) -> Option<V6Class> {
 }
 
 /// The IPv4 addresses an IPv6 address carries, each with the mechanism that carries it.
-pub fn embedded_ipv4(ip: Ipv6Addr) -> Vec<(Ipv4Addr, &'static str)> {
+pub(crate) fn embedded_ipv4(ip: Ipv6Addr) -> Vec<(Ipv4Addr, &'static str)> {
     let bits = u128::from(ip);
     let low32 = Ipv4Addr::from(bits as u32);
     let s = ip.segments();
@@ -578,7 +578,7 @@ const METADATA_ENDPOINTS: &[(IpAddr, &str)] = &[
 ];
 
 /// Whose metadata endpoint `ip` is, if it is one.
-pub fn metadata_endpoint(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn metadata_endpoint(ip: IpAddr) -> Option<&'static str> {
     METADATA_ENDPOINTS
         .iter()
         .find(|(a, _)| *a == ip)

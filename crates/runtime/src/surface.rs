@@ -83,7 +83,7 @@ pub struct Surface {
     /// The capability interfaces it exports.
     pub exports: Exports,
     /// Whether it exports `environment` (contract 0.2.1): its plain variables, so the host can
-    /// hand `init` an allow-list of the environment ([`crate::plain_env`]).
+    /// hand `init` an allow-list of the environment (`crate::plain_env`).
     pub environment: bool,
     /// Every import name, e.g. `wasm-ccm:provider/http@0.2.0`, `wasi:cli/stdout@0.2.6`.
     pub imports: Vec<String>,
@@ -123,7 +123,11 @@ pub fn check_bytes(origin: &str, bytes: &[u8]) -> Result<(), HostError> {
 }
 
 /// Reads the exports and imports of `component` and checks them against what this host supports.
-pub fn inspect(origin: &str, engine: &Engine, component: &Component) -> Result<Surface, HostError> {
+pub(crate) fn inspect(
+    origin: &str,
+    engine: &Engine,
+    component: &Component,
+) -> Result<Surface, HostError> {
     let ty = component.component_type();
     let mut exports = Exports::default();
     let mut has_provider = false;

@@ -13,8 +13,8 @@ use tokio::time::Instant;
 /// A token bucket (`qps` refill, `burst` capacity). [`TokenBucket::reserve`] always takes a
 /// token and says how long to wait for it (callers that will wait anyway);
 /// [`TokenBucket::reserve_before`] takes one only when it is valid by a deadline (callers that
-/// give up leave no debt behind); [`TokenBucket::try_take`] takes several at once only when they
-/// are there now (callers that drop instead of waiting, like the log limit).
+/// give up leave no debt behind); inside this crate, `try_take` takes several at once only when
+/// they are there now (callers that drop instead of waiting, like the log limit).
 #[derive(Debug)]
 pub struct TokenBucket {
     qps: f64,
@@ -50,7 +50,7 @@ impl TokenBucket {
     /// A full bucket of `burst` that never refills by itself: `qps` 0 in a limit that means
     /// "this many, then nothing" (a driver's log limit of 0 lines a second), where
     /// [`TokenBucket::new`] takes 0 for unlimited.
-    pub fn without_refill(burst: u32) -> Self {
+    pub(crate) fn without_refill(burst: u32) -> Self {
         TokenBucket {
             qps: f64::MIN_POSITIVE,
             burst: f64::from(burst),
@@ -60,7 +60,7 @@ impl TokenBucket {
 
     /// Takes `n` tokens if that many are there now, else takes nothing (no debt): for callers
     /// that drop the work instead of waiting.
-    pub fn try_take(&self, n: f64) -> bool {
+    pub(crate) fn try_take(&self, n: f64) -> bool {
         if self.qps <= 0.0 {
             return true;
         }
@@ -78,7 +78,7 @@ impl TokenBucket {
 
     /// Puts back `n` tokens taken by [`TokenBucket::try_take`] for work that did not happen
     /// (capped at the burst).
-    pub fn give_back(&self, n: f64) {
+    pub(crate) fn give_back(&self, n: f64) {
         if self.qps <= 0.0 {
             return;
         }

@@ -15,10 +15,10 @@ mod name_section;
 use serde_json::json;
 use wasm_ccm_drivers::BROKEN_DRIVER;
 use wasm_ccm_runtime::InitInput;
-use wasm_ccm_runtime::error::{
+use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, HostError};
+use wasm_ccm_runtime::{
     GuestBacktrace, MAX_BACKTRACE_FRAMES, MAX_FRAME_TEXT_BYTES, MAX_SHORT_BACKTRACE_BYTES,
 };
-use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, HostError};
 
 use common::{node, runtime};
 use name_section::with_function_names;

@@ -82,8 +82,7 @@ async fn load(sim: &CloudscaleSim, kubernetes_version: &str, token: &str) -> Dri
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
-                    .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&setup.egress).expect("egress grants"),
             ),
             ..Default::default()
         },

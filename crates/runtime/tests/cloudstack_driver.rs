@@ -65,8 +65,7 @@ async fn load(
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.base_url()])
-                    .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[sim.base_url()]).expect("egress grants"),
             ),
             ..Default::default()
         },

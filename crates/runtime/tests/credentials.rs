@@ -279,7 +279,7 @@ async fn load_hostile(
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[api.url(), other.url()])
+                wasm_ccm_runtime::EgressPolicy::parse(&[api.url(), other.url()])
                     .expect("egress grants"),
             ),
             ..Default::default()

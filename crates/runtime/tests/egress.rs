@@ -17,10 +17,10 @@ use common::{Reply, load, node_with, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use wasm_ccm_drivers::HOSTILE_DRIVER;
+use wasm_ccm_runtime::HostAddresses;
 use wasm_ccm_runtime::http;
 use wasm_ccm_runtime::http::Response;
 use wasm_ccm_runtime::http::{Forward, HttpInterceptor, Intercepted};
-use wasm_ccm_runtime::special_addr::HostAddresses;
 use wasm_ccm_runtime::types::ProviderError;
 use wasm_ccm_runtime::{CallError, CallScope, DriverOptions, HostError};
 
@@ -86,9 +86,7 @@ async fn fetch_with(driver: &wasm_ccm_runtime::Driver, url: &str) -> Result<Stri
 fn granting(grants: &[String]) -> DriverOptions {
     DriverOptions {
         http: http::Config {
-            egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(grants).expect("egress grants"),
-            ),
+            egress: Some(wasm_ccm_runtime::EgressPolicy::parse(grants).expect("egress grants")),
             ..Default::default()
         },
         ..Default::default()

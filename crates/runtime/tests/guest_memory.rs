@@ -379,8 +379,7 @@ async fn every_call_keeps_credentials_out(subject: Subject) {
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&setup.egress)
-                    .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&setup.egress).expect("egress grants"),
             ),
             interceptor: Some(placeholders.clone()),
             ..Default::default()

@@ -98,7 +98,7 @@ async fn load_env(
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
             ),
             ..Default::default()
         },

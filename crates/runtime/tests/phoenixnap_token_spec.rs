@@ -247,7 +247,7 @@ async fn the_token_flow_matches_the_spec_and_concurrent_instances_share_one_toke
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[sim.url()]).expect("egress grants"),
             ),
             interceptor: Some(recorder.clone()),
             ..Default::default()

@@ -181,10 +181,8 @@ async fn a_request_body_over_the_cap_is_the_typed_too_large_error() {
     let opts = DriverOptions {
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
-                    "http://127.0.0.1:{port}"
-                )])
-                .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+                    .expect("egress grants"),
             ),
             ..Default::default()
         },

@@ -108,10 +108,8 @@ async fn a_hanging_http_request_is_cancelled_at_the_call_deadline() {
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
-                    "http://127.0.0.1:{port}"
-                )])
-                .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[format!("http://127.0.0.1:{port}")])
+                    .expect("egress grants"),
             ),
             ..Default::default()
         },
@@ -256,7 +254,7 @@ async fn a_granted_name_resolving_to_loopback_is_refused() {
     let opts = DriverOptions {
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!("http://*:{port}")])
+                wasm_ccm_runtime::EgressPolicy::parse(&[format!("http://*:{port}")])
                     .expect("egress grants"),
             ),
             ..Default::default()
@@ -276,10 +274,8 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
     let opts = DriverOptions {
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&[format!(
-                    "http://127.0.0.1:{redirector}"
-                )])
-                .expect("egress grants"),
+                wasm_ccm_runtime::EgressPolicy::parse(&[format!("http://127.0.0.1:{redirector}")])
+                    .expect("egress grants"),
             ),
             ..Default::default()
         },
@@ -303,9 +299,7 @@ async fn a_redirect_to_a_destination_not_granted_is_refused() {
         HOSTILE_DRIVER,
         DriverOptions {
             http: http::Config {
-                egress: Some(
-                    wasm_ccm_runtime::egress::EgressPolicy::parse(&both).expect("egress grants"),
-                ),
+                egress: Some(wasm_ccm_runtime::EgressPolicy::parse(&both).expect("egress grants")),
                 ..Default::default()
             },
             ..Default::default()
@@ -335,7 +329,7 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
     let opts = DriverOptions {
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&grant))
+                wasm_ccm_runtime::EgressPolicy::parse(std::slice::from_ref(&grant))
                     .expect("egress grants"),
             ),
             ..Default::default()
@@ -362,7 +356,7 @@ async fn granted_egress_works_and_body_and_header_caps_are_enforced() {
         DriverOptions {
             http: http::Config {
                 egress: Some(
-                    wasm_ccm_runtime::egress::EgressPolicy::parse(&[grant]).expect("egress grants"),
+                    wasm_ccm_runtime::EgressPolicy::parse(&[grant]).expect("egress grants"),
                 ),
                 limits,
                 ..Default::default()

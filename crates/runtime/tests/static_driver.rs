@@ -341,7 +341,7 @@ async fn inventory_mode_reads_instances_and_keeps_routes_over_http() {
         },
         http: http::Config {
             egress: Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(std::slice::from_ref(&base))
+                wasm_ccm_runtime::EgressPolicy::parse(std::slice::from_ref(&base))
                     .expect("egress grants"),
             ),
             ..Default::default()

@@ -48,7 +48,7 @@ pub(super) fn check_info(info: &ProviderInfo, checks: &mut Checks) {
     }
     // The host's own load-time rules (lengths, character sets, env and annotation prefixes): a
     // driver that breaks them is not loaded by `wasm-ccm run`.
-    if let Err(e) = wasm_ccm_runtime::info_rules::validate(info) {
+    if let Err(e) = wasm_ccm_runtime::validate_info(info) {
         problems.push(e);
     }
     checks.check(

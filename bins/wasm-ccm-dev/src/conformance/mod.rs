@@ -125,7 +125,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: ConformanceArgs) -> anyhow::R
         ..global.clone()
     })?;
     // Until the component is read, ids carry the newest version this host supports.
-    let newest = wasm_ccm_runtime::surface::SUPPORTED_VERSIONS
+    let newest = wasm_ccm_runtime::SUPPORTED_VERSIONS
         .last()
         .copied()
         .unwrap_or_default();
@@ -332,7 +332,7 @@ fn driver_options(
         Some(list) => {
             let filled: Vec<String> = list.iter().filter_map(|p| fill(p)).collect();
             Some(
-                wasm_ccm_runtime::egress::EgressPolicy::parse(&filled)
+                wasm_ccm_runtime::EgressPolicy::parse(&filled)
                     .map_err(|e| anyhow::anyhow!("the scenario's driver.egress: {e}"))?,
             )
         }

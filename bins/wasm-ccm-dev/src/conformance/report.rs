@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
+use wasm_ccm_runtime::GuestBacktrace;
 use wasm_ccm_runtime::HostError;
-use wasm_ccm_runtime::error::GuestBacktrace;
 
 /// The outcome of one check on one subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

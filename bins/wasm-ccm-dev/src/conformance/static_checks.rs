@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wasm_ccm_runtime::surface::{self, MAX_COMPONENT_BYTES};
+use wasm_ccm_runtime::MAX_COMPONENT_BYTES;
 use wasm_ccm_runtime::{Compiled, HostError, Runtime};
 
 use super::level::Level;
@@ -42,7 +42,7 @@ pub(super) async fn run(
             format!("{size} bytes; too big for a ConfigMap (1 MiB), ship it as an OCI artifact")
         }),
     );
-    if let Err(e) = surface::check_bytes(origin, &bytes) {
+    if let Err(e) = wasm_ccm_runtime::check_bytes(origin, &bytes) {
         checks.check("static/component", None, Err(e.to_string()));
         return None;
     }
@@ -70,7 +70,7 @@ pub(super) async fn run(
         Ok(format!(
             "wasm-ccm:provider@{} (this host supports {})",
             compiled.surface.wit_version,
-            surface::SUPPORTED_VERSIONS.join(", ")
+            wasm_ccm_runtime::SUPPORTED_VERSIONS.join(", ")
         )),
     );
     let imports = match runtime.link(&compiled) {

@@ -175,7 +175,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         annotation_prefixes: vec![format!("{name}.example.com/")],
         secrets: Vec::new(),
     };
-    if let Err(e) = wasm_ccm_runtime::info_rules::validate(&info) {
+    if let Err(e) = wasm_ccm_runtime::validate_info(&info) {
         bail!(
             "invalid driver name {name:?}: the driver it generates would be refused by the host \
              ({e}); choose another name"

@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use wasm_ccm_runtime::egress::Grant;
+use wasm_ccm_runtime::Grant;
 
 use clap::{ArgAction, Args};
 
@@ -240,7 +240,7 @@ pub struct RunArgs {
     pub(super) leader_migration_config: Option<String>,
     /// Grant the driver egress to PATTERN (`https://api.example.com`, `*.example.com`, a CIDR);
     /// repeatable. Default: what the driver declares.
-    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::egress::parse_grant)]
+    #[arg(long = "allow-egress", value_name = "PATTERN", value_parser = wasm_ccm_runtime::parse_grant)]
     pub(super) allow_egress: Vec<Grant>,
     /// Send the declared secret NAME only to URL's origin (scheme, host, port) instead of the
     /// origin the driver declares; repeatable. The origin must also be an egress grant.

@@ -249,7 +249,7 @@ pub struct DriverSpec<'a> {
     pub config: Vec<u8>,
     /// The grants of where the driver may reach (`--allow-egress`, parsed); empty means its
     /// declared ones.
-    pub egress: Vec<wasm_ccm_runtime::egress::Grant>,
+    pub egress: Vec<wasm_ccm_runtime::Grant>,
     /// Deadline of each call.
     pub call_timeout: Duration,
     /// Deadline of `init`.
@@ -307,7 +307,7 @@ pub fn driver_options(spec: DriverSpec<'_>) -> DriverOptions {
         },
         http: wasm_ccm_runtime::http::Config {
             egress: (!spec.egress.is_empty())
-                .then(|| wasm_ccm_runtime::egress::EgressPolicy::from_grants(spec.egress)),
+                .then(|| wasm_ccm_runtime::EgressPolicy::from_grants(spec.egress)),
             trace_propagation: spec.trace_propagation,
             secrets: spec.secrets,
             ..Default::default()

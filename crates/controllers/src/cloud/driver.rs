@@ -3,7 +3,7 @@
 //! fake's and the trait's, and nothing forwards.
 
 use futures::future::BoxFuture;
-use wasm_ccm_runtime::surface::Exports;
+use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, InstanceMetadata, Node, ProviderInfo, Route, Service,
 };

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
-use wasm_ccm_runtime::surface::Exports;
+use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::types::{
     EnsureResult, Ingress, InstanceMetadata, Node, ProviderInfo, Route, Service,
 };

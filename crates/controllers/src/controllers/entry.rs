@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Service};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_runtime::surface::Exports;
+use wasm_ccm_runtime::Exports;
 
 use crate::config::ControllerConfig;
 use crate::ctx::Ctx;

@@ -79,7 +79,7 @@ async fn controllers_start_from_the_table_by_flag_switch_and_export() {
     use crate::registry::EnabledControllers;
     use crate::run::start_with_cloud;
     use tokio_util::sync::CancellationToken;
-    use wasm_ccm_runtime::surface::Exports;
+    use wasm_ccm_runtime::Exports;
 
     let h = Harness::start(FakeCloud::default(), Vec::new()).await;
     let started = |exports: Exports, controllers: &str, routes: bool| {

@@ -155,7 +155,7 @@ fn json<T: Serialize>(o: Outcome<T>) -> Outcome<Value> {
 
 impl Driver {
     /// Calls any export function of the WIT by name (`interface.function`) with JSON arguments,
-    /// for the CLI and the conformance runner; see `driver/dynamic.rs` and [`crate::model`] for
+    /// for the CLI and the conformance runner; see `driver/dynamic.rs` and `crate::model` for
     /// the encoding. The call is the typed one the controllers make, with the same checks.
     pub async fn call_json(&self, target: &str, input: Value, scope: &CallScope) -> Outcome<Value> {
         let refuse = |e: HostError| Outcome::failed(CallError::from(e), Duration::ZERO);

@@ -31,7 +31,7 @@ impl Driver {
 
     /// The plain environment variables it declared (`environment.plain-variables`, contract
     /// 0.2.1), checked at load; `None` when it declared none and got 0.2.0's environment
-    /// ([`crate::plain_env`]).
+    /// (`crate::plain_env`).
     pub fn plain_env(&self) -> Option<&[String]> {
         self.inner.plain_env.as_deref()
     }
@@ -116,11 +116,6 @@ impl Driver {
     /// HTTP requests by destination host and outcome.
     pub fn http_counters(&self) -> std::collections::BTreeMap<(String, String), u64> {
         self.inner.host.http.counters().snapshot()
-    }
-
-    /// Warm instances waiting in the pool.
-    pub fn idle_instances(&self) -> usize {
-        self.inner.idle.lock().map(|v| v.len()).unwrap_or(0)
     }
 
     /// Instantiates one instance without `init` and throws it away, returning the time taken;

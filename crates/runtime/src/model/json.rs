@@ -1,4 +1,4 @@
-//! The model as JSON values, in the encoding of [`crate::model`]: serde does the work; this
+//! The model as JSON values, in the encoding of `crate::model`: serde does the work; this
 //! adds what serde alone does not say, `null` as a missing field and errors that name the
 //! input and the field (`service.ports[0].port: invalid value: integer `70000`, expected u16`).
 

@@ -28,8 +28,8 @@
 //! accepted too, as its UTF-8 bytes); enums are their case name (`"internal-ip"`); variants are
 //! `{"case": payload}` or `"case"` without payload; options are `null` or the value.
 
-pub mod cluster;
-pub mod http;
+pub(crate) mod cluster;
+pub(crate) mod http;
 pub mod json;
 pub mod types;
 

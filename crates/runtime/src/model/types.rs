@@ -371,7 +371,7 @@ pub struct Context {
     pub kubernetes_version: String,
 }
 
-/// What a driver tells about itself (`provider-info`); checked by [`crate::info_rules`].
+/// What a driver tells about itself (`provider-info`); checked by `crate::info_rules`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
 pub struct ProviderInfo {

@@ -65,7 +65,7 @@ fn describe_use(u: &SecretUse) -> String {
 
 /// Whether `url`'s host is a loopback address or `localhost` (simulators): the only `http://`
 /// origins a credential goes to without `--allow-plain-http-secrets`.
-pub fn is_loopback_origin(url: &Url) -> bool {
+pub(crate) fn is_loopback_origin(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Ipv4(a)) => a.is_loopback(),
         Some(url::Host::Ipv6(a)) => a.is_loopback(),

@@ -15,7 +15,7 @@ use sha1::Sha1;
 
 /// The longest an `expires` may lie ahead: what cloudstack-go and this project's driver use, and
 /// the bound the design gives replayable requests.
-pub const MAX_EXPIRES_AHEAD_SECS: i64 = 15 * 60;
+pub(crate) const MAX_EXPIRES_AHEAD_SECS: i64 = 15 * 60;
 
 /// Clock skew tolerated for an `expires` already in the past by the host's clock: none. A
 /// request that has expired is refused by the server too, so signing it helps nobody.
@@ -75,7 +75,7 @@ pub fn signature(params: &[(String, String)], secret_key: &[u8]) -> String {
 /// Checks that a request to be signed bounds its own replay: `signatureversion=3` and an
 /// `expires` no further ahead than [`MAX_EXPIRES_AHEAD_SECS`] from `now_unix`. The error says
 /// what to send instead.
-pub fn check_expiry(params: &[(String, String)], now_unix: i64) -> Result<(), String> {
+pub(crate) fn check_expiry(params: &[(String, String)], now_unix: i64) -> Result<(), String> {
     let value = |name: &str| {
         params
             .iter()

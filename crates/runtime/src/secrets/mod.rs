@@ -15,7 +15,7 @@
 //!   refuses the request) and the substitution, with CloudStack's signature computed here;
 //! - `oauth` and `tokens`: OAuth2 client-credentials tokens sealed behind placeholders, cached
 //!   per driver;
-//! - [`scrub`]: every value and its encodings replaced in responses, and handed to the redactor.
+//! - `scrub`: every value and its encodings replaced in responses, and handed to the redactor.
 
 mod apply;
 pub mod cloudstack;
@@ -24,14 +24,14 @@ mod misuse;
 mod oauth;
 mod outcome;
 mod placeholder;
-pub mod scrub;
+pub(crate) mod scrub;
 mod tokens;
 mod vault;
 
-pub use apply::is_loopback_origin;
 pub(crate) use outcome::{Applied, Refusal};
 pub(crate) use placeholder::HOST_VALUE_MARK;
 pub use placeholder::{PLACEHOLDER_LEN, PLACEHOLDER_PREFIX};
+pub use scrub::Unscrubbable;
 pub use vault::*;
 
 #[cfg(test)]

@@ -97,12 +97,12 @@ pub struct Sealed {
     /// The cloud config with placeholders in place of the values.
     pub config: Vec<u8>,
     /// The environment with placeholders in place of the values, and only the variables the
-    /// driver may see ([`crate::plain_env`]).
+    /// driver may see (`crate::plain_env`).
     pub env: Vec<(String, String)>,
 }
 
 impl Vault {
-    /// [`Vault::seal_declared`] for a driver that does not declare its plain variables (built
+    /// `Vault::seal_declared` for a driver that does not declare its plain variables (built
     /// against contract 0.2.0).
     pub fn seal(
         driver: &str,
@@ -118,7 +118,7 @@ impl Vault {
     /// prefixes) and keeps of `env` only what the driver may see: with `plain` (its declared
     /// plain variables, [`crate::plain_env`]) an allow-list. A driver that declares no secrets
     /// gets the config unchanged. An error names the secret and says what to fix.
-    pub fn seal_declared(
+    pub(crate) fn seal_declared(
         driver: &str,
         decls: &[SecretDecl],
         plain: Option<&[String]>,
@@ -184,7 +184,7 @@ impl Vault {
     /// with the old values are dropped. The driver is not re-initialised. Refused, keeping the
     /// old values, when a location now holds a different number of values. Environment values
     /// keep theirs (`env` is read only for the config's settings).
-    pub fn rotate(&self, config: &[u8], env: &[(String, String)]) -> Result<usize, String> {
+    pub(crate) fn rotate(&self, config: &[u8], env: &[(String, String)]) -> Result<usize, String> {
         let mut table = self
             .table
             .write()

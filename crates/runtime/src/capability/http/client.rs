@@ -72,18 +72,18 @@ impl Default for HttpLimits {
 /// without sending anything), and past [`MAX_COUNTED_HOSTS`] distinct series new ones count
 /// under [`OTHER_HOSTS`]. Both keep `/metrics` and host memory bounded.
 #[derive(Debug, Default)]
-pub struct HttpCounters {
+pub(crate) struct HttpCounters {
     by_host_outcome: Mutex<BTreeMap<(String, String), u64>>,
 }
 
 /// Distinct (host, outcome) series kept per driver.
-pub const MAX_COUNTED_HOSTS: usize = 256;
+pub(crate) const MAX_COUNTED_HOSTS: usize = 256;
 /// The host label of requests the egress policy refused or that had no valid URL.
-pub const UNGRANTED_HOST: &str = "(not granted)";
+pub(crate) const UNGRANTED_HOST: &str = "(not granted)";
 /// The host label once [`MAX_COUNTED_HOSTS`] series exist.
-pub const OTHER_HOSTS: &str = "(other)";
+pub(crate) const OTHER_HOSTS: &str = "(other)";
 /// Longest URL a driver may ask for; longer is `invalid` (no cloud API needs more).
-pub const MAX_URL_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_URL_BYTES: usize = 8 * 1024;
 /// Longest URL kept in a call's record of exchanges.
 const MAX_RECORDED_URL_BYTES: usize = 2 * 1024;
 
@@ -101,7 +101,7 @@ impl HttpCounters {
     }
 
     /// `(host, outcome) → requests`.
-    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<(String, String), u64> {
         self.by_host_outcome
             .lock()
             .map(|m| m.clone())
@@ -202,7 +202,7 @@ impl Prepared {
 }
 
 /// A driver's HTTP client with its egress policy.
-pub struct HttpCapability {
+pub(crate) struct HttpCapability {
     policy: Arc<EgressPolicy>,
     /// Built on the first request: building it loads the system's root certificates, which
     /// drivers that never send (and `info`) should not pay for.
@@ -221,7 +221,7 @@ pub struct HttpCapability {
 
 impl HttpCapability {
     /// A client that enforces `policy` and `limits`.
-    pub fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<Self, String> {
+    pub(crate) fn new(policy: EgressPolicy, limits: HttpLimits) -> Result<Self, String> {
         Ok(HttpCapability {
             policy: Arc::new(policy),
             client: OnceLock::new(),
@@ -236,32 +236,35 @@ impl HttpCapability {
 
     /// Refuses every request that would change the cloud ([`super::shadow::would_write`]) with
     /// a `denied` error, after the egress checks (an ungranted write stays an egress refusal).
-    pub fn with_shadow(mut self, shadow: bool) -> Self {
+    pub(crate) fn with_shadow(mut self, shadow: bool) -> Self {
         self.shadow = shadow;
         self
     }
 
     /// Sends the `http.client` span's trace context to the origins `propagation` lists (and to no
     /// other, also not through a redirect).
-    pub fn with_trace_propagation(mut self, propagation: Option<TracePropagation>) -> Self {
+    pub(crate) fn with_trace_propagation(mut self, propagation: Option<TracePropagation>) -> Self {
         self.propagation = propagation;
         self
     }
 
     /// Applies the credentials `vault` holds to the requests that carry their placeholders, and
     /// scrubs them from every response.
-    pub fn with_vault(mut self, vault: Option<Arc<Vault>>) -> Self {
+    pub(crate) fn with_vault(mut self, vault: Option<Arc<Vault>>) -> Self {
         self.vault = vault;
         self
     }
 
     /// The driver's credentials, when it declares any.
-    pub fn vault(&self) -> Option<&Arc<Vault>> {
+    pub(crate) fn vault(&self) -> Option<&Arc<Vault>> {
         self.vault.as_ref()
     }
 
     /// Routes every checked request through `interceptor`.
-    pub fn with_interceptor(mut self, interceptor: Option<Arc<dyn HttpInterceptor>>) -> Self {
+    pub(crate) fn with_interceptor(
+        mut self,
+        interceptor: Option<Arc<dyn HttpInterceptor>>,
+    ) -> Self {
         self.interceptor = interceptor;
         self
     }
@@ -274,18 +277,20 @@ impl HttpCapability {
     }
 
     /// The effective egress policy.
-    pub fn policy(&self) -> &EgressPolicy {
+    pub(crate) fn policy(&self) -> &EgressPolicy {
         &self.policy
     }
 
     /// Requests by host and outcome since the driver was loaded.
-    pub fn counters(&self) -> &HttpCounters {
+    pub(crate) fn counters(&self) -> &HttpCounters {
         &self.counters
     }
 
     /// Sends `req`, finishing before `deadline`. Returns the response or the typed error, and
-    /// what to record about the exchange.
-    pub async fn send(
+    /// what to record about the exchange. (The driver's calls go through `prepare` and
+    /// `send_prepared`; this pair is for the tests.)
+    #[cfg(test)]
+    pub(crate) async fn send(
         &self,
         req: Request,
         deadline: Instant,

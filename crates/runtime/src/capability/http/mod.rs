@@ -1,8 +1,8 @@
 //! The `http` capability: the driver's one way out of the sandbox.
 //!
-//! Every request is checked against the egress policy ([`crate::egress`]) before it leaves,
+//! Every request is checked against the egress policy ([`crate::EgressPolicy`]) before it leaves,
 //! every resolved address again at connect time, and every redirect hop again; bodies and
-//! headers are capped. The client that does this is [`HttpCapability`]; an [`HttpInterceptor`]
+//! headers are capped. The client that does this is `HttpCapability`; an [`HttpInterceptor`]
 //! may stand between its checks and the network (conformance faults and cassettes).
 //!
 //! As a capability unit (see `crate::capability`):
@@ -10,10 +10,10 @@
 //!   the host's own addresses, [`HttpLimits`], the interceptor, shadow mode, trace
 //!   propagation (`client`) and the credential options (read when the driver's declared
 //!   secrets are sealed into the vault this client attaches);
-//! - per-driver state: one [`HttpCapability`] in the driver's `DriverHost`;
+//! - per-driver state: one `HttpCapability` in the driver's `DriverHost`;
 //! - per-call state: `HttpCall`, the requests the call made, for its `Outcome`;
 //! - host view: `HttpHost`, which implements `http::Host`; a store's data gives it through
-//!   [`HttpView`], so this unit knows nothing of the store or of the driver's options.
+//!   `HttpView`, so this unit knows nothing of the store or of the driver's options.
 
 mod client;
 pub mod shadow;

@@ -23,7 +23,7 @@ const MAX_SUMMARY_URL_BYTES: usize = 512;
 /// https://api.example/v1/load-balancers`, with ` command=createX` for a CloudStack-style
 /// request); `None` for a read. The URL loses its query (queries may carry signatures or keys)
 /// and is cut short; a command name is kept only when it is plain letters and digits.
-pub fn would_write(req: &Request) -> Option<String> {
+pub(crate) fn would_write(req: &Request) -> Option<String> {
     if !is_write(req) {
         return None;
     }
@@ -40,7 +40,7 @@ pub fn would_write(req: &Request) -> Option<String> {
 
 /// Whether `req` would change the cloud (see the module doc), without building a summary: every
 /// request asks this, shadow mode or not (`HttpExchange::mutating`).
-pub fn is_write(req: &Request) -> bool {
+pub(crate) fn is_write(req: &Request) -> bool {
     match command_of(req) {
         Some(c) => !is_read_command(&c),
         None => {

@@ -92,7 +92,7 @@ impl From<&LogRecord<'_>> for LogLine {
     }
 }
 
-/// Where log records go. The host uses [`TracingSink`]; tests and the conformance runner use
+/// Where log records go. The host uses `TracingSink`; tests and the conformance runner use
 /// [`MemorySink`] to look at what a driver logged.
 pub trait LogSink: Send + Sync {
     /// Receives one record.
@@ -101,7 +101,7 @@ pub trait LogSink: Send + Sync {
 
 /// Forwards records to `tracing` under target `wasm_ccm::driver`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct TracingSink;
+pub(crate) struct TracingSink;
 
 impl LogSink for TracingSink {
     fn emit(&self, r: &LogRecord<'_>) {
@@ -193,10 +193,10 @@ impl Default for LogLimits {
 const MIN_SECRET_LEN: usize = 4;
 /// The smallest value a driver may register with `log.redact`: shorter ones would let it blank
 /// out ordinary words (`node`, `info`) from its own lines and events.
-pub const MIN_DRIVER_SECRET_LEN: usize = 8;
+pub(crate) const MIN_DRIVER_SECRET_LEN: usize = 8;
 /// The longest secret a driver may register; longer values are refused with a warning (no
 /// credential is this long, and each one is searched for in every line).
-pub const MAX_DRIVER_SECRET_BYTES: usize = 4 * 1024;
+pub(crate) const MAX_DRIVER_SECRET_BYTES: usize = 4 * 1024;
 /// Secrets a driver may have registered at once; registering more forgets the oldest (a driver
 /// that refreshes a token every hour keeps its newest ones redacted, and memory stays bounded).
 pub const MAX_DRIVER_SECRETS: usize = 64;
@@ -205,7 +205,7 @@ const REDACTED: &str = "[redacted]";
 const MAX_FIELD_KEY_BYTES: usize = 256;
 
 /// A driver's logger, shared by all its instances.
-pub struct DriverLogger {
+pub(crate) struct DriverLogger {
     driver: String,
     sink: Arc<dyn LogSink>,
     limits: LogLimits,
@@ -246,7 +246,7 @@ impl Secrets {
 
 impl DriverLogger {
     /// A logger for `driver` writing to `sink`.
-    pub fn new(driver: &str, sink: Arc<dyn LogSink>, limits: LogLimits) -> Self {
+    pub(crate) fn new(driver: &str, sink: Arc<dyn LogSink>, limits: LogLimits) -> Self {
         DriverLogger {
             driver: driver.to_string(),
             sink,
@@ -260,13 +260,13 @@ impl DriverLogger {
     }
 
     /// Lines dropped by the rate limit since the driver was loaded.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped_total.load(Ordering::Relaxed)
     }
 
     /// Marks `secret`, found by the host (a credential-named environment variable), so it never
     /// appears in a line again, for the driver's whole life.
-    pub fn add_secret(&self, secret: &str) {
+    pub(crate) fn add_secret(&self, secret: &str) {
         if secret.len() < MIN_SECRET_LEN {
             return;
         }
@@ -280,7 +280,7 @@ impl DriverLogger {
 
     /// `log.redact` from the driver: like [`DriverLogger::add_secret`], but bounded in length
     /// and count so that a driver cannot grow the host (see [`MAX_DRIVER_SECRETS`]).
-    pub fn add_driver_secret(&self, secret: &str, function: &str, object: &str) {
+    pub(crate) fn add_driver_secret(&self, secret: &str, function: &str, object: &str) {
         if secret.len() < MIN_DRIVER_SECRET_LEN {
             return;
         }
@@ -305,12 +305,12 @@ impl DriverLogger {
     }
 
     /// Secrets held now (host-found and driver-registered).
-    pub fn secret_count(&self) -> usize {
+    pub(crate) fn secret_count(&self) -> usize {
         self.secrets.read().map(|s| s.sorted.len()).unwrap_or(0)
     }
 
     /// Replaces every known secret in `text`.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         match self.secrets.read() {
             Ok(secrets) => redact_with(&secrets.sorted, text),
             Err(_) => Cow::Borrowed(text),
@@ -320,7 +320,7 @@ impl DriverLogger {
     /// `text` with every known secret of at least [`MIN_DRIVER_SECRET_LEN`] bytes replaced: for
     /// a driver's answers, which the host writes to Kubernetes, where a short "secret" (a host
     /// one may be 4 bytes) would too easily match an honest value and corrupt it.
-    pub fn redact_answer<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact_answer<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let Ok(secrets) = self.secrets.read() else {
             return Cow::Borrowed(text);
         };
@@ -336,7 +336,7 @@ impl DriverLogger {
     /// At most `max` bytes of `text` with every known secret replaced. The text is cut to `max`
     /// plus the longest secret before redaction (so the work is bounded whatever its size; a
     /// secret cut there lies wholly past `max`), then to `max`.
-    pub fn redact_bounded(&self, text: &str, max: usize) -> String {
+    pub(crate) fn redact_bounded(&self, text: &str, max: usize) -> String {
         let Ok(secrets) = self.secrets.read() else {
             return cut(text, max).to_string();
         };
@@ -361,7 +361,7 @@ impl DriverLogger {
     }
 
     /// Logs one line from the driver, if the rate limit allows.
-    pub fn log(
+    pub(crate) fn log(
         &self,
         level: Level,
         source: Source,

@@ -1,15 +1,15 @@
 //! The `log` capability: driver log lines into the host's log, tagged with the driver, function
-//! and object, bounded, rate-limited and redacted ([`DriverLogger`]). The driver's stdout and
+//! and object, bounded, rate-limited and redacted (`DriverLogger`). The driver's stdout and
 //! stderr become log lines too.
 //!
 //! As a capability unit (see `crate::capability`):
 //! - config: [`Config`] (its [`LogLimits`] and [`LogSink`]), and the secrets the host finds in
 //!   the driver's environment and cloud config (`logger`);
-//! - per-driver state: one [`DriverLogger`] in the driver's `DriverHost`, which every other part
+//! - per-driver state: one `DriverLogger` in the driver's `DriverHost`, which every other part
 //!   of the host also redacts driver text with;
 //! - per-instance state: the call's tags (shared with stdout and stderr); no per-call state;
 //! - host view: `LogHost`, which implements `log::Host`; a store's data gives it through
-//!   [`LogView`] (as wasmtime's WASI asks for `WasiView`), so this unit knows nothing of the
+//!   `LogView` (as wasmtime's WASI asks for `WasiView`), so this unit knows nothing of the
 //!   store or of the driver's options.
 
 mod logger;

@@ -14,12 +14,12 @@ use views::{Escape, View};
 
 /// Values shorter than this are not scrubbed from responses: a short credential would blank
 /// ordinary text (the outside review's `redact("info")`), and no cloud issues one.
-pub const MIN_SCRUBBED_BYTES: usize = 8;
+pub(crate) const MIN_SCRUBBED_BYTES: usize = 8;
 
 /// The forms in which `value` may come back: raw, Base64 (standard and URL-safe, at each of the
 /// three alignments inside a longer text, padding trimmed), percent-encoded (both hex cases,
 /// `+` or `%20` for a space) and JSON-escaped. Each at least [`MIN_SCRUBBED_BYTES`] long.
-pub fn encodings(value: &str) -> Vec<String> {
+pub(crate) fn encodings(value: &str) -> Vec<String> {
     let mut out = vec![value.to_string()];
     let bytes = value.as_bytes();
     for engine in [
@@ -130,7 +130,7 @@ const VIEW_BUDGET_FLOOR: usize = 1 << 20;
 /// any order the decoders reach. In each view the value is looked for raw, as Base64 at each of
 /// the three alignments (both alphabets), as contiguous hex (any case) and as UTF-16; a find in
 /// a view replaces the span of the original text it came from.
-pub struct Scrubber {
+pub(crate) struct Scrubber {
     /// Case-sensitive forms.
     exact: Option<Patterns>,
     /// Contiguous hex, matched case-insensitively.
@@ -192,14 +192,16 @@ impl Scrubber {
     /// A scrubber for `(value, replacement)` pairs; values shorter than
     /// [`MIN_SCRUBBED_BYTES`] are left out. Its automatons are DFAs: slower to build, fastest to
     /// run, for a scrubber kept and run over every view of every response (a vault's).
-    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    pub(crate) fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         Self::with_kind(pairs, Some(aho_corasick::AhoCorasickKind::DFA))
     }
 
     /// The same for values of one response (a signature the host computed for its request):
     /// built per request, so the automaton kind is the cheap one to build that the library
     /// picks.
-    pub fn for_one_response<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    pub(crate) fn for_one_response<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
         Self::with_kind(pairs, None)
     }
 
@@ -245,13 +247,13 @@ impl Scrubber {
     }
 
     /// Whether the scrubber replaces nothing.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.replacements.is_empty()
     }
 
     /// `bytes` with every credential found replaced by its placeholder; `Ok(None)` when none
     /// was found (no copy made); an error when the text cannot be checked.
-    pub fn scrub(&self, bytes: &[u8]) -> Result<Option<Vec<u8>>, Unscrubbable> {
+    pub(crate) fn scrub(&self, bytes: &[u8]) -> Result<Option<Vec<u8>>, Unscrubbable> {
         if self.is_empty() {
             return Ok(None);
         }
@@ -275,14 +277,14 @@ impl Scrubber {
     }
 
     /// `text` with every credential found replaced.
-    pub fn scrub_str(&self, text: &str) -> Result<Option<String>, Unscrubbable> {
+    pub(crate) fn scrub_str(&self, text: &str) -> Result<Option<String>, Unscrubbable> {
         Ok(self
             .scrub(text.as_bytes())?
             .map(|b| String::from_utf8_lossy(&b).into_owned()))
     }
 
     /// Whether `text` holds a credential in any form the scrubber knows.
-    pub fn finds(&self, text: &[u8]) -> Result<bool, Unscrubbable> {
+    pub(crate) fn finds(&self, text: &[u8]) -> Result<bool, Unscrubbable> {
         Ok(!self.is_empty() && !self.spans(text)?.is_empty())
     }
 

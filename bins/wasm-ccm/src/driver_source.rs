@@ -21,7 +21,7 @@ pub enum DriverSource {
 impl DriverSource {
     /// Parses `--driver`.
     pub fn parse(value: &str) -> anyhow::Result<DriverSource> {
-        if value.starts_with(wasm_ccm_oci::reference::SCHEME) {
+        if value.starts_with(wasm_ccm_oci::SCHEME) {
             Ok(DriverSource::Oci(
                 Reference::parse(value).map_err(anyhow::Error::msg)?,
             ))

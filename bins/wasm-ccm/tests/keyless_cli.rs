@@ -16,9 +16,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use fake_sigstore::{FakeSigstore, LeafSpec};
 use wasm_ccm_oci::keyless::{CERTIFICATE_ANNOTATION, CHAIN_ANNOTATION};
-use wasm_ccm_oci::keys::pkcs8_pem;
 use wasm_ccm_oci::signature::{signature_tag, simple_signing_payload};
-use wasm_ccm_oci::{Client, ClientOptions, ComponentInfo, Reference};
+use wasm_ccm_oci::{Client, ClientOptions, ComponentInfo, Reference, pkcs8_pem};
 use wasm_ccm_test_tools::registry::Registry;
 
 fn wasm_ccm(args: &[&str]) -> Output {

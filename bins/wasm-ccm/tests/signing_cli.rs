@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use wasm_ccm_oci::keys::{encrypt_cosign_key, pkcs8_pem};
-use wasm_ccm_oci::{Client, ClientOptions, ComponentInfo, Reference, SigningKey};
+use wasm_ccm_oci::{
+    Client, ClientOptions, ComponentInfo, Reference, SigningKey, encrypt_cosign_key, pkcs8_pem,
+};
 use wasm_ccm_test_tools::registry::Registry;
 
 fn wasm_ccm(args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -10,18 +10,19 @@ use sha2::{Digest, Sha256};
 /// OCI image manifest.
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// Docker schema 2 manifest (some tools still push it).
-pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 /// OCI image index.
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 /// Docker manifest list.
-pub const DOCKER_MANIFEST_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+pub(crate) const DOCKER_MANIFEST_LIST: &str =
+    "application/vnd.docker.distribution.manifest.list.v2+json";
 /// The CNCF layout's config.
-pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+pub(crate) const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 /// The CNCF layout's layer: the component itself.
-pub const WASM_LAYER: &str = "application/wasm";
+pub(crate) const WASM_LAYER: &str = "application/wasm";
 
 /// Layers that are the `.wasm` itself.
-pub const RAW_WASM_LAYERS: &[&str] = &[
+pub(crate) const RAW_WASM_LAYERS: &[&str] = &[
     WASM_LAYER,
     // oci-client's constant: Kubewarden, Spin, wasm-to-oci.
     "application/vnd.wasm.content.layer.v1+wasm",
@@ -32,13 +33,13 @@ pub const RAW_WASM_LAYERS: &[&str] = &[
 ];
 
 /// Layers that are a tar+gzip holding `plugin.wasm` (Istio's "compat" image).
-pub const TAR_GZIP_LAYERS: &[&str] = &[
+pub(crate) const TAR_GZIP_LAYERS: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar+gzip",
     "application/vnd.docker.image.rootfs.diff.tar.gzip",
 ];
 
 /// The largest manifest we read.
-pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+pub(crate) const MAX_MANIFEST_BYTES: usize = 4 << 20;
 
 /// `sha256:<hex>` of `bytes`.
 pub fn digest_of(bytes: &[u8]) -> String {
@@ -99,7 +100,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// Whether this is an index (or Docker manifest list) rather than an image manifest.
-    pub fn is_index(&self) -> bool {
+    pub(crate) fn is_index(&self) -> bool {
         matches!(
             self.media_type.as_deref(),
             Some(OCI_INDEX | DOCKER_MANIFEST_LIST)
@@ -108,7 +109,7 @@ impl Manifest {
 
     /// The index entry for a Wasm artifact: the one whose platform says `wasm` (or `wasip1`/
     /// `wasip2`), or the only entry.
-    pub fn wasm_entry(&self) -> Result<&Descriptor, String> {
+    pub(crate) fn wasm_entry(&self) -> Result<&Descriptor, String> {
         let wasm = |d: &&Descriptor| {
             d.platform.as_ref().is_some_and(|p| {
                 p.architecture == "wasm" || p.os == "wasip1" || p.os == "wasip2" || p.os == "wasi"
@@ -128,7 +129,7 @@ impl Manifest {
 
     /// The layer holding the component, and how it is packed. The CNCF and other raw-Wasm
     /// layers win over tar+gzip ones; of several tar+gzip layers the last is taken (Istio).
-    pub fn wasm_layer(&self) -> Result<(&Descriptor, Packing), String> {
+    pub(crate) fn wasm_layer(&self) -> Result<(&Descriptor, Packing), String> {
         if let Some(layer) = self
             .layers
             .iter()
@@ -155,7 +156,7 @@ impl Manifest {
 
 /// How the component sits in its layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Packing {
+pub(crate) enum Packing {
     /// The layer is the `.wasm`.
     Raw,
     /// The layer is a tar+gzip with `plugin.wasm` (or a single `.wasm` file) in it.
@@ -243,19 +244,19 @@ pub struct ComponentInfo {
 /// The CNCF Wasm config (`application/vnd.wasm.config.v0+json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct WasmConfig {
+pub(crate) struct WasmConfig {
     /// Left out unless `SOURCE_DATE_EPOCH` is set, so pushing the same file twice gives the
     /// same digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub(crate) created: Option<String>,
     /// `wasm`.
-    pub architecture: String,
+    pub(crate) architecture: String,
     /// `wasip2`.
-    pub os: String,
+    pub(crate) os: String,
     /// The digests of the layers, in order (the one `.wasm` layer).
-    pub layer_digests: Vec<String>,
+    pub(crate) layer_digests: Vec<String>,
     /// The component's exports and imports.
-    pub component: ComponentInfo,
+    pub(crate) component: ComponentInfo,
 }
 
 /// The manifest and config blobs of a component, ready to push.

@@ -10,11 +10,11 @@ use serde::Deserialize;
 
 /// A username and password for one registry.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     /// The user name, as in a dockerconfigjson `auths` entry.
-    pub username: String,
+    pub(crate) username: String,
     /// The password or token; `Debug` never prints it.
-    pub password: String,
+    pub(crate) password: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -26,7 +26,7 @@ impl std::fmt::Debug for Credentials {
 
 impl Credentials {
     /// The `Authorization: Basic …` value.
-    pub fn basic_header(&self) -> String {
+    pub(crate) fn basic_header(&self) -> String {
         format!(
             "Basic {}",
             STANDARD.encode(format!("{}:{}", self.username, self.password))
@@ -132,19 +132,19 @@ impl DockerConfig {
     }
 
     /// Why the file's entry for `registry` is not usable, if it has such an entry.
-    pub fn unusable(&self, registry: &str) -> Option<&str> {
+    pub(crate) fn unusable(&self, registry: &str) -> Option<&str> {
         self.unusable
             .get(&normalize_registry(registry))
             .map(String::as_str)
     }
 
     /// The credentials for `registry` (`host[:port]`), if the file has them.
-    pub fn for_registry(&self, registry: &str) -> Option<&Credentials> {
+    pub(crate) fn for_registry(&self, registry: &str) -> Option<&Credentials> {
         self.by_registry.get(&normalize_registry(registry))
     }
 
     /// The registries the file has credentials for, for messages.
-    pub fn registries(&self) -> Vec<&str> {
+    pub(crate) fn registries(&self) -> Vec<&str> {
         self.by_registry.keys().map(String::as_str).collect()
     }
 }
@@ -164,7 +164,7 @@ fn normalize_registry(key: &str) -> String {
 
 /// A `WWW-Authenticate` challenge.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Challenge {
+pub(crate) enum Challenge {
     /// Send the credentials with HTTP Basic.
     Basic,
     /// Fetch a token from `realm` for `service` and `scope`.
@@ -179,7 +179,7 @@ pub enum Challenge {
 }
 
 /// Parses `Basic realm="…"` or `Bearer realm="…",service="…",scope="…"`.
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
+pub(crate) fn parse_challenge(header: &str) -> Option<Challenge> {
     let (scheme, params) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
     let params = parse_params(params);
     if scheme.eq_ignore_ascii_case("basic") {

@@ -23,7 +23,7 @@ impl BlobCache {
     }
 
     /// Its directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 

@@ -116,7 +116,7 @@ fn index_path(cache: &BlobCache, digest: &str) -> Option<std::path::PathBuf> {
 
 /// The signatures of `reference`'s `digest` recorded in the cache (picked under the same
 /// bound as from the registry), if every blob is still there and matches its descriptor.
-pub fn cached_signatures(
+pub(crate) fn cached_signatures(
     cache: &BlobCache,
     reference: &Reference,
     digest: &str,

@@ -436,7 +436,7 @@ impl Client {
 
     /// Pulls the component `reference` names. With a digest and a cache holding it, nothing is
     /// fetched; a tag is always resolved against the registry (tags move). Every manifest and
-    /// blob read is checked against its descriptor's size and digest ([`crate::fetch`]).
+    /// blob read is checked against its descriptor's size and digest (`fetch.rs`).
     pub async fn pull(
         &self,
         reference: &Reference,

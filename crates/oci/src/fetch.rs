@@ -21,11 +21,11 @@ use crate::reference::{Reference, parse_digest};
 
 /// What a fetch returned.
 #[derive(Debug, Clone)]
-pub struct Fetched {
+pub(crate) struct Fetched {
     /// The content: its digest and (when a descriptor gave one) its size checked.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// Whether it came from the cache.
-    pub from_cache: bool,
+    pub(crate) from_cache: bool,
 }
 
 impl Client {

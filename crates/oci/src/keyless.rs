@@ -16,7 +16,7 @@
 //! 3. the certificate chains (rustls-webpki) to the last certificate of a `certificateAuthorities`
 //!    entry valid at that moment, with the codeSigning extended key usage;
 //! 4. its identity, the subject alternative names (email or URI) and the Fulcio issuer
-//!    extension, is then matched by the policy ([`crate::policy`]).
+//!    extension, is then matched by the policy ([`Policy`](crate::Policy)).
 //!
 //! Nothing here makes a request.
 
@@ -39,18 +39,18 @@ pub const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
 /// The layer annotation holding the Rekor bundle (JSON).
 pub const BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 /// Fulcio's issuer extension (DER UTF8String), and its legacy raw-string form.
-pub const OID_ISSUER_V2: &str = "1.3.6.1.4.1.57264.1.8";
+pub(crate) const OID_ISSUER_V2: &str = "1.3.6.1.4.1.57264.1.8";
 /// See [`OID_ISSUER_V2`].
-pub const OID_ISSUER_V1: &str = "1.3.6.1.4.1.57264.1.1";
+pub(crate) const OID_ISSUER_V1: &str = "1.3.6.1.4.1.57264.1.1";
 
 /// The largest certificate annotation read (Fulcio's are about 3 KiB).
-pub const MAX_CERTIFICATE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_CERTIFICATE_BYTES: usize = 16 * 1024;
 /// The largest chain annotation read.
-pub const MAX_CHAIN_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CHAIN_BYTES: usize = 64 * 1024;
 /// At most this many certificates in a chain.
-pub const MAX_CHAIN_CERTIFICATES: usize = 8;
+pub(crate) const MAX_CHAIN_CERTIFICATES: usize = 8;
 /// The largest bundle annotation read (a few KiB: the body carries the certificate).
-pub const MAX_BUNDLE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BUNDLE_BYTES: usize = 64 * 1024;
 
 /// id-kp-codeSigning (1.3.6.1.5.5.7.3.3), the OID's value bytes.
 const CODE_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
@@ -68,20 +68,20 @@ pub struct Material {
 
 impl Material {
     /// Whether the layer is a keyless (certificate) signature.
-    pub fn is_keyless(&self) -> bool {
+    pub(crate) fn is_keyless(&self) -> bool {
         self.certificate.is_some()
     }
 }
 
 /// Who signed, as the verified certificate says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signer {
+pub(crate) struct Signer {
     /// The subject alternative names: emails and URIs.
-    pub subjects: Vec<String>,
+    pub(crate) subjects: Vec<String>,
     /// The OIDC issuer (Fulcio's extension), if the certificate has one.
-    pub issuer: Option<String>,
+    pub(crate) issuer: Option<String>,
     /// The Rekor entry's integrated time and log index, when a log was checked.
-    pub log_entry: Option<(i64, i64)>,
+    pub(crate) log_entry: Option<(i64, i64)>,
 }
 
 #[derive(Deserialize)]
@@ -326,7 +326,7 @@ fn webpki_reason(e: &webpki::Error, at: i64, with_log: bool) -> String {
 
 /// Verifies a keyless signature layer: the signature over `payload`, the Rekor bundle when
 /// the trust root has logs, the certificate path. The policy then matches the [`Signer`].
-pub fn verify(
+pub(crate) fn verify(
     root: &TrustRoot,
     material: &Material,
     payload: &[u8],

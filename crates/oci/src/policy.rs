@@ -47,7 +47,7 @@ use crate::signature::{SIMPLE_SIGNING_TYPE, SignatureLayer, Signed, SimpleSignin
 use crate::trust_root::TrustRoot;
 
 /// GitHub Actions' OIDC issuer, what `githubAction` entries require.
-pub const GITHUB_ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent.com";
+pub(crate) const GITHUB_ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent.com";
 
 /// A parsed policy.
 #[derive(Debug, Clone)]
@@ -60,7 +60,7 @@ pub struct Policy {
 
 /// Who must have signed.
 #[derive(Debug, Clone)]
-pub enum Signer {
+pub(crate) enum Signer {
     /// `kind: pubKey`: this key.
     Key(PublicKey),
     /// `kind: genericIssuer`: a certificate from this issuer whose subject matches.
@@ -81,7 +81,7 @@ pub enum Signer {
 
 /// How a keyless entry's subject is matched.
 #[derive(Debug, Clone)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// The email or URI, exactly.
     Equal(String),
     /// A URI starting with this prefix (which ends in `/`).
@@ -90,18 +90,18 @@ pub enum Subject {
 
 /// One signature a policy asks for.
 #[derive(Debug, Clone)]
-pub struct Constraint {
+pub(crate) struct Constraint {
     /// Who must have signed.
-    pub signer: Signer,
+    pub(crate) signer: Signer,
     /// Who the key belongs to, for messages.
-    pub owner: Option<String>,
+    pub(crate) owner: Option<String>,
     /// Annotations the signed payload must carry (`cosign sign -a key=value`).
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 impl Constraint {
     /// `pubKey SHA256:… (owner X)`, naming the entry in messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut text = match &self.signer {
             Signer::Key(key) => format!("pubKey {}", key.fingerprint()),
             Signer::Issuer {
@@ -517,7 +517,7 @@ impl Policy {
     }
 
     /// Checks `layers` (the signatures found for the manifest `digest`) against the policy:
-    /// [`Policy::evaluate_bounded`] with nothing left unread.
+    /// `Policy::evaluate_bounded` with nothing left unread.
     pub fn evaluate(&self, digest: &str, layers: &[SignatureLayer]) -> Result<Verdict, String> {
         self.evaluate_bounded(digest, layers, Unchecked::default())
     }

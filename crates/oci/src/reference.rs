@@ -67,7 +67,7 @@ impl Reference {
     }
 
     /// What to ask the registry for: the digest if there is one, else the tag.
-    pub fn manifest_ref(&self) -> &str {
+    pub(crate) fn manifest_ref(&self) -> &str {
         self.digest
             .as_deref()
             .or(self.tag.as_deref())
@@ -97,7 +97,7 @@ impl fmt::Display for Reference {
 }
 
 /// Accepts `sha256:` and 64 lowercase hex digits (the only algorithm registries use).
-pub fn parse_digest(digest: &str) -> Result<String, String> {
+pub(crate) fn parse_digest(digest: &str) -> Result<String, String> {
     let hex = digest
         .strip_prefix("sha256:")
         .ok_or_else(|| format!("digest {digest:?} is not sha256:<64 hex digits>"))?;

@@ -8,11 +8,11 @@
 //! when the registry has it.
 //!
 //! This module is the format only (payloads, signature layers, blob signatures, the `.sig`
-//! tag), a leaf that the reading of candidates ([`crate::candidates`]), the policy
-//! ([`crate::policy`]) and the client's signing ([`crate::sign`]) share. A driver is verified
-//! before its Wasm layer is fetched ([`crate::verify`]): resolve the reference to a manifest
-//! digest, find the signatures ([`crate::candidates`], read up to a bound and cached), check
-//! the [`Policy`](crate::Policy), then pull the layer from that (signed) manifest, checked
+//! tag), a leaf that the reading of candidates (`candidates.rs`), the policy (`policy.rs`) and
+//! the client's signing (`sign.rs`) share. A driver is verified before its Wasm layer is fetched
+//! ([`Client::pull_verified`](crate::Client::pull_verified), `verify.rs`): resolve the
+//! reference to a manifest digest, find the signatures (`candidates.rs`, read up to a bound and
+//! cached), check the [`Policy`](crate::Policy), then pull the layer from that (signed) manifest, checked
 //! against its descriptor's size and digest.
 
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesi
 /// The layer annotation holding the base64 signature.
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// `critical.type` of a container image signature payload.
-pub const SIMPLE_SIGNING_TYPE: &str = "cosign container image signature";
+pub(crate) const SIMPLE_SIGNING_TYPE: &str = "cosign container image signature";
 /// The `artifactType` of a simple-signing manifest attached as a referrer.
 pub const COSIGN_SIGNATURE_ARTIFACT_TYPE: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
 
@@ -43,45 +43,45 @@ pub fn signature_tag(digest: &str) -> String {
 
 /// A simple-signing payload (the fields verified).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SimpleSigning {
+pub(crate) struct SimpleSigning {
     /// What the signature is about.
-    pub critical: Critical,
+    pub(crate) critical: Critical,
     /// Signer-chosen annotations (`cosign sign -a key=value`); `null` when none.
-    pub optional: Option<BTreeMap<String, serde_json::Value>>,
+    pub(crate) optional: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// The payload's `critical` part.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Critical {
+pub(crate) struct Critical {
     /// The repository the signer named.
-    pub identity: Identity,
+    pub(crate) identity: Identity,
     /// The signed manifest.
-    pub image: Image,
+    pub(crate) image: Image,
     /// Always [`SIMPLE_SIGNING_TYPE`].
     #[serde(rename = "type")]
-    pub kind: String,
+    pub(crate) kind: String,
 }
 
 /// `critical.identity`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// `registry/repository`. Not checked on verification, like cosign by default: a mirrored
     /// artifact keeps its signatures.
     #[serde(rename = "docker-reference")]
-    pub docker_reference: String,
+    pub(crate) docker_reference: String,
 }
 
 /// `critical.image`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Image {
+pub(crate) struct Image {
     /// `sha256:<hex>` of the signed manifest.
     #[serde(rename = "docker-manifest-digest")]
-    pub docker_manifest_digest: String,
+    pub(crate) docker_manifest_digest: String,
 }
 
 impl SimpleSigning {
     /// The annotation `key` as text (strings as they are, other JSON values as JSON).
-    pub fn annotation(&self, key: &str) -> Option<String> {
+    pub(crate) fn annotation(&self, key: &str) -> Option<String> {
         let value = self.optional.as_ref()?.get(key)?;
         Some(match value {
             serde_json::Value::String(s) => s.clone(),

@@ -26,50 +26,50 @@ use sha2::{Digest as _, Sha256};
 use crate::keys::PublicKey;
 
 /// The largest trust root file read (the public-good one is about 7 KiB).
-pub const MAX_TRUST_ROOT_BYTES: usize = 1 << 20;
+pub(crate) const MAX_TRUST_ROOT_BYTES: usize = 1 << 20;
 
 /// A parsed trust root.
 #[derive(Debug, Clone)]
 pub struct TrustRoot {
     /// Certificate authorities (Fulcio instances).
-    pub authorities: Vec<Authority>,
+    pub(crate) authorities: Vec<Authority>,
     /// Transparency logs (Rekor instances) whose keys are usable (ECDSA P-256).
-    pub logs: Vec<Log>,
+    pub(crate) logs: Vec<Log>,
     /// sha256 of the file, part of what a cached verification depends on.
     pub sha256: String,
 }
 
 /// One certificate authority: its chain and when it issued.
 #[derive(Debug, Clone)]
-pub struct Authority {
+pub(crate) struct Authority {
     /// `certificateAuthorities[i]` and its URI, for messages.
-    pub name: String,
+    pub(crate) name: String,
     /// DER certificates, leaf-most first; the last is the trust anchor.
-    pub chain: Vec<Vec<u8>>,
+    pub(crate) chain: Vec<Vec<u8>>,
     /// Unix seconds: the CA issued certificates from `start` to `end` (open when `None`).
-    pub valid_from: Option<i64>,
+    pub(crate) valid_from: Option<i64>,
     /// See `valid_from`.
-    pub valid_until: Option<i64>,
+    pub(crate) valid_until: Option<i64>,
 }
 
 /// One transparency log.
 #[derive(Debug, Clone)]
-pub struct Log {
+pub(crate) struct Log {
     /// `tlogs[i]` and its base URL, for messages.
-    pub name: String,
+    pub(crate) name: String,
     /// The log's key.
-    pub key: PublicKey,
+    pub(crate) key: PublicKey,
     /// The key's id: sha256 of its DER SPKI (what a Rekor entry's `logID` names, in hex).
-    pub key_id: Vec<u8>,
+    pub(crate) key_id: Vec<u8>,
     /// Unix seconds the key signed from and until.
-    pub valid_from: Option<i64>,
+    pub(crate) valid_from: Option<i64>,
     /// See `valid_from`.
-    pub valid_until: Option<i64>,
+    pub(crate) valid_until: Option<i64>,
 }
 
 impl Log {
     /// Whether `log_id` (a Rekor entry's hex `logID`) names this log.
-    pub fn is(&self, log_id: &str) -> bool {
+    pub(crate) fn is(&self, log_id: &str) -> bool {
         hex::decode(log_id).ok().as_deref() == Some(self.key_id.as_slice())
     }
 }
@@ -80,14 +80,14 @@ fn within(t: i64, from: Option<i64>, until: Option<i64>) -> bool {
 
 impl Authority {
     /// Whether the CA was valid at `t` (unix seconds).
-    pub fn valid_at(&self, t: i64) -> bool {
+    pub(crate) fn valid_at(&self, t: i64) -> bool {
         within(t, self.valid_from, self.valid_until)
     }
 }
 
 impl Log {
     /// Whether the log's key was valid at `t` (unix seconds).
-    pub fn valid_at(&self, t: i64) -> bool {
+    pub(crate) fn valid_at(&self, t: i64) -> bool {
         within(t, self.valid_from, self.valid_until)
     }
 }

@@ -25,7 +25,7 @@ pub struct Verified {
 impl Client {
     /// The manifest digest `reference` names (asking the registry only for a tag), and the
     /// manifest's bytes when they were fetched.
-    pub async fn resolve(
+    pub(crate) async fn resolve(
         &self,
         reference: &Reference,
         cache: Option<&BlobCache>,

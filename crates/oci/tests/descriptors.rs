@@ -16,15 +16,13 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use registry_proxy::RegistryProxy;
-use wasm_ccm_oci::artifact::{
-    Descriptor, Manifest, OCI_INDEX, OCI_MANIFEST, Platform, digest_of, pack,
-};
 use wasm_ccm_oci::signature::{
     COSIGN_SIGNATURE_ARTIFACT_TYPE, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, signature_tag,
     simple_signing_payload,
 };
 use wasm_ccm_oci::{
-    BlobCache, Client, ClientOptions, ComponentInfo, Policy, Reference, SigningKey,
+    BlobCache, Client, ClientOptions, ComponentInfo, Descriptor, Manifest, OCI_INDEX, OCI_MANIFEST,
+    Platform, Policy, Reference, SigningKey, digest_of, pack,
 };
 use wasm_ccm_test_tools::registry::Registry;
 

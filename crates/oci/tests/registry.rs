@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use wasm_ccm_oci::artifact::{Descriptor, Manifest, OCI_INDEX, OCI_MANIFEST, Platform, digest_of};
-use wasm_ccm_oci::{BlobCache, Client, ClientOptions, ComponentInfo, DockerConfig, Reference};
+use wasm_ccm_oci::{
+    BlobCache, Client, ClientOptions, ComponentInfo, Descriptor, DockerConfig, Manifest, OCI_INDEX,
+    OCI_MANIFEST, Platform, Reference, digest_of,
+};
 use wasm_ccm_test_tools::registry::{self, Registry};
 
 mod common;

@@ -12,12 +12,12 @@ use std::collections::BTreeMap;
 use registry_proxy::RegistryProxy;
 
 use base64::Engine as _;
-use wasm_ccm_oci::artifact::{Descriptor, Manifest, OCI_MANIFEST, digest_of};
 use wasm_ccm_oci::signature::{
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, signature_tag, simple_signing_payload,
 };
 use wasm_ccm_oci::{
-    BlobCache, Client, ClientOptions, ComponentInfo, Policy, Reference, SigningKey,
+    BlobCache, Client, ClientOptions, ComponentInfo, Descriptor, Manifest, OCI_MANIFEST, Policy,
+    Reference, SigningKey, digest_of,
 };
 use wasm_ccm_test_tools::registry::Registry;
 

@@ -1,7 +1,7 @@
 //! The component from an Istio "compat" tar+gzip layer: which file is taken, and bounded memory
 //! whatever the archive holds.
 
-use wasm_ccm_oci::artifact::wasm_from_tar_gzip;
+use wasm_ccm_oci::wasm_from_tar_gzip;
 
 mod common;
 use common::tar_gzip;

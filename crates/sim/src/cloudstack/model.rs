@@ -2,12 +2,14 @@
 //! public IP addresses, load-balancer rules, firewall rules and ACL items in creation order, the
 //! asynchronous jobs, and the settings tests change at run time.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use super::CidrSeparator;
-use super::jobs::Job;
+use super::job::Job;
+use super::options::{CidrSeparator, CloudstackOptions};
 use crate::serving::new_uuid;
+
+pub(crate) use super::records::{IpState, LbRule, RuleState, Tag};
 
 /// The management server version reported by `listCapabilities` and
 /// `listManagementServersMetrics` unless changed.
@@ -169,26 +171,6 @@ impl Vm {
     }
 }
 
-/// A public IP address's life cycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum IpState {
-    Free,
-    Allocating,
-    Allocated,
-    Releasing,
-}
-
-impl IpState {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            IpState::Free => "Free",
-            IpState::Allocating => "Allocating",
-            IpState::Allocated => "Allocated",
-            IpState::Releasing => "Releasing",
-        }
-    }
-}
-
 /// A public IP address of a zone: free in the pool, or allocated to the account (or a
 /// project) for an isolated network or a VPC.
 #[derive(Clone, Debug)]
@@ -220,47 +202,6 @@ impl PublicIp {
         self.static_nat_vm = None;
         self.project = None;
     }
-}
-
-/// The life cycle of load-balancer rules, firewall rules and ACL items.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RuleState {
-    Add,
-    Active,
-    Revoke,
-}
-
-impl RuleState {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RuleState::Add => "Add",
-            RuleState::Active => "Active",
-            RuleState::Revoke => "Revoke",
-        }
-    }
-}
-
-/// A load-balancer rule: one public port of a public IP to one private port of its members.
-#[derive(Clone, Debug)]
-pub(crate) struct LbRule {
-    pub id: String,
-    /// CloudStack's internal id, named in conflict messages.
-    pub seq: u64,
-    pub name: String,
-    pub description: Option<String>,
-    pub algorithm: String,
-    /// `tcp`, `udp` or `tcp-proxy`, lowercase.
-    pub protocol: String,
-    pub ip_id: String,
-    pub public_port: u16,
-    pub private_port: u16,
-    pub network_id: String,
-    pub cidrs: Vec<String>,
-    pub state: RuleState,
-    pub project: Option<String>,
-    pub zone_id: String,
-    /// Assigned VM IDs.
-    pub members: BTreeSet<String>,
 }
 
 /// A firewall rule on a public IP of an isolated network.
@@ -295,28 +236,6 @@ pub(crate) struct AclItem {
     pub number: u32,
     pub state: RuleState,
     pub project: Option<String>,
-}
-
-/// A resource tag (`createTags`): a key and value on one entity, owned by the entity's owner.
-/// CloudStack keeps one value per key and entity (`resource_tags` has a unique key on
-/// resource, type and key; the collation makes keys case-insensitive).
-#[derive(Clone, Debug)]
-pub(crate) struct Tag {
-    pub key: String,
-    pub value: String,
-    /// The `ResourceObjectType` name as CloudStack spells it, e.g. `PublicIpAddress`.
-    pub resource_type: &'static str,
-    pub resource_id: String,
-    /// The owner's project (None: the account).
-    pub project: Option<String>,
-    pub customer: Option<String>,
-}
-
-impl Tag {
-    /// Whether it is on `resource_id` of `resource_type`.
-    pub(crate) fn on(&self, resource_type: &str, resource_id: &str) -> bool {
-        self.resource_type == resource_type && self.resource_id == resource_id
-    }
 }
 
 /// Who the API key belongs to.
@@ -653,6 +572,21 @@ impl State {
             .and_then(|a| a.vpc_id.as_deref())
             .and_then(|v| self.vpc(v))
             .and_then(|v| v.project.clone())
+    }
+}
+
+impl CloudstackOptions {
+    /// The run-time settings these options start with.
+    pub(crate) fn settings(&self) -> Settings {
+        Settings {
+            admin: self.admin,
+            job_polls: self.job_polls,
+            job_duration: self.job_duration,
+            cidr_separator: self.cidr_separator,
+            page_size_limit: self.page_size_limit.max(1),
+            version: DEFAULT_VERSION.into(),
+            failing_jobs: Default::default(),
+        }
     }
 }
 

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use super::{Ctx, Ref, cidr_list, contains_ci, paged};
+use super::context::{Ctx, Ref, cidr_list, contains_ci, paged};
 use crate::cloudstack::error::CsError;
-use crate::cloudstack::jobs::Effect;
+use crate::cloudstack::job::Effect;
 use crate::cloudstack::model::{AclItem, Kind, RuleState};
 use crate::cloudstack::render::{render_acl_item, render_acl_list};
 use crate::serving::new_uuid;

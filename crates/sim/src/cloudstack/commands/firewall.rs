@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use super::{Ctx, Ref, cidr_list, paged};
+use super::context::{Ctx, Ref, cidr_list, paged};
 use crate::cloudstack::error::CsError;
-use crate::cloudstack::jobs::Effect;
+use crate::cloudstack::job::Effect;
 use crate::cloudstack::model::{FirewallRule, IpState, Kind, RuleState};
 use crate::cloudstack::render::render_firewall_rule;
 use crate::serving::new_uuid;

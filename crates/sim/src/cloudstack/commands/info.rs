@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Ref, contains_ci, paged};
+use super::context::{Ctx, Ref, contains_ci, paged};
 use crate::cloudstack::error::CsError;
 use crate::cloudstack::model::Kind;
 use crate::cloudstack::render::{render_project, render_zone};

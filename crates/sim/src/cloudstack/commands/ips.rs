@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 
+use super::context::{Ctx, Ref, paged};
 use super::tags::TagFilter;
-use super::{Ctx, Ref, paged};
 use crate::cloudstack::error::CsError;
-use crate::cloudstack::jobs::Effect;
+use crate::cloudstack::job::Effect;
 use crate::cloudstack::model::{IpState, Kind, RuleState};
 use crate::cloudstack::render::render_ip;
 

@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{Ctx, Ref, cidr_list, contains_ci, paged};
+use super::context::{Ctx, Ref, cidr_list, contains_ci, paged};
 use crate::cloudstack::error::CsError;
-use crate::cloudstack::jobs::Effect;
+use crate::cloudstack::job::Effect;
 use crate::cloudstack::model::{IpState, Kind, LbRule, RuleState, State};
 use crate::cloudstack::render::{render_lb_rule, render_vm};
 use crate::serving::new_uuid;

@@ -20,9 +20,9 @@
 
 use serde_json::Value;
 
-use super::{Ctx, paged};
+use super::context::{Ctx, paged};
 use crate::cloudstack::error::CsError;
-use crate::cloudstack::jobs::Effect;
+use crate::cloudstack::job::Effect;
 use crate::cloudstack::model::{State, Tag};
 use crate::cloudstack::render::render_tag;
 

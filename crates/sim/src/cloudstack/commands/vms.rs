@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{Ctx, Ref, contains_ci, paged};
+use super::context::{Ctx, Ref, contains_ci, paged};
 use crate::cloudstack::error::CsError;
 use crate::cloudstack::model::Kind;
 use crate::cloudstack::render::{render_network, render_vm};

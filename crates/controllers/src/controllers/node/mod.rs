@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, ObjectReference};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
+use wasm_ccm_runtime::types::{InstanceMetadata, Node as WitNode};
 
 use self::rules::{
     PROVIDED_NODE_IP, UNINITIALIZED_TAINT, addresses_changed, beta_to_ga, init_labels,
@@ -220,21 +221,31 @@ impl NodeController {
         ReconcileError::refused(message)
     }
 
+    /// Asks `instances.instance-metadata` about the node `name` (initialisation and the status
+    /// pass alike), its events on `regarding`; a failure is the node's reconcile error.
+    async fn instance_metadata(
+        &self,
+        name: &str,
+        wit: &WitNode,
+        regarding: &ObjectReference,
+    ) -> Result<InstanceMetadata, ReconcileError> {
+        let scope = self.ctx.cloud.scope(name);
+        self.ctx
+            .cloud
+            .call(
+                Function::InstanceMetadata,
+                About::object(REPORTER, regarding),
+                self.ctx.cloud.provider().instance_metadata(wit, &scope),
+            )
+            .await
+            .map_err(|e| driver_failure(name, &e))
+    }
+
     async fn initialize(&self, node: &Node) -> Result<(), ReconcileError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let regarding = reference(node);
-        let scope = self.ctx.cloud.scope(&name);
-        let result = self
-            .ctx
-            .cloud
-            .call(
-                Function::InstanceMetadata,
-                About::object(REPORTER, &regarding),
-                self.ctx.cloud.provider().instance_metadata(&wit, &scope),
-            )
-            .await;
-        let meta = result.map_err(|e| driver_failure(&name, &e))?;
+        let meta = self.instance_metadata(&name, &wit, &regarding).await?;
         let existing_provider_id = wit.provider_id.clone();
         // The provider ID decides which instance the whole answer describes: one that breaks a
         // rule refuses the answer (nothing of it is written).
@@ -461,17 +472,9 @@ impl NodeController {
             return Ok(());
         }
         let regarding = reference(node);
-        let (wit, scope) = (node_to_wit(node), self.ctx.cloud.scope(&name));
-        let result = self
-            .ctx
-            .cloud
-            .call(
-                Function::InstanceMetadata,
-                About::object(REPORTER, &regarding),
-                self.ctx.cloud.provider().instance_metadata(&wit, &scope),
-            )
-            .await;
-        let meta = result.map_err(|e| driver_failure(&name, &e))?;
+        let meta = self
+            .instance_metadata(&name, &node_to_wit(node), &regarding)
+            .await?;
         // Addresses of another instance are not this node's.
         let scheme = self.ctx.cloud.provider_id_scheme();
         if let Err(v) = check_provider_id(&meta.provider_id, &scheme, &existing, None) {

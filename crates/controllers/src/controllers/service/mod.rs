@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::CallError;
-use wasm_ccm_runtime::types::ProviderError;
+use wasm_ccm_runtime::CallScope;
+use wasm_ccm_runtime::types::{Ingress, ProviderError, Service as WitService};
 
 use self::rules::{BackendKey, needs_update_for, should_sync_updated_node};
 use crate::answer_rules::{
@@ -414,20 +415,29 @@ impl ServiceController {
         .await;
     }
 
+    /// Asks `load-balancer.get` about the Service `wit`, its events on `regarding`.
+    async fn load_balancer_get(
+        &self,
+        wit: &WitService,
+        scope: &CallScope,
+        regarding: &ObjectReference,
+    ) -> Result<Option<Vec<Ingress>>, CallError> {
+        self.ctx
+            .cloud
+            .call(
+                Function::LoadBalancerGet,
+                About::object(REPORTER, regarding),
+                self.ctx.cloud.provider().load_balancer_get(wit, scope),
+            )
+            .await
+    }
+
     async fn delete_branch(&self, key: &str, svc: &Service) -> Result<(), ReconcileError> {
         let regarding = reference(svc);
         let owned = self.ctx.route.owns_service(svc);
         let wit = cleanup_view(svc, owned);
         let scope = self.ctx.cloud.scope(key);
-        let exists = self
-            .ctx
-            .cloud
-            .call(
-                Function::LoadBalancerGet,
-                About::object(REPORTER, &regarding),
-                self.ctx.cloud.provider().load_balancer_get(&wit, &scope),
-            )
-            .await;
+        let exists = self.load_balancer_get(&wit, &scope, &regarding).await;
         let exists = exists.map_err(|e| {
             fail(
                 format!("failed to check if load balancer exists before cleanup: {e}"),
@@ -864,15 +874,7 @@ impl ServiceController {
             }
             Err(CallError::Provider(ProviderError::ImplementedElsewhere)) => {}
             Err(e) => {
-                let exists = self
-                    .ctx
-                    .cloud
-                    .call(
-                        Function::LoadBalancerGet,
-                        About::object(REPORTER, &regarding),
-                        self.ctx.cloud.provider().load_balancer_get(&wit, &scope),
-                    )
-                    .await;
+                let exists = self.load_balancer_get(&wit, &scope, &regarding).await;
                 if matches!(exists, Ok(None)) {
                     return;
                 }

@@ -210,7 +210,8 @@ impl LifecycleController {
                         &regarding,
                         true,
                         "DeletingNodeFailed",
-                        &format!("Error deleting node {name}: {e}"),
+                        // Upstream's wording (`deleteNodeFailedEvent` in MonitorNodes).
+                        &format!("Failed deleting node {name}: {e}"),
                         "DeleteNode",
                     )
                     .await;
@@ -296,7 +297,47 @@ fn start(w: &mut Wiring<'_>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{FakeCloud, Harness, node_json};
     use wasm_ccm_runtime::HostError;
+    use wasm_ccm_sim::kube::RequestMatcher;
+
+    /// A refused delete is reported as upstream words it (`DeletingNodeFailed`, "Failed
+    /// deleting node …"), and the node stays.
+    #[tokio::test]
+    async fn failed_delete_is_reported_in_upstreams_words() {
+        let cloud = FakeCloud::default();
+        cloud
+            .exists
+            .lock()
+            .unwrap()
+            .insert("node0".into(), Ok(false));
+        let node = node_json("node0", Some("fake://node0"), false, false);
+        let h = Harness::start(cloud, vec![node]).await;
+        h.sim.faults().fail_next(
+            1,
+            500,
+            RequestMatcher::resource("nodes").with_method("DELETE"),
+        );
+        LifecycleController::new(Arc::clone(&h.ctx))
+            .monitor_nodes()
+            .await;
+        // The fault fired: the delete was tried and the node is still there.
+        assert_eq!(h.sim.faults().pending(), 0);
+        assert!(h.node("node0").is_some());
+        let events = h.events_for("node0");
+        assert!(
+            events
+                .iter()
+                .any(|e| e.starts_with("DeletingNode: Deleting node node0 because")),
+            "{events:?}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e.starts_with("DeletingNodeFailed: Failed deleting node node0: ")),
+            "{events:?}"
+        );
+    }
 
     fn host_err() -> Result<bool, CallError> {
         Err(CallError::Host(HostError::Deadline {

@@ -1,7 +1,10 @@
 //! Upstream's `controllers/nodelifecycle/node_lifecycle_controller_test.go`, as data, run in
 //! process through one `monitor_nodes` pass.
 //!
-//! Ported: `Test_NodesDeleted` (all 12 cases), `Test_NodesShutdown` (all 9).
+//! Ported: `Test_NodesDeleted` (all 12 cases), `Test_NodesShutdown` (all 9), each with the event
+//! check `Test_NodesShutdown` gained in 1.35 (kubernetes/kubernetes#134545: every event's
+//! `involvedObject.apiVersion` is set, so `kubectl events --for Node/<name>` finds it); ours also
+//! checks kind, name and UID, and that a deleted node did get its `DeletingNode` event.
 //! Skipped: `Test_GetProviderID` (which Go API yields the provider ID; a driver is handed the
 //! node and answers `instance-exists` itself).
 //!
@@ -213,7 +216,46 @@ fn has_shutdown_taint(node: &Value) -> bool {
         .is_some_and(|t| t.iter().any(|t| t["key"] == SHUTDOWN_TAINT))
 }
 
-async fn run(case: Case) {
+/// The `involvedObject` of every core/v1 event about `node0` (the apiserver stores
+/// events.k8s.io/v1 events as core/v1 ones, `regarding` becoming `involvedObject`), with its
+/// reason.
+fn event_objects(h: &Harness) -> Vec<(String, Value)> {
+    h.sim
+        .list("events")
+        .into_iter()
+        .filter(|e| e.pointer("/involvedObject/name").and_then(Value::as_str) == Some("node0"))
+        .map(|e| {
+            let reason = e["reason"].as_str().unwrap_or_default().to_string();
+            (reason, e["involvedObject"].clone())
+        })
+        .collect()
+}
+
+/// Upstream's event check (kubernetes/kubernetes#134545) and the reference around it: each event
+/// names the Node by apiVersion, kind, name and UID. Returns how many events were checked.
+fn check_event_objects(h: &Harness, case: &Case, uid: &str) -> usize {
+    let events = event_objects(h);
+    for (reason, object) in &events {
+        assert_eq!(
+            object["apiVersion"], "v1",
+            "{}: {reason}: {object}",
+            case.name
+        );
+        assert_eq!(object["kind"], "Node", "{}: {reason}: {object}", case.name);
+        assert_eq!(object["uid"], uid, "{}: {reason}: {object}", case.name);
+    }
+    // The check above is not vacuous: a deleted node got its event.
+    if case.want_deleted {
+        assert!(
+            events.iter().any(|(reason, _)| reason == "DeletingNode"),
+            "{}: no DeletingNode event: {events:?}",
+            case.name
+        );
+    }
+    events.len()
+}
+
+async fn run(case: Case) -> usize {
     let cloud = FakeCloud::default();
     if let Some(a) = case.exists.clone() {
         cloud.exists.lock().unwrap().insert("node0".into(), a);
@@ -222,9 +264,18 @@ async fn run(case: Case) {
         cloud.shutdown.lock().unwrap().insert("node0".into(), a);
     }
     let h = Harness::start(cloud, vec![node_json(&case)]).await;
+    let uid = h
+        .node("node0")
+        .and_then(|n| {
+            n.pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
+        .expect("the simulator gives node0 a UID");
     LifecycleController::new(Arc::clone(&h.ctx))
         .monitor_nodes()
         .await;
+    let checked = check_event_objects(&h, &case, &uid);
     let node = h.node("node0");
     assert_eq!(node.is_none(), case.want_deleted, "{}: {node:?}", case.name);
     if let Some(node) = node {
@@ -239,14 +290,24 @@ async fn run(case: Case) {
         // A Ready node is not asked about at all.
         assert_eq!(h.cloud.calls(), Vec::<String>::new(), "{}", case.name);
     }
+    checked
+}
+
+/// Runs a table; the event check saw at least one event (the tables delete nodes).
+async fn run_table(cases: Vec<Case>) {
+    let checked: usize = futures::future::join_all(cases.into_iter().map(run))
+        .await
+        .into_iter()
+        .sum();
+    assert!(checked > 0, "no event was checked");
 }
 
 #[tokio::test]
 async fn test_nodes_deleted() {
-    futures::future::join_all(nodes_deleted_cases().into_iter().map(run)).await;
+    run_table(nodes_deleted_cases()).await;
 }
 
 #[tokio::test]
 async fn test_nodes_shutdown() {
-    futures::future::join_all(nodes_shutdown_cases().into_iter().map(run)).await;
+    run_table(nodes_shutdown_cases()).await;
 }

@@ -4,7 +4,9 @@
 //! their `Instances` twin here, since a driver has one `instance-metadata` call for both Go
 //! APIs), `Test_reconcileNodeLabels` (3),
 //! `TestNodeAddressesNotUpdate` and `TestNodeAddressesNotUpdateV2` (one table of 2),
-//! `TestUpdateNodeStatus` (4).
+//! `TestUpdateNodeStatus` (4; as upstream since 1.35, kubernetes/kubernetes#136716, the pass runs
+//! `--concurrent-node-status-updates` workers, and `status_pass_runs_its_own_workers` checks that
+//! this many are really in flight, which upstream's call count cannot tell).
 //! Skipped: `TestNodeAddressesChangeDetected` (pure; `rules::tests` covers the change
 //! detection), `TestGetInstanceMetadata` (which of Go's `Instances`/`InstancesV2` APIs is asked:
 //! a driver has one `instance-metadata` call).
@@ -18,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wasm_ccm_runtime::types::{InstanceMetadata, NodeAddress, ProviderError};
@@ -28,6 +31,7 @@ use crate::controllers::node::rules::{PROVIDED_NODE_IP, UNINITIALIZED_TAINT as U
 use crate::convert::address_type_from_name;
 use crate::machinery::runner::Reconciler;
 use crate::test_support::{FakeCloud, Harness};
+use wasm_ccm_sim::kube::RequestMatcher;
 
 const COVER: &str = "ImproveCoverageTaint";
 const CLOUD_ADDRS: &[(&str, &str)] = &[
@@ -572,8 +576,10 @@ async fn test_update_node_status() {
                 })
             })
             .collect();
+        // Upstream sets both worker counts to the row's.
         let config = ControllerConfig {
             concurrent_node_syncs: workers,
+            concurrent_node_status_updates: workers,
             ..ControllerConfig::default()
         };
         let h = Harness::start_with(FakeCloud::default(), objects, config).await;
@@ -585,6 +591,81 @@ async fn test_update_node_status() {
             nodes,
             "{name}"
         );
+    };
+    futures::future::join_all(cases.into_iter().map(run)).await;
+}
+
+/// The status pass runs `--concurrent-node-status-updates` workers (unset: as many as
+/// `--concurrent-node-syncs`), not the initialisation's count (upstream's split,
+/// kubernetes/kubernetes#136716). Every node's address write is held by the simulator, so each
+/// worker stops after its one `instance-metadata` call: the number of calls is the number of
+/// workers.
+#[tokio::test]
+async fn status_pass_runs_its_own_workers() {
+    // (name, --concurrent-node-syncs, --concurrent-node-status-updates, workers expected)
+    let cases: Vec<(&str, usize, usize, usize)> = vec![
+        ("status updates set, above node syncs", 1, 4, 4),
+        ("status updates unset: node syncs", 3, 0, 3),
+    ];
+    let run = |(name, syncs, status, want): (&'static str, usize, usize, usize)| async move {
+        const NODES: usize = 8;
+        let cloud = FakeCloud::default();
+        let mut objects = Vec::new();
+        for i in 0..NODES {
+            let node = format!("node{i}");
+            let ip = format!("10.0.0.{}", i + 1);
+            let answer = meta(
+                &format!("fake://{node}"),
+                "",
+                false,
+                &[("InternalIP", &ip)],
+                &[],
+            );
+            cloud.instances.lock().unwrap().insert(node.clone(), answer);
+            // Initialised, with no addresses yet: the pass writes the cloud's.
+            objects.push(json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node},
+                "spec": {"providerID": format!("fake://{node}")},
+            }));
+        }
+        let config = ControllerConfig {
+            concurrent_node_syncs: syncs,
+            concurrent_node_status_updates: status,
+            ..ControllerConfig::default()
+        };
+        let h = Harness::start_with(cloud, objects, config).await;
+        // Holds every address write for longer than any test runs.
+        h.sim.faults().add_latency(
+            RequestMatcher::resource("nodes")
+                .with_method("PATCH")
+                .with_subresource("status"),
+            Duration::from_secs(24 * 3600),
+        );
+        let calls = || h.cloud.calls_of("instances.instance-metadata");
+        let controller = NodeController::new(Arc::clone(&h.ctx));
+        let pass = controller.update_addresses();
+        tokio::pin!(pass);
+        let reached = async {
+            for _ in 0..1000 {
+                if calls() >= want {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            () = &mut pass => panic!("{name}: the pass ended although every address write is held"),
+            () = reached => {}
+        }
+        assert_eq!(calls(), want, "{name}: workers in flight");
+        // They are all waiting on their held write (none was answered).
+        let answered = h
+            .sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.subresource.as_deref() == Some("status"));
+        assert_eq!(answered.count(), 0, "{name}");
     };
     futures::future::join_all(cases.into_iter().map(run)).await;
 }

@@ -977,3 +977,115 @@ async fn kubectl_auth_can_i_over_tls() {
 
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kubectl create token` (the real TokenRequest client: `ServiceAccounts().CreateToken`, which
+/// sends protobuf) against the TLS simulator with RBAC on: the printed token authenticates as
+/// the ServiceAccount (kubectl with that token gets what the account is bound to and a 403
+/// naming the account for the rest), a duration under ten minutes is the apiserver's 422 as
+/// kubectl prints it, a missing account is its 404, and deleting the account ends the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_issues_a_service_account_token() {
+    let program = pinned_kubectl().await;
+    let sim = wasm_ccm_sim::kube::KubeSim::start_tls("127.0.0.1:0".parse().expect("address"))
+        .await
+        .unwrap_or_else(|e| panic!("TLS simulator did not start: {e:#}"));
+    sim.enable_rbac();
+    sim.load_rbac(vec![
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "node-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}),
+        serde_json::json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "node-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "route-controller", "namespace": "kube-system"}]}),
+    ])
+    .expect("RBAC objects load");
+    sim.seed(vec![
+        serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "route-controller", "namespace": "kube-system"}}),
+    ])
+    .expect("seed");
+    let dir = temp_dir("kubectl-token");
+    let admin = Kubectl::with_kubeconfig(program.clone(), &dir, "admin", sim.kubeconfig());
+
+    let token = admin
+        .ok(&[
+            "create",
+            "token",
+            "route-controller",
+            "-n",
+            "kube-system",
+            "--duration=10m",
+        ])
+        .await;
+    let token = token.trim().to_string();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    let sent = sim
+        .requests()
+        .into_iter()
+        .find(|r| r.subresource.as_deref() == Some("token"))
+        .expect("the TokenRequest was logged");
+    assert_eq!(
+        sent.content_type.as_deref(),
+        Some("application/vnd.kubernetes.protobuf"),
+        "kubectl sends the TokenRequest as protobuf"
+    );
+    assert_eq!(sent.status, 201);
+
+    let account = Kubectl::with_kubeconfig(
+        program.clone(),
+        &dir,
+        "account",
+        sim.kubeconfig_for_token(&token),
+    );
+    let cache = dir.join("account-cache").to_string_lossy().into_owned();
+    let nodes = account
+        .ok(&["get", "nodes", "-o", "name", "--cache-dir", &cache])
+        .await;
+    assert_eq!(nodes.trim(), "node/node-a");
+    let (ok, _, stderr) = account
+        .run(&["delete", "node", "node-a", "--cache-dir", &cache])
+        .await;
+    assert!(!ok);
+    assert_eq!(
+        stderr.trim(),
+        "Error from server (Forbidden): nodes \"node-a\" is forbidden: User \"system:serviceaccount:kube-system:route-controller\" cannot delete resource \"nodes\" in API group \"\" at the cluster scope"
+    );
+
+    let (ok, _, stderr) = admin
+        .run(&[
+            "create",
+            "token",
+            "route-controller",
+            "-n",
+            "kube-system",
+            "--duration=5m",
+        ])
+        .await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = admin
+        .run(&["create", "token", "no-such-account", "-n", "kube-system"])
+        .await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("serviceaccounts \"no-such-account\" not found"),
+        "{stderr}"
+    );
+
+    sim.remove("serviceaccounts", Some("kube-system"), "route-controller")
+        .expect("delete the account");
+    let (code, _, stderr) = account
+        .run_code(&["get", "nodes", "--cache-dir", &cache])
+        .await;
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("You must be logged in to the server"),
+        "a deleted account's token is a 401: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -72,6 +72,12 @@ pub(crate) fn serve(
             405,
             "wasm-ccm-sim does not serve deletecollection (DELETE of a collection): delete the objects one by one",
         )),
+        Target::Token {
+            namespace, name, ..
+        } => match token_request(sim, req, headers, body, namespace, name) {
+            Ok(v) => value_response(201, &v),
+            Err(e) => error_response(&e),
+        },
         Target::Collection { .. } | Target::Object { .. } => {
             match resource_request(sim, req, headers, body, expire_watch) {
                 Ok(response) => response,
@@ -118,6 +124,40 @@ fn negotiate(headers: &HeaderMap) -> Result<(), ApiError> {
         406,
         "only the following media types are accepted: application/json, application/yaml, application/json;stream=watch",
     ))
+}
+
+/// A TokenRequest for the ServiceAccount `namespace/name` (`tokens.rs`), its body JSON or
+/// protobuf (kubectl's typed client sends protobuf).
+fn token_request(
+    sim: &Shared,
+    req: &ApiRequest,
+    headers: &HeaderMap,
+    body: &[u8],
+    namespace: &str,
+    name: &str,
+) -> Result<Value, ApiError> {
+    if req.verb.is_none() {
+        return Err(method_not_allowed());
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let request = if protobuf::is_protobuf(content_type) {
+        protobuf::decode(body)?
+    } else {
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type TokenRequest): couldn't get version/kind; json parse error: {e}"
+            ))
+        })?;
+        if !v.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is unrecognized (must be of type TokenRequest): couldn't get version/kind; json parse error: not a JSON object",
+            ));
+        }
+        v
+    };
+    sim.rbac.issued.create(&sim.store, namespace, name, request)
 }
 
 fn unknown_path() -> ApiError {

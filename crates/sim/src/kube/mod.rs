@@ -1,7 +1,8 @@
 //! A stateful Kubernetes API server simulator over plain HTTP, or HTTPS with its own CA
 //! ([`KubeSim::start_tls`]) (JSON; protobuf request bodies of the kinds in `protobuf`).
 //!
-//! Serves core `v1` namespaces, nodes, services, events, configmaps and pods,
+//! Serves core `v1` namespaces, nodes, services, events, configmaps, pods and serviceaccounts
+//! (with their `token` subresource, a TokenRequest: [`tokens`]),
 //! `events.k8s.io/v1` events (one storage with core events, two views) and
 //! `coordination.k8s.io/v1` leases from one generic JSON store with the apiserver's semantics
 //! where controllers notice them: resourceVersions and optimistic concurrency, status
@@ -53,6 +54,7 @@ mod shared;
 mod store;
 mod table;
 mod tls;
+mod tokens;
 mod validation;
 mod watch;
 
@@ -75,6 +77,7 @@ pub use request::Verb;
 pub use restart::RestartStats;
 pub use seed::{SeedError, load_file as load_seed_file, parse as parse_seed};
 pub use store::{DEFAULT_NAMESPACES, HISTORY_LIMIT, WATCH_BUFFER};
+pub use tokens::{EXPIRY_LEEWAY, MIN_EXPIRATION_SECONDS, service_account_groups};
 
 use resources::ResourceType;
 use store::{ObjKey, Scope, Store};
@@ -291,6 +294,13 @@ impl KubeSim {
     /// Registers a bearer token for a user and its groups (`system:authenticated` is added).
     pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
         self.shared.rbac.add_token(token, user, groups);
+    }
+
+    /// Moves the clock that issues and judges ServiceAccount tokens (TokenRequests) forward by
+    /// `by`, so a test can see a token expire without waiting its lifetime (at least ten
+    /// minutes); nothing else sees this clock.
+    pub fn advance_token_clock(&self, by: Duration) {
+        self.shared.rbac.issued.advance(by);
     }
 
     /// Adds or replaces Roles, ClusterRoles, RoleBindings and ClusterRoleBindings

@@ -139,6 +139,8 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ),
     // A delegating server's typed client (`TokenReviews().Create`) may send protobuf too.
     ("authentication.k8s.io/v1", "TokenReview", &TOKEN_REVIEW),
+    // `kubectl create token` (ServiceAccounts().CreateToken) posts its TokenRequest as protobuf.
+    ("authentication.k8s.io/v1", "TokenRequest", &TOKEN_REQUEST),
 ];
 
 /// Whether a `Content-Type` header names the Kubernetes protobuf media type (parameters
@@ -1002,6 +1004,39 @@ static USER_INFO: Message = Message {
         omit(2, "uid", Str),
         rep(3, "groups", Str),
     ],
+};
+
+// authentication/v1 generated.proto (k8s.io/api): TokenRequest and what it holds (field 2 of
+// TokenRequestSpec is retired); JSON names and `omitempty` from authentication/v1 types.go
+// (`expirationSeconds` and `boundObjectRef` are pointers).
+static TOKEN_REQUEST: Message = Message {
+    name: "authentication.v1.TokenRequest",
+    fields: &[
+        keep(1, "metadata", Msg(&OBJECT_META)),
+        keep(2, "spec", Msg(&TOKEN_REQUEST_SPEC)),
+        keep(3, "status", Msg(&TOKEN_REQUEST_STATUS)),
+    ],
+};
+static TOKEN_REQUEST_SPEC: Message = Message {
+    name: "authentication.v1.TokenRequestSpec",
+    fields: &[
+        rep(1, "audiences", Str),
+        keep(3, "boundObjectRef", Msg(&BOUND_OBJECT_REFERENCE)),
+        keep(4, "expirationSeconds", Int64),
+    ],
+};
+static BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "authentication.v1.BoundObjectReference",
+    fields: &[
+        omit(1, "kind", Str),
+        omit(2, "apiVersion", Str),
+        omit(3, "name", Str),
+        omit(4, "uid", Str),
+    ],
+};
+static TOKEN_REQUEST_STATUS: Message = Message {
+    name: "authentication.v1.TokenRequestStatus",
+    fields: &[omit(1, "token", Str), keep(2, "expirationTimestamp", Time)],
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
+use super::store::Store;
+use super::tokens::Tokens;
 
 /// An authenticated user (`user.Info`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -849,6 +851,8 @@ pub(crate) struct Rbac {
     /// `system:anonymous` (the apiserver's default is to allow anonymous requests).
     anonymous_off: AtomicBool,
     tokens: Mutex<HashMap<String, UserInfo>>,
+    /// The ServiceAccount tokens issued through TokenRequests (`tokens.rs`).
+    pub(crate) issued: Tokens,
     policy: Mutex<Policy>,
     decisions: Mutex<Vec<Decision>>,
 }
@@ -902,10 +906,19 @@ impl Rbac {
         self.decisions.lock().unwrap().clone()
     }
 
-    /// The user of an `Authorization: Bearer` header ([`bearer_token`]'s token).
-    pub(crate) fn authenticate(&self, authorization: Option<&str>) -> Option<UserInfo> {
+    /// The user of an `Authorization: Bearer` header ([`bearer_token`]'s token): a token
+    /// registered with [`Rbac::add_token`], else a ServiceAccount token this simulator issued
+    /// (judged against the ServiceAccounts in `store` now, `tokens.rs`).
+    pub(crate) fn authenticate(
+        &self,
+        authorization: Option<&str>,
+        store: &Store,
+    ) -> Option<UserInfo> {
         match bearer_token(authorization) {
-            Bearer::Token(token) => self.tokens.lock().unwrap().get(token).cloned(),
+            Bearer::Token(token) => {
+                let registered = self.tokens.lock().unwrap().get(token).cloned();
+                registered.or_else(|| self.issued.authenticate(token, store).ok())
+            }
             Bearer::Absent | Bearer::EmptyBeforeSpace => None,
         }
     }
@@ -925,6 +938,7 @@ impl Rbac {
     pub(crate) fn authenticate_request(
         &self,
         authorization: Option<&str>,
+        store: &Store,
     ) -> Result<Option<UserInfo>, ApiError> {
         if !self.enabled() {
             return Ok(None);
@@ -932,7 +946,7 @@ impl Rbac {
         let unauthorized = || ApiError::new(401, "Unauthorized");
         match bearer_token(authorization) {
             Bearer::Token(_) => self
-                .authenticate(authorization)
+                .authenticate(authorization, store)
                 .map(Some)
                 .ok_or_else(unauthorized),
             Bearer::Absent | Bearer::EmptyBeforeSpace => {
@@ -952,8 +966,9 @@ impl Rbac {
         path: &str,
         query: &HashMap<String, String>,
         authorization: Option<&str>,
+        store: &Store,
     ) -> Check {
-        let user = match self.authenticate_request(authorization) {
+        let user = match self.authenticate_request(authorization, store) {
             Ok(Some(user)) => user,
             Ok(None) => return Check::Allowed(None),
             Err(e) => return Check::Denied(e),
@@ -1134,12 +1149,14 @@ mod tests {
         assert_eq!(bearer_token(None), Bearer::Absent);
 
         let rbac = Rbac::default();
+        let store = Store::new(1, 1);
         rbac.add_token("a", "alice", &[]);
         assert_eq!(
-            rbac.authenticate(Some("Bearer a b")).map(|u| u.name),
+            rbac.authenticate(Some("Bearer a b"), &store)
+                .map(|u| u.name),
             Some("alice".to_string())
         );
-        assert_eq!(rbac.authenticate(Some("Bearer  a")), None);
+        assert_eq!(rbac.authenticate(Some("Bearer  a"), &store), None);
     }
 
     #[test]

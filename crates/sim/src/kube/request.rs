@@ -76,6 +76,13 @@ pub(crate) enum Target {
         name: String,
         status: bool,
     },
+    /// `namespaces/{ns}/serviceaccounts/{name}/token`: a TokenRequest (`POST` only, the
+    /// subresource's one verb; `tokens.rs`).
+    Token {
+        rt: &'static ResourceType,
+        namespace: String,
+        name: String,
+    },
     /// Anything else.
     Unknown,
 }
@@ -93,7 +100,9 @@ impl ApiRequest {
     /// The resource addressed, if any.
     pub(crate) fn resource(&self) -> Option<&'static ResourceType> {
         match &self.target {
-            Target::Collection { rt, .. } | Target::Object { rt, .. } => Some(rt),
+            Target::Collection { rt, .. }
+            | Target::Object { rt, .. }
+            | Target::Token { rt, .. } => Some(rt),
             _ => None,
         }
     }
@@ -104,6 +113,7 @@ impl ApiRequest {
             Target::Collection { namespace, .. } | Target::Object { namespace, .. } => {
                 namespace.as_deref()
             }
+            Target::Token { namespace, .. } => Some(namespace),
             _ => None,
         }
     }
@@ -111,15 +121,16 @@ impl ApiRequest {
     /// The object name addressed, if any.
     pub(crate) fn name(&self) -> Option<&str> {
         match &self.target {
-            Target::Object { name, .. } => Some(name),
+            Target::Object { name, .. } | Target::Token { name, .. } => Some(name),
             _ => None,
         }
     }
 
-    /// `Some("status")` for the status subresource.
+    /// `Some("status")` for the status subresource, `Some("token")` for a TokenRequest.
     pub(crate) fn subresource(&self) -> Option<&'static str> {
         match &self.target {
             Target::Object { status: true, .. } => Some("status"),
+            Target::Token { .. } => Some("token"),
             _ => None,
         }
     }
@@ -203,6 +214,8 @@ pub(crate) fn parse(method: &Method, path: &str, query: HashMap<String, String>)
         (Target::Object { .. }, "PUT") => Some(Verb::Update),
         (Target::Object { .. }, "PATCH") => Some(Verb::Patch),
         (Target::Object { status: false, .. }, "DELETE") => Some(Verb::Delete),
+        // The token subresource serves `create` only (its REST storage is a `NamedCreater`).
+        (Target::Token { .. }, "POST") => Some(Verb::Create),
         _ => None,
     };
     ApiRequest {
@@ -248,6 +261,11 @@ fn resource_target(group: &str, version: &str, rest: &[&str], watch: &mut bool) 
                     namespace: Some(ns.to_string()),
                 },
                 [name] => object(rt, Some(ns), name, None),
+                [name, "token"] if rt.plural == "serviceaccounts" => Target::Token {
+                    rt,
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                },
                 [name, sub] => object(rt, Some(ns), name, Some(sub)),
                 _ => Target::Unknown,
             },

@@ -159,6 +159,21 @@ pub(crate) static RESOURCES: &[ResourceType] = &[
         generation: false,
         short_names: &[],
     },
+    // ServiceAccounts, for their `token` subresource (TokenRequest, `tokens.rs`): a controller
+    // manager with `--use-service-account-credentials` gets or creates one per controller.
+    ResourceType {
+        index: 8,
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        namespaced: true,
+        status: false,
+        clear_status_on_create: false,
+        generation: false,
+        short_names: &["sa"],
+    },
 ];
 
 /// Index of the `namespaces` resource (namespaced creates check it).
@@ -177,6 +192,8 @@ pub(crate) const PODS: usize = 5;
 pub(crate) const EVENTS_V1: usize = 6;
 /// Index of `leases`.
 pub(crate) const LEASES: usize = 7;
+/// Index of `serviceaccounts` (their `token` subresource is `tokens.rs`).
+pub(crate) const SERVICEACCOUNTS: usize = 8;
 
 /// The resource served at `/api/v1/{plural}` (empty group) or `/apis/{group}/{version}/{plural}`.
 pub(crate) fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static ResourceType> {

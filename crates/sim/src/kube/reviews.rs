@@ -78,7 +78,7 @@ fn token_review(sim: &Shared, mut review: Value) -> Result<Value, ApiError> {
         ));
     }
     let header = format!("Bearer {token}");
-    let status = match sim.rbac.authenticate(Some(&header)) {
+    let status = match sim.rbac.authenticate(Some(&header), &sim.store) {
         Some(u) => json!({
             "authenticated": true,
             "user": {"username": u.name, "groups": u.groups},

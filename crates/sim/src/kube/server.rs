@@ -57,13 +57,13 @@ async fn handle(
     // (`WithImpersonation` in `DefaultBuildHandlerChain`): an unauthenticated request is still
     // 401, an authenticated one is refused instead of being served as its own user.
     let check = match impersonation(&headers) {
-        Some(refusal) => match sim.rbac.authenticate_request(authorization) {
+        Some(refusal) => match sim.rbac.authenticate_request(authorization, &sim.store) {
             Err(unauthenticated) => rbac::Check::Denied(unauthenticated),
             Ok(_) => rbac::Check::Denied(refusal),
         },
         None => sim
             .rbac
-            .check(method.as_str(), &path, &query, authorization),
+            .check(method.as_str(), &path, &query, authorization, &sim.store),
     };
     let req = request::parse(&method, &path, query);
     let mut faulted = false;

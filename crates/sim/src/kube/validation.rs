@@ -557,7 +557,7 @@ const META_FIELDS: &[&str] = &[
 /// knows field by field: `(path, fields)`, `[]` standing for every list entry.
 fn schema(kind_index: usize) -> &'static [(&'static str, &'static [&'static str])] {
     use super::resources::{
-        CONFIGMAPS, EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, PODS, SERVICES,
+        CONFIGMAPS, EVENTS, EVENTS_V1, LEASES, NAMESPACES, NODES, PODS, SERVICEACCOUNTS, SERVICES,
     };
     match kind_index {
         NODES => &[
@@ -711,6 +711,18 @@ fn schema(kind_index: usize) -> &'static [(&'static str, &'static [&'static str]
             ),
         ],
         NAMESPACES | PODS => &[("", &["apiVersion", "kind", "metadata", "spec", "status"])],
+        // k8s.io/api core/v1 types.go `ServiceAccount`.
+        SERVICEACCOUNTS => &[(
+            "",
+            &[
+                "apiVersion",
+                "kind",
+                "metadata",
+                "secrets",
+                "imagePullSecrets",
+                "automountServiceAccountToken",
+            ],
+        )],
         _ => &[],
     }
 }

@@ -23,6 +23,14 @@ pub struct ControllerConfig {
     pub node_status_update_frequency: Duration,
     /// `--route-reconciliation-period`: period of the route reconciliation.
     pub route_reconciliation_period: Duration,
+    /// The `CloudControllerManagerWatchBasedRoutesReconciliation` feature gate (KEP-5237):
+    /// the route controller reconciles when nodes change (at most once per 10 s) and once in a
+    /// random interval of [`Self::min_resync_period`] to twice that, instead of every
+    /// `route_reconciliation_period`.
+    pub watch_based_routes: bool,
+    /// `--min-resync-period`: with `watch_based_routes`, the shortest interval of the route
+    /// controller's periodic reconcile (upstream's informer resync, 12 h by default).
+    pub min_resync_period: Duration,
     /// How often the driver's `housekeeping` runs.
     pub housekeeping_period: Duration,
     /// `--configure-cloud-routes`: whether the route controller may run at all.
@@ -49,6 +57,8 @@ impl Default for ControllerConfig {
             node_monitor_period: Duration::from_secs(5),
             node_status_update_frequency: Duration::from_secs(300),
             route_reconciliation_period: Duration::from_secs(10),
+            watch_based_routes: false,
+            min_resync_period: Duration::from_secs(12 * 3600),
             housekeeping_period: Duration::from_secs(60),
             configure_cloud_routes: true,
             cluster_cidr: String::new(),

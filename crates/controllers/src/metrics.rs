@@ -74,7 +74,12 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "route_controller_route_sync_total",
         Kind::Counter,
-        "Route reconciliations.",
+        "Route reconciliations, by trigger (node_change, periodic) and outcome (changed, noop, error).",
+    ),
+    (
+        "route_controller_route_corrections_total",
+        Kind::Counter,
+        "Periodic route reconciliations that created or deleted routes (watch-based gate only).",
     ),
     (
         "leader_election_master_status",

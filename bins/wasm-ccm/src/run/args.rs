@@ -207,7 +207,9 @@ pub struct RunArgs {
     /// Accepted for compatibility (JSON is always used).
     #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
     pub(super) kube_api_content_type: String,
-    /// Accepted for compatibility (the watch is never resynced from a stale cache).
+    /// With the watch-based route gate on, the route controller's periodic full reconcile comes
+    /// once in a random interval between this and twice this (upstream's informer resync);
+    /// otherwise unused (the watch is never resynced from a stale cache).
     #[arg(long, default_value = "12h", value_parser = parse_duration)]
     pub(super) min_resync_period: Duration,
     /// Accepted for compatibility; not supported (one identity for every controller).
@@ -225,13 +227,15 @@ pub struct RunArgs {
     /// Deprecated upstream; accepted and ignored.
     #[arg(long, hide = true)]
     pub(super) external_cloud_volume_plugin: Option<String>,
+    /// Upstream's feature gates, `NAME=true|false,…`; repeatable. The one with an effect:
+    /// CloudControllerManagerWatchBasedRoutesReconciliation (KEP-5237, default off). Other gates
+    /// upstream's CCM knows are accepted with a warning; unknown names are refused.
+    #[arg(long, value_name = "NAME=BOOL,...", value_parser = super::feature_gates::parse_feature_gates)]
+    pub(super) feature_gates: Vec<super::feature_gates::GateSettings>,
     /// Accepted for compatibility with upstream manifests, without effect (a warning says so):
-    /// klog verbosity (use --log), feature gates, the start interval and the leader-migration
-    /// lock.
+    /// klog verbosity (use --log), the start interval and the leader-migration lock.
     #[arg(long = "v", hide = true)]
     pub(super) verbosity: Option<String>,
-    #[arg(long, hide = true)]
-    pub(super) feature_gates: Option<String>,
     #[arg(long, hide = true)]
     pub(super) controller_start_interval: Option<String>,
     #[arg(long, num_args = 0..=1, default_missing_value = "true", hide = true)]

@@ -10,6 +10,7 @@ use wasm_ccm_manager::LeaderConfig;
 #[cfg(test)]
 use super::args::parse_cache_ttl;
 use super::args::{RunArgs, SHADOW_LEASE, UPSTREAM_LEASE};
+use super::feature_gates::FeatureGates;
 use crate::GlobalArgs;
 use crate::driver_set::{DriverLoad, DriverSet, LimitDefaults};
 use crate::source::DriverSource;
@@ -171,6 +172,8 @@ impl RunArgs {
             node_monitor_period: self.node_monitor_period,
             node_status_update_frequency: self.node_status_update_frequency,
             route_reconciliation_period: self.route_reconciliation_period,
+            watch_based_routes: self.gates().watch_based_routes(),
+            min_resync_period: self.min_resync_period,
             housekeeping_period: self.housekeeping_period,
             configure_cloud_routes: self.configure_cloud_routes,
             cluster_cidr: self.cluster_cidr.clone(),
@@ -208,7 +211,19 @@ impl RunArgs {
         }
     }
 
+    /// Every `--feature-gates` flag, merged.
+    fn gates(&self) -> FeatureGates {
+        FeatureGates::merge(&self.feature_gates)
+    }
+
     pub(super) fn warn_about_ignored_flags(&self) {
+        let without_effect = self.gates().without_effect();
+        if !without_effect.is_empty() {
+            tracing::warn!(
+                gates = %without_effect.join(","),
+                "--feature-gates: these gates of upstream's CCM have no effect in wasm-ccm (docs/PARITY.md, \"Feature gates\", says why for each); only CloudControllerManagerWatchBasedRoutesReconciliation does"
+            );
+        }
         for (given, flag) in [
             (
                 self.allow_untagged_cloud.is_some(),
@@ -226,7 +241,6 @@ impl RunArgs {
         }
         for (given, flag) in [
             (self.verbosity.is_some(), "--v (use --log)"),
-            (self.feature_gates.is_some(), "--feature-gates"),
             (
                 self.controller_start_interval.is_some(),
                 "--controller-start-interval",

@@ -10,6 +10,7 @@
 mod args;
 mod checks;
 mod facts;
+mod feature_gates;
 mod load;
 mod start;
 

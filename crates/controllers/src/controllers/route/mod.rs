@@ -1,12 +1,17 @@
 //! The node-route controller (upstream:
 //! `k8s.io/cloud-provider/controllers/route/route_controller.go`): keeps one cloud route per node
-//! pod CIDR and the nodes' `NetworkUnavailable` condition.
+//! pod CIDR and the nodes' `NetworkUnavailable` condition; periodic, or on node changes with
+//! KEP-5237's gate ([`watch`]).
 
 pub(crate) mod rules;
 #[cfg(test)]
+mod tests;
+#[cfg(test)]
 mod upstream;
+mod watch;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
@@ -21,12 +26,20 @@ use crate::convert::node_to_wit;
 use crate::ctx::Ctx;
 use crate::events::reference;
 use crate::machinery::error::ReconcileError;
+use watch::{Changes, Trigger};
 
 /// Reporter name of the route controller's events.
 pub(crate) const REPORTER: &str = "route_controller";
 
 /// At most this many route operations in flight (upstream's cap).
 const MAX_IN_FLIGHT: usize = 200;
+
+/// What one pass did: route creates and deletes it planned, and how many of them failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PassOutcome {
+    pub(crate) planned: usize,
+    pub(crate) failed: usize,
+}
 
 /// The route controller.
 pub(crate) struct RouteController {
@@ -40,7 +53,8 @@ impl RouteController {
         Arc::new(RouteController { ctx, cluster_cidrs })
     }
 
-    /// Reconciles at once and then every `--route-reconciliation-period` (fixed rate).
+    /// Gate off: reconciles at once and then every `--route-reconciliation-period` (fixed
+    /// rate, upstream's `wait.NonSlidingUntil`).
     pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
         self.ctx.nodes.wait_synced().await;
         let mut ticker = tokio::time::interval(self.ctx.config.route_reconciliation_period);
@@ -50,14 +64,62 @@ impl RouteController {
                 _ = cancel.cancelled() => return,
                 _ = ticker.tick() => {}
             }
-            // One span per pass: the pass reconciles the route table as a whole.
-            let span = crate::machinery::runner::reconcile_span("route", "Route", "");
-            if let Err(e) = self.reconcile().instrument(span).await {
-                tracing::warn!(kind = e.kind.label(), error = %e, "route reconciliation failed; retrying next period");
-                self.ctx.metrics.inc(
+            self.pass(Trigger::Periodic).await;
+        }
+    }
+
+    /// Gate on (KEP-5237): reconciles on the node changes `changes` collects, at most once per
+    /// 10 s, and once in a random interval of `--min-resync-period` to twice that.
+    async fn run_on_changes(self: Arc<Self>, changes: Arc<Changes>, cancel: CancellationToken) {
+        self.ctx.nodes.wait_synced().await;
+        let periodic = watch::periodic_interval(self.ctx.config.min_resync_period);
+        tracing::info!(
+            safety_net_seconds = periodic.as_secs(),
+            "route controller reconciles on node changes (CloudControllerManagerWatchBasedRoutesReconciliation)"
+        );
+        watch::run_on_changes(changes, periodic, cancel, |trigger| {
+            let this = Arc::clone(&self);
+            async move { this.pass(trigger).await }
+        })
+        .await;
+    }
+
+    /// One reconcile pass, logged and counted: `route_controller_route_sync_total` by trigger
+    /// and outcome, and (gate on) `route_controller_route_corrections_total` when a periodic
+    /// pass had routes to create or delete, i.e. a change the node events missed. Whether the
+    /// pass succeeded: a failed route operation counts as a failure here, so the watch-based
+    /// loop retries it in 10 s (a deviation: upstream retries only a failed listing, and a
+    /// failed create waits for the next node event or resync).
+    async fn pass(&self, trigger: Trigger) -> bool {
+        // One span per pass: the pass reconciles the route table as a whole.
+        let span = crate::machinery::runner::reconcile_span("route", "Route", "");
+        let result = self.reconcile().instrument(span).await;
+        // Upstream's outcomes (kubernetes#140147, #140824): `error` when the pass itself failed
+        // (listing routes), `changed` when it made at least one route create or delete (whether
+        // each succeeded is the driver call metrics' and the events' to say), else `noop`.
+        let outcome = match &result {
+            Ok(o) if o.planned > 0 => "changed",
+            Ok(_) => "noop",
+            Err(_) => "error",
+        };
+        let metrics = &self.ctx.metrics;
+        metrics.inc(
+            "route_controller_route_sync_total",
+            &[("trigger", trigger.label()), ("outcome", outcome)],
+        );
+        let corrected = result.as_ref().is_ok_and(|o| o.planned > 0);
+        if self.ctx.config.watch_based_routes && trigger == Trigger::Periodic && corrected {
+            metrics.inc("route_controller_route_corrections_total", &[]);
+        }
+        match result {
+            Ok(o) => o.failed == 0,
+            Err(e) => {
+                tracing::warn!(kind = e.kind.label(), error = %e, "route reconciliation failed; retrying");
+                metrics.inc(
                     "wasm_ccm_reconcile_errors_total",
                     &[("controller", "route"), ("kind", e.kind.label())],
                 );
+                false
             }
         }
     }
@@ -77,11 +139,8 @@ impl RouteController {
         }
     }
 
-    /// One reconcile pass.
-    pub(crate) async fn reconcile(&self) -> Result<(), ReconcileError> {
-        self.ctx
-            .metrics
-            .inc("route_controller_route_sync_total", &[]);
+    /// One reconcile pass: what it planned and how many of those route operations failed.
+    pub(crate) async fn reconcile(&self) -> Result<PassOutcome, ReconcileError> {
         let scope = self.ctx.cloud.scope("");
         let routes = self
             .ctx
@@ -124,6 +183,10 @@ impl RouteController {
             })
             .collect();
         let mut plan = plan_routes(&routes, &route_nodes, &self.cluster_cidrs);
+        let mut outcome = PassOutcome {
+            planned: plan.creates.len() + plan.deletes.len(),
+            failed: 0,
+        };
         if let Some(shadow) = &self.ctx.shadow {
             let creates = plan.creates.iter();
             let planned = creates.map(|c| c.route.destination_cidr.as_str()).collect();
@@ -132,6 +195,8 @@ impl RouteController {
             let planned = deletes.map(|r| r.destination_cidr.as_str()).collect();
             shadow.settle_unplanned("Route", Function::RoutesDelete.as_str(), &planned);
         }
+        let failed_deletes = AtomicUsize::new(0);
+        let failed_deletes = &failed_deletes;
         let deletes = futures::stream::iter(plan.deletes.clone())
             .for_each_concurrent(MAX_IN_FLIGHT, |route| async move {
                 let scope = self.ctx.cloud.scope(&route.target_node);
@@ -143,12 +208,16 @@ impl RouteController {
                 let result = self.ctx.cloud.call(Function::RoutesDelete, about, call).await;
                 match result {
                     Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
-                    Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
+                    Err(e) => {
+                        failed_deletes.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(route = %route.name, error = %e, "could not delete route");
+                    }
                 }
             });
         // Deletions finish before creations: required when the provider tracks addresses (an
         // update is delete + create), harmless otherwise.
         deletes.await;
+        outcome.failed += failed_deletes.load(Ordering::Relaxed);
         let results: Vec<(String, String, Result<(), String>)> =
             futures::stream::iter(plan.creates.clone())
                 .map(|create| async move {
@@ -180,6 +249,7 @@ impl RouteController {
                     }
                 }
                 Err(e) => {
+                    outcome.failed += 1;
                     tracing::warn!(node = %node, cidr = %cidr, error = %e, "could not create route");
                     if let Some(n) = self.ctx.nodes.get(&node) {
                         self.ctx
@@ -205,7 +275,7 @@ impl RouteController {
                 tracing::warn!(node = %node, error = %e, "could not update NetworkUnavailable");
             }
         }
-        Ok(())
+        Ok(outcome)
     }
 
     /// Writes `NetworkUnavailable` unless it already has this status and reason (a different
@@ -264,7 +334,19 @@ fn start(w: &mut Wiring<'_>) -> Result<(), String> {
     let cidrs = parse_cluster_cidrs(&w.ctx.config.cluster_cidr).map_err(|e| {
         format!("{e}; pass --cluster-cidr, or --configure-cloud-routes=false to silence this")
     })?;
-    w.tasks
-        .spawn(RouteController::new(Arc::clone(w.ctx), cidrs).run(w.cancel.clone()));
+    let controller = RouteController::new(Arc::clone(w.ctx), cidrs);
+    if w.ctx.config.watch_based_routes {
+        let changes = Arc::new(Changes::default());
+        let noted = Arc::clone(&changes);
+        w.nodes.on_change(move |old, new| {
+            if let Some(trigger) = watch::route_trigger(old, new) {
+                noted.note(trigger);
+            }
+        });
+        w.tasks
+            .spawn(controller.run_on_changes(changes, w.cancel.clone()));
+    } else {
+        w.tasks.spawn(controller.run(w.cancel.clone()));
+    }
     Ok(())
 }

@@ -3,9 +3,8 @@
 //!
 //! Ported: `TestReconcile` (all 17 cases; "duplicate pod cidr" is ignored, see its test), `TestUpdateNetworkingCondition` (8) and
 //! `TestUpdateNetworkingConditionWithCalicoScenario` (1, as a row of the same table).
-//! Skipped: `TestIsResponsibleForRoute` (pure; `rules::tests` covers it),
-//! `TestHandleNodeUpdate` (which node updates wake Go's reconcile loop; ours reconciles on a
-//! fixed period and has no such handler).
+//! Elsewhere: `TestIsResponsibleForRoute` (pure; `rules::tests` covers it),
+//! `TestHandleNodeUpdate` (which node updates wake the watch-based loop: `watch::tests`).
 //!
 //! Translation: upstream's `EnableNodeAddresses` flag on a route is the fake cloud's; in the WIT
 //! contract a provider that tracks node addresses returns them with its routes, which is what
@@ -479,6 +478,28 @@ async fn run_condition(case: ConditionCase) {
             events.iter().any(|e| e.starts_with("FailedToCreateRoute")),
             "{name}: {events:?}"
         );
+        check_event_objects(&h, name, "test-node", &got);
+    }
+}
+
+/// Upstream's event check (`TestReconcile`'s watcher since kubernetes#134545): every event
+/// about the node names it by apiVersion `v1`, kind and its real UID (upstream's
+/// `FailedToCreateRoute` carried the node's name as UID before). Called where an event was
+/// seen, so it never checks nothing.
+fn check_event_objects(h: &Harness, case: &str, node: &str, object: &Value) {
+    let uid = object.pointer("/metadata/uid").cloned().unwrap_or_default();
+    let events: Vec<Value> = h
+        .sim
+        .list("events")
+        .into_iter()
+        .filter(|e| e.pointer("/involvedObject/name").and_then(Value::as_str) == Some(node))
+        .collect();
+    assert!(!events.is_empty(), "{case}: no event about {node}");
+    for e in &events {
+        let o = &e["involvedObject"];
+        assert_eq!(o["apiVersion"], "v1", "{case}: {e}");
+        assert_eq!(o["kind"], "Node", "{case}: {e}");
+        assert_eq!(o["uid"], uid, "{case}: {e}");
     }
 }
 

@@ -228,6 +228,23 @@ async fn metrics_need_a_user_allowed_to_get_them() {
         Some(after.1 as f64),
         "{text}"
     );
+    // Each review's time, upstream's histograms: one observation per review sent.
+    assert_eq!(
+        metric(
+            &text,
+            "apiserver_delegated_authn_request_duration_seconds_count{code=\"201\"}"
+        ),
+        Some(after.0 as f64),
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "apiserver_delegated_authz_request_duration_seconds_count{code=\"201\"}"
+        ),
+        Some(after.1 as f64),
+        "{text}"
+    );
     assert!(
         text.lines()
             .any(|l| l.starts_with("wasm_ccm_serving_requests_total{")

@@ -18,6 +18,12 @@ const CALL_BUCKETS: &[f64] = &[
 const DELAY_BUCKETS: &[f64] = &[
     0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
 ];
+/// client-go's work queue histograms: `ExponentialBuckets(10e-9, 10, 10)`
+/// (`k8s.io/component-base` v0.36.2 `metrics/prometheus/workqueue/metrics.go`).
+const QUEUE_BUCKETS: &[f64] = &[1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
+/// The delegated authentication and authorization request durations (`k8s.io/apiserver`
+/// v0.36.2 `pkg/authentication/authenticatorfactory/metrics.go`, `authorizerfactory`).
+const REVIEW_BUCKETS: &[f64] = &[0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0];
 
 /// Every metric: name, kind, help.
 const FAMILIES: &[(&str, Kind, &str)] = &[
@@ -25,6 +31,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "apiserver_delegated_authn_request_total",
         Kind::Counter,
         "TokenReviews made for requests to the serving port, by HTTP status code.",
+    ),
+    (
+        "apiserver_delegated_authn_request_duration_seconds",
+        Kind::Histogram(REVIEW_BUCKETS),
+        "Seconds a TokenReview for the serving port took, by HTTP status code.",
+    ),
+    (
+        "apiserver_delegated_authz_request_duration_seconds",
+        Kind::Histogram(REVIEW_BUCKETS),
+        "Seconds a SubjectAccessReview for the serving port took, by HTTP status code.",
     ),
     (
         "apiserver_delegated_authz_request_total",
@@ -87,6 +103,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "1 while this instance holds the lease.",
     ),
     (
+        "leader_election_slowpath_total",
+        Kind::Counter,
+        "Renewals the lease holder made through a read of the lease (its optimistic write was refused or its record was stale), by lease name.",
+    ),
+    (
         "workqueue_adds_total",
         Kind::Counter,
         "Keys added to a work queue.",
@@ -125,6 +146,26 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "workqueue_depth",
         Kind::Gauge,
         "Keys waiting in a work queue.",
+    ),
+    (
+        "workqueue_queue_duration_seconds",
+        Kind::Histogram(QUEUE_BUCKETS),
+        "Seconds a key waited in a work queue before a worker took it.",
+    ),
+    (
+        "workqueue_work_duration_seconds",
+        Kind::Histogram(QUEUE_BUCKETS),
+        "Seconds a worker took to process a key.",
+    ),
+    (
+        "workqueue_unfinished_work_seconds",
+        Kind::Gauge,
+        "Seconds of work in progress, summed over the keys being processed.",
+    ),
+    (
+        "workqueue_longest_running_processor_seconds",
+        Kind::Gauge,
+        "Seconds the longest-running key being processed has run.",
     ),
     (
         "wasm_ccm_driver_calls_total",
@@ -227,6 +268,22 @@ struct Series {
 #[derive(Debug, Default)]
 pub struct Metrics {
     series: Mutex<BTreeMap<(&'static str, String), Series>>,
+    collectors: Collectors,
+}
+
+/// A gauge computed when it is read rather than kept up to date: it sets its series on the
+/// registry it is given (client-go refreshes its in-flight gauges every 500 ms; a gauge read
+/// on render costs nothing while nobody scrapes).
+pub(crate) type Collector = Box<dyn Fn(&Metrics) + Send + Sync>;
+
+#[derive(Default)]
+struct Collectors(Mutex<Vec<Collector>>);
+
+impl std::fmt::Debug for Collectors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |c| c.len());
+        write!(f, "Collectors({n})")
+    }
 }
 
 fn label_string(labels: &[(&str, &str)]) -> String {
@@ -339,8 +396,26 @@ impl Metrics {
             .sum()
     }
 
+    /// Adds a gauge computed at every [`Metrics::render`].
+    pub(crate) fn collect_on_render(&self, collector: Collector) {
+        self.collectors
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(collector);
+    }
+
     /// The registry in Prometheus text format.
     pub fn render(&self) -> String {
+        for collect in self
+            .collectors
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            collect(self);
+        }
         let map = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         for (name, kind, help) in FAMILIES {

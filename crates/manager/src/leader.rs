@@ -38,6 +38,7 @@
 //! likewise hands over leadership only when the attempt that took the lease was quicker than a
 //! renewal round; a slower one is renewed first.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -47,6 +48,7 @@ use kube::{Api, Client};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use wasm_ccm_controllers::Metrics;
 
 /// Lease settings (`--leader-elect-*`); upstream's defaults are noted per field.
 #[derive(Debug, Clone)]
@@ -168,6 +170,8 @@ pub(crate) struct LeaderElector {
     api: Api<Lease>,
     config: LeaderConfig,
     observed: Mutex<Option<Observed>>,
+    /// Where `leader_election_slowpath_total` is counted (none in tests that do not look).
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl LeaderElector {
@@ -177,7 +181,14 @@ impl LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
             observed: Mutex::new(None),
+            metrics: None,
         }
+    }
+
+    /// Counts the holder's slow-path renewals in `metrics`.
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The identity this process holds the lease under.
@@ -300,6 +311,14 @@ impl LeaderElector {
         if held_by_me {
             next.acquire_time = spec.acquire_time.clone();
             next.lease_transitions = Some(record.transitions);
+            // client-go's `slowpathExercised`: the holder renews through a read (its optimistic
+            // PUT was refused, or it had no fresh record to put), labelled with the lease's name.
+            if let Some(m) = &self.metrics {
+                m.inc(
+                    "leader_election_slowpath_total",
+                    &[("name", &self.config.name)],
+                );
+            }
         } else {
             next.lease_transitions = Some(record.transitions + 1);
         }

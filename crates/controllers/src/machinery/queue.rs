@@ -52,10 +52,13 @@ impl<K: Hash + Eq + Clone> Backoff<K> {
 }
 
 struct State<K> {
-    ready: VecDeque<K>,
+    /// Keys ready for a worker, with when each was added (for the queue-wait histogram).
+    ready: VecDeque<(K, Instant)>,
     queued: HashSet<K>,
-    processing: HashSet<K>,
-    dirty: HashSet<K>,
+    /// Keys with a worker, with when it took each (for the in-flight gauges).
+    processing: HashMap<K, Instant>,
+    /// Keys added while being processed, with when they were added.
+    dirty: HashMap<K, Instant>,
     /// The earliest pending delayed add per key (a later one is dropped: earliest wins).
     delayed: HashMap<K, Instant>,
     closed: bool,
@@ -74,8 +77,8 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
                 queued: HashSet::new(),
-                processing: HashSet::new(),
-                dirty: HashSet::new(),
+                processing: HashMap::new(),
+                dirty: HashMap::new(),
                 delayed: HashMap::new(),
                 closed: false,
             }),
@@ -89,15 +92,24 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
 
     /// Adds `key` now. Returns whether it was new (not already waiting).
     pub(crate) fn add(&self, key: K) -> bool {
+        self.add_since(key, Instant::now())
+    }
+
+    /// Adds `key`, counting its wait from `since` (when it was first asked for).
+    fn add_since(&self, key: K, since: Instant) -> bool {
         let mut s = self.lock();
         if s.closed || s.queued.contains(&key) {
             return false;
         }
-        if s.processing.contains(&key) {
-            return s.dirty.insert(key);
+        if s.processing.contains_key(&key) {
+            if s.dirty.contains_key(&key) {
+                return false;
+            }
+            s.dirty.insert(key, since);
+            return true;
         }
         s.queued.insert(key.clone());
-        s.ready.push_back(key);
+        s.ready.push_back((key, since));
         drop(s);
         self.notify.notify_one();
         true
@@ -141,7 +153,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
     }
 
     /// Waits for the next key; `None` once the queue is closed.
+    #[cfg(test)]
     pub(crate) async fn get(&self) -> Option<K> {
+        self.get_timed().await.map(|(key, _)| key)
+    }
+
+    /// Waits for the next key and says how long it waited since it was added; `None` once
+    /// the queue is closed.
+    pub(crate) async fn get_timed(&self) -> Option<(K, Duration)> {
         loop {
             let notified = self.notify.notified();
             {
@@ -149,30 +168,45 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<K> {
                 if s.closed {
                     return None;
                 }
-                if let Some(key) = s.ready.pop_front() {
+                if let Some((key, since)) = s.ready.pop_front() {
                     s.queued.remove(&key);
-                    s.processing.insert(key.clone());
+                    let now = Instant::now();
+                    s.processing.insert(key.clone(), now);
                     if !s.ready.is_empty() {
                         // Wake another worker for the rest.
                         self.notify.notify_one();
                     }
-                    return Some(key);
+                    return Some((key, now.saturating_duration_since(since)));
                 }
             }
             notified.await;
         }
     }
 
-    /// Marks `key` processed; if it was added meanwhile it goes back in the queue.
+    /// Marks `key` processed; if it was added meanwhile it goes back in the queue (its wait
+    /// counted from that add, as client-go counts it).
     pub(crate) fn done(&self, key: &K) {
         let again = {
             let mut s = self.lock();
             s.processing.remove(key);
             s.dirty.remove(key)
         };
-        if again {
-            self.add(key.clone());
+        if let Some(since) = again {
+            self.add_since(key.clone(), since);
         }
+    }
+
+    /// The keys being processed: the sum of how long each has been, and the longest
+    /// (client-go's `unfinished_work_seconds` and `longest_running_processor_seconds`).
+    pub(crate) fn in_flight(&self) -> (Duration, Duration) {
+        let now = Instant::now();
+        let s = self.lock();
+        s.processing
+            .values()
+            .map(|started| now.saturating_duration_since(*started))
+            .fold((Duration::ZERO, Duration::ZERO), |(sum, longest), d| {
+                (sum + d, longest.max(d))
+            })
     }
 
     /// Keys waiting now (not counting delayed ones).

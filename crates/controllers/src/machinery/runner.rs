@@ -76,10 +76,33 @@ impl Runner {
         policy: RetryPolicy,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
+        let name = name.into();
+        let queue = WorkQueue::new();
+        // The in-flight gauges are read from the queue when scraped; the registry holds the
+        // queue weakly, so a stopped controller's queue is not kept alive by it.
+        let watched = Arc::downgrade(&queue);
+        let label = name.clone();
+        metrics.collect_on_render(Box::new(move |m| {
+            let Some(queue) = watched.upgrade() else {
+                return;
+            };
+            let (unfinished, longest) = queue.in_flight();
+            let labels = [("name", label.as_str())];
+            m.set(
+                "workqueue_unfinished_work_seconds",
+                &labels,
+                unfinished.as_secs_f64(),
+            );
+            m.set(
+                "workqueue_longest_running_processor_seconds",
+                &labels,
+                longest.as_secs_f64(),
+            );
+        }));
         Arc::new(Runner {
-            name: name.into(),
+            name,
             kind,
-            queue: WorkQueue::new(),
+            queue,
             backoff: Backoff::new(policy.base, policy.cap),
             bucket: policy
                 .bucket
@@ -127,11 +150,23 @@ impl Runner {
     }
 
     async fn worker<R: Reconciler>(&self, reconciler: Arc<R>) {
-        while let Some(key) = self.queue.get().await {
+        while let Some((key, waited)) = self.queue.get_timed().await {
+            let labels = [("name", self.name.as_str())];
+            self.metrics.observe(
+                "workqueue_queue_duration_seconds",
+                &labels,
+                waited.as_secs_f64(),
+            );
             // One root span per reconcile of one object: the driver calls and Kubernetes
             // requests of the reconcile are its children, and its log lines carry its trace ID.
             let span = reconcile_span(&self.name, self.kind, &key);
+            let started = tokio::time::Instant::now();
             let result = reconciler.reconcile(&key).instrument(span.clone()).await;
+            self.metrics.observe(
+                "workqueue_work_duration_seconds",
+                &labels,
+                started.elapsed().as_secs_f64(),
+            );
             let outcome = match &result {
                 Ok(_) => "ok",
                 Err(e) => e.kind.label(),
@@ -400,6 +435,62 @@ mod tests {
         settle(&runner).await;
         assert_eq!(*slow.overlaps.lock().unwrap(), 0);
         assert_eq!(*slow.runs.lock().unwrap(), 2);
+        cancel.cancel();
+        task.await.unwrap();
+    }
+
+    /// client-go's work queue figures: how long keys waited and ran (histograms), and the work
+    /// in flight when scraped (gauges read from the queue at render).
+    #[tokio::test(start_paused = true)]
+    async fn queue_wait_work_time_and_work_in_flight_are_measured() {
+        struct OneSecond;
+        impl Reconciler for OneSecond {
+            fn reconcile<'a>(
+                &'a self,
+                _key: &'a str,
+            ) -> BoxFuture<'a, Result<Action, ReconcileError>> {
+                Box::pin(async move {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok(Action::Done)
+                })
+            }
+        }
+        let metrics = Arc::new(Metrics::default());
+        let policy = RetryPolicy {
+            base: Duration::from_millis(5),
+            cap: Duration::from_secs(1),
+            bucket: None,
+        };
+        let runner = Runner::new("node", "Node", policy, Arc::clone(&metrics));
+        let cancel = CancellationToken::new();
+        // One worker, two keys: the second waits for the first's second.
+        let task = tokio::spawn(Arc::clone(&runner).run(Arc::new(OneSecond), 1, cancel.clone()));
+        runner.enqueue("a".into());
+        runner.enqueue("b".into());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let text = metrics.render();
+        assert!(
+            text.contains("workqueue_unfinished_work_seconds{name=\"node\"} 0.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_longest_running_processor_seconds{name=\"node\"} 0.5\n"),
+            "{text}"
+        );
+        settle(&runner).await;
+        let text = metrics.render();
+        // "a" waited 0 s, "b" 1 s; each ran 1 s.
+        for line in [
+            "workqueue_queue_duration_seconds_bucket{name=\"node\",le=\"0.1\"} 1\n",
+            "workqueue_queue_duration_seconds_bucket{name=\"node\",le=\"1\"} 2\n",
+            "workqueue_queue_duration_seconds_sum{name=\"node\"} 1\n",
+            "workqueue_work_duration_seconds_bucket{name=\"node\",le=\"0.1\"} 0\n",
+            "workqueue_work_duration_seconds_sum{name=\"node\"} 2\n",
+            "workqueue_work_duration_seconds_count{name=\"node\"} 2\n",
+            "workqueue_unfinished_work_seconds{name=\"node\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line}in\n{text}");
+        }
         cancel.cancel();
         task.await.unwrap();
     }

@@ -56,3 +56,43 @@ fn the_fence_is_a_twentieth_before_the_written_lease_ends() {
     // 0.5 s is written as 1 (the minimum): the configured 0.5 s is the shorter.
     assert_eq!(lead_until(at, ms(500)), at + ms(475));
 }
+
+/// client-go's `leader_election_slowpath_total`: the holder's renewal through a read is
+/// counted, under the lease's name; taking the lease and the optimistic renewal are not.
+#[tokio::test]
+async fn the_holders_renewal_through_a_read_is_counted_as_the_slow_path() {
+    let (_sim, client) = cluster().await;
+    let metrics = Arc::new(Metrics::default());
+    let s = Duration::from_secs;
+    let elector = LeaderElector::new(client.clone(), config("a", s(15), s(10), s(2)))
+        .with_metrics(Arc::clone(&metrics));
+    let slow = || metrics.total("leader_election_slowpath_total");
+    assert_eq!(
+        elector.try_acquire_or_renew().await.expect("take"),
+        Attempt::Holding
+    );
+    assert_eq!(
+        elector.try_acquire_or_renew().await.expect("renew"),
+        Attempt::Holding
+    );
+    assert_eq!(slow(), 0.0, "taken by POST, renewed by the optimistic PUT");
+    // Someone else's write (a label) changes the resourceVersion: the optimistic PUT is
+    // refused with 409 and the holder renews through a GET.
+    let api: Api<Lease> = Api::namespaced(client, NAMESPACE);
+    let label = serde_json::json!({"metadata": {"labels": {"touched": "yes"}}});
+    api.patch(
+        LEASE,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&label),
+    )
+    .await
+    .expect("a foreign write");
+    assert_eq!(
+        elector.try_acquire_or_renew().await.expect("renew"),
+        Attempt::Holding
+    );
+    assert_eq!(slow(), 1.0);
+    let text = metrics.render();
+    let line = format!("leader_election_slowpath_total{{name=\"{LEASE}\"}} 1\n");
+    assert!(text.contains(&line), "{text}");
+}

@@ -563,10 +563,14 @@ impl Inner {
         };
         let api = kube::Api::<TokenReview>::all(self.authentication.clone());
         let result = with_retries(deadline, || async {
+            let started = Instant::now();
             let result = api.create(&PostParams::default(), &review).await;
-            self.count(
-                "apiserver_delegated_authn_request_total",
-                &status_code(&result, "201"),
+            let code = status_code(&result, "201");
+            self.count("apiserver_delegated_authn_request_total", &code);
+            self.metrics.observe(
+                "apiserver_delegated_authn_request_duration_seconds",
+                &[("code", &code)],
+                started.elapsed().as_secs_f64(),
             );
             result
         })
@@ -624,10 +628,14 @@ impl Inner {
             ..Default::default()
         };
         let result = with_retries(deadline, || async {
+            let started = Instant::now();
             let result = api.create(&PostParams::default(), &review).await;
-            self.count(
-                "apiserver_delegated_authz_request_total",
-                &status_code(&result, "201"),
+            let code = status_code(&result, "201");
+            self.count("apiserver_delegated_authz_request_total", &code);
+            self.metrics.observe(
+                "apiserver_delegated_authz_request_duration_seconds",
+                &[("code", &code)],
+                started.elapsed().as_secs_f64(),
             );
             result
         })

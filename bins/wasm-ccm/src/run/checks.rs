@@ -247,11 +247,11 @@ impl RunArgs {
             ),
             (
                 self.enable_leader_migration.is_some(),
-                "--enable-leader-migration",
+                "--enable-leader-migration (no kube-controller-manager of Kubernetes 1.31 or later runs cloud controllers to migrate from; the Lease kube-system/cloud-controller-manager, shared with upstream's CCMs, keeps one leader: README, \"Leader migration\")",
             ),
             (
                 self.leader_migration_config.is_some(),
-                "--leader-migration-config",
+                "--leader-migration-config (see --enable-leader-migration)",
             ),
             (
                 self.tls_cipher_suites.is_some(),

@@ -564,3 +564,249 @@ async fn shadow_component_rbac_is_read_only_and_enough() {
         "no request of the shadow was judged by deploy/components/shadow/rbac.yaml"
     );
 }
+
+/// The user of each controller account, as the apiserver names it.
+fn account_user(account: &str) -> String {
+    format!("system:serviceaccount:kube-system:{account}")
+}
+
+/// Runs `wasm-ccm run --use-service-account-credentials` as deploy/base's ServiceAccount
+/// against `objects` over nodes n1, n2 and doomed and the Service web, drives initialisation,
+/// an address, a node deletion and the Service's deletion (as far as the RBAC lets them go),
+/// and returns the simulator and the CCM.
+async fn run_with_controller_accounts(
+    objects: Vec<Value>,
+    until_done: bool,
+) -> (wasm_ccm_sim::kube::KubeSim, Ccm, tempfile::TempDir) {
+    let sim = rbac_sim(objects, &[]).await;
+    let (cloud, config) = static_cloud(vec![
+        instance("n1", "10.0.0.1"),
+        instance("n2", "10.0.0.2"),
+        instance("doomed", "10.0.0.3"),
+    ])
+    .await;
+    for n in ["n1", "n2", "doomed"] {
+        sim.create(node(n, None, true)).expect("node");
+    }
+    sim.create(lb_service("web")).expect("svc");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = service_account_kubeconfig(&sim, dir.path());
+    let ccm = Ccm::start(
+        &sim,
+        wasm_ccm_drivers::STATIC_DRIVER,
+        "static",
+        &config,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--allow-egress",
+            &cloud.url(),
+            "--configure-cloud-routes=false",
+            "--leader-elect=false",
+            "--use-service-account-credentials",
+        ],
+    );
+    if until_done {
+        eventually("nodes initialised", || {
+            ["n1", "n2", "doomed"].iter().all(|n| initialised(&sim, n))
+        })
+        .await;
+        eventually("web has an address", || {
+            service(&sim, "web").is_some_and(|s| ingress_ip(&s).is_some() && has_finalizer(&s))
+        })
+        .await;
+        cloud.remove_instance("doomed");
+        set_ready(&sim, "doomed", false);
+        eventually("doomed deleted", || {
+            sim.get("nodes", None, "doomed").is_none()
+        })
+        .await;
+        sim.remove("services", Some("default"), "web")
+            .expect("delete");
+        eventually("web deleted", || service(&sim, "web").is_none()).await;
+    }
+    // The cloud stays up for the CCM's lifetime.
+    std::mem::forget(cloud);
+    (sim, ccm, dir)
+}
+
+/// `--use-service-account-credentials` with deploy/base's RBAC (rbac.yaml and
+/// rbac-controllers.yaml): the CCM gets (creating) node-controller and service-controller in
+/// kube-system and their tokens, never route-controller's (routes off, as upstream's route
+/// controller asks for no client then); every write of a controller is judged as its own
+/// account (nodes as node-controller, Services as service-controller, events as one of them),
+/// none as the CCM's account, while the informers, the account lookups and the token requests
+/// are the CCM's own; and nothing is denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_controller_writes_as_its_own_service_account_with_deploy_rbac() {
+    let mut objects = deploy_rbac();
+    objects.extend(controller_rbac());
+    let (sim, ccm, _dir) = run_with_controller_accounts(objects, true).await;
+
+    for account in ["node-controller", "service-controller"] {
+        assert!(
+            sim.get("serviceaccounts", Some("kube-system"), account)
+                .is_some(),
+            "{account} was created\n{}",
+            ccm_log(&ccm)
+        );
+    }
+    assert!(
+        sim.get("serviceaccounts", Some("kube-system"), "route-controller")
+            .is_none(),
+        "no account for a controller that does not run"
+    );
+    let decisions = sim.rbac_decisions();
+    let denied: Vec<String> = decisions
+        .iter()
+        .filter(|d| !d.allowed)
+        .map(|d| {
+            format!(
+                "{} {} {}",
+                d.user,
+                d.attributes.verb,
+                d.attributes.combined_resource()
+            )
+        })
+        .collect();
+    assert!(
+        denied.is_empty() && sim.requests().iter().all(|r| r.status != 403),
+        "denied with --use-service-account-credentials: {denied:#?}\n{}",
+        ccm_log(&ccm)
+    );
+    let node_user = account_user("node-controller");
+    let service_user = account_user("service-controller");
+    let writes = |resource: &str| -> Vec<(String, String)> {
+        decisions
+            .iter()
+            .filter(|d| {
+                d.attributes.combined_resource() == resource
+                    && matches!(
+                        d.attributes.verb.as_str(),
+                        "create" | "update" | "patch" | "delete"
+                    )
+            })
+            .map(|d| (d.user.clone(), d.attributes.verb.clone()))
+            .collect()
+    };
+    let by = |resource: &str, user: &str, verb: &str| {
+        writes(resource).iter().any(|(u, v)| u == user && v == verb)
+    };
+    assert!(
+        by("nodes", &node_user, "patch"),
+        "node initialisation as node-controller: {:?}",
+        writes("nodes")
+    );
+    assert!(
+        by("nodes/status", &node_user, "patch"),
+        "addresses as node-controller"
+    );
+    assert!(
+        by("nodes", &node_user, "delete"),
+        "the lifecycle's delete as node-controller"
+    );
+    assert!(
+        by("services/status", &service_user, "patch"),
+        "ingress and finalizer as service-controller"
+    );
+    for resource in [
+        "nodes",
+        "nodes/status",
+        "services",
+        "services/status",
+        "events",
+    ] {
+        let strays: Vec<_> = writes(resource)
+            .into_iter()
+            .filter(|(u, _)| *u != node_user && *u != service_user)
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "{resource} written as another account: {strays:?}"
+        );
+    }
+    assert!(
+        writes("events")
+            .iter()
+            .any(|(u, _)| *u == node_user || *u == service_user),
+        "events published as a controller account"
+    );
+    // The process's own account: the informers and the token requests.
+    let own = |resource: &str, verb: &str| {
+        decisions.iter().any(|d| {
+            d.allowed
+                && d.user == SA_USER
+                && d.attributes.combined_resource() == resource
+                && d.attributes.verb == verb
+        })
+    };
+    assert!(
+        own("nodes", "watch") && own("services", "watch"),
+        "the informers watch as the CCM"
+    );
+    assert!(
+        own("serviceaccounts/token", "create"),
+        "tokens requested by the CCM"
+    );
+    assert!(
+        own("serviceaccounts", "create"),
+        "the missing accounts created by the CCM"
+    );
+    let controller_reads: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.user != SA_USER && matches!(d.attributes.verb.as_str(), "list" | "watch"))
+        .map(|d| {
+            format!(
+                "{} {} {}",
+                d.user,
+                d.attributes.verb,
+                d.attributes.combined_resource()
+            )
+        })
+        .collect();
+    assert!(
+        controller_reads.is_empty(),
+        "a controller account listed or watched: {controller_reads:?}"
+    );
+    // The requests carried the accounts' tokens: a User-Agent naming the account.
+    assert!(
+        sim.requests()
+            .iter()
+            .any(|r| r.user_agent.as_deref().is_some_and(
+                |a| a.ends_with("/system:serviceaccount:kube-system:service-controller")
+            )),
+        "the service controller's requests name its account in the User-Agent"
+    );
+}
+
+/// The check has teeth: without service-controller's binding its status writes are 403s
+/// judged as service-controller (the CCM's own account may write services/status, so a write
+/// sent with the process's credentials would pass), and no address is published; the node
+/// controllers, still bound, initialise the nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_controllers_binding_its_writes_are_refused() {
+    let mut objects = deploy_rbac();
+    objects.extend(controller_rbac().into_iter().filter(|o| {
+        !(o["kind"] == "ClusterRoleBinding"
+            && o["metadata"]["name"] == "wasm-ccm:service-controller")
+    }));
+    let (sim, ccm, _dir) = run_with_controller_accounts(objects, false).await;
+    let service_user = account_user("service-controller");
+    eventually("a 403 on services/status for service-controller", || {
+        sim.rbac_decisions().iter().any(|d| {
+            !d.allowed
+                && d.user == service_user
+                && d.attributes.combined_resource() == "services/status"
+        })
+    })
+    .await;
+    eventually("nodes initialised", || {
+        ["n1", "n2"].iter().all(|n| initialised(&sim, n))
+    })
+    .await;
+    assert!(
+        ingress_ip(&service(&sim, "web").expect("web")).is_none(),
+        "{}",
+        ccm_log(&ccm)
+    );
+}

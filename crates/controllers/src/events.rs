@@ -15,7 +15,9 @@ use crate::metrics::Metrics;
 
 /// Event recorders, one per upstream reporter name.
 pub struct Events {
-    client: Client,
+    /// Each reporter's client: its own ServiceAccount's with per-controller credentials, as
+    /// upstream's controllers record through their own clientset.
+    clients: crate::clients::ControllerClients,
     instance: String,
     /// One recorder per (controller, note). kube-rs' `Recorder` deduplicates events by a key
     /// without the note (client-go's includes it), so a second event with the same reason but a
@@ -38,8 +40,13 @@ impl Events {
     /// Recorders for `instance` (the leader-election identity), cut to the apiserver's 128 bytes
     /// for `reportingInstance`.
     pub fn new(client: Client, instance: String) -> Self {
+        Events::for_controllers(client.into(), instance)
+    }
+
+    /// [`Events::new`] whose recorders publish through each reporter's client.
+    pub fn for_controllers(clients: crate::clients::ControllerClients, instance: String) -> Self {
         Events {
-            client,
+            clients,
             instance: cut_to_bytes(&instance, EVENT_REPORTING_INSTANCE_LIMIT).to_string(),
             recorders: Default::default(),
             silent: false,
@@ -67,7 +74,7 @@ impl Events {
         map.entry((controller, note.to_string()))
             .or_insert_with(|| {
                 Recorder::new(
-                    self.client.clone(),
+                    self.clients.for_controller(controller),
                     Reporter {
                         controller: controller.to_string(),
                         instance: Some(self.instance.clone()),

@@ -1,14 +1,18 @@
 //! The write seam: the Kubernetes client with `--kube-api-qps/burst` applied and requests
 //! counted. Every write the controllers make goes through [`Kube::patch`],
 //! [`Kube::patch_conditions`] or [`Kube::delete_node`], so shadow mode lives here (a shadow run
-//! records the writes instead of sending them) and not in the controllers.
+//! records the writes instead of sending them) and not in the controllers. Every call names its
+//! controller, whose client it goes out on ([`ControllerClients::for_controller`]: its own
+//! ServiceAccount's with `--use-service-account-credentials`).
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
-use kube::{Api, Client};
 use serde_json::Value;
+
+use crate::clients::ControllerClients;
 
 use crate::metrics::Metrics;
 use crate::shadow::{KubeChange, Recorded, ShadowLog};
@@ -18,7 +22,7 @@ use wasm_ccm_runtime::TokenBucket;
 /// the controllers make goes through [`Kube::patch`], [`Kube::patch_conditions`] or
 /// [`Kube::delete_node`], so a shadow run can record them instead.
 pub(crate) struct Kube {
-    client: Client,
+    clients: ControllerClients,
     limiter: TokenBucket,
     metrics: Arc<Metrics>,
     shadow: Option<Arc<ShadowLog>>,
@@ -50,16 +54,16 @@ impl Target<'_> {
 }
 
 impl Kube {
-    /// Wraps `client`; with `shadow`, writes are recorded there instead of sent.
+    /// Wraps `clients`; with `shadow`, writes are recorded there instead of sent.
     pub(crate) fn new(
-        client: Client,
+        clients: ControllerClients,
         qps: f32,
         burst: u32,
         metrics: Arc<Metrics>,
         shadow: Option<Arc<ShadowLog>>,
     ) -> Self {
         Kube {
-            client,
+            clients,
             limiter: TokenBucket::new(f64::from(qps), burst),
             metrics,
             shadow,
@@ -83,21 +87,23 @@ impl Kube {
             let patch = Patch::Merge(patch);
             async move {
                 match (target, status) {
-                    (Target::Node(name), false) => {
-                        self.nodes().patch(name, &params, &patch).await.map(drop)
-                    }
+                    (Target::Node(name), false) => self
+                        .nodes(controller)
+                        .patch(name, &params, &patch)
+                        .await
+                        .map(drop),
                     (Target::Node(name), true) => self
-                        .nodes()
+                        .nodes(controller)
                         .patch_status(name, &params, &patch)
                         .await
                         .map(drop),
                     (Target::Service { namespace, name }, false) => self
-                        .services(namespace)
+                        .services(controller, namespace)
                         .patch(name, &params, &patch)
                         .await
                         .map(drop),
                     (Target::Service { namespace, name }, true) => self
-                        .services(namespace)
+                        .services(controller, namespace)
                         .patch_status(name, &params, &patch)
                         .await
                         .map(drop),
@@ -125,7 +131,7 @@ impl Kube {
                 ..Default::default()
             };
             async move {
-                self.nodes()
+                self.nodes(controller)
                     .patch_status(node, &params, &Patch::Strategic(patch))
                     .await
                     .map(drop)
@@ -152,7 +158,7 @@ impl Kube {
                 }),
                 ..Default::default()
             };
-            async move { self.nodes().delete(node, &params).await.map(drop) }
+            async move { self.nodes(controller).delete(node, &params).await.map(drop) }
         })
         .await
     }
@@ -205,14 +211,14 @@ impl Kube {
         Ok(())
     }
 
-    /// Nodes.
-    pub(crate) fn nodes(&self) -> Api<Node> {
-        Api::all(self.client.clone())
+    /// Nodes, as `controller` reads and writes them.
+    pub(crate) fn nodes(&self, controller: &'static str) -> Api<Node> {
+        Api::all(self.clients.for_controller(controller))
     }
 
-    /// Services of one namespace.
-    pub(crate) fn services(&self, namespace: &str) -> Api<Service> {
-        Api::namespaced(self.client.clone(), namespace)
+    /// Services of one namespace, as `controller` reads and writes them.
+    pub(crate) fn services(&self, controller: &'static str, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.clients.for_controller(controller), namespace)
     }
 
     /// Runs one request after the rate limit and counts it by verb and code.

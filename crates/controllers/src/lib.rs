@@ -25,6 +25,7 @@
 
 mod answer_rules;
 mod backends;
+mod clients;
 mod cloud;
 mod cluster_view;
 mod config;
@@ -41,6 +42,7 @@ mod routing;
 mod run;
 pub mod shadow;
 
+pub use clients::{CONTROLLER_ACCOUNTS, ControllerClients, account_of};
 pub use cloud::DriverSlot;
 pub use config::ControllerConfig;
 pub use events::Events;

@@ -9,6 +9,7 @@ use kube::{Api, Client};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::clients::ControllerClients;
 use crate::cloud::{About, Cloud, CloudParts, CloudSource, DriverSlot, Function, Subject};
 use crate::cluster_view::StoreCluster;
 use crate::config::ControllerConfig;
@@ -138,7 +139,7 @@ pub fn start_controllers(
 /// [`start`] underneath.
 #[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub fn start_driver_set(
-    client: Client,
+    clients: impl Into<ControllerClients>,
     drivers: Vec<Arc<DriverSlot>>,
     routing: Arc<Routing>,
     config: ControllerConfig,
@@ -152,7 +153,7 @@ pub fn start_driver_set(
         .map(|d| d as Arc<dyn CloudSource>)
         .collect::<Vec<_>>();
     start(
-        client,
+        clients.into(),
         clouds,
         routing,
         config,
@@ -166,7 +167,7 @@ pub fn start_driver_set(
 /// The context every controller shares, over the informers' stores.
 #[allow(clippy::too_many_arguments)] // the parts of one context, each named at the call
 pub(crate) fn new_ctx(
-    client: Client,
+    clients: ControllerClients,
     cloud: Arc<dyn CloudSource>,
     route: DriverView,
     config: ControllerConfig,
@@ -177,13 +178,13 @@ pub(crate) fn new_ctx(
 ) -> Arc<Ctx> {
     let shadow = config.shadow.clone().map(|o| Arc::new(ShadowLog::new(o)));
     let events = Arc::new(
-        Events::new(client.clone(), identity.to_string())
+        Events::for_controllers(clients.clone(), identity.to_string())
             .silenced(shadow.is_some())
             .for_driver(route.label().map(str::to_string)),
     );
     Arc::new(Ctx {
         kube: Kube::new(
-            client.clone(),
+            clients,
             config.kube_api_qps,
             config.kube_api_burst,
             Arc::clone(&metrics),
@@ -221,7 +222,7 @@ pub(crate) fn start_with_cloud(
     let provider = cloud.current();
     let routing = Routing::alone(&provider.name(), &provider.provider_id_scheme());
     start(
-        client,
+        client.into(),
         vec![cloud],
         routing,
         config,
@@ -251,7 +252,7 @@ fn role_wants(route: &DriverView, needs: Needs) -> bool {
 /// only its own objects. One driver is a table of one, started the same way.
 #[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub(crate) fn start(
-    client: Client,
+    clients: ControllerClients,
     clouds: Vec<Arc<dyn CloudSource>>,
     routing: Arc<Routing>,
     config: ControllerConfig,
@@ -260,8 +261,11 @@ pub(crate) fn start(
     identity: &str,
     cancel: CancellationToken,
 ) -> Running {
+    // The informers watch as the process itself, with or without per-controller credentials:
+    // upstream's shared informer factory is built on the root client ("shared-informers").
+    let client = clients.root().clone();
     let mut node_informer = Informer::new(Api::<Node>::all(client.clone()));
-    let mut service_informer = Informer::new(Api::<Service>::all(client.clone()));
+    let mut service_informer = Informer::new(Api::<Service>::all(client));
     let mut tasks = JoinSet::new();
     let mut pending: Vec<Arc<dyn Pending>> = Vec::new();
     let mut ctxs = Vec::with_capacity(clouds.len());
@@ -271,7 +275,7 @@ pub(crate) fn start(
         // A reload never changes the exports (it is refused if it would), so this stays true.
         let exports = cloud.current().exports();
         let ctx = new_ctx(
-            client.clone(),
+            clients.clone(),
             cloud,
             route.clone(),
             config.clone(),

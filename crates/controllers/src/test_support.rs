@@ -415,7 +415,7 @@ impl Harness {
         };
         let route = crate::routing::Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
         let ctx = new_ctx(
-            client.clone(),
+            client.clone().into(),
             Arc::new(Fixed(Arc::clone(&cloud) as SharedCloud)),
             route.view(0),
             config,

@@ -14,6 +14,7 @@ mod leader;
 mod reload;
 mod run;
 pub mod server;
+pub mod service_accounts;
 pub mod user_agent;
 
 pub use leader::{LeaderConfig, default_identity};

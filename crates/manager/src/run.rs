@@ -16,6 +16,7 @@ use crate::kubernetes_version;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::reload::{ReloadOptions, record_in_service, watch};
 use crate::server::{Health, Serving, serve};
+use crate::service_accounts::{ServiceAccountOptions, controller_clients};
 use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
 
 /// How `wasm-ccm run` runs.
@@ -33,6 +34,9 @@ pub struct RunOptions {
     /// The API server's `gitVersion` read at start-up (empty when it did not tell), for
     /// `wasm_ccm_kubernetes_version_supported` ([`crate::kubernetes_version`]).
     pub kubernetes_version: String,
+    /// `--use-service-account-credentials`: each controller talks as its own ServiceAccount
+    /// ([`crate::service_accounts`]); `None` runs every controller on `client`.
+    pub service_account_credentials: Option<ServiceAccountOptions>,
 }
 
 /// Why [`run`] returned.
@@ -89,17 +93,12 @@ pub async fn run(
     // Every request names this program and the (first) driver in service (a reload shows at
     // once).
     let agent_slot = Arc::clone(&slots[0]);
-    let client = if opts.config.shadow.is_some() {
-        with_user_agent(
-            client,
-            Arc::new(move || shadow_user_agent(agent_slot.get().info())),
-        )
+    let agent: crate::user_agent::AgentFn = if opts.config.shadow.is_some() {
+        Arc::new(move || shadow_user_agent(agent_slot.get().info()))
     } else {
-        with_user_agent(
-            client,
-            Arc::new(move || user_agent(Some(agent_slot.get().info()))),
-        )
+        Arc::new(move || user_agent(Some(agent_slot.get().info())))
     };
+    let client = with_user_agent(client, Arc::clone(&agent));
     // Every replica watches, leader or not, so a standby takes over with the current version.
     let shadow = opts.config.shadow.is_some();
     for (label, slot, reload) in reloads {
@@ -143,8 +142,19 @@ pub async fn run(
         );
     }
     let work = cancel.child_token();
+    // As upstream, the controllers' accounts are got and their clients built once leading:
+    // the informers stay on this process's client, the controllers get their own.
+    let clients = match opts.service_account_credentials {
+        None => client.clone().into(),
+        Some(sa) => {
+            let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
+            controller_clients(&client, sa, agent, events, &work)
+                .await
+                .map_err(std::io::Error::other)?
+        }
+    };
     let running = start_driver_set(
-        client.clone(),
+        clients,
         slots,
         routing,
         opts.config,

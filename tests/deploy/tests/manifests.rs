@@ -276,8 +276,12 @@ const fn grant(
 
 const KUBE_SYSTEM: Scope = Scope::Namespace(NAMESPACE);
 
-/// Everything the service account may do, and must be able to do. No serviceaccounts rules:
-/// --use-service-account-credentials is not supported.
+/// The controllers' ServiceAccounts of --use-service-account-credentials (upstream's client
+/// names).
+const CONTROLLER_ACCOUNTS: &[&str] = &["node-controller", "service-controller", "route-controller"];
+
+/// Everything the service accounts may do, and must be able to do: the CCM's own and, within
+/// it, each controller's (their roles hold subsets of these rows).
 const RBAC: &[Grant] = &[
     grant(
         Scope::Cluster,
@@ -358,6 +362,23 @@ const RBAC: &[Grant] = &[
         "leases",
         &["get", "update"],
         Some(&[LEASE]),
+    ),
+    // --use-service-account-credentials: the controllers' accounts (got, created when
+    // missing; create cannot be limited to a name) and their tokens, in kube-system only.
+    grant(KUBE_SYSTEM, "", "serviceaccounts", &["create"], None),
+    grant(
+        KUBE_SYSTEM,
+        "",
+        "serviceaccounts",
+        &["get"],
+        Some(CONTROLLER_ACCOUNTS),
+    ),
+    grant(
+        KUBE_SYSTEM,
+        "",
+        "serviceaccounts/token",
+        &["create"],
+        Some(CONTROLLER_ACCOUNTS),
     ),
     // The built-in Role extension-apiserver-authentication-reader.
     grant(
@@ -941,9 +962,13 @@ fn the_service_account_and_every_bound_role_exist() {
             );
             for s in subjects {
                 assert_eq!(s.kind, "ServiceAccount", "{}: {}", context(r), o.id());
+                // The CCM's own account, or (rbac-controllers.yaml) a controller's account of
+                // --use-service-account-credentials, which wasm-ccm creates in kube-system.
+                let ours =
+                    s.name == SERVICE_ACCOUNT || CONTROLLER_ACCOUNTS.contains(&s.name.as_str());
                 assert!(
-                    s.name == SERVICE_ACCOUNT && s.namespace.as_deref() == Some(NAMESPACE),
-                    "{}: {} binds {:?}/{}, not the CCM's ServiceAccount",
+                    ours && s.namespace.as_deref() == Some(NAMESPACE),
+                    "{}: {} binds {:?}/{}, neither the CCM's ServiceAccount nor a controller's",
                     context(r),
                     o.id(),
                     s.namespace,

@@ -62,3 +62,10 @@ pub(crate) fn service_account_kubeconfig(sim: &KubeSim, dir: &Path) -> String {
     std::fs::write(&path, text).expect("kubeconfig");
     path.display().to_string()
 }
+
+/// deploy/base/rbac-controllers.yaml: the controllers' own accounts of
+/// --use-service-account-credentials and the CCM's right to their tokens.
+pub(crate) fn controller_rbac() -> Vec<Value> {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/base");
+    load_seed_file(&base.join("rbac-controllers.yaml")).expect("deploy/base/rbac-controllers.yaml")
+}

@@ -52,6 +52,7 @@ impl RunArgs {
             call_timeout: self.call_timeout,
             init_timeout: self.init_timeout,
             memory_limit: self.memory_limit,
+            cloud_requests: None,
         };
         Ok(DriverSet::from_flags(&provider, load))
     }
@@ -292,13 +293,13 @@ impl RunArgs {
         ] {
             if given {
                 tracing::warn!(
-                    "{flag} is accepted for compatibility but has no effect in wasm-ccm yet"
+                    "{flag} is accepted for compatibility but has no effect in wasm-ccm"
                 );
             }
         }
-        if self.use_service_account_credentials {
+        if self.use_service_account_credentials && self.shadow {
             tracing::warn!(
-                "--use-service-account-credentials is not supported: every controller uses this process's credentials"
+                "--use-service-account-credentials is ignored with --shadow: a shadow writes nothing and reads as its own account"
             );
         }
         if self.allocate_node_cidrs {

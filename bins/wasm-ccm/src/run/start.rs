@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_controllers::{ControllerConfig, EnabledControllers};
+use wasm_ccm_controllers::{ControllerConfig, EnabledControllers, account_of};
 use wasm_ccm_manager::server::delegated_auth::AlwaysAllowPaths;
 use wasm_ccm_manager::server::tls::server_config;
 use wasm_ccm_manager::server::{
     ConnectionLimits, DelegatedAuthOptions, MinTlsVersion, Serving, TlsOptions,
 };
+use wasm_ccm_manager::service_accounts::ServiceAccountOptions;
 use wasm_ccm_manager::{Exit, RunOptions, default_identity};
 
 use super::args::RunArgs;
@@ -33,6 +34,7 @@ pub(super) async fn start(
 ) -> anyhow::Result<ExitCode> {
     let identity = default_identity();
     let leader = args.leader(&identity, lease_name);
+    let service_account_credentials = args.service_account_credentials(&controllers).await?;
     let cancel = cancel_on_signal();
     let exit = wasm_ccm_manager::run(
         client,
@@ -45,6 +47,7 @@ pub(super) async fn start(
             serving,
             identity,
             kubernetes_version,
+            service_account_credentials,
         },
         cancel,
     )
@@ -59,6 +62,20 @@ pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
     master: Option<&str>,
 ) -> anyhow::Result<kube::Client> {
+    let config = kube_config(kubeconfig, master).await?;
+    kube::Client::try_from(config)
+        .map(|c| {
+            use wasm_ccm_manager::user_agent::{user_agent, with_user_agent};
+            with_user_agent(c, std::sync::Arc::new(|| user_agent(None)))
+        })
+        .context("cannot build the Kubernetes client")
+}
+
+/// The configuration [`kube_client`] builds its client from.
+async fn kube_config(
+    kubeconfig: Option<&std::path::Path>,
+    master: Option<&str>,
+) -> anyhow::Result<kube::Config> {
     let mut config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -79,12 +96,7 @@ pub async fn kube_client(
             .parse()
             .with_context(|| format!("--master {m:?} is not a URL"))?;
     }
-    kube::Client::try_from(config)
-        .map(|c| {
-            use wasm_ccm_manager::user_agent::{user_agent, with_user_agent};
-            with_user_agent(c, std::sync::Arc::new(|| user_agent(None)))
-        })
-        .context("cannot build the Kubernetes client")
+    Ok(config)
 }
 
 /// A client for the reviews of the serving port, from the kubeconfig of `flag`.
@@ -104,6 +116,37 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 }
 
 impl RunArgs {
+    /// With `--use-service-account-credentials` (and not `--shadow`, which writes nothing and
+    /// runs as its own read-only account): the process's configuration, whose server and CA the
+    /// controllers' clients keep, and the accounts of the enabled controllers (upstream's
+    /// client names: node-controller, service-controller, route-controller).
+    pub(super) async fn service_account_credentials(
+        &self,
+        controllers: &EnabledControllers,
+    ) -> anyhow::Result<Option<ServiceAccountOptions>> {
+        if !self.use_service_account_credentials || self.shadow {
+            return Ok(None);
+        }
+        let config = kube_config(self.kubeconfig.as_deref(), self.master.as_deref()).await?;
+        let mut accounts: Vec<&'static str> = Vec::new();
+        for name in controllers.names() {
+            // As upstream's startRouteController, which returns before asking for its client
+            // when routes are not configured.
+            if name == "node-route-controller" && !self.configure_cloud_routes {
+                continue;
+            }
+            let account = account_of(name).with_context(|| {
+                format!(
+                    "--use-service-account-credentials: the controller {name} has no ServiceAccount"
+                )
+            })?;
+            if !accounts.contains(&account) {
+                accounts.push(account);
+            }
+        }
+        Ok(Some(ServiceAccountOptions { config, accounts }))
+    }
+
     /// The TLS configuration of --secure-port (`None` when serving is off), from the given
     /// files, --cert-dir or a generated in-memory pair.
     pub(super) fn serving_tls(&self) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {

@@ -256,7 +256,7 @@ impl LifecycleController {
                     return;
                 }
                 Err(e) if is_status(&e, 409) => {
-                    let nodes = self.ctx.kube.nodes();
+                    let nodes = self.ctx.kube.nodes(REPORTER);
                     match self.ctx.kube.request("get", nodes.get(&name)).await {
                         Ok(fresh) => current = fresh,
                         Err(e) => {

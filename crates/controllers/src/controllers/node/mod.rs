@@ -345,7 +345,7 @@ impl NodeController {
                     current = Arc::new(
                         self.ctx
                             .kube
-                            .request("get", self.ctx.kube.nodes().get(&name))
+                            .request("get", self.ctx.kube.nodes(REPORTER).get(&name))
                             .await?,
                     );
                     if !is_uninitialized(&current) {

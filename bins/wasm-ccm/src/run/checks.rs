@@ -52,7 +52,6 @@ impl RunArgs {
             call_timeout: self.call_timeout,
             init_timeout: self.init_timeout,
             memory_limit: self.memory_limit,
-            cloud_requests: None,
         };
         Ok(DriverSet::from_flags(&provider, load))
     }
@@ -293,7 +292,7 @@ impl RunArgs {
         ] {
             if given {
                 tracing::warn!(
-                    "{flag} is accepted for compatibility but has no effect in wasm-ccm"
+                    "{flag} is accepted for compatibility but has no effect in wasm-ccm yet"
                 );
             }
         }

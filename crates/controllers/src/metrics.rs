@@ -103,6 +103,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "1 while this instance holds the lease.",
     ),
     (
+        "running_managed_controllers",
+        Kind::Gauge,
+        "1 while a controller runs, by upstream's controller name and manager.",
+    ),
+    (
+        "wasm_ccm_service_account_token_failures_total",
+        Kind::Counter,
+        "Failed token requests for a controller's ServiceAccount (--use-service-account-credentials), by account.",
+    ),
+    (
         "leader_election_slowpath_total",
         Kind::Counter,
         "Renewals the lease holder made through a read of the lease (its optimistic write was refused or its record was stale), by lease name.",

@@ -318,13 +318,14 @@ pub(crate) fn start(
                 cancel: &cancel,
                 pending: &mut pending,
             };
-            if let Err(e) = (entry.start)(&mut wiring) {
-                tracing::error!(
+            match (entry.start)(&mut wiring) {
+                Ok(()) => running_managed(&ctx.metrics, entry.alias, &cancel, &mut tasks),
+                Err(e) => tracing::error!(
                     controller = entry.name,
                     driver = %driver,
                     "the {} is disabled: {e}",
                     entry.title
-                );
+                ),
             }
         }
         // Housekeeping for drivers that keep caches or tokens fresh.
@@ -379,4 +380,23 @@ pub(crate) fn start(
         pending,
         tasks,
     }
+}
+
+/// Upstream's `running_managed_controllers{name,manager}` (`k8s.io/component-base`
+/// `metrics/prometheus/controllers`): 1 once a controller started, 0 when it stops; `name` is
+/// upstream's short name (the `--controllers` alias: `cloud-node`, `cloud-node-lifecycle`,
+/// `service`, `route`), `manager` upstream's `cloud-controller-manager`.
+fn running_managed(
+    metrics: &Arc<Metrics>,
+    name: &'static str,
+    cancel: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) {
+    let labels = [("name", name), ("manager", "cloud-controller-manager")];
+    metrics.set("running_managed_controllers", &labels, 1.0);
+    let (metrics, cancel) = (Arc::clone(metrics), cancel.clone());
+    tasks.spawn(async move {
+        cancel.cancelled().await;
+        metrics.set("running_managed_controllers", &labels, 0.0);
+    });
 }

@@ -196,6 +196,12 @@ impl LeaderElector {
         &self.config.identity
     }
 
+    /// The Lease's name (`--leader-elect-resource-name`, or the shadow's): the `name` label of
+    /// the leader-election metrics, as client-go's.
+    pub(crate) fn lease_name(&self) -> &str {
+        &self.config.name
+    }
+
     fn secs(d: Duration) -> i32 {
         i32::try_from(d.as_secs()).unwrap_or(i32::MAX).max(1)
     }

@@ -126,7 +126,7 @@ pub async fn run(
     }
     let elector = opts
         .leader
-        .map(|cfg| LeaderElector::new(client.clone(), cfg));
+        .map(|cfg| LeaderElector::new(client.clone(), cfg).with_metrics(Arc::clone(&metrics)));
     let mut leading_since = None;
     if let Some(elector) = &elector {
         tracing::info!(identity = %elector.identity(), "waiting to acquire the lease");
@@ -137,7 +137,7 @@ pub async fn run(
         tracing::info!(identity = %elector.identity(), "became leader");
         metrics.set(
             "leader_election_master_status",
-            &[("name", "cloud-controller-manager")],
+            &[("name", elector.lease_name())],
             1.0,
         );
     }
@@ -148,7 +148,7 @@ pub async fn run(
         None => client.clone().into(),
         Some(sa) => {
             let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
-            controller_clients(&client, sa, agent, events, &work)
+            controller_clients(&client, sa, agent, events, Arc::clone(&metrics), &work)
                 .await
                 .map_err(std::io::Error::other)?
         }
@@ -190,7 +190,7 @@ pub async fn run(
                 health.failed.store(true, Ordering::Relaxed);
                 metrics.set(
                     "leader_election_master_status",
-                    &[("name", "cloud-controller-manager")],
+                    &[("name", elector.lease_name())],
                     0.0,
                 );
                 Exit::LostLeadership

@@ -48,7 +48,7 @@ use kube::{Client, Config};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use wasm_ccm_controllers::{ControllerClients, Events};
+use wasm_ccm_controllers::{ControllerClients, Events, Metrics};
 
 use crate::user_agent::{AgentFn, with_user_agent};
 
@@ -252,6 +252,7 @@ pub async fn controller_clients(
     opts: ServiceAccountOptions,
     agent: AgentFn,
     events: Arc<Events>,
+    metrics: Arc<Metrics>,
     cancel: &CancellationToken,
 ) -> Result<ControllerClients, String> {
     let mut clients = HashMap::new();
@@ -285,7 +286,7 @@ pub async fn controller_clients(
             source,
             current,
             first.lifetime,
-            Failures::new(account, Some(Arc::clone(&events))),
+            Failures::new(account, Some(Arc::clone(&events))).with_metrics(Arc::clone(&metrics)),
             cancel.clone(),
         ));
         tracing::info!(
@@ -320,12 +321,15 @@ async fn first_token(source: &dyn TokenSource, account: &str) -> Result<Issued, 
     ))
 }
 
-/// What the operator is told about failed renewals: a log line each, and one event per run of
-/// failures.
+/// What the operator is told about failed renewals: a log line and a count
+/// (`wasm_ccm_service_account_token_failures_total{account}`, for an alert) each, and one event
+/// per run of failures.
 struct Failures {
     account: &'static str,
     /// `None` in tests.
     events: Option<Arc<Events>>,
+    /// `None` in tests that do not look.
+    metrics: Option<Arc<Metrics>>,
     reported: bool,
 }
 
@@ -334,11 +338,23 @@ impl Failures {
         Failures {
             account,
             events,
+            metrics: None,
             reported: false,
         }
     }
 
+    fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     async fn failed(&mut self, error: &str, expired: bool) {
+        if let Some(m) = &self.metrics {
+            m.inc(
+                "wasm_ccm_service_account_token_failures_total",
+                &[("account", self.account)],
+            );
+        }
         if expired {
             tracing::error!(
                 account = self.account,

@@ -126,3 +126,47 @@ async fn controllers_start_from_the_table_by_flag_switch_and_export() {
     let nothing = Exports::default();
     assert_eq!(started(nothing, "*", true), 0);
 }
+
+/// Upstream's `running_managed_controllers`: 1 for each controller that started (upstream's
+/// short names), none for one whose start failed (routes without `--cluster-cidr`), 0 after
+/// the stop.
+#[tokio::test]
+async fn running_controllers_are_exported_under_upstreams_names() {
+    use crate::config::ControllerConfig;
+    use crate::registry::EnabledControllers;
+    use crate::run::start_with_cloud;
+    use tokio_util::sync::CancellationToken;
+
+    let h = Harness::start(FakeCloud::default(), Vec::new()).await;
+    let metrics = Arc::new(crate::metrics::Metrics::default());
+    let cancel = CancellationToken::new();
+    let running = start_with_cloud(
+        h.client.clone(),
+        Arc::new(crate::cloud::Fixed(Arc::new(FakeCloud::default()))),
+        ControllerConfig::default(),
+        EnabledControllers::parse(&["*".to_string()]).expect("flag"),
+        Arc::clone(&metrics),
+        "test",
+        cancel.clone(),
+    );
+    let series = |name: &str| {
+        let labels = [("name", name), ("manager", "cloud-controller-manager")];
+        metrics.value("running_managed_controllers", &labels)
+    };
+    for name in ["cloud-node", "cloud-node-lifecycle", "service"] {
+        assert_eq!(series(name), 1.0, "{name}");
+    }
+    let text = metrics.render();
+    assert!(!text.contains(r#"name="route""#), "{text}");
+    cancel.cancel();
+    for _ in 0..200 {
+        if series("service") == 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    for name in ["cloud-node", "cloud-node-lifecycle", "service"] {
+        assert_eq!(series(name), 0.0, "{name} after the stop");
+    }
+    drop(running);
+}

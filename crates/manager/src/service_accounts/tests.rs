@@ -88,6 +88,7 @@ async fn renews_at_eighty_percent_and_keeps_the_old_token_while_renewal_fails() 
     ]);
     let current = Arc::new(Current::default());
     current.set("first".into());
+    let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     let start = Instant::now();
     // Record the start as the first fetch, so the gaps read from it.
@@ -101,7 +102,7 @@ async fn renews_at_eighty_percent_and_keeps_the_old_token_while_renewal_fails() 
         Arc::clone(&script) as Arc<dyn TokenSource>,
         Arc::clone(&current),
         Duration::from_secs(3600),
-        Failures::new("node-controller", None),
+        Failures::new("node-controller", None).with_metrics(Arc::clone(&metrics)),
         cancel.clone(),
     ));
     // Not before 80% of the lifetime.
@@ -111,8 +112,10 @@ async fn renews_at_eighty_percent_and_keeps_the_old_token_while_renewal_fails() 
     tokio::time::sleep(Duration::from_secs(1)).await;
     settle().await;
     assert_eq!(script.count(), 2, "renewal due at 2880 s");
-    // The failed renewal leaves the old token in use.
+    // The failed renewal leaves the old token in use, and is counted for an alert.
     assert_eq!(current.get(), "first");
+    let failures = || metrics.total("wasm_ccm_service_account_token_failures_total");
+    assert_eq!(failures(), 1.0);
     tokio::time::sleep(Duration::from_millis(500)).await;
     settle().await;
     assert_eq!(script.count(), 3, "retried after 500 ms");
@@ -121,6 +124,7 @@ async fn renews_at_eighty_percent_and_keeps_the_old_token_while_renewal_fails() 
     settle().await;
     assert_eq!(script.count(), 4, "retried after 1 s more");
     assert_eq!(current.get(), "second");
+    assert_eq!(failures(), 2.0, "the two failed attempts, not the good one");
     assert_eq!(
         script.fetches(),
         [

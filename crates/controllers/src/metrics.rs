@@ -24,6 +24,11 @@ const QUEUE_BUCKETS: &[f64] = &[1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 
 /// The delegated authentication and authorization request durations (`k8s.io/apiserver`
 /// v0.36.2 `pkg/authentication/authenticatorfactory/metrics.go`, `authorizerfactory`).
 const REVIEW_BUCKETS: &[f64] = &[0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0];
+/// client-go's REST client latency (`k8s.io/component-base` v0.36.2
+/// `metrics/prometheus/restclient/metrics.go`).
+const REST_BUCKETS: &[f64] = &[
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
 
 /// Every metric: name, kind, help.
 const FAMILIES: &[(&str, Kind, &str)] = &[
@@ -251,6 +256,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "wasm_ccm_kubernetes_version_supported",
         Kind::Gauge,
         "1 when the API server's Kubernetes version (server_version, its gitVersion at start-up) is one this wasm-ccm supports (the last three minors); 0 when it is not or could not be read.",
+    ),
+    (
+        "rest_client_requests_total",
+        Kind::Counter,
+        "Kubernetes API requests of the process, by HTTP status code (<error> without an answer), method and host.",
+    ),
+    (
+        "rest_client_request_duration_seconds",
+        Kind::Histogram(REST_BUCKETS),
+        "Seconds until a Kubernetes API request's response headers, by verb and host.",
     ),
     (
         "wasm_ccm_kube_requests_total",

@@ -12,6 +12,7 @@
 pub mod kubernetes_version;
 mod leader;
 mod reload;
+pub mod request_metrics;
 mod run;
 pub mod server;
 pub mod service_accounts;

@@ -15,6 +15,7 @@ use wasm_ccm_runtime::Driver;
 use crate::kubernetes_version;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::reload::{ReloadOptions, record_in_service, watch};
+use crate::request_metrics::{RequestMetrics, with_request_metrics};
 use crate::server::{Health, Serving, serve};
 use crate::service_accounts::{ServiceAccountOptions, controller_clients};
 use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
@@ -37,6 +38,9 @@ pub struct RunOptions {
     /// `--use-service-account-credentials`: each controller talks as its own ServiceAccount
     /// ([`crate::service_accounts`]); `None` runs every controller on `client`.
     pub service_account_credentials: Option<ServiceAccountOptions>,
+    /// The API server's `host[:port]`, the `host` label of the REST client metrics
+    /// ([`crate::request_metrics`]).
+    pub api_host: String,
 }
 
 /// Why [`run`] returned.
@@ -99,6 +103,7 @@ pub async fn run(
         Arc::new(move || user_agent(Some(agent_slot.get().info())))
     };
     let client = with_user_agent(client, Arc::clone(&agent));
+    let client = with_request_metrics(client, opts.api_host.clone(), Arc::clone(&metrics));
     // Every replica watches, leader or not, so a standby takes over with the current version.
     let shadow = opts.config.shadow.is_some();
     for (label, slot, reload) in reloads {
@@ -148,7 +153,8 @@ pub async fn run(
         None => client.clone().into(),
         Some(sa) => {
             let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
-            controller_clients(&client, sa, agent, events, Arc::clone(&metrics), &work)
+            let counted = RequestMetrics::new(opts.api_host.clone(), Arc::clone(&metrics));
+            controller_clients(&client, sa, agent, counted, events, &work)
                 .await
                 .map_err(std::io::Error::other)?
         }

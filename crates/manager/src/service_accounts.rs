@@ -50,6 +50,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use wasm_ccm_controllers::{ControllerClients, Events, Metrics};
 
+use crate::request_metrics::RequestMetrics;
 use crate::user_agent::{AgentFn, with_user_agent};
 
 /// The namespace of the controllers' accounts (upstream's `metav1.NamespaceSystem`).
@@ -251,8 +252,8 @@ pub async fn controller_clients(
     root: &Client,
     opts: ServiceAccountOptions,
     agent: AgentFn,
+    counted: RequestMetrics,
     events: Arc<Events>,
-    metrics: Arc<Metrics>,
     cancel: &CancellationToken,
 ) -> Result<ControllerClients, String> {
     let mut clients = HashMap::new();
@@ -281,12 +282,14 @@ pub async fn controller_clients(
         let user = username(account);
         let agent = Arc::clone(&agent);
         let client = with_user_agent(with_token, Arc::new(move || format!("{}/{user}", agent())));
+        let client = counted.wrap(client);
         tokio::spawn(renew(
             account,
             source,
             current,
             first.lifetime,
-            Failures::new(account, Some(Arc::clone(&events))).with_metrics(Arc::clone(&metrics)),
+            Failures::new(account, Some(Arc::clone(&events)))
+                .with_metrics(Arc::clone(counted.registry())),
             cancel.clone(),
         ));
         tracing::info!(

@@ -48,6 +48,7 @@ pub(super) async fn start(
             identity,
             kubernetes_version,
             service_account_credentials,
+            api_host: args.api_host().await?,
         },
         cancel,
     )
@@ -116,6 +117,17 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 }
 
 impl RunArgs {
+    /// The API server's `host[:port]` as the process's configuration names it (the `host`
+    /// label of client-go's REST client metrics).
+    pub(super) async fn api_host(&self) -> anyhow::Result<String> {
+        let config = kube_config(self.kubeconfig.as_deref(), self.master.as_deref()).await?;
+        Ok(config
+            .cluster_url
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_default())
+    }
+
     /// With `--use-service-account-credentials` (and not `--shadow`, which writes nothing and
     /// runs as its own read-only account): the process's configuration, whose server and CA the
     /// controllers' clients keep, and the accounts of the enabled controllers (upstream's

@@ -203,6 +203,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Cloud HTTP requests made by the driver, by destination host and status (or error kind).",
     ),
     (
+        "wasm_ccm_cloud_requests_total",
+        Kind::Counter,
+        "Cloud requests of a driver with a request budget (--cloud-request-rate), by outcome: sent (at once), waited (sent after waiting for the budget or the cloud's pause), refused_by_budget and refused_while_paused (not sent: no room before the call's deadline), rate_limited_by_cloud (sent and answered 429, or 503 with Retry-After, which paused the driver).",
+    ),
+    (
+        "wasm_ccm_cloud_request_wait_seconds_total",
+        Kind::Counter,
+        "Seconds a driver's cloud requests waited for its request budget or the cloud's pause, summed over requests.",
+    ),
+    (
         "wasm_ccm_secret_misuse_total",
         Kind::Counter,
         "Driver requests the host refused because a credential's placeholder was where its grant does not allow it, by secret and reason (origin, position, plain-http).",

@@ -128,6 +128,21 @@ impl CloudProvider for Driver {
                 n as f64,
             );
         }
+        // Only a driver the operator gave a budget has these series (no budget: nothing paced).
+        if let Some(counts) = self.cloud_requests() {
+            for outcome in wasm_ccm_runtime::http::budget::Outcome::ALL {
+                metrics.set(
+                    "wasm_ccm_cloud_requests_total",
+                    &[("driver", driver), ("outcome", outcome.label())],
+                    counts.get(outcome) as f64,
+                );
+            }
+            metrics.set(
+                "wasm_ccm_cloud_request_wait_seconds_total",
+                &[("driver", driver)],
+                counts.wait_seconds,
+            );
+        }
         metrics.set(
             "wasm_ccm_driver_dropped_log_lines_total",
             &[("driver", driver)],

@@ -118,6 +118,12 @@ impl Driver {
         self.inner.host.http.counters().snapshot()
     }
 
+    /// What the driver's cloud request budget counted (requests by outcome, time waited), when
+    /// the operator gave it one (`--cloud-request-rate`).
+    pub fn cloud_requests(&self) -> Option<crate::http::budget::BudgetCounts> {
+        self.inner.host.http.request_budget().map(|b| b.counts())
+    }
+
     /// Instantiates one instance without `init` and throws it away, returning the time taken;
     /// for benchmarks of the allocator.
     pub async fn measure_instantiation(&self) -> Result<Duration, HostError> {

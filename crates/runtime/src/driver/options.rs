@@ -141,6 +141,10 @@ mod tests {
             "the egress checks refuse the system's own addresses"
         );
         assert!(h.secrets.origins.is_empty() && !h.secrets.allow_plain_http);
+        assert!(
+            h.request_budget.is_none(),
+            "no request budget unless the operator sets one"
+        );
 
         let (limits, default) = (
             format!("{:?}", o.log.limits),

@@ -34,6 +34,8 @@ use crate::model::http::{
 use crate::secrets::{Applied, Vault};
 use crate::trace::TracePropagation;
 
+use super::budget::RequestBudget;
+
 /// Limits on a driver's HTTP traffic.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
@@ -130,6 +132,8 @@ pub struct Forward<'a> {
     applied: Option<Applied>,
     budget: Duration,
     asked: Duration,
+    /// The call's deadline: the request budget's wait ends before it.
+    deadline: Instant,
 }
 
 impl Forward<'_> {
@@ -153,9 +157,15 @@ impl Forward<'_> {
             applied,
             budget,
             asked,
+            deadline,
         } = self;
+        let time = RequestTime {
+            budget,
+            asked,
+            deadline,
+        };
         capability
-            .forward_applied(request, url, applied, budget, asked)
+            .forward_applied(request, url, applied, time)
             .await
     }
 }
@@ -217,6 +227,8 @@ pub(crate) struct HttpCapability {
     /// The driver's credentials, applied per grant ([`crate::secrets`]); none for a driver
     /// that declares no secrets.
     vault: Option<Arc<Vault>>,
+    /// The driver's cloud request budget, shared by its instances; none: no pacing, no pause.
+    request_budget: Option<Arc<RequestBudget>>,
 }
 
 impl HttpCapability {
@@ -231,7 +243,15 @@ impl HttpCapability {
             shadow: false,
             propagation: None,
             vault: None,
+            request_budget: None,
         })
+    }
+
+    /// Paces every request that leaves for the network by `budget`, and pauses them all when
+    /// the cloud answers 429 (see [`super::budget`]).
+    pub(crate) fn with_request_budget(mut self, budget: Option<Arc<RequestBudget>>) -> Self {
+        self.request_budget = budget;
+        self
     }
 
     /// Refuses every request that would change the cloud ([`super::shadow::would_write`]) with
@@ -284,6 +304,11 @@ impl HttpCapability {
     /// Requests by host and outcome since the driver was loaded.
     pub(crate) fn counters(&self) -> &HttpCounters {
         &self.counters
+    }
+
+    /// The driver's cloud request budget, when it has one.
+    pub(crate) fn request_budget(&self) -> Option<&Arc<RequestBudget>> {
+        self.request_budget.as_ref()
     }
 
     /// Sends `req`, finishing before `deadline`. Returns the response or the typed error, and
@@ -432,6 +457,7 @@ impl HttpCapability {
             applied,
             budget,
             asked,
+            deadline,
         };
         match &self.interceptor {
             Some(interceptor) => interceptor.intercept(forward).await,
@@ -447,12 +473,11 @@ impl HttpCapability {
         req: Request,
         url: Url,
         applied: Option<Applied>,
-        budget: Duration,
-        asked: Duration,
+        time: RequestTime,
     ) -> Result<Response, HttpError> {
         let (Some(vault), Some(applied)) = (&self.vault, applied) else {
             let response = self
-                .forward(req, url.clone(), &url, Carries::Nothing, budget, asked)
+                .forward(req, url.clone(), &url, Carries::Nothing, time)
                 .await?;
             return self.scrub(response, &url, &[]).await;
         };
@@ -482,7 +507,7 @@ impl HttpCapability {
         // guest's own (placeholders only): never from `wire`.
         let sent = CARRIES_SECRET.scope(
             true,
-            self.forward(wire, wire_url, &url, Carries::Credential, budget, asked),
+            self.forward(wire, wire_url, &url, Carries::Credential, time),
         );
         let mut response = sent.await?;
         if response.status == 401 {
@@ -536,8 +561,9 @@ impl HttpCapability {
         })
     }
 
-    /// Sends a request to the network within `budget`. `url` is where it goes; `shown` is the
-    /// guest's URL, the only one any message names. A driver holding credentials never gets
+    /// Sends a request to the network within its time, once the driver's request budget lets
+    /// it leave (a token served from the vault's cache never gets here, so it takes none).
+    /// `url` is where it goes; `shown` is the guest's URL, the only one any message names. A driver holding credentials never gets
     /// content-encoded bytes: the host asks for `identity` on each of its requests and refuses
     /// an encoded answer, so the scan reads what the guest would read.
     async fn forward(
@@ -546,9 +572,13 @@ impl HttpCapability {
         url: Url,
         shown: &Url,
         carries: Carries,
-        budget: Duration,
-        asked: Duration,
+        time: RequestTime,
     ) -> Result<Response, HttpError> {
+        let RequestTime {
+            mut budget,
+            asked,
+            deadline,
+        } = time;
         let owns_encoding = self.vault.is_some();
         let mut builder = self
             .client()?
@@ -593,6 +623,13 @@ impl HttpCapability {
         if !req.body.is_empty() {
             builder = builder.body(req.body);
         }
+        // Last, once nothing can refuse the request any more: its wait for the budget.
+        if let Some(pacing) = &self.request_budget {
+            pacing.admit(deadline).await?;
+            // The wait used some of the call's time: the request gets what is left.
+            let left = deadline.saturating_duration_since(Instant::now());
+            budget = budget.min(request_budget(asked, left));
+        }
         // The resolver judges addresses by this URL (or the redirect hop's, which the redirect
         // policy writes here); the scope travels with the future wherever it is polled.
         let exchange = CONNECTING_FOR.scope(
@@ -603,7 +640,12 @@ impl HttpCapability {
             ),
         );
         match exchange.await {
-            Ok(result) => result,
+            Ok(result) => {
+                if let (Some(pacing), Ok(response)) = (&self.request_budget, &result) {
+                    pacing.observe(response);
+                }
+                result
+            }
             Err(_) => Err(HttpError::Timeout(format!(
                 "no complete response from {} within {budget:?}{}",
                 strip_query(shown.as_str()),
@@ -861,6 +903,15 @@ tokio::task_local! {
     /// Set around a request that carries a credential the host applied: its redirects are not
     /// followed.
     static CARRIES_SECRET: bool;
+}
+
+/// A request's time: what it may take (`budget`), what the driver asked for, and the call's
+/// deadline.
+#[derive(Debug, Clone, Copy)]
+struct RequestTime {
+    budget: Duration,
+    asked: Duration,
+    deadline: Instant,
 }
 
 /// The time a request may take: what the driver asked for, but ending a margin before the call's

@@ -10,11 +10,13 @@
 //!   the host's own addresses, [`HttpLimits`], the interceptor, shadow mode, trace
 //!   propagation (`client`) and the credential options (read when the driver's declared
 //!   secrets are sealed into the vault this client attaches);
-//! - per-driver state: one `HttpCapability` in the driver's `DriverHost`;
+//! - per-driver state: one `HttpCapability` in the driver's `DriverHost`, and the driver's
+//!   request budget ([`budget`]), which its options carry so that a reload keeps it;
 //! - per-call state: `HttpCall`, the requests the call made, for its `Outcome`;
 //! - host view: `HttpHost`, which implements `http::Host`; a store's data gives it through
 //!   `HttpView`, so this unit knows nothing of the store or of the driver's options.
 
+pub mod budget;
 mod client;
 pub mod shadow;
 
@@ -67,6 +69,10 @@ pub struct Config {
     /// The operator's credential options (`--secret-origin`, `--allow-plain-http-secrets`):
     /// where the driver's declared secrets, which this capability attaches, may go.
     pub secrets: crate::secrets::SecretOptions,
+    /// The driver's cloud request budget (`--cloud-request-rate`, `--cloud-request-burst`):
+    /// one for the driver, shared by its instances and kept across its reloads (clones of these
+    /// options share it); `None`, the default: no pacing and no pause on a 429.
+    pub request_budget: Option<std::sync::Arc<budget::RequestBudget>>,
 }
 
 /// HTTP exchanges a single call keeps a record of (for conformance and the request log); the
@@ -98,7 +104,8 @@ pub(crate) fn client(
         .map_err(HostError::InvalidEgress)?
         .with_interceptor(opts.interceptor.clone())
         .with_shadow(opts.shadow)
-        .with_trace_propagation(opts.trace_propagation.clone()))
+        .with_trace_propagation(opts.trace_propagation.clone())
+        .with_request_budget(opts.request_budget.clone()))
 }
 
 /// The client of a driver before `info` ran: it grants nothing.

@@ -102,6 +102,13 @@ pub struct Limits {
     /// Deadline of `init` (`60s`).
     #[serde(default)]
     pub init_timeout: Option<String>,
+    /// Cloud requests a second over all the driver's instances (its request budget; `0` paces
+    /// nothing but still pauses on the cloud's 429). Absent: `--cloud-request-rate`, else none.
+    #[serde(default)]
+    pub cloud_request_rate: Option<f64>,
+    /// The budget's burst (default: the rate rounded up, at least 1); needs `cloudRequestRate`.
+    #[serde(default)]
+    pub cloud_request_burst: Option<u32>,
 }
 
 /// `nodes:` of a driver.
@@ -160,6 +167,43 @@ pub struct DriverLoad {
     pub init_timeout: Duration,
     /// Memory of one instance, in bytes.
     pub memory_limit: usize,
+    /// Its cloud request budget as the file sets it (`limits.cloudRequestRate`); `None`:
+    /// `--cloud-request-rate`'s, if given.
+    pub cloud_requests: Option<CloudRequestLimit>,
+}
+
+/// A driver's cloud request budget as the operator sets it: a rate over all its instances and
+/// a burst.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CloudRequestLimit {
+    /// Requests a second; 0: no pacing, but the cloud's 429 still pauses the driver.
+    pub rate: f64,
+    /// Requests that may leave at once; `None`: the rate rounded up, at least 1.
+    pub burst: Option<u32>,
+}
+
+impl CloudRequestLimit {
+    /// A checked limit: the rate a finite number, not negative.
+    pub fn new(rate: f64, burst: Option<u32>) -> Result<Self, String> {
+        if !rate.is_finite() || rate < 0.0 {
+            return Err(format!(
+                "{rate} is not a request rate; give requests a second, 0 or more (0: no pacing)"
+            ));
+        }
+        if burst == Some(0) {
+            return Err("a burst of 0 would send nothing; give 1 or more".to_string());
+        }
+        Ok(CloudRequestLimit { rate, burst })
+    }
+
+    /// The driver's budget, made once per driver (its reloads share it through its options).
+    pub fn budget(self) -> Arc<wasm_ccm_runtime::http::budget::RequestBudget> {
+        // A rate above u32::MAX requests a second saturates the default burst: no limit anyway.
+        let burst = self.burst.unwrap_or(self.rate.ceil().max(1.0) as u32);
+        Arc::new(wasm_ccm_runtime::http::budget::RequestBudget::new(
+            self.rate, burst,
+        ))
+    }
 }
 
 /// The defaults a driver's absent limits take (the `run` flags').
@@ -230,6 +274,17 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             .as_deref()
             .map_or(Ok(defaults.memory_limit), parse_size)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.memory")))?;
+        let cloud_requests = match (d.limits.cloud_request_rate, d.limits.cloud_request_burst) {
+            (None, None) => None,
+            (None, Some(_)) => bail!(
+                "{}: cloudRequestBurst needs cloudRequestRate (requests a second)",
+                at("limits")
+            ),
+            (Some(rate), burst) => Some(
+                CloudRequestLimit::new(rate, burst)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.cloudRequestRate")))?,
+            ),
+        };
         let allow_egress = wasm_ccm_runtime::parse_grants(&d.allow_egress)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("allowEgress")))?;
         roles.push(DriverRoles {
@@ -255,6 +310,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             call_timeout,
             init_timeout,
             memory_limit,
+            cloud_requests,
         });
     }
     let routing = Routing::new(roles).map_err(anyhow::Error::msg)?;

@@ -116,3 +116,52 @@ fn a_missing_file_is_named() {
     );
     assert!(err.contains("/nonexistent/drivers.yaml"), "{err}");
 }
+
+#[test]
+fn a_driver_reads_its_cloud_request_budget() {
+    let text = |limits: &str| {
+        format!(
+            "apiVersion: wasm-ccm.io/v1alpha1\nkind: DriverSet\ndrivers:\n  - name: cloud\n    source: /d.wasm\n    providerIDScheme: cloudscale\n    nodes: {{default: true}}\n    loadBalancer: {{default: true}}\n    limits: {limits}\n"
+        )
+    };
+    let set = parse(
+        &text("{cloudRequestRate: 5, cloudRequestBurst: 10}"),
+        DEFAULTS,
+    )
+    .expect("valid");
+    assert_eq!(
+        set.drivers[0].cloud_requests,
+        Some(CloudRequestLimit {
+            rate: 5.0,
+            burst: Some(10)
+        })
+    );
+    let set = parse(&text("{cloudRequestRate: 0.5}"), DEFAULTS).expect("valid");
+    assert_eq!(
+        set.drivers[0].cloud_requests,
+        Some(CloudRequestLimit {
+            rate: 0.5,
+            burst: None
+        })
+    );
+    let set = parse(&text("{}"), DEFAULTS).expect("valid");
+    assert_eq!(
+        set.drivers[0].cloud_requests, None,
+        "absent: the flag's, or none"
+    );
+    for (limits, says) in [
+        (
+            "{cloudRequestBurst: 3}",
+            "cloudRequestBurst needs cloudRequestRate",
+        ),
+        ("{cloudRequestRate: -1}", "limits.cloudRequestRate"),
+        (
+            "{cloudRequestRate: 5, cloudRequestBurst: 0}",
+            "a burst of 0",
+        ),
+        ("{cloudRequestRate: fast}", "is not a DriverSet document"),
+    ] {
+        let e = format!("{:#}", parse(&text(limits), DEFAULTS).expect_err(limits));
+        assert!(e.contains(says), "{limits}: {e}");
+    }
+}

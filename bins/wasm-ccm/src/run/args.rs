@@ -267,6 +267,16 @@ pub struct RunArgs {
     /// Deadline of the driver's `init` (and of instantiation), which may do first-call work.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub(super) init_timeout: Duration,
+    /// Cloud requests a second the driver may make over all its instances (its request
+    /// budget); a request that cannot leave before its call's deadline fails unsent. A 429 (or
+    /// a 503 with Retry-After) from the cloud pauses all the driver's requests (at most 60 s).
+    /// 0: no pacing, the pause only. Unset: neither. With --drivers-config, the default of each
+    /// driver's `limits.cloudRequestRate`.
+    #[arg(long, value_name = "REQUESTS/S", value_parser = parse_request_rate)]
+    pub(super) cloud_request_rate: Option<f64>,
+    /// Requests of the budget that may leave at once (default: the rate rounded up, at least 1).
+    #[arg(long, value_name = "N", requires = "cloud_request_rate", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) cloud_request_burst: Option<u32>,
     /// Memory limit of one driver instance.
     #[arg(long, default_value = "64Mi", value_parser = parse_size)]
     pub(super) memory_limit: usize,
@@ -288,6 +298,15 @@ pub(super) fn parse_cache_ttl(text: &str) -> Result<Duration, String> {
     parse_duration(text)
 }
 
+/// `--cloud-request-rate`: requests a second, 0 or more.
+pub(super) fn parse_request_rate(text: &str) -> Result<f64, String> {
+    let rate: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of requests a second, e.g. 5 or 0.5"))?;
+    crate::driver_set::CloudRequestLimit::new(rate, None).map(|l| l.rate)
+}
+
 /// `NAME=URL` of `--secret-origin`.
 pub(super) fn parse_secret_origin(text: &str) -> Result<(String, String), String> {
     let Some((name, url)) = text.split_once('=') else {
@@ -306,3 +325,15 @@ pub(super) fn parse_secret_origin(text: &str) -> Result<(String, String), String
 pub(super) const UPSTREAM_LEASE: &str = "cloud-controller-manager";
 /// The Lease of a shadow run with leader election.
 pub(super) const SHADOW_LEASE: &str = "wasm-ccm-shadow";
+
+impl RunArgs {
+    /// `--cloud-request-rate` and `--cloud-request-burst` (checked by their parsers), when the
+    /// rate is given.
+    pub(super) fn cloud_request_limit(&self) -> Option<crate::driver_set::CloudRequestLimit> {
+        self.cloud_request_rate
+            .map(|rate| crate::driver_set::CloudRequestLimit {
+                rate,
+                burst: self.cloud_request_burst,
+            })
+    }
+}

@@ -52,6 +52,7 @@ impl RunArgs {
             call_timeout: self.call_timeout,
             init_timeout: self.init_timeout,
             memory_limit: self.memory_limit,
+            cloud_requests: None,
         };
         Ok(DriverSet::from_flags(&provider, load))
     }
@@ -292,7 +293,7 @@ impl RunArgs {
         ] {
             if given {
                 tracing::warn!(
-                    "{flag} is accepted for compatibility but has no effect in wasm-ccm yet"
+                    "{flag} is accepted for compatibility but has no effect in wasm-ccm"
                 );
             }
         }

@@ -199,6 +199,10 @@ pub(super) async fn load(
             secrets: args.secret_options(),
         });
         opts.http.shadow = args.shadow;
+        // One budget per driver: made here, once, and kept by the reload loader's clone of
+        // the options.
+        let cloud_requests = d.cloud_requests.or_else(|| args.cloud_request_limit());
+        opts.http.request_budget = cloud_requests.map(|limit| limit.budget());
         let driver = runtime.load(&c.compiled, opts.clone()).await;
         let driver = Arc::new(about(set, d, false, driver.map_err(Into::into))?);
         if set.is_flags() {
@@ -217,6 +221,14 @@ pub(super) async fn load(
             annotation_prefixes = %driver.info().annotation_prefixes.join(", "),
             "driver loaded"
         );
+        if let Some(limit) = cloud_requests {
+            tracing::info!(
+                driver = %d.name,
+                rate = limit.rate,
+                burst = ?limit.burst,
+                "cloud request budget: the driver's requests are paced over all its instances and pause on the cloud's 429"
+            );
+        }
         announce_grants(&driver, d.cloud_config.as_deref(), args, &opts.init.config);
         let reload = match &d.source {
             DriverSource::File(path) if watching => Some(ReloadOptions {

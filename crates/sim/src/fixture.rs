@@ -133,6 +133,9 @@ struct State {
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
     state: Arc<Mutex<State>>,
+    /// The simulator's request limit, if any: an option of the cloud rather than a fault, so
+    /// clearing the faults leaves it.
+    limiter: Arc<crate::rate_limit::RateLimiter>,
 }
 
 impl Faults {
@@ -229,6 +232,18 @@ impl Faults {
             state.rules.remove(index);
         }
         Some(action)
+    }
+
+    /// Limits requests to `limit` (the simulators' `rate_limit` option; `None` lifts it): a
+    /// request over it is answered as the cloud answers one, never served.
+    pub fn set_rate_limit(&self, limit: Option<crate::RateLimit>) {
+        self.limiter.set(limit);
+    }
+
+    /// Counts a request against the rate limit: `None` when it may be served, else how long
+    /// until the limit's window ends.
+    pub(crate) fn over_rate_limit(&self) -> Option<Duration> {
+        self.limiter.check()
     }
 
     /// The configured latency.

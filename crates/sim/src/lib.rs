@@ -14,6 +14,8 @@ pub use fixture::Sequenced;
 pub mod kit;
 pub mod kube;
 pub mod phoenixnap;
+mod rate_limit;
+pub use rate_limit::RateLimit;
 mod request_core;
 mod serving;
 pub mod static_cloud;

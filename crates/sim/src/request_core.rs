@@ -89,6 +89,28 @@ pub(crate) trait CloudApi: Send + Sync + Sized + 'static {
     /// The answer of an injected throttle: 429 with `Retry-After: seconds`.
     fn throttled(request: &Request, parsed: &Self::Parsed, seconds: u32) -> Response;
 
+    /// Whether the simulator's rate limit counts this request (CloudStack exempts root
+    /// admins); every request by default.
+    fn rate_limited_request(&self, request: &Request, parsed: &Self::Parsed) -> bool {
+        let _ = (request, parsed);
+        true
+    }
+
+    /// The answer to a request over the simulator's rate limit ([`crate::rate_limit`]), `wait`
+    /// before its window ends, as the cloud answers one. By default the throttle's answer
+    /// (429 with `Retry-After` in whole seconds, rounded up, at least 1): the Kubernetes
+    /// apiserver's way (its max-in-flight filter answers 429 with `Retry-After`), our choice
+    /// for a cloud that documents none.
+    fn rate_limited(
+        request: &Request,
+        parsed: &Self::Parsed,
+        wait: std::time::Duration,
+    ) -> Response {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let seconds = u32::try_from(seconds.max(1)).unwrap_or(u32::MAX);
+        Self::throttled(request, parsed, seconds)
+    }
+
     /// A refusal of the cloud's own fault injection, asked only when no common rule answered
     /// (cloudscale's busy load balancers).
     fn refusal(&self, request: &Request) -> Option<Response> {
@@ -219,6 +241,19 @@ async fn handle<C: ControlApi>(
         tokio::time::sleep(latency).await;
     }
     let parsed = sim.parse(&request);
+    // The cloud's own limit comes first: a request over it is neither faulted nor served.
+    if let Some(wait) = sim
+        .rate_limited_request(&request, &parsed)
+        .then(|| sim.faults().over_rate_limit())
+        .flatten()
+    {
+        let response = C::rate_limited(&request, &parsed, wait);
+        sim.log().record(
+            arrived,
+            C::log_entry(&request, &parsed, response.status().as_u16()),
+        );
+        return response;
+    }
     let fault = sim.faults().take_for(
         request.method.as_str(),
         &request.path,

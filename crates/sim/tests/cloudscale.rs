@@ -1504,3 +1504,42 @@ async fn unknown_query_parameters_and_misplaced_filters_are_refused() {
     // Refused, so nothing changed.
     assert_eq!(cs.get("/v1/load-balancers").await.body[0]["name"], "a");
 }
+
+/// The simulator's optional rate limit answers as Django REST framework's throttling does
+/// (cloudscale.ch documents no limit: see `CloudApi::throttled` in src/cloudscale/server.rs).
+#[tokio::test]
+async fn over_its_rate_limit_the_simulator_throttles_in_drfs_shape() {
+    let cs = start_with(CloudscaleOptions {
+        rate_limit: Some(wasm_ccm_sim::RateLimit::new(2, Duration::from_secs(3600))),
+        ..CloudscaleOptions::default()
+    })
+    .await;
+    // Positive control: the limit's two requests are served.
+    assert_eq!(cs.get("/v1/servers").await.status, 200);
+    assert_eq!(cs.get("/v1/servers").await.status, 200);
+    let refused = cs.get("/v1/servers").await;
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    let retry_after: u64 = refused
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After seconds: {:?}", refused.headers));
+    assert!((3500..=3600).contains(&retry_after), "{retry_after}");
+    assert_eq!(
+        refused.body,
+        json!({"detail": format!("Request was throttled. Expected available in {retry_after} seconds.")})
+    );
+    // Refused, not served: a create over the limit changes nothing.
+    let create = cs
+        .post(
+            "/v1/floating-ips",
+            json!({"ip_version": 4, "server": SERVER}),
+        )
+        .await;
+    assert_eq!(create.status, 429);
+    assert!(cs.sim.floating_ips().is_empty());
+    // Lifted: served again.
+    cs.sim.faults().set_rate_limit(None);
+    assert_eq!(cs.get("/v1/servers").await.status, 200);
+}

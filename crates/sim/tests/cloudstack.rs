@@ -1962,3 +1962,41 @@ async fn a_kill_point_fails_every_later_request_until_cleared() {
     cs.sim.settle_jobs("associateipaddress");
     assert_eq!(cs.poll(&job).await["jobstatus"], 1);
 }
+
+/// CloudStack's API throttling (`api.throttling.max` per `api.throttling.interval`), as
+/// `ApiRateLimitServiceImpl` and `ApiServer` answer it: 429, `errorcode` 429, `cserrorcode`
+/// 9999, the milliseconds left in the text, and no `Retry-After`; root admins are exempt.
+#[tokio::test]
+async fn api_throttling_answers_as_cloudstack_does() {
+    let cs = start_with(CloudstackOptions {
+        rate_limit: Some(wasm_ccm_sim::RateLimit::new(2, Duration::from_secs(3600))),
+        ..CloudstackOptions::default()
+    })
+    .await;
+    cs.sim.seed(Seed::example()).expect("example seed");
+    // Positive control: the limit's two requests are served.
+    assert_eq!(cs.call("listZones", &[]).await.status, 200);
+    assert_eq!(cs.call("listZones", &[]).await.status, 200);
+    let pairs = cs.signed(cs.params("listVirtualMachines", &[]), false);
+    let url = format!("{}?{}", cs.sim.url(), query(&pairs));
+    let resp = cs.client.get(url).send().await.expect("GET sent");
+    assert_eq!(resp.status().as_u16(), 429);
+    assert!(
+        resp.headers().get("retry-after").is_none(),
+        "CloudStack sends none"
+    );
+    let body: Value = resp.json().await.expect("JSON body");
+    let inner = &body["listvirtualmachinesresponse"];
+    assert_eq!(inner["errorcode"], 429, "{body}");
+    assert_eq!(inner["cserrorcode"], 9999, "{body}");
+    let text = s(&inner["errortext"]);
+    assert!(
+        text.starts_with(
+            "The given user has reached his/her account api limit, please retry after ["
+        ) && text.ends_with("] ms."),
+        "{text}"
+    );
+    // A root admin is not limited.
+    cs.sim.set_admin(true);
+    assert_eq!(cs.call("listZones", &[]).await.status, 200);
+}

@@ -1484,3 +1484,49 @@ async fn a_network_that_is_not_ready_refuses_blocks() {
             .is_err_and(|e| e.contains("status"))
     );
 }
+
+/// The simulator's optional rate limit: phoenixNAP documents none, so it answers as we chose
+/// (429 with `Retry-After`, in the API's error shape; OAuth2's on the token endpoint): see
+/// `CloudApi::throttled` in src/phoenixnap/server.rs.
+#[tokio::test]
+async fn over_its_rate_limit_the_simulator_answers_429_with_retry_after() {
+    let pn = start_with(PhoenixnapOptions {
+        rate_limit: Some(wasm_ccm_sim::RateLimit::new(1, Duration::from_secs(3600))),
+        ..PhoenixnapOptions::default()
+    })
+    .await;
+    // Positive control: the limit's one request is served.
+    assert_eq!(pn.get("/bmc/v1/servers").await.status, 200);
+    let refused = pn.get("/bmc/v1/servers").await;
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    let retry_after: u64 = refused
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After seconds: {:?}", refused.headers));
+    assert!((3500..=3600).contains(&retry_after), "{retry_after}");
+    assert!(
+        refused.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Too many requests")),
+        "{}",
+        refused.text
+    );
+    // The token endpoint is limited too, with OAuth2's error body.
+    let token = pn
+        .client
+        .post(format!(
+            "{}/auth/realms/BMC/protocol/openid-connect/token",
+            pn.sim.url()
+        ))
+        .basic_auth(pn.sim.client_id(), Some(pn.sim.client_secret()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("grant_type=client_credentials")
+        .send()
+        .await
+        .expect("token request sent");
+    assert_eq!(token.status().as_u16(), 429);
+    let body: Value = token.json().await.expect("JSON body");
+    assert_eq!(body["error"], "temporarily_unavailable", "{body}");
+}

@@ -86,6 +86,9 @@ pub struct CloudscaleOptions {
     pub token: String,
     /// How long a new load balancer reads `changing` before it is `running`.
     pub lb_ready_after: Duration,
+    /// A request limit (none by default); see `CloudApi::throttled` in `server.rs` for the
+    /// answer.
+    pub rate_limit: Option<crate::RateLimit>,
 }
 
 impl Default for CloudscaleOptions {
@@ -94,6 +97,7 @@ impl Default for CloudscaleOptions {
         CloudscaleOptions {
             token: "sim-token".into(),
             lb_ready_after: Duration::ZERO,
+            rate_limit: None,
         }
     }
 }
@@ -118,9 +122,11 @@ impl CloudscaleSim {
     /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
     /// tokio runtime.
     pub async fn start(addr: SocketAddr, options: CloudscaleOptions) -> anyhow::Result<Self> {
+        let faults = Faults::default();
+        faults.set_rate_limit(options.rate_limit);
         let (shared, server) = request_core::start(addr, |url| Shared {
             state: StateCell::new(State::new(options.lb_ready_after)),
-            faults: Faults::default(),
+            faults,
             log: log::RequestLog::default(),
             token: options.token,
             url,

@@ -134,6 +134,12 @@ impl CloudApi for Shared {
         ApiError::detail(status, "Simulated failure.").into_response()
     }
 
+    /// Also the answer over the rate limit. cloudscale.ch's API documentation
+    /// (cloudscale.ch/en/api/v1) names no request limit and no 429 answer, so this is our
+    /// choice, in the shape its API would give: the API is Django REST framework (its error
+    /// bodies, see `error.rs`), whose throttling (`rest_framework.throttling`, DRF's
+    /// "Throttling" guide) answers 429 `{"detail": "Request was throttled. Expected available
+    /// in N seconds."}` with `Retry-After: N`.
     fn throttled(_: &Request, _: &(), seconds: u32) -> Response {
         let unit = if seconds == 1 { "second" } else { "seconds" };
         ApiError {

@@ -120,7 +120,8 @@ impl CsError {
         CsError::new(status, CS_SERVER_API, "Simulated failure.")
     }
 
-    /// An injected throttle: 429 with `Retry-After`, as CloudStack's API rate limit answers.
+    /// An injected throttle: 429 with `Retry-After` (a proxy in front of CloudStack; its own API
+    /// throttling answers as [`CsError::api_limit`], without the header).
     pub(crate) fn throttled(retry_after: u32) -> CsError {
         CsError {
             retry_after: Some(retry_after),
@@ -130,6 +131,19 @@ impl CsError {
                 format!("There are too many API calls; retry in {retry_after} seconds."),
             )
         }
+    }
+
+    /// CloudStack's API throttling refusing a request `wait` before the account's window ends
+    /// (see `CloudApi::rate_limited` in `server.rs` for the source).
+    pub(crate) fn api_limit(wait: std::time::Duration) -> CsError {
+        CsError::new(
+            429,
+            CS_SERVER_API,
+            format!(
+                "The given user has reached his/her account api limit, please retry after [{}] ms.",
+                wait.as_millis()
+            ),
+        )
     }
 
     /// The error object inside the envelope (also a failed job's `jobresult`, without

@@ -37,6 +37,9 @@ pub struct CloudstackOptions {
     pub cidr_separator: CidrSeparator,
     /// CloudStack's `default.page.size`: default and maximum `pagesize`.
     pub page_size_limit: usize,
+    /// CloudStack's API throttling (`api.throttling.enabled`, `api.throttling.max` requests per
+    /// `api.throttling.interval`): none by default, as CloudStack ships.
+    pub rate_limit: Option<crate::RateLimit>,
 }
 
 impl Default for CloudstackOptions {
@@ -51,6 +54,7 @@ impl Default for CloudstackOptions {
             job_duration: None,
             cidr_separator: CidrSeparator::Comma,
             page_size_limit: 500,
+            rate_limit: None,
         }
     }
 }

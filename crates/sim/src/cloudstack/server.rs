@@ -66,6 +66,21 @@ impl CloudApi for Shared {
         CsError::throttled(seconds).into_response_for(command(params))
     }
 
+    /// CloudStack's API throttling exempts root admins (`ApiRateLimitServiceImpl.checkAccess`:
+    /// "API limit does not apply" to a root admin account).
+    fn rate_limited_request(&self, _: &Request, _: &Params) -> bool {
+        !self.state.lock().settings.admin
+    }
+
+    /// CloudStack's own limiter: `ApiRateLimitServiceImpl.throwExceptionDueToApiRateLimitReached`
+    /// throws `RequestLimitException` with the milliseconds left in the window, which `ApiServer`
+    /// turns into `ServerApiException(ApiErrorCode.API_LIMIT_EXCEED, message)`: HTTP and
+    /// `errorcode` 429, `cserrorcode` 9999 (that constructor's, `CSExceptionErrorCode` of
+    /// `ServerApiException`), and no `Retry-After` header.
+    fn rate_limited(_: &Request, params: &Params, wait: std::time::Duration) -> Response {
+        CsError::api_limit(wait).into_response_for(command(params))
+    }
+
     fn serve(&self, request: &Request, params: &Params) -> Response {
         serve(self, &request.method, &request.path, params)
     }

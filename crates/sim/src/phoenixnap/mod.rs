@@ -106,6 +106,9 @@ pub struct PhoenixnapOptions {
     pub token_ttl: Duration,
     /// How long `assigning` and `unassigning` last.
     pub assign_after: Duration,
+    /// A request limit (none by default); see `CloudApi::throttled` in `server.rs` for the
+    /// answer.
+    pub rate_limit: Option<crate::RateLimit>,
 }
 
 impl Default for PhoenixnapOptions {
@@ -117,6 +120,7 @@ impl Default for PhoenixnapOptions {
             client_secret: "sim-secret".into(),
             token_ttl: Duration::from_secs(3600),
             assign_after: Duration::ZERO,
+            rate_limit: None,
         }
     }
 }
@@ -141,10 +145,12 @@ impl PhoenixnapSim {
     /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
     /// tokio runtime.
     pub async fn start(addr: SocketAddr, options: PhoenixnapOptions) -> anyhow::Result<Self> {
+        let faults = Faults::default();
+        faults.set_rate_limit(options.rate_limit);
         let (shared, server) = request_core::start(addr, |url| Shared {
             state: StateCell::new(State::new(options.assign_after)),
             tokens: auth::Tokens::new(options.client_id, options.client_secret, options.token_ttl),
-            faults: Faults::default(),
+            faults,
             log: log::RequestLog::default(),
             url,
         })

@@ -32,6 +32,11 @@ struct CloudscaleArgs {
     /// How long new load balancers stay `changing`: `2s`, `500ms`, `1m` or plain seconds.
     #[arg(long, default_value = "0", value_parser = parse_duration)]
     lb_ready_after: Duration,
+    /// At most MAX requests per WINDOW (e.g. `5/1s`); over it, 429 with `Retry-After` in
+    /// Django REST framework's shape (cloudscale.ch documents no limit: our choice). Default:
+    /// no limit.
+    #[arg(long, value_name = "MAX/WINDOW", value_parser = crate::RateLimit::parse)]
+    rate_limit: Option<crate::RateLimit>,
 }
 
 fn run(matches: clap::ArgMatches) -> BoxFuture<'static, anyhow::Result<()>> {
@@ -48,6 +53,7 @@ async fn serve(args: CloudscaleArgs) -> anyhow::Result<()> {
     let options = CloudscaleOptions {
         token: args.token,
         lb_ready_after: args.lb_ready_after,
+        rate_limit: args.rate_limit,
     };
     let sim = CloudscaleSim::start(args.listen, options).await?;
     sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;

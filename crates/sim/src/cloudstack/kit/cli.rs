@@ -49,6 +49,11 @@ struct CloudstackArgs {
     /// How load-balancer rules render `cidrlist`: `comma` or `space`.
     #[arg(long, value_name = "SEP", default_value = "comma", value_parser = parse_separator)]
     cidr_separator: CidrSeparator,
+    /// CloudStack's API throttling: at most MAX requests per WINDOW (`api.throttling.max` per
+    /// `api.throttling.interval`, e.g. `25/1s`), answered 429 as CloudStack does; root admins
+    /// (--admin) are exempt, as in CloudStack. Default: no limit.
+    #[arg(long, value_name = "MAX/WINDOW", value_parser = crate::RateLimit::parse)]
+    rate_limit: Option<crate::RateLimit>,
 }
 
 /// `comma` or `space`.
@@ -86,6 +91,7 @@ async fn serve(args: CloudstackArgs) -> anyhow::Result<()> {
         job_polls: args.job_polls,
         job_duration: args.job_duration,
         cidr_separator: args.cidr_separator,
+        rate_limit: args.rate_limit,
         ..CloudstackOptions::default()
     };
     let sim = CloudstackSim::start_on(args.listen, options).await?;

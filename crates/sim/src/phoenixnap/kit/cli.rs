@@ -41,6 +41,10 @@ struct PhoenixnapArgs {
     /// seconds.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_duration)]
     assign_after: Duration,
+    /// At most MAX requests per WINDOW (e.g. `5/1s`), the token endpoint's too; over it, 429
+    /// with `Retry-After` (phoenixNAP documents no limit: our choice). Default: no limit.
+    #[arg(long, value_name = "MAX/WINDOW", value_parser = crate::RateLimit::parse)]
+    rate_limit: Option<crate::RateLimit>,
 }
 
 fn run(matches: clap::ArgMatches) -> BoxFuture<'static, anyhow::Result<()>> {
@@ -64,6 +68,7 @@ async fn serve(args: PhoenixnapArgs) -> anyhow::Result<()> {
         client_secret: args.client_secret,
         token_ttl: args.token_ttl,
         assign_after: args.assign_after,
+        rate_limit: args.rate_limit,
     };
     let sim = PhoenixnapSim::start(args.listen, options).await?;
     sim.seed(seed).map_err(|e| anyhow::anyhow!("seed: {e}"))?;

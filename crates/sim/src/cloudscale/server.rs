@@ -134,9 +134,9 @@ impl CloudApi for Shared {
         ApiError::detail(status, "Simulated failure.").into_response()
     }
 
-    /// Also the answer over the rate limit. cloudscale.ch's API documentation
-    /// (cloudscale.ch/en/api/v1) names no request limit and no 429 answer, so this is our
-    /// choice, in the shape its API would give: the API is Django REST framework (its error
+    /// Also the answer over the rate limit. We found no request limit and no 429 answer in
+    /// cloudscale.ch's API documentation (cloudscale.ch/en/api/v1; not re-read for this, so
+    /// check it when it matters), so this is our choice, in the shape its API would give: the API is Django REST framework (its error
     /// bodies, see `error.rs`), whose throttling (`rest_framework.throttling`, DRF's
     /// "Throttling" guide) answers 429 `{"detail": "Request was throttled. Expected available
     /// in N seconds."}` with `Retry-After: N`.

@@ -103,10 +103,9 @@ impl CloudApi for Shared {
         .into_response()
     }
 
-    /// Also the answer over the rate limit. phoenixNAP documents no request limit and no 429:
-    /// neither its API reference (developers.phoenixnap.com) nor the BMC, IP, network and tag
-    /// OpenAPI specifications (material/go-sdk-bmc/specs/*.spec.yaml: no 429 response, no
-    /// `Retry-After`). So this is our choice, the apiserver-like 429 with `Retry-After`, in the
+    /// Also the answer over the rate limit. phoenixNAP's BMC, IP, network and tag OpenAPI
+    /// specifications (material/go-sdk-bmc/specs/*.spec.yaml) document no 429 response and no
+    /// `Retry-After`, and we found no limit in its API reference (developers.phoenixnap.com). So this is our choice, the apiserver-like 429 with `Retry-After`, in the
     /// API's error shape (OAuth2's `temporarily_unavailable`, RFC 6749 §5.2, on the token
     /// endpoint).
     fn throttled(request: &Request, _: &(), seconds: u32) -> Response {

@@ -170,3 +170,54 @@ async fn running_controllers_are_exported_under_upstreams_names() {
     }
     drop(running);
 }
+
+/// Upstream's route controller starts only with `--configure-cloud-routes` and a cloud that
+/// has routes: with a valid `--cluster-cidr` it runs by default, and neither switch off nor a
+/// driver without `routes` starts it.
+#[tokio::test]
+async fn the_route_controller_needs_the_switch_and_a_routes_capable_cloud() {
+    use crate::config::ControllerConfig;
+    use crate::registry::EnabledControllers;
+    use crate::run::start_with_cloud;
+    use tokio_util::sync::CancellationToken;
+    use wasm_ccm_runtime::Exports;
+
+    let h = Harness::start(FakeCloud::default(), Vec::new()).await;
+    let route_started = |routes_export: bool, switch: bool| {
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let cloud = FakeCloud {
+            exports: Exports {
+                instances: true,
+                load_balancer: true,
+                routes: routes_export,
+            },
+            ..FakeCloud::default()
+        };
+        let config = ControllerConfig {
+            cluster_cidr: "10.120.0.0/16".into(),
+            configure_cloud_routes: switch,
+            ..ControllerConfig::default()
+        };
+        let cancel = CancellationToken::new();
+        let _running = start_with_cloud(
+            h.client.clone(),
+            Arc::new(crate::cloud::Fixed(Arc::new(cloud))),
+            config,
+            EnabledControllers::parse(&["*".to_string()]).expect("flag"),
+            Arc::clone(&metrics),
+            "test",
+            cancel.clone(),
+        );
+        cancel.cancel();
+        let text = metrics.render();
+        // The positive control of each start: the node controller's series is there.
+        assert!(text.contains(r#"name="cloud-node""#), "{text}");
+        text.contains(r#"running_managed_controllers{name="route""#)
+    };
+    assert!(route_started(true, true), "the default starts it");
+    assert!(
+        !route_started(true, false),
+        "--configure-cloud-routes=false"
+    );
+    assert!(!route_started(false, true), "a driver without routes");
+}

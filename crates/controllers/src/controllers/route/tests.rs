@@ -132,3 +132,40 @@ async fn without_the_gate_passes_are_periodic() {
     assert!(!text.contains(r#"trigger="node_change""#), "{text}");
     cancel.cancel();
 }
+
+/// Without the gate, the period alone brings a new node its route: the pass repeats every
+/// `--route-reconciliation-period` (upstream's `wait.NonSlidingUntil`).
+#[tokio::test]
+async fn without_the_gate_the_period_repeats_the_pass() {
+    let h = Harness::start(
+        FakeCloud::default(),
+        vec![node("node-1", "01", "10.120.1.0/24", "10.0.0.1")],
+    )
+    .await;
+    let metrics = Arc::new(Metrics::default());
+    let cancel = CancellationToken::new();
+    let config = ControllerConfig {
+        cluster_cidr: "10.120.0.0/16".into(),
+        route_reconciliation_period: Duration::from_millis(200),
+        ..ControllerConfig::default()
+    };
+    let _running = start_with_cloud(
+        h.client.clone(),
+        Arc::new(crate::cloud::Fixed(Arc::clone(&h.cloud) as _)),
+        config,
+        EnabledControllers::parse(&["route".to_string()]).expect("flag"),
+        Arc::clone(&metrics),
+        "test",
+        cancel.clone(),
+    );
+    eventually("node-1 routed", || routed(&h) == ["node-1"]).await;
+    add_node(&h, node("node-2", "02", "10.120.2.0/24", "10.0.0.2")).await;
+    eventually("node-2 routed by a later period", || {
+        routed(&h) == ["node-1", "node-2"]
+    })
+    .await;
+    let periodic = metrics.total("route_controller_route_sync_total");
+    assert!(periodic >= 2.0, "{}", metrics.render());
+    assert!(!metrics.render().contains(r#"trigger="node_change""#));
+    cancel.cancel();
+}

@@ -833,6 +833,23 @@ async fn run_node_set(case: NodeSetCase) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         if step.fail_update {
+            // Upstream's report of a failed backend update: the node-sync error counter and an
+            // `UpdateLoadBalancerFailed` Warning on each Service.
+            let errors = h
+                .ctx
+                .metrics
+                .value("service_controller_nodesync_error_total", &[]);
+            assert_eq!(errors, lbs.len() as f64, "{name}: nodesync errors");
+            for key in &lbs {
+                let svc = key.rsplit('/').next().unwrap_or_default();
+                let events = h.events_for(svc);
+                assert!(
+                    events
+                        .iter()
+                        .any(|e| e.starts_with("UpdateLoadBalancerFailed:")),
+                    "{name}: {key}: {events:?}"
+                );
+            }
             h.cloud.clear_error("load-balancer.update");
             // What the failed update queued: a full sync of each Service.
             for key in &lbs {
@@ -1136,6 +1153,13 @@ async fn run_deletion(case: DeletionCase) {
         let events = h.events_for(LB.name);
         assert!(
             events.iter().any(|e| e.starts_with(reason)),
+            "{name}: {events:?}"
+        );
+        // Upstream announces the delete before making it, whether it then succeeds or fails.
+        assert!(
+            events
+                .iter()
+                .any(|e| e.starts_with("DeletingLoadBalancer:")),
             "{name}: {events:?}"
         );
     }

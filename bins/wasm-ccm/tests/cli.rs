@@ -339,3 +339,42 @@ fn version_names_the_release_and_the_driver_contract() {
         "{line}"
     );
 }
+
+/// Upstream's flags whose other values wasm-ccm cannot honour are refused before any work,
+/// with what to do: a lock other than a Lease, and a feature gate upstream does not know
+/// (upstream's own message first).
+#[test]
+fn run_refuses_a_lock_and_a_gate_it_cannot_honour() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let driver = dir.path().join("d.wasm");
+    std::fs::write(&driver, b"\0asm").expect("write");
+    let driver = driver.to_string_lossy().to_string();
+    let out = wasm_ccm(&[
+        "run",
+        "--driver",
+        &driver,
+        "--leader-elect-resource-lock=endpoints",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "--leader-elect-resource-lock=\"endpoints\" is not supported: only `leases` is"
+        ),
+        "{err}"
+    );
+    let out = wasm_ccm(&["run", "--driver", &driver, "--feature-gates=NotAGate=true"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unrecognized feature gate: NotAGate"), "{err}");
+    // The positive control: the gate upstream knows passes the flag parser (the run then fails
+    // later, on the driver file, not on the flag).
+    let gate = "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true";
+    let out = wasm_ccm(&["run", "--driver", &driver, gate]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("feature gate"), "{err}");
+    assert!(
+        err.contains("--cloud-provider is required"),
+        "it went past the flags: {err}"
+    );
+}

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::kit::{self, CLOUDS};
-use crate::kube::{KubeSim, KubeSimOptions, load_seed_file};
+use crate::kube::{KubeSim, KubeSimOptions, PortRange, load_seed_file};
 use anyhow::Context as _;
 use clap::error::ErrorKind;
 use clap::{ArgMatches, Args as _, FromArgMatches};
@@ -108,6 +108,11 @@ pub struct KubeArgs {
         value_parser = parse_server_version
     )]
     server_version: String,
+    /// The range Services' node ports come from, as kube-apiserver's flag of that name:
+    /// `BASE-END` (inclusive), `BASE+OFFSET` or one port. More LoadBalancer Services than the
+    /// range has ports need a wider range or `spec.allocateLoadBalancerNodePorts: false`.
+    #[arg(long, value_name = "RANGE", default_value = "30000-32767")]
+    service_node_port_range: PortRange,
 }
 
 /// A `--server-version` the simulator can serve (refused by clap, naming the flag, otherwise).
@@ -134,6 +139,7 @@ async fn kube(args: KubeArgs) -> anyhow::Result<()> {
     };
     let options = KubeSimOptions {
         server_version: args.server_version,
+        service_node_port_range: args.service_node_port_range,
         ..KubeSimOptions::default()
     };
     let sim = if args.tls {

@@ -1089,3 +1089,136 @@ async fn kubectl_create_token_issues_a_service_account_token() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--service-node-port-range` and `spec.allocateLoadBalancerNodePorts`, judged by kubectl:
+/// a node port outside the range and a taken one are refused with the apiserver's words
+/// (pkg/registry/core/service/portallocator/allocator.go, through storage/alloc.go's
+/// `Invalid` on `spec.ports[i].nodePort`); allocated ports stay in the range until it is full,
+/// then the apiserver's internal error; a LoadBalancer Service with
+/// `allocateLoadBalancerNodePorts: false` is created without node ports even then; the field on
+/// a ClusterIP Service is forbidden (`ValidateService`), the same Service without it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_node_port_range_and_load_balancers_without_node_ports() {
+    let program = pinned_kubectl().await;
+    let options = wasm_ccm_sim::kube::KubeSimOptions {
+        service_node_port_range: "40000-40002".parse().expect("a range"),
+        ..Default::default()
+    };
+    let sim = wasm_ccm_sim::kube::KubeSim::start_with(
+        "127.0.0.1:0".parse().expect("literal address"),
+        options,
+    )
+    .await
+    .expect("simulator starts");
+    let dir = temp_dir("kubectl-node-ports");
+    let k = Kubectl::with_kubeconfig(program, &dir, "kubeconfig", sim.kubeconfig());
+
+    let (ok, _, stderr) = k
+        .run(&[
+            "create",
+            "service",
+            "nodeport",
+            "low",
+            "--tcp=80",
+            "--node-port=30080",
+        ])
+        .await;
+    assert!(!ok, "a port out of the range was taken");
+    assert!(
+        stderr.contains(r#"Service "low" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is not in the valid range. The range of valid ports is 40000-40002"#),
+        "{stderr}"
+    );
+    assert!(sim.get("services", Some("default"), "low").is_none());
+
+    k.ok(&[
+        "create",
+        "service",
+        "nodeport",
+        "np",
+        "--tcp=80",
+        "--node-port=40001",
+    ])
+    .await;
+    let (ok, _, stderr) = k
+        .run(&[
+            "create",
+            "service",
+            "nodeport",
+            "again",
+            "--tcp=80",
+            "--node-port=40001",
+        ])
+        .await;
+    assert!(!ok, "a taken port was given twice");
+    assert!(
+        stderr.contains(r#"Service "again" is invalid: spec.ports[0].nodePort: Invalid value: 40001: provided port is already allocated"#),
+        "{stderr}"
+    );
+
+    // The two ports left go to the next two LoadBalancer Services; the third finds none.
+    let mut allocated = vec![40001];
+    for name in ["lb-1", "lb-2"] {
+        k.ok(&["create", "service", "loadbalancer", name, "--tcp=80"])
+            .await;
+        let port = k
+            .ok(&[
+                "get",
+                "svc",
+                name,
+                "-o",
+                "jsonpath={.spec.ports[0].nodePort}",
+            ])
+            .await;
+        let port: u64 = port.trim().parse().expect("a node port");
+        assert!((40000..=40002).contains(&port), "{port}");
+        allocated.push(port);
+    }
+    allocated.sort_unstable();
+    assert_eq!(allocated, [40000, 40001, 40002]);
+    let (ok, _, stderr) = k
+        .run(&["create", "service", "loadbalancer", "lb-3", "--tcp=80"])
+        .await;
+    assert!(!ok, "a full range gave a port");
+    assert!(
+        stderr.contains("Internal error occurred: failed to allocate a nodePort: range is full"),
+        "{stderr}"
+    );
+
+    // Without node ports a LoadBalancer Service needs none.
+    let manifest = dir.join("no-node-ports.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: lb-direct\nspec:\n  type: LoadBalancer\n  allocateLoadBalancerNodePorts: false\n  ports: [{port: 80}]\n",
+    )
+    .expect("write manifest");
+    let manifest = manifest.to_string_lossy().into_owned();
+    let out = k.ok(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("service/lb-direct created"), "{out}");
+    let svc = sim
+        .get("services", Some("default"), "lb-direct")
+        .expect("stored");
+    assert_eq!(svc["spec"]["allocateLoadBalancerNodePorts"], false, "{svc}");
+    assert!(svc["spec"]["ports"][0].get("nodePort").is_none(), "{svc}");
+
+    // The field on another type is forbidden; the positive control: without it, created.
+    let cluster_ip = dir.join("cluster-ip.yaml");
+    let body = "apiVersion: v1\nkind: Service\nmetadata:\n  name: internal\nspec:\n  type: ClusterIP\n  ports: [{port: 80}]\n";
+    std::fs::write(
+        &cluster_ip,
+        format!("{body}  allocateLoadBalancerNodePorts: false\n"),
+    )
+    .expect("write manifest");
+    let cluster_ip = cluster_ip.to_string_lossy().into_owned();
+    let (ok, _, stderr) = k.run(&["apply", "-f", &cluster_ip]).await;
+    assert!(!ok, "the field was taken on a ClusterIP Service");
+    assert!(
+        stderr.contains(r#"The Service "internal" is invalid: spec.allocateLoadBalancerNodePorts: Forbidden: may only be used when `type` is 'LoadBalancer'"#),
+        "{stderr}"
+    );
+    std::fs::write(dir.join("cluster-ip.yaml"), body).expect("write manifest");
+    let out = k.ok(&["apply", "-f", &cluster_ip]).await;
+    assert!(out.contains("service/internal created"), "{out}");
+
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

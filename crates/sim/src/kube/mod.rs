@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod allocated;
 mod api;
 mod control;
 mod discovery;
@@ -34,6 +35,7 @@ mod faults;
 mod log;
 mod meta;
 mod namespaces;
+mod node_ports;
 mod nodes;
 mod obj_key;
 mod openapi;
@@ -72,6 +74,7 @@ pub(crate) use discovery::major_minor as check_server_version;
 pub use error::{ApiError, Reason};
 pub use faults::{FaultAction, FaultCommand, Faults, RequestMatcher};
 pub use log::{LOG_CAPACITY, RequestCounts, RequestRecord};
+pub use node_ports::PortRange;
 pub use patch::{PatchError, PatchKind, json_patch, merge_patch, strategic_merge_patch};
 pub use request::Verb;
 pub use restart::RestartStats;
@@ -103,6 +106,9 @@ pub struct KubeSimOptions {
     /// checks against the versions it supports. Default [`DEFAULT_SERVER_VERSION`]; a text that
     /// is no `v<major>.<minor>.<patch>[-suffix]` makes the start fail.
     pub server_version: String,
+    /// The range Services' node ports come from, as `kube-apiserver
+    /// --service-node-port-range` (default `30000-32767`).
+    pub service_node_port_range: PortRange,
 }
 
 impl Default for KubeSimOptions {
@@ -113,6 +119,7 @@ impl Default for KubeSimOptions {
             request_log: true,
             watch_list: WatchList::Enabled,
             server_version: DEFAULT_SERVER_VERSION.to_string(),
+            service_node_port_range: PortRange::DEFAULT,
         }
     }
 }
@@ -223,7 +230,8 @@ impl KubeSim {
         let (listener, addr) = serving::bind(listen).await?;
         let tls = tls.then(|| tls::generate(addr)).transpose()?;
         let shared = Arc::new(Shared {
-            store: Store::new(options.history_limit, options.watch_buffer),
+            store: Store::new(options.history_limit, options.watch_buffer)
+                .with_node_ports(options.service_node_port_range),
             faults: Faults::default(),
             log: log::RequestLog::default(),
             rbac: rbac::Rbac::default(),

@@ -1,41 +1,41 @@
 //! Service defaulting and allocation: cluster IPs, node ports, health-check node ports.
 //!
 //! Modest on purpose: single-stack IPv4, the defaults controllers read, and the validation errors
-//! a controller can provoke (a taken node port, a node port on a ClusterIP Service).
-
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+//! a controller can provoke (a taken node port, a node port on a ClusterIP Service). Node ports
+//! come from the simulator's NodePort range ([`PortRange`], `--service-node-port-range`).
 
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
+use super::allocated::Allocated;
 use super::error::ApiError;
+use super::node_ports::PortRange;
 use super::obj_key::ObjKey;
 use super::resources::RESOURCES;
 use super::resources::SERVICES;
 use super::validation::{
-    Errors, IP_FMT, dns1123_label, dns1123_subdomain, drop_empty, parse_cidr_sloppy,
+    Errors, IP_FMT, decode_error, dns1123_label, dns1123_subdomain, drop_empty, parse_cidr_sloppy,
     parse_ip_sloppy, qualified_name, show,
 };
 
-const NODE_PORT_MIN: u64 = 30000;
-const NODE_PORT_MAX: u64 = 32767;
 const TYPES: &[&str] = &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
 /// `supportedPortProtocols` (pkg/apis/core/validation/validation.go), sorted as listed there.
 const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 /// `supportedLoadBalancerIPMode` (same file).
 const IP_MODES: &[&str] = &["VIP", "Proxy"];
 
-/// Defaults and allocates the fields of a Service being created (`old` is `None`) or updated.
+/// Defaults and allocates the fields of a Service being created (`old` is `None`) or updated,
+/// its node ports from `node_ports`; `allocated` is what the stored Services hold.
 pub(crate) fn admit(
-    services: &BTreeMap<ObjKey, Arc<Value>>,
+    allocated: &Allocated,
     key: &ObjKey,
     old: Option<&Value>,
     new: &mut Value,
+    node_ports: &PortRange,
 ) -> Result<(), ApiError> {
     let rt = &RESOURCES[SERVICES];
     let invalid = |msg: String| ApiError::invalid(rt, &key.name, msg);
-    let others = || services.iter().filter(|(k, _)| *k != key).map(|(_, v)| v);
+    let others = allocated.except(old);
     let old_spec = old.and_then(|o| o.get("spec")).and_then(Value::as_object);
     let old_str = |f: &str| old_spec.and_then(|s| s.get(f)).and_then(Value::as_str);
 
@@ -77,40 +77,27 @@ pub(crate) fn admit(
         .filter(|s| !s.is_empty())
         .map(str::to_string);
     let old_ip = old_str("clusterIP").filter(|s| !s.is_empty());
-    let cluster_ip =
-        match (requested_ip, old_ip) {
-            (Some(ip), Some(old)) if ip != old && !external_name => {
-                return Err(invalid(format!(
-                    "spec.clusterIPs[0]: Invalid value: [\"{ip}\"]: may not change once set"
-                )));
-            }
-            (Some(ip), _) => Some(ip),
-            (None, Some(old)) if !external_name => Some(old.to_string()),
-            (None, _) if external_name => None,
-            (None, _) => {
-                let used: HashSet<&str> = others()
-                    .filter_map(|s| s.get("spec")?.get("clusterIP")?.as_str())
-                    .collect();
-                Some(allocate_ip(&used).ok_or_else(|| {
-                    invalid("spec.clusterIPs: Internal error: range is full".into())
-                })?)
-            }
-        };
+    let cluster_ip = match (requested_ip, old_ip) {
+        (Some(ip), Some(old)) if ip != old && !external_name => {
+            return Err(invalid(format!(
+                "spec.clusterIPs[0]: Invalid value: [\"{ip}\"]: may not change once set"
+            )));
+        }
+        (Some(ip), _) => Some(ip),
+        (None, Some(old)) if !external_name => Some(old.to_string()),
+        (None, _) if external_name => None,
+        (None, _) => Some(
+            allocate_ip(|ip| others.has_ip(ip))
+                .ok_or_else(|| invalid("spec.clusterIPs: Internal error: range is full".into()))?,
+        ),
+    };
     let headless = cluster_ip.as_deref() == Some("None");
     match &cluster_ip {
         Some(ip) => {
-            if old.is_none() && !headless {
-                let taken = others().any(|s| {
-                    s.get("spec")
-                        .and_then(|x| x.get("clusterIP"))
-                        .and_then(Value::as_str)
-                        == Some(ip.as_str())
-                });
-                if taken {
-                    return Err(invalid(format!(
-                        "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
-                    )));
-                }
+            if old.is_none() && !headless && others.has_ip(ip) {
+                return Err(invalid(format!(
+                    "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+                )));
             }
             spec.insert("clusterIP".into(), json!(ip));
             spec.insert("clusterIPs".into(), json!([ip]));
@@ -125,43 +112,14 @@ pub(crate) fn admit(
         }
     }
 
-    // Node ports come from one range shared by every Service's ports and health checks. The
-    // ports of the other Services are read only when a port is checked against them or
-    // allocated: a write that keeps its node ports (most writes: status, annotations) then
-    // scans nothing, as the apiserver's bitmap allocator costs nothing per write. Scanning on
-    // every write made the simulator, not the controllers, the cost of 1,000 Services.
-    let scan_used = || {
-        let mut used: HashSet<u64> = HashSet::new();
-        for s in others() {
-            let Some(spec) = s.get("spec") else { continue };
-            if let Some(ports) = spec.get("ports").and_then(Value::as_array) {
-                used.extend(ports.iter().filter_map(|p| p.get("nodePort")?.as_u64()));
-            }
-            if let Some(hc) = spec.get("healthCheckNodePort").and_then(Value::as_u64) {
-                used.insert(hc);
-            }
-        }
-        used
-    };
-    // This Service's own ports placed so far, part of `used` once it is read.
+    // Node ports come from one range shared by every Service's ports and health checks: a port
+    // is taken when another Service holds it or this one placed it already.
     let mut own: Vec<u64> = Vec::new();
-    let mut used: Option<HashSet<u64>> = None;
-    macro_rules! used {
-        () => {
-            used.get_or_insert_with(|| {
-                let mut u = scan_used();
-                u.extend(own.iter().copied());
-                u
-            })
-        };
-    }
-    let nothing = HashSet::new();
-    if load_balancer {
-        spec.entry("allocateLoadBalancerNodePorts")
-            .or_insert(json!(true));
-    } else {
-        spec.remove("allocateLoadBalancerNodePorts");
-    }
+    let taken = |p: u64, own: &[u64]| others.has_port(p) || own.contains(&p);
+    allocate_load_balancer_node_ports(spec, old_spec, old_type, load_balancer, &mut errs)?;
+    // `shouldAllocateNodePorts` (pkg/registry/core/service/storage/alloc.go): NodePort
+    // Services, and LoadBalancer Services unless allocateLoadBalancerNodePorts is false. A
+    // LoadBalancer Service without them still keeps the node ports it asks for by number.
     let allocate = ty == "NodePort"
         || (load_balancer
             && spec
@@ -216,34 +174,26 @@ pub(crate) fn admit(
                 }
             }
             Some(np) => {
-                // A port the Service already had is checked for its range only (see
-                // `check_node_port`), so the others need not be read.
-                let against = if previous == Some(np) {
-                    &nothing
-                } else {
-                    &*used!()
-                };
-                check_node_port(np, against, previous).map_err(|why| {
+                check_node_port(node_ports, np, |p| taken(p, &own), previous).map_err(|why| {
                     invalid(format!(
                         "spec.ports[{i}].nodePort: Invalid value: {np}: {why}"
                     ))
                 })?;
                 own.push(np);
-                if let Some(u) = used.as_mut() {
-                    u.insert(np);
-                }
             }
             None if allocate => {
-                let np = match previous.filter(|p| !used!().contains(p)) {
+                let np = match previous.filter(|p| !taken(*p, &own)) {
                     Some(p) => p,
-                    None => allocate_port(used!()).ok_or_else(|| {
-                        invalid(format!(
-                            "spec.ports[{i}].nodePort: Internal error: range is full"
-                        ))
+                    // `initNodePorts`/`updateNodePorts` (alloc.go): a full range is an internal
+                    // error, not a field error.
+                    None => node_ports.allocate(|p| taken(p, &own)).ok_or_else(|| {
+                        ApiError::new(
+                            500,
+                            "Internal error occurred: failed to allocate a nodePort: range is full",
+                        )
                     })?,
                 };
                 own.push(np);
-                used!().insert(np);
                 port.insert("nodePort".into(), json!(np));
             }
             None => {}
@@ -269,22 +219,26 @@ pub(crate) fn admit(
         .and_then(Value::as_u64);
     match spec.get("healthCheckNodePort").and_then(Value::as_u64) {
         Some(hc) if wants_health_check => {
-            let against = if old_hc == Some(hc) {
-                &nothing
-            } else {
-                &*used!()
-            };
-            check_node_port(hc, against, old_hc).map_err(|why| {
-                invalid(format!(
-                    "spec.healthCheckNodePort: Invalid value: {hc}: {why}"
-                ))
+            // `allocHealthCheckNodePort` (alloc.go): the allocator's refusal, wrapped in an
+            // internal error by its callers.
+            check_node_port(node_ports, hc, |p| taken(p, &own), old_hc).map_err(|why| {
+                ApiError::new(
+                    500,
+                    format!(
+                        "Internal error occurred: failed to allocate requested HealthCheck NodePort {hc}: {why}"
+                    ),
+                )
             })?;
         }
         None if wants_health_check => {
-            let hc = match old_hc.filter(|p| !used!().contains(p)) {
+            let hc = match old_hc.filter(|p| !taken(*p, &own)) {
                 Some(p) => p,
-                None => allocate_port(used!()).ok_or_else(|| {
-                    invalid("spec.healthCheckNodePort: Internal error: range is full".into())
+                // Upstream prints the port it failed to get, which is 0 then.
+                None => node_ports.allocate(|p| taken(p, &own)).ok_or_else(|| {
+                    ApiError::new(
+                        500,
+                        "Internal error occurred: failed to allocate a HealthCheck NodePort 0: range is full",
+                    )
                 })?,
             };
             spec.insert("healthCheckNodePort".into(), json!(hc));
@@ -294,6 +248,51 @@ pub(crate) fn admit(
         }
     }
     errs.into_result(rt, &key.name)
+}
+
+/// `spec.allocateLoadBalancerNodePorts`: a bool (else the JSON decoder's 400);
+/// `SetDefaults_Service` (pkg/apis/core/v1/defaults.go) sets it to true on LoadBalancer Services
+/// that leave it out; `ValidateService` (pkg/apis/core/validation/validation.go) forbids it on
+/// other types; `dropTypeDependentFields` (pkg/registry/core/service/strategy.go) first clears it
+/// when a LoadBalancer Service changes type and the field kept its value.
+fn allocate_load_balancer_node_ports(
+    spec: &mut Map<String, Value>,
+    old_spec: Option<&Map<String, Value>>,
+    old_type: &str,
+    load_balancer: bool,
+    errs: &mut Errors,
+) -> Result<(), ApiError> {
+    const FIELD: &str = "allocateLoadBalancerNodePorts";
+    let value = match spec.get(FIELD) {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(other) => {
+            return Err(decode_error(
+                "Service",
+                &format!("spec.{FIELD}"),
+                other,
+                "bool",
+            ));
+        }
+    };
+    if load_balancer {
+        spec.insert(FIELD.into(), json!(value.unwrap_or(true)));
+        return Ok(());
+    }
+    let old = old_spec.and_then(|s| s.get(FIELD)).and_then(Value::as_bool);
+    match value {
+        None => {
+            spec.remove(FIELD);
+        }
+        Some(v) if old_type == "LoadBalancer" && old == Some(v) => {
+            spec.remove(FIELD);
+        }
+        Some(_) => errs.forbidden(
+            &format!("spec.{FIELD}"),
+            "may only be used when `type` is 'LoadBalancer'",
+        ),
+    }
+    Ok(())
 }
 
 /// The Service spec rules of `ValidateService`/`ValidateServiceUpdate`
@@ -556,46 +555,33 @@ pub(crate) fn validate_status(new: &Value) -> Vec<String> {
     errs.0
 }
 
-fn check_node_port(np: u64, used: &HashSet<u64>, previous: Option<u64>) -> Result<(), String> {
-    if !(NODE_PORT_MIN..=NODE_PORT_MAX).contains(&np) {
-        return Err(format!(
-            "provided port is not in the valid range. The range of valid ports is {NODE_PORT_MIN}-{NODE_PORT_MAX}"
-        ));
-    }
-    if used.contains(&np) && previous != Some(np) {
-        return Err("provided port is already allocated".into());
-    }
-    Ok(())
-}
-
-fn allocate_port(used: &HashSet<u64>) -> Option<u64> {
-    let mut rng = rand::rng();
-    // Random like the apiserver's allocator; a linear scan finds the last free ports.
-    for _ in 0..64 {
-        let p = rng.random_range(NODE_PORT_MIN..=NODE_PORT_MAX);
-        if !used.contains(&p) {
-            return Some(p);
-        }
-    }
-    (NODE_PORT_MIN..=NODE_PORT_MAX).find(|p| !used.contains(p))
+/// The allocator's refusal of `np` ([`PortRange::check`]); the port the Service already had is
+/// its own, so only its range is checked.
+fn check_node_port(
+    range: &PortRange,
+    np: u64,
+    taken: impl Fn(u64) -> bool,
+    previous: Option<u64>,
+) -> Result<(), String> {
+    range.check(np, |p| previous != Some(p) && taken(p))
 }
 
 /// A free address in 10.96.0.0/16 (10.96.0.1 is the `kubernetes` Service's by convention).
-fn allocate_ip(used: &HashSet<&str>) -> Option<String> {
+fn allocate_ip(taken: impl Fn(&str) -> bool) -> Option<String> {
     let mut rng = rand::rng();
     let candidate = |n: u32| format!("10.96.{}.{}", n >> 8, n & 0xff);
     let usable = |n: u32| (n & 0xff) != 0 && (n & 0xff) != 255 && n != 1;
     for _ in 0..64 {
         let n: u32 = rng.random_range(2..65534);
         let ip = candidate(n);
-        if usable(n) && !used.contains(ip.as_str()) {
+        if usable(n) && !taken(&ip) {
             return Some(ip);
         }
     }
     (2..65534)
         .filter(|n| usable(*n))
         .map(candidate)
-        .find(|ip| !used.contains(ip.as_str()))
+        .find(|ip| !taken(ip))
 }
 
 #[cfg(test)]
@@ -612,7 +598,16 @@ mod tests {
     #[test]
     fn load_balancer_defaults() {
         let mut svc = json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}});
-        assert_eq!(admit(&BTreeMap::new(), &key("a"), None, &mut svc), Ok(()));
+        assert_eq!(
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                None,
+                &mut svc,
+                &PortRange::DEFAULT
+            ),
+            Ok(())
+        );
         let spec = &svc["spec"];
         assert!(
             spec["clusterIP"]
@@ -622,7 +617,7 @@ mod tests {
         assert_eq!(spec["sessionAffinity"], "None");
         assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
         let np = spec["ports"][0]["nodePort"].as_u64().unwrap_or(0);
-        assert!((NODE_PORT_MIN..=NODE_PORT_MAX).contains(&np));
+        assert!(PortRange::DEFAULT.contains(np));
         assert_eq!(spec["ports"][0]["protocol"], "TCP");
         assert_eq!(spec["ports"][0]["targetPort"], 80);
         assert!(spec["healthCheckNodePort"].as_u64().is_some());
@@ -633,29 +628,62 @@ mod tests {
     fn node_port_conflicts_and_type_changes() {
         let mut a =
             json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
-        assert_eq!(admit(&BTreeMap::new(), &key("a"), None, &mut a), Ok(()));
-        let mut existing = BTreeMap::new();
-        existing.insert(key("a"), Arc::new(a.clone()));
+        assert_eq!(
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                None,
+                &mut a,
+                &PortRange::DEFAULT
+            ),
+            Ok(())
+        );
+        let mut existing = Allocated::default();
+        existing.add(&a);
         let mut b =
             json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
-        let err = admit(&existing, &key("b"), None, &mut b);
+        let err = admit(&existing, &key("b"), None, &mut b, &PortRange::DEFAULT);
         assert!(matches!(err, Err(e) if e.code == 422 && e.message.contains("already allocated")));
 
         // Updating `a` keeps its port; switching to ClusterIP drops it.
         let mut a2 = a.clone();
-        assert_eq!(admit(&existing, &key("a"), Some(&a), &mut a2), Ok(()));
+        assert_eq!(
+            admit(&existing, &key("a"), Some(&a), &mut a2, &PortRange::DEFAULT),
+            Ok(())
+        );
         assert_eq!(a2["spec"]["ports"][0]["nodePort"], 30080);
         let mut a3 = a.clone();
         a3["spec"]["type"] = json!("ClusterIP");
-        assert_eq!(admit(&existing, &key("a"), Some(&a), &mut a3), Ok(()));
+        assert_eq!(
+            admit(&existing, &key("a"), Some(&a), &mut a3, &PortRange::DEFAULT),
+            Ok(())
+        );
         assert!(a3["spec"]["ports"][0].get("nodePort").is_none());
         assert!(a3["spec"].get("externalTrafficPolicy").is_none());
 
         let mut bad = json!({"spec": {"ports": [{"port": 80, "nodePort": 30001}]}});
-        assert!(admit(&BTreeMap::new(), &key("c"), None, &mut bad).is_err());
+        assert!(
+            admit(
+                &Allocated::default(),
+                &key("c"),
+                None,
+                &mut bad,
+                &PortRange::DEFAULT
+            )
+            .is_err()
+        );
         let mut ip_change = a.clone();
         ip_change["spec"]["clusterIP"] = json!("10.96.9.9");
-        assert!(admit(&existing, &key("a"), Some(&a), &mut ip_change).is_err());
+        assert!(
+            admit(
+                &existing,
+                &key("a"),
+                Some(&a),
+                &mut ip_change,
+                &PortRange::DEFAULT
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -677,20 +705,39 @@ mod tests {
         ] {
             let mut svc = lb(bad.clone());
             assert!(
-                admit(&BTreeMap::new(), &key("a"), None, &mut svc).is_err(),
+                admit(
+                    &Allocated::default(),
+                    &key("a"),
+                    None,
+                    &mut svc,
+                    &PortRange::DEFAULT
+                )
+                .is_err(),
                 "{bad}"
             );
         }
         let mut with_class = lb(json!({"loadBalancerClass": "example.com/lb"}));
         assert_eq!(
-            admit(&BTreeMap::new(), &key("a"), None, &mut with_class),
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                None,
+                &mut with_class,
+                &PortRange::DEFAULT
+            ),
             Ok(())
         );
         let mut removed = with_class.clone();
         removed["spec"]
             .as_object_mut()
             .map(|s| s.remove("loadBalancerClass"));
-        let err = admit(&BTreeMap::new(), &key("a"), Some(&with_class), &mut removed);
+        let err = admit(
+            &Allocated::default(),
+            &key("a"),
+            Some(&with_class),
+            &mut removed,
+            &PortRange::DEFAULT,
+        );
         assert!(
             matches!(err, Err(e) if e.message.contains("spec.loadBalancerClass: Invalid value: null: may not change once set"))
         );
@@ -698,10 +745,11 @@ mod tests {
         cluster_ip["spec"]["type"] = json!("ClusterIP");
         assert_eq!(
             admit(
-                &BTreeMap::new(),
+                &Allocated::default(),
                 &key("a"),
                 Some(&with_class),
-                &mut cluster_ip
+                &mut cluster_ip,
+                &PortRange::DEFAULT
             ),
             Ok(())
         );
@@ -738,13 +786,143 @@ mod tests {
         assert_eq!(empty["status"]["loadBalancer"], json!({}));
     }
 
+    /// `allocateLoadBalancerNodePorts`: defaulted on LoadBalancer Services, false means no
+    /// node ports (but a port asked for by number is kept and checked), forbidden on other
+    /// types unless it is the unchanged value of a Service that stopped being a LoadBalancer
+    /// (then dropped), a bool or a 400.
+    #[test]
+    fn allocate_load_balancer_node_ports_rules() {
+        let range = PortRange::new(30000, 30000).expect("one port");
+        let lb = |extra: Value| {
+            let mut s = json!({"spec": {"type": "LoadBalancer", "ports": [{"port": 80}]}});
+            if let (Some(spec), Some(extra)) = (s["spec"].as_object_mut(), extra.as_object()) {
+                spec.extend(extra.clone());
+            }
+            s
+        };
+        let mut without = lb(json!({"allocateLoadBalancerNodePorts": false}));
+        assert_eq!(
+            admit(&Allocated::default(), &key("a"), None, &mut without, &range),
+            Ok(())
+        );
+        assert!(
+            without["spec"]["ports"][0].get("nodePort").is_none(),
+            "{without}"
+        );
+        assert_eq!(without["spec"]["allocateLoadBalancerNodePorts"], false);
+
+        // The one port of the range is taken by `full`; a Service with node ports then fails
+        // with the apiserver's internal error, one without them does not.
+        let mut full = lb(json!({}));
+        assert_eq!(
+            admit(&Allocated::default(), &key("full"), None, &mut full, &range),
+            Ok(())
+        );
+        assert_eq!(full["spec"]["ports"][0]["nodePort"], 30000);
+        let mut existing = Allocated::default();
+        existing.add(&full);
+        let err = admit(&existing, &key("b"), None, &mut lb(json!({})), &range);
+        assert!(
+            matches!(&err, Err(e) if e.code == 500 && e.message == "Internal error occurred: failed to allocate a nodePort: range is full"),
+            "{err:?}"
+        );
+        let mut again = lb(json!({"allocateLoadBalancerNodePorts": false}));
+        assert_eq!(
+            admit(&existing, &key("b"), None, &mut again, &range),
+            Ok(())
+        );
+        // Asked for by number, a node port is still checked against the others.
+        let mut by_number = lb(json!({"allocateLoadBalancerNodePorts": false,
+            "ports": [{"port": 80, "nodePort": 30000}]}));
+        let err = admit(&existing, &key("c"), None, &mut by_number, &range);
+        assert!(
+            matches!(&err, Err(e) if e.message.contains("spec.ports[0].nodePort: Invalid value: 30000: provided port is already allocated")),
+            "{err:?}"
+        );
+
+        let mut cluster_ip = json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80}],
+            "allocateLoadBalancerNodePorts": true}});
+        let err = admit(
+            &Allocated::default(),
+            &key("d"),
+            None,
+            &mut cluster_ip,
+            &range,
+        );
+        assert!(
+            matches!(&err, Err(e) if e.code == 422 && e.message.contains("spec.allocateLoadBalancerNodePorts: Forbidden: may only be used when `type` is 'LoadBalancer'")),
+            "{err:?}"
+        );
+        // A LoadBalancer Service turned ClusterIP keeps the value it had: dropped, not refused.
+        let mut turned = without.clone();
+        turned["spec"]["type"] = json!("ClusterIP");
+        assert_eq!(
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                Some(&without),
+                &mut turned,
+                &range
+            ),
+            Ok(())
+        );
+        assert!(
+            turned["spec"]
+                .get("allocateLoadBalancerNodePorts")
+                .is_none(),
+            "{turned}"
+        );
+        // ... but a changed value is the client's, and refused.
+        let mut changed = without.clone();
+        changed["spec"]["type"] = json!("ClusterIP");
+        changed["spec"]["allocateLoadBalancerNodePorts"] = json!(true);
+        assert!(
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                Some(&without),
+                &mut changed,
+                &range
+            )
+            .is_err()
+        );
+
+        let mut not_bool = lb(json!({"allocateLoadBalancerNodePorts": "no"}));
+        let err = admit(
+            &Allocated::default(),
+            &key("e"),
+            None,
+            &mut not_bool,
+            &range,
+        );
+        assert!(
+            matches!(&err, Err(e) if e.code == 400 && e.message.contains("cannot unmarshal string into Go struct field Service.spec.allocateLoadBalancerNodePorts of type bool")),
+            "{err:?}"
+        );
+    }
+
     #[test]
     fn ports_required_unless_headless() {
         let mut none = json!({"spec": {}});
-        assert!(admit(&BTreeMap::new(), &key("a"), None, &mut none).is_err());
+        assert!(
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                None,
+                &mut none,
+                &PortRange::DEFAULT
+            )
+            .is_err()
+        );
         let mut headless = json!({"spec": {"clusterIP": "None"}});
         assert_eq!(
-            admit(&BTreeMap::new(), &key("a"), None, &mut headless),
+            admit(
+                &Allocated::default(),
+                &key("a"),
+                None,
+                &mut headless,
+                &PortRange::DEFAULT
+            ),
             Ok(())
         );
     }

@@ -12,10 +12,12 @@ use axum::body::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
 
+use super::allocated::Allocated;
 use super::error::ApiError;
 use super::events;
 use super::meta::{self, finalizers, is_terminating, meta_mut, meta_str};
 use super::namespaces;
+use super::node_ports::PortRange;
 use super::nodes;
 pub(crate) use super::obj_key::ObjKey;
 use super::patch::{self, PatchError, PatchKind};
@@ -173,6 +175,8 @@ struct State {
     /// The namespace controller's pass ([`Store::sync_namespace`]) is under way: the deletes it
     /// makes do not start another.
     syncing_namespace: bool,
+    /// The cluster IPs and node ports the stored Services hold, kept with every Service write.
+    allocated: Allocated,
 }
 
 /// The store shared by the HTTP server and the library API.
@@ -182,6 +186,8 @@ pub(crate) struct Store {
     /// Bumped to end every open watch (drop_watches, shutdown).
     watch_epoch: watch::Sender<u64>,
     history_limit: usize,
+    /// The NodePort range Services' node ports come from (`--service-node-port-range`).
+    node_ports: PortRange,
 }
 
 impl Store {
@@ -197,10 +203,12 @@ impl Store {
                 floor: 0,
                 dry_run: false,
                 syncing_namespace: false,
+                allocated: Allocated::default(),
             }),
             changes,
             watch_epoch: watch::channel(0).0,
             history_limit: history_limit.max(1),
+            node_ports: PortRange::DEFAULT,
         };
         for ns in DEFAULT_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -208,6 +216,12 @@ impl Store {
             let _ = store.create(&RESOURCES[NAMESPACES], None, obj, false);
         }
         store
+    }
+
+    /// The store with Services' node ports taken from `range` (default [`PortRange::DEFAULT`]).
+    pub(super) fn with_node_ports(mut self, range: PortRange) -> Store {
+        self.node_ports = range;
+        self
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -871,7 +885,7 @@ impl Store {
         }
         match rt.index {
             SERVICES => {
-                services::admit(&st.objects[SERVICES], &key, None, &mut obj)?;
+                services::admit(&st.allocated, &key, None, &mut obj, &self.node_ports)?;
                 if let Some(o) = obj.as_object_mut() {
                     let status = o.entry("status").or_insert_with(|| json!({}));
                     if let Some(s) = status.as_object_mut() {
@@ -983,7 +997,7 @@ impl Store {
             }
         }
         if rt.index == SERVICES {
-            services::admit(&st.objects[SERVICES], key, Some(&old), &mut new)?;
+            services::admit(&st.allocated, key, Some(&old), &mut new, &self.node_ports)?;
         }
         validate_write(rt, &key.name, Some(&old), &mut new, scope)?;
         if rt.generation && new.get("spec") != old.get("spec") {
@@ -1026,6 +1040,12 @@ impl Store {
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(st.rv.to_string()));
         let obj = Arc::new(obj);
         st.objects[rt.index].insert(key.clone(), obj.clone());
+        if rt.index == SERVICES {
+            if let Some(previous) = &previous {
+                st.allocated.remove(previous);
+            }
+            st.allocated.add(&obj);
+        }
         let kind = if previous.is_some() {
             ChangeType::Modified
         } else {
@@ -1056,6 +1076,11 @@ impl Store {
         }
         st.rv += 1;
         let previous = st.objects[rt.index].remove(key);
+        if rt.index == SERVICES
+            && let Some(previous) = &previous
+        {
+            st.allocated.remove(previous);
+        }
         let mut obj = (**last).clone();
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(st.rv.to_string()));
         let obj = Arc::new(obj);

@@ -25,8 +25,8 @@ const STATIC_CLASS: &str = "example.com/static";
 
 /// The seed with every even node labelled for the static driver and every even Service of its
 /// class.
-fn hybrid_seed(nodes: usize, services: usize) -> Value {
-    let mut seed = seed(nodes, services);
+fn hybrid_seed(nodes: usize, services: usize, node_ports: bool) -> Value {
+    let mut seed = seed(nodes, services, node_ports);
     if let Some(items) = seed["items"].as_array_mut() {
         for item in items.iter_mut() {
             let name = item["metadata"]["name"].as_str().unwrap_or_default();
@@ -74,7 +74,7 @@ pub(crate) async fn measure(
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &seed_path,
-        hybrid_seed(args.nodes, args.services).to_string(),
+        hybrid_seed(args.nodes, args.services, args.node_ports).to_string(),
     )?;
     // The static inventory holds every node: a node is the static driver's only by label, and
     // an inventory lookup of a cloudscale node is never made.
@@ -129,7 +129,7 @@ pub(crate) async fn measure(
         Layout::Two => vec![document(&[static_entry]), document(&[cloudscale_entry])],
     };
 
-    let (sim, http, api) = start_sim(dir, &seed_path, &kubeconfig).await?;
+    let (sim, http, api) = start_sim(args, dir, &seed_path, &kubeconfig).await?;
     let started = Instant::now();
     let mut children = Vec::new();
     for (i, set) in sets.iter().enumerate() {
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn even_nodes_and_services_are_the_static_drivers() {
-        let seed = hybrid_seed(4, 2);
+        let seed = hybrid_seed(4, 2, true);
         let items = seed["items"].as_array().expect("items");
         let labelled: Vec<&str> = items
             .iter()

@@ -33,6 +33,16 @@ pub(crate) struct ScaleArgs {
     /// LoadBalancer Services.
     #[arg(long, default_value_t = 200)]
     services: usize,
+    /// Whether the Services get node ports (`--node-ports=false`: created with
+    /// `spec.allocateLoadBalancerNodePorts: false`, so more Services than the NodePort range
+    /// has ports can be tried, as on a cluster whose load balancers reach pods directly).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    node_ports: bool,
+    /// The simulator's NodePort range (`sim kube --service-node-port-range`, as
+    /// kube-apiserver's flag): `BASE-END` inclusive, `BASE+OFFSET` or one port. Default
+    /// 30000-32767, 2,768 ports: each LoadBalancer Service with node ports takes one.
+    #[arg(long, value_name = "RANGE")]
+    service_node_port_range: Option<wasm_ccm_sim::kube::PortRange>,
     /// `run`'s --kube-api-qps (burst twice that): high, so the figure is our cost and not the
     /// client's rate limit (upstream's 20 would make any CCM spend minutes on 20,000 writes).
     #[arg(long, default_value_t = 1000.0)]
@@ -60,9 +70,9 @@ pub(crate) struct ScaleArgs {
     /// Keep the work directory (seed, cloud config, both processes' logs).
     #[arg(long)]
     keep: bool,
-    /// Memory limit of one driver instance, passed to `run --memory-limit` (e.g. 256Mi; `run`'s
-    /// default is 64Mi, which the static driver's inventory outgrows near 15,000 nodes). With
-    /// --hybrid it is the default of both drivers.
+    /// Memory limit of one driver instance, passed to `run --memory-limit` (e.g. 256Mi); without
+    /// it `run`'s default, 64Mi, which holds the static driver's inventory of 15,000 nodes and
+    /// more. With --hybrid it is the default of both drivers.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory_limit: Option<usize>,
     /// The product binary (default: `wasm-ccm` beside this executable, else on PATH).
@@ -110,8 +120,9 @@ async fn wait_converged(
     }
 }
 
-/// The seed of the simulator: NODES tainted, Ready nodes and SERVICES LoadBalancer Services.
-fn seed(nodes: usize, services: usize) -> Value {
+/// The seed of the simulator: NODES tainted, Ready nodes and SERVICES LoadBalancer Services
+/// (with `allocateLoadBalancerNodePorts: false` unless `node_ports`).
+fn seed(nodes: usize, services: usize, node_ports: bool) -> Value {
     let mut items: Vec<Value> = (0..nodes)
         .map(|i| {
             json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(i)},
@@ -121,10 +132,14 @@ fn seed(nodes: usize, services: usize) -> Value {
         })
         .collect();
     items.extend((0..services).map(|j| {
-        json!({"apiVersion": "v1", "kind": "Service",
+        let mut service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": format!("svc-{j:05}"), "namespace": "default"},
             "spec": {"type": "LoadBalancer", "selector": {"app": format!("a{j}")},
-                "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}})
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}});
+        if !node_ports {
+            service["spec"]["allocateLoadBalancerNodePorts"] = json!(false);
+        }
+        service
     }));
     json!({"apiVersion": "v1", "kind": "List", "items": items})
 }
@@ -268,13 +283,16 @@ pub(super) async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow:
     let cloud_path = dir.join("cloud.json");
     let driver_path = dir.join("static_driver.wasm");
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&seed_path, seed(args.nodes, args.services).to_string())?;
+    std::fs::write(
+        &seed_path,
+        seed(args.nodes, args.services, args.node_ports).to_string(),
+    )?;
     std::fs::write(&cloud_path, cloud_config(args.nodes).to_string())?;
     let driver =
         wasm_ccm_drivers::shipped("static").context("this build embeds no static driver")?;
     std::fs::write(&driver_path, driver)?;
 
-    let (sim, http, api) = start_sim(dir, &seed_path, &kubeconfig).await?;
+    let (sim, http, api) = start_sim(args, dir, &seed_path, &kubeconfig).await?;
 
     let metrics_port = free_port()?;
     let started = Instant::now();
@@ -329,9 +347,11 @@ pub(super) async fn measure(args: &ScaleArgs, ccm: &Path, dir: &Path) -> anyhow:
 /// simulator refuses ends the wait at once (it exits, and the error quotes why).
 const SIM_READY_BOUND: Duration = Duration::from_secs(120);
 
-/// Starts the Kubernetes API simulator (this binary's `sim kube`) seeded from `seed_path`; the
-/// process, an HTTP client for loopback and the simulator's URL once it answers.
+/// Starts the Kubernetes API simulator (this binary's `sim kube`, with the NodePort range of
+/// `args`) seeded from `seed_path`; the process, an HTTP client for loopback and the
+/// simulator's URL once it answers.
 async fn start_sim(
+    args: &ScaleArgs,
     dir: &Path,
     seed_path: &Path,
     kubeconfig: &Path,
@@ -343,6 +363,9 @@ async fn start_sim(
         .arg(seed_path)
         .arg("--write-kubeconfig")
         .arg(kubeconfig);
+    if let Some(range) = &args.service_node_port_range {
+        command.arg(format!("--service-node-port-range={range}"));
+    }
     let mut sim = Watched::spawn(
         command,
         "the Kubernetes API simulator (`wasm-ccm-dev sim kube`)",
@@ -361,8 +384,23 @@ async fn start_sim(
                 .ok()
                 .map(|_| url)
         })
-        .await?;
+        .await
+        .map_err(|e| node_port_hint(args, e))?;
     Ok((sim, http, api))
+}
+
+/// The simulator's refusal of a seed whose Services outnumber the NodePort range, with what to
+/// pass instead; any other error as it is.
+fn node_port_hint(args: &ScaleArgs, error: anyhow::Error) -> anyhow::Error {
+    if !format!("{error:#}").contains("failed to allocate a nodePort: range is full") {
+        return error;
+    }
+    let range = args.service_node_port_range.unwrap_or_default();
+    error.context(format!(
+        "{} LoadBalancer Services with node ports need as many ports and the NodePort range {range} has {}: pass --node-ports=false (the Services then ask for none) or a wider --service-node-port-range",
+        args.services,
+        range.size()
+    ))
 }
 
 /// The files a `run` reads.
@@ -567,9 +605,29 @@ mod tests {
         assert_eq!(metric_sum(text, "wasm_ccm_driver_calls_total"), 8.0);
     }
 
+    /// `--node-ports=false` asks for no node ports on every Service; by default the field is
+    /// left to the simulator's default (true).
+    #[test]
+    fn without_node_ports_every_service_asks_for_none() {
+        let without = seed(1, 3, false);
+        let services = &without["items"].as_array().expect("items")[1..];
+        assert_eq!(services.len(), 3);
+        assert!(
+            services
+                .iter()
+                .all(|s| s["spec"]["allocateLoadBalancerNodePorts"] == false)
+        );
+        let with = seed(1, 1, true);
+        assert!(
+            with["items"][1]["spec"]
+                .get("allocateLoadBalancerNodePorts")
+                .is_none()
+        );
+    }
+
     #[test]
     fn the_seed_and_the_inventory_agree_on_the_nodes() {
-        let seed = seed(3, 2);
+        let seed = seed(3, 2, true);
         let items = seed["items"].as_array().expect("items");
         assert_eq!(items.len(), 5);
         let config = cloud_config(3);

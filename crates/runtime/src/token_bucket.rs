@@ -60,11 +60,19 @@ impl TokenBucket {
 
     /// Takes `n` tokens if that many are there now, else takes nothing (no debt): for callers
     /// that drop the work instead of waiting.
+    #[cfg(test)]
     pub(crate) fn try_take(&self, n: f64) -> bool {
+        self.try_take_at(n, Instant::now())
+    }
+
+    /// Takes `n` tokens if that many are there at `now`, else takes nothing (no debt): for
+    /// callers that drop the work instead of waiting. `now` is passed in so that a caller
+    /// taking from two buckets at once (the driver logger's lines and bytes) reads the clock
+    /// once for both.
+    pub(crate) fn try_take_at(&self, n: f64, now: Instant) -> bool {
         if self.qps <= 0.0 {
             return true;
         }
-        let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let tokens = self.refilled(*state, now);
         if tokens >= n {

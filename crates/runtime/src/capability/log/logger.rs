@@ -435,10 +435,12 @@ impl DriverLogger {
 
     /// Takes one line and `bytes` bytes from the buckets, or neither.
     fn take_tokens(&self, bytes: usize) -> bool {
-        if !self.lines.try_take(1.0) {
+        // One clock read for both buckets (it is on every line's path).
+        let now = tokio::time::Instant::now();
+        if !self.lines.try_take_at(1.0, now) {
             return false;
         }
-        if self.bytes.try_take(bytes as f64) {
+        if self.bytes.try_take_at(bytes as f64, now) {
             return true;
         }
         // Not logged: the line's token was not spent.

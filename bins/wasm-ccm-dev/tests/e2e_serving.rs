@@ -408,12 +408,25 @@ async fn upstream_serving_flags_are_accepted_and_the_cache_ttls_honoured() {
             "--requestheader-username-headers=X-Remote-User",
             "--authentication-skip-lookup",
             "--authentication-tolerate-lookup-failure=false",
+            // Upstream's deprecated and node-IPAM flags: accepted, each with its warning.
+            "--external-cloud-volume-plugin=gce",
+            "--allow-untagged-cloud",
+            "--node-sync-period=10s",
+            "--allocate-node-cidrs=true",
+            "--cidr-allocator-type=RangeAllocator",
         ],
     )
     .await;
     serving(&ccm, port).await;
     let log = ccm.log();
-    for flag in ["--client-ca-file", "--requestheader-username-headers"] {
+    for flag in [
+        "--client-ca-file",
+        "--requestheader-username-headers",
+        "--external-cloud-volume-plugin",
+        "--allow-untagged-cloud",
+        "--node-sync-period",
+        "--allocate-node-cidrs",
+    ] {
         assert!(
             log.lines()
                 .any(|l| l.contains(flag) && l.contains("no effect")),

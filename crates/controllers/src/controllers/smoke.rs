@@ -221,3 +221,43 @@ async fn the_route_controller_needs_the_switch_and_a_routes_capable_cloud() {
     );
     assert!(!route_started(false, true), "a driver without routes");
 }
+
+/// Upstream's `UnAvailableLoadBalancer` Warning: a load balancer ensured with no node to send
+/// traffic to says so on its Service; with a ready node it does not.
+#[tokio::test]
+async fn a_load_balancer_without_nodes_is_reported_unavailable() {
+    let unavailable = |events: Vec<String>| {
+        events
+            .iter()
+            .any(|e| e.starts_with("UnAvailableLoadBalancer:"))
+    };
+    let h = Harness::start(
+        FakeCloud::default(),
+        vec![lb_service_json("default", "web")],
+    )
+    .await;
+    let c = ServiceController::new(Arc::clone(&h.ctx));
+    c.reconcile("default/web").await.expect("ensured");
+    assert!(
+        unavailable(h.events_for("web")),
+        "{:?}",
+        h.events_for("web")
+    );
+    // The control: the same Service with a ready node.
+    let h = Harness::start(
+        FakeCloud::default(),
+        vec![
+            node_json("n1", Some("fake://i-1"), false, true),
+            lb_service_json("default", "web"),
+        ],
+    )
+    .await;
+    let c = ServiceController::new(Arc::clone(&h.ctx));
+    c.reconcile("default/web").await.expect("ensured");
+    let events = h.events_for("web");
+    assert!(
+        events.iter().any(|e| e.starts_with("EnsuredLoadBalancer:")),
+        "{events:?}"
+    );
+    assert!(!unavailable(events.clone()), "{events:?}");
+}

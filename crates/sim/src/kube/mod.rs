@@ -57,6 +57,7 @@ mod store;
 mod table;
 mod tls;
 mod tokens;
+mod user;
 mod validation;
 mod watch;
 

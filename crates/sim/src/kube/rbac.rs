@@ -22,25 +22,7 @@ use serde_json::{Value, json};
 use super::error::ApiError;
 use super::store::Store;
 use super::tokens::Tokens;
-
-/// An authenticated user (`user.Info`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UserInfo {
-    /// `system:serviceaccount:kube-system:cloud-controller-manager`, ...
-    pub name: String,
-    /// Groups, including `system:authenticated` (added on authentication).
-    pub groups: Vec<String>,
-}
-
-impl UserInfo {
-    /// A user with groups.
-    pub fn new(name: &str, groups: &[&str]) -> UserInfo {
-        UserInfo {
-            name: name.to_string(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
-        }
-    }
-}
+pub use super::user::UserInfo;
 
 /// The attributes of a request (`authorizer.AttributesRecord`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]

@@ -34,9 +34,9 @@ use serde_json::{Value, json};
 
 use super::error::ApiError;
 use super::meta::meta_str;
-use super::rbac::UserInfo;
 use super::resources::{RESOURCES, ResourceType, SERVICEACCOUNTS};
 use super::store::{ObjKey, Store};
+use super::user::UserInfo;
 use super::validation::decode_error;
 
 /// `TokenRequest` of `authentication.k8s.io`, for the wording of its errors (it is not a

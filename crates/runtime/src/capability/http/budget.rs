@@ -7,7 +7,7 @@
 //! check takes a token of the workspace's [`TokenBucket`] before it leaves. Waiting never
 //! outlives the call: a request whose token (or the end of the cloud's pause) would come later
 //! than the time the call has left for a request (the call's deadline less the margin of
-//! [`super::request_budget`]) is refused at once, unsent, with a `timeout` error that says what
+//! [`super::timing::request_budget`]) is refused at once, unsent, with a `timeout` error that says what
 //! to raise.
 //!
 //! The cloud's own limit: a 429, or a 503 with `Retry-After`, pauses every request of the driver
@@ -152,7 +152,7 @@ impl RequestBudget {
         let start = Instant::now();
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         // The latest start that leaves the request the time `request_budget` would give it.
-        let by = start + super::request_budget(left, left);
+        let by = start + super::timing::request_budget(left, left);
         let mut waited = self.wait_out_pause(by).await?;
         match self.bucket.reserve_before(by) {
             None => {

@@ -35,6 +35,7 @@ use crate::secrets::{Applied, Vault};
 use crate::trace::TracePropagation;
 
 use super::budget::RequestBudget;
+use super::timing::request_budget;
 
 /// Limits on a driver's HTTP traffic.
 #[derive(Debug, Clone, Copy)]
@@ -912,15 +913,6 @@ struct RequestTime {
     budget: Duration,
     asked: Duration,
     deadline: Instant,
-}
-
-/// The time a request may take: what the driver asked for, but ending a margin before the call's
-/// deadline — the larger of 1 s and a tenth of the time left, yet never more than half of it
-/// (under a short deadline a whole second would leave the request little or nothing) — so a
-/// request that runs out of time comes back to the driver as `timeout` while it can still answer.
-pub fn request_budget(asked: Duration, left: Duration) -> Duration {
-    let margin = (left / 10).max(Duration::from_secs(1)).min(left / 2);
-    asked.min(left.saturating_sub(margin))
 }
 
 /// Resolves names with the system resolver, then drops every address the policy refuses for the

@@ -19,10 +19,12 @@
 pub mod budget;
 mod client;
 pub mod shadow;
+mod timing;
 
 // The public `wasm_ccm_runtime::http` API is the client's, unchanged by the move into the
 // capability unit.
 pub use self::client::*;
+pub use self::timing::request_budget;
 // What a driver sends and gets back, in the host model: the types an `HttpInterceptor` sees.
 pub use crate::model::http::{
     HttpError, HttpExchange, Method, Request, Response, method_name, strip_query,

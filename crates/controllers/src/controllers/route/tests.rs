@@ -95,13 +95,13 @@ async fn with_the_gate_a_new_node_gets_its_route_from_its_event() {
     add_node(&h, node("node-2", "02", "10.120.2.0/24", "10.0.0.2")).await;
     // Within the 10 s rate limit, not the hour's period.
     eventually("node-2 routed", || routed(&h) == ["node-1", "node-2"]).await;
+    // A pass is counted at its end, after its route calls: wait for the count too.
+    let second = r#"route_controller_route_sync_total{trigger="node_change",outcome="changed"} 2"#;
+    eventually("the second pass counted", || {
+        metrics.render().contains(second)
+    })
+    .await;
     let text = metrics.render();
-    assert!(
-        text.contains(
-            r#"route_controller_route_sync_total{trigger="node_change",outcome="changed"} 2"#
-        ),
-        "{text}"
-    );
     assert!(!text.contains(r#"trigger="periodic""#), "{text}");
     assert!(
         !text.contains("route_controller_route_corrections_total "),
@@ -122,13 +122,10 @@ async fn without_the_gate_passes_are_periodic() {
     .await;
     let (metrics, cancel, _running) = routes_only(&h, false).await;
     eventually("node-1 routed", || routed(&h) == ["node-1"]).await;
+    // A pass is counted at its end, after its route calls: wait for the count too.
+    let first = r#"route_controller_route_sync_total{trigger="periodic",outcome="changed"} 1"#;
+    eventually("the pass counted", || metrics.render().contains(first)).await;
     let text = metrics.render();
-    assert!(
-        text.contains(
-            r#"route_controller_route_sync_total{trigger="periodic",outcome="changed"} 1"#
-        ),
-        "{text}"
-    );
     assert!(!text.contains(r#"trigger="node_change""#), "{text}");
     cancel.cancel();
 }
@@ -164,8 +161,10 @@ async fn without_the_gate_the_period_repeats_the_pass() {
         routed(&h) == ["node-1", "node-2"]
     })
     .await;
-    let periodic = metrics.total("route_controller_route_sync_total");
-    assert!(periodic >= 2.0, "{}", metrics.render());
+    eventually("two passes counted", || {
+        metrics.total("route_controller_route_sync_total") >= 2.0
+    })
+    .await;
     assert!(!metrics.render().contains(r#"trigger="node_change""#));
     cancel.cancel();
 }

@@ -669,6 +669,7 @@ const HYBRID_LIMITS: wasm_ccm::driver_set::LimitDefaults = wasm_ccm::driver_set:
     call_timeout: Duration::from_secs(10),
     init_timeout: Duration::from_secs(60),
     memory_limit: 64 << 20,
+    cloud_requests: None,
 };
 
 /// Nodes each driver of the hybrid story claims.

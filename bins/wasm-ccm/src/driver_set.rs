@@ -167,8 +167,8 @@ pub struct DriverLoad {
     pub init_timeout: Duration,
     /// Memory of one instance, in bytes.
     pub memory_limit: usize,
-    /// Its cloud request budget as the file sets it (`limits.cloudRequestRate`); `None`:
-    /// `--cloud-request-rate`'s, if given.
+    /// Its cloud request budget (`limits.cloudRequestRate`, else `--cloud-request-rate`'s);
+    /// `None`: no budget.
     pub cloud_requests: Option<CloudRequestLimit>,
 }
 
@@ -215,6 +215,8 @@ pub struct LimitDefaults {
     pub init_timeout: Duration,
     /// `--memory-limit`.
     pub memory_limit: usize,
+    /// `--cloud-request-rate` and `--cloud-request-burst`; `None`: no budget.
+    pub cloud_requests: Option<CloudRequestLimit>,
 }
 
 /// Reads and checks the file at `path` (shape, routing rules, every file it names); nothing
@@ -275,7 +277,7 @@ pub fn parse(text: &str, defaults: LimitDefaults) -> anyhow::Result<DriverSet> {
             .map_or(Ok(defaults.memory_limit), parse_size)
             .map_err(|e| anyhow::anyhow!("{}: {e}", at("limits.memory")))?;
         let cloud_requests = match (d.limits.cloud_request_rate, d.limits.cloud_request_burst) {
-            (None, None) => None,
+            (None, None) => defaults.cloud_requests,
             (None, Some(_)) => bail!(
                 "{}: cloudRequestBurst needs cloudRequestRate (requests a second)",
                 at("limits")

@@ -303,22 +303,6 @@ struct Series {
 #[derive(Debug, Default)]
 pub struct Metrics {
     series: Mutex<BTreeMap<(&'static str, String), Series>>,
-    collectors: Collectors,
-}
-
-/// A gauge computed when it is read rather than kept up to date: it sets its series on the
-/// registry it is given (client-go refreshes its in-flight gauges every 500 ms; a gauge read
-/// on render costs nothing while nobody scrapes).
-pub(crate) type Collector = Box<dyn Fn(&Metrics) + Send + Sync>;
-
-#[derive(Default)]
-struct Collectors(Mutex<Vec<Collector>>);
-
-impl std::fmt::Debug for Collectors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.lock().map_or(0, |c| c.len());
-        write!(f, "Collectors({n})")
-    }
 }
 
 fn label_string(labels: &[(&str, &str)]) -> String {
@@ -431,26 +415,8 @@ impl Metrics {
             .sum()
     }
 
-    /// Adds a gauge computed at every [`Metrics::render`].
-    pub(crate) fn collect_on_render(&self, collector: Collector) {
-        self.collectors
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(collector);
-    }
-
     /// The registry in Prometheus text format.
     pub fn render(&self) -> String {
-        for collect in self
-            .collectors
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            collect(self);
-        }
         let map = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         for (name, kind, help) in FAMILIES {

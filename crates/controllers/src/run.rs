@@ -38,12 +38,13 @@ pub struct Running {
 #[derive(Clone)]
 pub struct RunningView {
     ctxs: Vec<Arc<Ctx>>,
+    pending: Vec<Arc<dyn Pending>>,
 }
 
 impl RunningView {
     /// Sets the series computed at scrape time: each driver's own counters (HTTP requests,
-    /// instances, dropped log lines…) and a shadow run's differences. A driver renamed by a
-    /// reload leaves no stale series.
+    /// instances, dropped log lines…), a shadow run's differences and the work queues' in-flight
+    /// gauges. A driver renamed by a reload leaves no stale series.
     pub fn export_metrics(&self) {
         if let Some(first) = self.ctxs.first() {
             first.metrics.clear("wasm_ccm_shadow_differences");
@@ -51,6 +52,9 @@ impl RunningView {
         for ctx in &self.ctxs {
             ctx.cloud.export_counters();
             ctx.export_shadow_gauges();
+        }
+        for controller in &self.pending {
+            controller.export_gauges();
         }
     }
 
@@ -82,6 +86,7 @@ impl Running {
     pub fn view(&self) -> RunningView {
         RunningView {
             ctxs: self.ctxs.clone(),
+            pending: self.pending.clone(),
         }
     }
 
@@ -268,6 +273,7 @@ pub(crate) fn start(
     let mut service_informer = Informer::new(Api::<Service>::all(client));
     let mut tasks = JoinSet::new();
     let mut pending: Vec<Arc<dyn Pending>> = Vec::new();
+    let mut started: Vec<&'static str> = Vec::new();
     let mut ctxs = Vec::with_capacity(clouds.len());
     for (index, cloud) in clouds.into_iter().enumerate() {
         let route = routing.view(index);
@@ -319,7 +325,7 @@ pub(crate) fn start(
                 pending: &mut pending,
             };
             match (entry.start)(&mut wiring) {
-                Ok(()) => running_managed(&ctx.metrics, entry.alias, &cancel, &mut tasks),
+                Ok(()) => started.push(entry.alias),
                 Err(e) => tracing::error!(
                     controller = entry.name,
                     driver = %driver,
@@ -373,6 +379,7 @@ pub(crate) fn start(
             }
         }
     });
+    running_managed(&metrics, started, &cancel, &mut tasks);
     tasks.spawn(node_informer.run(cancel.clone()));
     tasks.spawn(service_informer.run(cancel.clone()));
     Running {
@@ -385,18 +392,24 @@ pub(crate) fn start(
 /// Upstream's `running_managed_controllers{name,manager}` (`k8s.io/component-base`
 /// `metrics/prometheus/controllers`): 1 once a controller started, 0 when it stops; `name` is
 /// upstream's short name (the `--controllers` alias: `cloud-node`, `cloud-node-lifecycle`,
-/// `service`, `route`), `manager` upstream's `cloud-controller-manager`.
+/// `service`, `route`), `manager` upstream's `cloud-controller-manager`. One task sets every
+/// started controller's series back to 0.
 fn running_managed(
     metrics: &Arc<Metrics>,
-    name: &'static str,
+    started: Vec<&'static str>,
     cancel: &CancellationToken,
     tasks: &mut JoinSet<()>,
 ) {
-    let labels = [("name", name), ("manager", "cloud-controller-manager")];
-    metrics.set("running_managed_controllers", &labels, 1.0);
+    let set = move |metrics: &Metrics, started: &[&'static str], value: f64| {
+        for name in started {
+            let labels = [("name", *name), ("manager", "cloud-controller-manager")];
+            metrics.set("running_managed_controllers", &labels, value);
+        }
+    };
+    set(metrics, &started, 1.0);
     let (metrics, cancel) = (Arc::clone(metrics), cancel.clone());
     tasks.spawn(async move {
         cancel.cancelled().await;
-        metrics.set("running_managed_controllers", &labels, 0.0);
+        set(&metrics, &started, 0.0);
     });
 }

@@ -75,10 +75,10 @@ impl tower_service::Service<Request<Body>> for Counted {
         Box::pin(async move {
             let started = Instant::now();
             let result = inner.send(request).await;
+            // At this depth every HTTP answer is `Ok` (kube-rs reads statuses into errors
+            // later, in `Api`); an error is no answer at all.
             let code = match &result {
                 Ok(response) => response.status().as_u16().to_string(),
-                // kube-rs turns no answer into an error; a status it reads is still an answer.
-                Err(kube::Error::Api(s)) => s.code.to_string(),
                 Err(_) => "<error>".to_string(),
             };
             metrics.inc(
@@ -93,11 +93,6 @@ impl tower_service::Service<Request<Body>> for Counted {
             result
         })
     }
-}
-
-/// `client`, counting every request as client-go's REST client metrics under `host`.
-pub fn with_request_metrics(client: Client, host: String, metrics: Arc<Metrics>) -> Client {
-    RequestMetrics::new(host, metrics).wrap(client)
 }
 
 #[cfg(test)]
@@ -117,7 +112,8 @@ mod tests {
         let config = kube::Config::new(sim.url().parse().expect("URL"));
         let client = Client::try_from(config).expect("client");
         let metrics = Arc::new(Metrics::default());
-        let client = with_request_metrics(client, "api.example:6443".into(), Arc::clone(&metrics));
+        let client =
+            RequestMetrics::new("api.example:6443".into(), Arc::clone(&metrics)).wrap(client);
         let nodes: Api<Node> = Api::all(client);
         nodes.list(&Default::default()).await.expect("list");
         let missing = nodes.get("nope").await.expect_err("404");

@@ -15,7 +15,7 @@ use wasm_ccm_runtime::Driver;
 use crate::kubernetes_version;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::reload::{ReloadOptions, record_in_service, watch};
-use crate::request_metrics::{RequestMetrics, with_request_metrics};
+use crate::request_metrics::RequestMetrics;
 use crate::server::{Health, Serving, serve};
 use crate::service_accounts::{ServiceAccountOptions, controller_clients};
 use crate::user_agent::{shadow_user_agent, user_agent, with_user_agent};
@@ -103,7 +103,9 @@ pub async fn run(
         Arc::new(move || user_agent(Some(agent_slot.get().info())))
     };
     let client = with_user_agent(client, Arc::clone(&agent));
-    let client = with_request_metrics(client, opts.api_host.clone(), Arc::clone(&metrics));
+    // Every request of the process's clients is counted (client-go's REST client metrics).
+    let counted = RequestMetrics::new(opts.api_host.clone(), Arc::clone(&metrics));
+    let client = counted.wrap(client);
     // Every replica watches, leader or not, so a standby takes over with the current version.
     let shadow = opts.config.shadow.is_some();
     for (label, slot, reload) in reloads {
@@ -153,7 +155,6 @@ pub async fn run(
         None => client.clone().into(),
         Some(sa) => {
             let events = Arc::new(Events::new(client.clone(), opts.identity.clone()));
-            let counted = RequestMetrics::new(opts.api_host.clone(), Arc::clone(&metrics));
             controller_clients(&client, sa, agent, counted, events, &work)
                 .await
                 .map_err(std::io::Error::other)?

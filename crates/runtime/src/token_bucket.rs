@@ -2,8 +2,9 @@
 //! a second refill a bucket of `burst`), on tokio's clock so tests can pause time. It lives in
 //! the runtime, the crate every other one builds on: a driver's log limit (lines and bytes,
 //! `capability/log/logger.rs`), the controllers' worker pacing (`machinery/runner.rs`) and
-//! Kubernetes client QPS (`kube.rs`), and the manager's delegated-authentication reviews
-//! (`server/delegated_auth.rs`) all take their tokens here.
+//! Kubernetes client QPS (`kube.rs`), the manager's delegated-authentication reviews
+//! (`server/delegated_auth.rs`) and a driver's cloud request budget (`capability/http/budget.rs`)
+//! all take their tokens here.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -13,8 +14,8 @@ use tokio::time::Instant;
 /// A token bucket (`qps` refill, `burst` capacity). [`TokenBucket::reserve`] always takes a
 /// token and says how long to wait for it (callers that will wait anyway);
 /// [`TokenBucket::reserve_before`] takes one only when it is valid by a deadline (callers that
-/// give up leave no debt behind); inside this crate, `try_take` takes several at once only when
-/// they are there now (callers that drop instead of waiting, like the log limit).
+/// give up leave no debt behind); inside this crate, `try_take_at` takes several at once only
+/// when they are there (callers that drop instead of waiting, like the log limit).
 #[derive(Debug)]
 pub struct TokenBucket {
     qps: f64,
@@ -84,7 +85,7 @@ impl TokenBucket {
         }
     }
 
-    /// Puts back `n` tokens taken by [`TokenBucket::try_take`] for work that did not happen
+    /// Puts back `n` tokens taken by [`TokenBucket::try_take_at`] for work that did not happen
     /// (capped at the burst).
     pub(crate) fn give_back(&self, n: f64) {
         if self.qps <= 0.0 {

@@ -111,7 +111,7 @@ pub struct KubeArgs {
     /// The range Services' node ports come from, as kube-apiserver's flag of that name:
     /// `BASE-END` (inclusive), `BASE+OFFSET` or one port. More LoadBalancer Services than the
     /// range has ports need a wider range or `spec.allocateLoadBalancerNodePorts: false`.
-    #[arg(long, value_name = "RANGE", default_value = "30000-32767")]
+    #[arg(long, value_name = "RANGE", default_value_t = PortRange::DEFAULT)]
     service_node_port_range: PortRange,
 }
 

@@ -234,6 +234,13 @@ impl Faults {
         Some(action)
     }
 
+    /// No faults, with the simulator's `rate_limit` option (see [`Faults::set_rate_limit`]).
+    pub fn with_rate_limit(limit: Option<crate::RateLimit>) -> Self {
+        let faults = Faults::default();
+        faults.set_rate_limit(limit);
+        faults
+    }
+
     /// Limits requests to `limit` (the simulators' `rate_limit` option; `None` lifts it): a
     /// request over it is answered as the cloud answers one, never served.
     pub fn set_rate_limit(&self, limit: Option<crate::RateLimit>) {

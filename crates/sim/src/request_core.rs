@@ -242,30 +242,24 @@ async fn handle<C: ControlApi>(
     }
     let parsed = sim.parse(&request);
     // The cloud's own limit comes first: a request over it is neither faulted nor served.
-    if let Some(wait) = sim
+    let over_limit = sim
         .rate_limited_request(&request, &parsed)
         .then(|| sim.faults().over_rate_limit())
-        .flatten()
-    {
-        let response = C::rate_limited(&request, &parsed, wait);
-        sim.log().record(
-            arrived,
-            C::log_entry(&request, &parsed, response.status().as_u16()),
-        );
-        return response;
-    }
-    let fault = sim.faults().take_for(
-        request.method.as_str(),
-        &request.path,
-        C::command(&parsed).filter(|c| !c.is_empty()),
-    );
-    let response = match fault {
-        Some(Injected::Fail(status)) => C::failure(&request, &parsed, status),
-        Some(Injected::Throttle(seconds)) => C::throttled(&request, &parsed, seconds),
-        Some(Injected::Cut) => cut_body(sim.serve(&request, &parsed)),
-        None => match sim.refusal(&request) {
-            Some(refused) => refused,
-            None => sim.serve(&request, &parsed),
+        .flatten();
+    let response = match over_limit {
+        Some(wait) => C::rate_limited(&request, &parsed, wait),
+        None => match sim.faults().take_for(
+            request.method.as_str(),
+            &request.path,
+            C::command(&parsed).filter(|c| !c.is_empty()),
+        ) {
+            Some(Injected::Fail(status)) => C::failure(&request, &parsed, status),
+            Some(Injected::Throttle(seconds)) => C::throttled(&request, &parsed, seconds),
+            Some(Injected::Cut) => cut_body(sim.serve(&request, &parsed)),
+            None => match sim.refusal(&request) {
+                Some(refused) => refused,
+                None => sim.serve(&request, &parsed),
+            },
         },
     };
     let status = response.status().as_u16();

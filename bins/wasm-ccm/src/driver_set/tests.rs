@@ -4,6 +4,7 @@ const DEFAULTS: LimitDefaults = LimitDefaults {
     call_timeout: Duration::from_secs(30),
     init_timeout: Duration::from_secs(60),
     memory_limit: 64 << 20,
+    cloud_requests: None,
 };
 
 const HYBRID: &str = r#"

@@ -26,6 +26,7 @@ impl RunArgs {
                     call_timeout: self.call_timeout,
                     init_timeout: self.init_timeout,
                     memory_limit: self.memory_limit,
+                    cloud_requests: self.cloud_request_limit(),
                 },
             )?;
             if set.routing.drivers().iter().any(|d| d.routes) && !self.configure_cloud_routes {
@@ -52,7 +53,7 @@ impl RunArgs {
             call_timeout: self.call_timeout,
             init_timeout: self.init_timeout,
             memory_limit: self.memory_limit,
-            cloud_requests: None,
+            cloud_requests: self.cloud_request_limit(),
         };
         Ok(DriverSet::from_flags(&provider, load))
     }

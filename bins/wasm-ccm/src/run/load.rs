@@ -201,7 +201,7 @@ pub(super) async fn load(
         opts.http.shadow = args.shadow;
         // One budget per driver: made here, once, and kept by the reload loader's clone of
         // the options.
-        let cloud_requests = d.cloud_requests.or_else(|| args.cloud_request_limit());
+        let cloud_requests = d.cloud_requests;
         opts.http.request_budget = cloud_requests.map(|limit| limit.budget());
         let driver = runtime.load(&c.compiled, opts.clone()).await;
         let driver = Arc::new(about(set, d, false, driver.map_err(Into::into))?);

@@ -23,7 +23,6 @@ use crate::GlobalArgs;
 pub use args::RunArgs;
 pub use facts::{ClusterFacts, announce_kubernetes_version, cluster_facts, cluster_facts_within};
 pub use load::{DriverSpec, driver_options, load_driver_bytes, warn_about_credentials};
-pub use start::kube_client;
 
 /// Runs the controller manager.
 pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -55,7 +54,8 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     // One runtime (one engine) compiles and instantiates every driver.
     let runtime = global.runtime()?;
     let (checked, routing) = load::check(global, &runtime, &args, &set).await?;
-    let client = kube_client(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let kube = start::kube_config(args.kubeconfig.as_deref(), args.master.as_deref()).await?;
+    let client = start::client_from(kube.clone())?;
     let serving = match tls {
         Some(tls) => Some(args.serving(tls).await?),
         None => None,
@@ -71,6 +71,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> anyhow::Result<ExitCode>
     }
     start::start(
         &args,
+        &kube,
         client,
         serving,
         loaded,

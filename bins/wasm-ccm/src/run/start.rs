@@ -24,6 +24,7 @@ use super::load::Loaded;
 #[allow(clippy::too_many_arguments)] // the parts of one start, each named at the call
 pub(super) async fn start(
     args: &RunArgs,
+    kube: &kube::Config,
     client: kube::Client,
     serving: Option<Serving>,
     loaded: Loaded,
@@ -34,7 +35,7 @@ pub(super) async fn start(
 ) -> anyhow::Result<ExitCode> {
     let identity = default_identity();
     let leader = args.leader(&identity, lease_name);
-    let service_account_credentials = args.service_account_credentials(&controllers).await?;
+    let service_account_credentials = args.service_account_credentials(&controllers, kube)?;
     let cancel = cancel_on_signal();
     let exit = wasm_ccm_manager::run(
         client,
@@ -48,7 +49,7 @@ pub(super) async fn start(
             identity,
             kubernetes_version,
             service_account_credentials,
-            api_host: args.api_host().await?,
+            api_host: api_host(kube),
         },
         cancel,
     )
@@ -57,13 +58,9 @@ pub(super) async fn start(
     Ok(exit_code(exit))
 }
 
-/// A Kubernetes client from `--kubeconfig`/`--master`, in-cluster config, or the default
-/// kubeconfig, in that order.
-pub async fn kube_client(
-    kubeconfig: Option<&std::path::Path>,
-    master: Option<&str>,
-) -> anyhow::Result<kube::Client> {
-    let config = kube_config(kubeconfig, master).await?;
+/// A Kubernetes client of the process's configuration ([`kube_config`]: `--kubeconfig`/
+/// `--master`, in-cluster config, or the default kubeconfig, in that order).
+pub(super) fn client_from(config: kube::Config) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config)
         .map(|c| {
             use wasm_ccm_manager::user_agent::{user_agent, with_user_agent};
@@ -72,8 +69,10 @@ pub async fn kube_client(
         .context("cannot build the Kubernetes client")
 }
 
-/// The configuration [`kube_client`] builds its client from.
-async fn kube_config(
+/// The process's Kubernetes configuration, read once: the client is built from it, and so are
+/// the controllers' own clients (`--use-service-account-credentials`) and the `host` label of
+/// the REST client metrics.
+pub(super) async fn kube_config(
     kubeconfig: Option<&std::path::Path>,
     master: Option<&str>,
 ) -> anyhow::Result<kube::Config> {
@@ -117,29 +116,19 @@ async fn review_client(path: &std::path::Path, flag: &str) -> anyhow::Result<kub
 }
 
 impl RunArgs {
-    /// The API server's `host[:port]` as the process's configuration names it (the `host`
-    /// label of client-go's REST client metrics).
-    pub(super) async fn api_host(&self) -> anyhow::Result<String> {
-        let config = kube_config(self.kubeconfig.as_deref(), self.master.as_deref()).await?;
-        Ok(config
-            .cluster_url
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .unwrap_or_default())
-    }
-
     /// With `--use-service-account-credentials` (and not `--shadow`, which writes nothing and
     /// runs as its own read-only account): the process's configuration, whose server and CA the
     /// controllers' clients keep, and the accounts of the enabled controllers (upstream's
     /// client names: node-controller, service-controller, route-controller).
-    pub(super) async fn service_account_credentials(
+    pub(super) fn service_account_credentials(
         &self,
         controllers: &EnabledControllers,
+        config: &kube::Config,
     ) -> anyhow::Result<Option<ServiceAccountOptions>> {
         if !self.use_service_account_credentials || self.shadow {
             return Ok(None);
         }
-        let config = kube_config(self.kubeconfig.as_deref(), self.master.as_deref()).await?;
+        let config = config.clone();
         let mut accounts: Vec<&'static str> = Vec::new();
         for name in controllers.names() {
             // As upstream's startRouteController, which returns before asking for its client
@@ -267,4 +256,14 @@ async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The API server's `host[:port]` as the process's configuration names it (the `host` label of
+/// client-go's REST client metrics).
+fn api_host(config: &kube::Config) -> String {
+    config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or_default()
 }

@@ -51,10 +51,14 @@ impl Needs {
     }
 }
 
-/// Something whose outstanding work the playground waits for.
+/// A queue-driven controller, as the rest of the process reads it: its outstanding work (the
+/// playground waits for it) and its queue's scrape-time gauges.
 pub(crate) trait Pending: Send + Sync {
     /// Keys queued, in flight or waiting for a retry (0 when idle).
     fn pending(&self) -> usize;
+
+    /// Sets the work queue's gauges that are read rather than kept.
+    fn export_gauges(&self);
 }
 
 /// What a controller's `start` gets: the shared context, the informers to register handlers

@@ -76,33 +76,10 @@ impl Runner {
         policy: RetryPolicy,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
-        let name = name.into();
-        let queue = WorkQueue::new();
-        // The in-flight gauges are read from the queue when scraped; the registry holds the
-        // queue weakly, so a stopped controller's queue is not kept alive by it.
-        let watched = Arc::downgrade(&queue);
-        let label = name.clone();
-        metrics.collect_on_render(Box::new(move |m| {
-            let Some(queue) = watched.upgrade() else {
-                return;
-            };
-            let (unfinished, longest) = queue.in_flight();
-            let labels = [("name", label.as_str())];
-            m.set(
-                "workqueue_unfinished_work_seconds",
-                &labels,
-                unfinished.as_secs_f64(),
-            );
-            m.set(
-                "workqueue_longest_running_processor_seconds",
-                &labels,
-                longest.as_secs_f64(),
-            );
-        }));
         Arc::new(Runner {
-            name,
+            name: name.into(),
             kind,
-            queue,
+            queue: WorkQueue::new(),
             backoff: Backoff::new(policy.base, policy.cap),
             bucket: policy
                 .bucket
@@ -122,6 +99,24 @@ impl Runner {
     /// Adds `key` after `delay` (an earlier pending add wins).
     pub(crate) fn enqueue_after(&self, key: String, delay: Duration) {
         self.queue.add_after(key, delay);
+    }
+
+    /// Sets the gauges read rather than kept (before a scrape, `RunningView::export_metrics`):
+    /// client-go's `workqueue_unfinished_work_seconds` and
+    /// `workqueue_longest_running_processor_seconds`, from the keys in flight now.
+    pub(crate) fn export_in_flight(&self) {
+        let (unfinished, longest) = self.queue.in_flight();
+        let labels = [("name", self.name.as_str())];
+        self.metrics.set(
+            "workqueue_unfinished_work_seconds",
+            &labels,
+            unfinished.as_secs_f64(),
+        );
+        self.metrics.set(
+            "workqueue_longest_running_processor_seconds",
+            &labels,
+            longest.as_secs_f64(),
+        );
     }
 
     /// Keys waiting, in flight or delayed: zero means the controller is idle.
@@ -468,6 +463,7 @@ mod tests {
         runner.enqueue("a".into());
         runner.enqueue("b".into());
         tokio::time::sleep(Duration::from_millis(500)).await;
+        runner.export_in_flight();
         let text = metrics.render();
         assert!(
             text.contains("workqueue_unfinished_work_seconds{name=\"node\"} 0.5\n"),
@@ -478,6 +474,7 @@ mod tests {
             "{text}"
         );
         settle(&runner).await;
+        runner.export_in_flight();
         let text = metrics.render();
         // "a" waited 0 s, "b" 1 s; each ran 1 s.
         for line in [

@@ -139,8 +139,7 @@ impl CloudstackSim {
     /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
     /// tokio runtime.
     pub async fn start_on(addr: SocketAddr, options: CloudstackOptions) -> anyhow::Result<Self> {
-        let faults = Faults::default();
-        faults.set_rate_limit(options.rate_limit);
+        let faults = Faults::with_rate_limit(options.rate_limit);
         let (shared, server) = request_core::start(addr, |base| Shared {
             state: StateCell::new(State::new(options.settings())),
             faults,

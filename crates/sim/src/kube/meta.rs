@@ -5,10 +5,14 @@ use serde_json::{Map, Value};
 
 /// RFC 3339 "now" with second precision, the format of `metav1.Time`.
 pub(crate) fn now() -> String {
-    let now = jiff::Timestamp::now();
+    time(jiff::Timestamp::now())
+}
+
+/// `t` as `metav1.Time`: RFC 3339 in UTC, whole seconds.
+pub(crate) fn time(t: jiff::Timestamp) -> String {
     // metav1.Time serialises whole seconds; clients compare these strings, so match the format.
-    jiff::Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
+    jiff::Timestamp::from_second(t.as_second())
+        .unwrap_or(t)
         .to_string()
 }
 

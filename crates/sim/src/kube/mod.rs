@@ -81,7 +81,7 @@ pub use request::Verb;
 pub use restart::RestartStats;
 pub use seed::{SeedError, load_file as load_seed_file, parse as parse_seed};
 pub use store::{DEFAULT_NAMESPACES, HISTORY_LIMIT, WATCH_BUFFER};
-pub use tokens::{EXPIRY_LEEWAY, MIN_EXPIRATION_SECONDS, service_account_groups};
+pub use tokens::{EXPIRY_LEEWAY, service_account_groups};
 
 use resources::ResourceType;
 use store::{ObjKey, Scope, Store};

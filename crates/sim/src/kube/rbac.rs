@@ -899,7 +899,7 @@ impl Rbac {
         match bearer_token(authorization) {
             Bearer::Token(token) => {
                 let registered = self.tokens.lock().unwrap().get(token).cloned();
-                registered.or_else(|| self.issued.authenticate(token, store).ok())
+                registered.or_else(|| self.issued.authenticate(token, store))
             }
             Bearer::Absent | Bearer::EmptyBeforeSpace => None,
         }

@@ -58,7 +58,7 @@ static TOKEN_REQUEST: ResourceType = ResourceType {
 /// `SetDefaults_TokenRequestSpec`: an hour.
 const DEFAULT_EXPIRATION_SECONDS: i64 = 60 * 60;
 /// `ValidateTokenRequest`: "may not specify a duration less than 10 minutes".
-pub const MIN_EXPIRATION_SECONDS: i64 = 10 * 60;
+const MIN_EXPIRATION_SECONDS: i64 = 10 * 60;
 /// `ValidateTokenRequest`: "may not specify a duration larger than 2^32 seconds".
 const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 /// go-jose's `DefaultLeeway` (`jwt.Claims.Validate`): a token is still accepted this long
@@ -96,15 +96,6 @@ pub(crate) struct Tokens {
     skew: Mutex<Duration>,
 }
 
-/// Why a ServiceAccount token did not authenticate (the claims validator's wording).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Rejected {
-    /// Not a token this apiserver issued.
-    Unknown,
-    /// The reason, e.g. `service account token has expired`.
-    Invalid(String),
-}
-
 impl Tokens {
     fn now(&self) -> SystemTime {
         SystemTime::now() + *self.skew.lock().unwrap_or_else(PoisonError::into_inner)
@@ -115,39 +106,31 @@ impl Tokens {
         *self.skew.lock().unwrap_or_else(PoisonError::into_inner) += by;
     }
 
-    /// The user of `token`, judged against the ServiceAccounts in `store` now.
-    pub(crate) fn authenticate(&self, token: &str, store: &Store) -> Result<UserInfo, Rejected> {
+    /// The user of `token`, judged against the ServiceAccounts in `store` now; `None` for a
+    /// token this apiserver did not issue, or one the claims validator refuses: expired, its
+    /// account deleted or being deleted, or the account's UID not the claim's (the request is
+    /// then unauthenticated, as the apiserver's 401 carries no reason).
+    pub(crate) fn authenticate(&self, token: &str, store: &Store) -> Option<UserInfo> {
         let issued = self
             .issued
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(token)
-            .cloned()
-            .ok_or(Rejected::Unknown)?;
+            .cloned()?;
         if self.now() > issued.expires + EXPIRY_LEEWAY {
-            return Err(Rejected::Invalid(
-                "service account token has expired".into(),
-            ));
+            return None;
         }
         let (ns, name) = (&issued.namespace, &issued.name);
         let key = ObjKey::new(&RESOURCES[SERVICEACCOUNTS], Some(ns), name);
-        let account = store.get(&RESOURCES[SERVICEACCOUNTS], &key).map_err(|_| {
-            Rejected::Invalid(format!("service account {ns}/{name} has been deleted"))
-        })?;
+        let account = store.get(&RESOURCES[SERVICEACCOUNTS], &key).ok()?;
         if !account["metadata"]["deletionTimestamp"].is_null() {
-            return Err(Rejected::Invalid(format!(
-                "service account {ns}/{name} is being deleted"
-            )));
+            return None;
         }
-        let uid = meta_str(&account, "uid").unwrap_or("");
-        if uid != issued.uid {
-            return Err(Rejected::Invalid(format!(
-                "service account UID ({uid}) does not match claim ({})",
-                issued.uid
-            )));
+        if meta_str(&account, "uid").unwrap_or("") != issued.uid {
+            return None;
         }
         let groups = service_account_groups(ns);
-        Ok(UserInfo {
+        Some(UserInfo {
             name: format!("system:serviceaccount:{ns}:{name}"),
             groups,
         })
@@ -306,9 +289,9 @@ fn mint(namespace: &str, name: &str, uid: &str, now: SystemTime, expires: System
     )
 }
 
-/// `metav1.Time` in JSON: RFC 3339 in UTC, whole seconds.
+/// `metav1.Time` in JSON ([`super::meta::time`]).
 fn rfc3339(t: SystemTime) -> String {
     jiff::Timestamp::try_from(t)
-        .map(|ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .map(super::meta::time)
         .unwrap_or_default()
 }

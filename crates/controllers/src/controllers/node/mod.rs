@@ -567,4 +567,8 @@ impl Pending for NodeController {
     fn pending(&self) -> usize {
         NodeController::pending(self)
     }
+
+    fn export_gauges(&self) {
+        self.runner.export_in_flight();
+    }
 }

@@ -11,7 +11,6 @@ mod upstream;
 mod watch;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
@@ -107,8 +106,10 @@ impl RouteController {
             "route_controller_route_sync_total",
             &[("trigger", trigger.label()), ("outcome", outcome)],
         );
-        let corrected = result.as_ref().is_ok_and(|o| o.planned > 0);
-        if self.ctx.config.watch_based_routes && trigger == Trigger::Periodic && corrected {
+        if self.ctx.config.watch_based_routes
+            && trigger == Trigger::Periodic
+            && outcome == "changed"
+        {
             metrics.inc("route_controller_route_corrections_total", &[]);
         }
         match result {
@@ -195,10 +196,8 @@ impl RouteController {
             let planned = deletes.map(|r| r.destination_cidr.as_str()).collect();
             shadow.settle_unplanned("Route", Function::RoutesDelete.as_str(), &planned);
         }
-        let failed_deletes = AtomicUsize::new(0);
-        let failed_deletes = &failed_deletes;
-        let deletes = futures::stream::iter(plan.deletes.clone())
-            .for_each_concurrent(MAX_IN_FLIGHT, |route| async move {
+        let deleted: Vec<bool> = futures::stream::iter(plan.deletes.clone())
+            .map(|route| async move {
                 let scope = self.ctx.cloud.scope(&route.target_node);
                 let node = self.node_reference(&route.target_node);
                 let about = About::subject(Subject::route(&route.destination_cidr))
@@ -206,18 +205,18 @@ impl RouteController {
                 let cloud = self.ctx.cloud.provider();
                 let call = cloud.routes_delete(&route, &scope);
                 let result = self.ctx.cloud.call(Function::RoutesDelete, about, call).await;
-                match result {
+                match &result {
                     Ok(()) => tracing::info!(route = %route.name, cidr = %route.destination_cidr, "deleted route"),
-                    Err(e) => {
-                        failed_deletes.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(route = %route.name, error = %e, "could not delete route");
-                    }
+                    Err(e) => tracing::warn!(route = %route.name, error = %e, "could not delete route"),
                 }
-            });
-        // Deletions finish before creations: required when the provider tracks addresses (an
-        // update is delete + create), harmless otherwise.
-        deletes.await;
-        outcome.failed += failed_deletes.load(Ordering::Relaxed);
+                result.is_ok()
+            })
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .collect()
+            // Deletions finish before creations: required when the provider tracks addresses
+            // (an update is delete + create), harmless otherwise.
+            .await;
+        outcome.failed += deleted.iter().filter(|ok| !**ok).count();
         let results: Vec<(String, String, Result<(), String>)> =
             futures::stream::iter(plan.creates.clone())
                 .map(|create| async move {

@@ -23,17 +23,21 @@ fn node(name: &str, uid: &str, cidr: &str, ip: &str) -> Value {
     })
 }
 
-/// Starts the route controller alone with the gate as given and a period far beyond the test.
-/// The tasks run as long as the returned `Running` lives.
+/// The period of the tests that never wait for one.
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Starts the route controller alone with the gate and the period as given. The tasks run as
+/// long as the returned `Running` lives.
 async fn routes_only(
     h: &Harness,
     watch_based: bool,
+    period: Duration,
 ) -> (Arc<Metrics>, CancellationToken, crate::run::Running) {
     let metrics = Arc::new(Metrics::default());
     let cancel = CancellationToken::new();
     let config = ControllerConfig {
         cluster_cidr: "10.120.0.0/16".into(),
-        route_reconciliation_period: Duration::from_secs(3600),
+        route_reconciliation_period: period,
         watch_based_routes: watch_based,
         ..ControllerConfig::default()
     };
@@ -89,7 +93,7 @@ async fn with_the_gate_a_new_node_gets_its_route_from_its_event() {
         vec![node("node-1", "01", "10.120.1.0/24", "10.0.0.1")],
     )
     .await;
-    let (metrics, cancel, _running) = routes_only(&h, true).await;
+    let (metrics, cancel, _running) = routes_only(&h, true, HOUR).await;
     // The initial list's add event is the first pass.
     eventually("node-1 routed", || routed(&h) == ["node-1"]).await;
     add_node(&h, node("node-2", "02", "10.120.2.0/24", "10.0.0.2")).await;
@@ -120,7 +124,7 @@ async fn without_the_gate_passes_are_periodic() {
         vec![node("node-1", "01", "10.120.1.0/24", "10.0.0.1")],
     )
     .await;
-    let (metrics, cancel, _running) = routes_only(&h, false).await;
+    let (metrics, cancel, _running) = routes_only(&h, false, HOUR).await;
     eventually("node-1 routed", || routed(&h) == ["node-1"]).await;
     // A pass is counted at its end, after its route calls: wait for the count too.
     let first = r#"route_controller_route_sync_total{trigger="periodic",outcome="changed"} 1"#;
@@ -139,22 +143,7 @@ async fn without_the_gate_the_period_repeats_the_pass() {
         vec![node("node-1", "01", "10.120.1.0/24", "10.0.0.1")],
     )
     .await;
-    let metrics = Arc::new(Metrics::default());
-    let cancel = CancellationToken::new();
-    let config = ControllerConfig {
-        cluster_cidr: "10.120.0.0/16".into(),
-        route_reconciliation_period: Duration::from_millis(200),
-        ..ControllerConfig::default()
-    };
-    let _running = start_with_cloud(
-        h.client.clone(),
-        Arc::new(crate::cloud::Fixed(Arc::clone(&h.cloud) as _)),
-        config,
-        EnabledControllers::parse(&["route".to_string()]).expect("flag"),
-        Arc::clone(&metrics),
-        "test",
-        cancel.clone(),
-    );
+    let (metrics, cancel, _running) = routes_only(&h, false, Duration::from_millis(200)).await;
     eventually("node-1 routed", || routed(&h) == ["node-1"]).await;
     add_node(&h, node("node-2", "02", "10.120.2.0/24", "10.0.0.2")).await;
     eventually("node-2 routed by a later period", || {

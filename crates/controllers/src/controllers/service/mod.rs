@@ -989,4 +989,8 @@ impl Pending for ServiceController {
     fn pending(&self) -> usize {
         ServiceController::pending(self)
     }
+
+    fn export_gauges(&self) {
+        self.runner.export_in_flight();
+    }
 }

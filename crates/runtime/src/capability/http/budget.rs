@@ -203,6 +203,10 @@ impl RequestBudget {
     /// Reads the cloud's answer: a 429, or a 503 with `Retry-After`, pauses the driver's
     /// requests (see the module documentation).
     pub(crate) fn observe(&self, response: &Response) {
+        // Only these two answers can pause the driver: the others' headers are not read.
+        if !matches!(response.status, 429 | 503) {
+            return;
+        }
         let retry_after = response
             .headers
             .iter()

@@ -1103,21 +1103,6 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_ends_a_margin_before_the_deadline() {
-        let s = Duration::from_secs;
-        let ms = Duration::from_millis;
-        // The default: a 30 s request in a 30 s call ends 3 s early (10 %).
-        assert_eq!(request_budget(s(30), s(30)), s(27));
-        // At least a second is kept ...
-        assert_eq!(request_budget(s(30), s(8)), s(7));
-        // ... but never more than half the time left.
-        assert_eq!(request_budget(s(30), ms(600)), ms(300));
-        assert_eq!(request_budget(s(30), Duration::ZERO), Duration::ZERO);
-        // A driver's shorter timeout stands.
-        assert_eq!(request_budget(s(2), s(30)), s(2));
-    }
-
-    #[test]
     fn token_requests_are_not_mutations() {
         use super::super::shadow::is_token_request;
         assert!(is_token_request(&post(

@@ -145,11 +145,12 @@ impl FeatureGates {
             .unwrap_or(false)
     }
 
-    /// The gates named that change nothing here, for a warning.
+    /// The gates named that change nothing here, for a warning (`AllAlpha` can turn on the
+    /// route gate, so it is not one of them).
     pub(super) fn without_effect(&self) -> Vec<String> {
         self.0
             .iter()
-            .filter(|(k, _)| k.as_str() != WATCH_BASED_ROUTES)
+            .filter(|(k, _)| k.as_str() != WATCH_BASED_ROUTES && k.as_str() != ALL_ALPHA)
             .map(|(k, on)| format!("{k}={on}"))
             .collect()
     }

@@ -122,7 +122,9 @@ impl CloudscaleSim {
     /// Binds `addr` (port 0 picks a free port) and serves on a spawned task of the current
     /// tokio runtime.
     pub async fn start(addr: SocketAddr, options: CloudscaleOptions) -> anyhow::Result<Self> {
-        let faults = Faults::with_rate_limit(options.rate_limit);
+        // cloudscale's faults wrap the shared ones (busy refusals on top).
+        let faults = Faults::default();
+        faults.set_rate_limit(options.rate_limit);
         let (shared, server) = request_core::start(addr, |url| Shared {
             state: StateCell::new(State::new(options.lb_ready_after)),
             faults,

@@ -132,6 +132,17 @@ fn lead_until(renewed: Instant, lease_duration: Duration) -> Instant {
     renewed + lasts - lasts / 20
 }
 
+/// client-go's `JitterFactor` for a candidate's attempts.
+const JITTER_FACTOR: f64 = 1.2;
+
+/// How long a candidate waits after an attempt that did not take the lease, as client-go's
+/// `acquire` (`wait.JitterUntil` over the retry period with `JitterFactor`, sliding): the retry
+/// period plus `unit` × 1.2 of it (`wait.Jitter`: `d + rand·1.2·d`), so between 1 and 2.2 retry
+/// periods for `unit` in [0, 1).
+fn acquire_retry_wait(retry_period: Duration, unit: f64) -> Duration {
+    retry_period + retry_period.mul_f64(JITTER_FACTOR * unit)
+}
+
 /// The lease as this process last saw it.
 struct Observed {
     record: Record,
@@ -371,14 +382,10 @@ impl LeaderElector {
                     "leader election: could not read or write the lease; retrying (check the apiserver and the RBAC rules on leases)"
                 ),
             }
-            // client-go's jitter factor 1.2.
-            let jitter = self
-                .config
-                .retry_period
-                .mul_f64(rand::random_range(1.0..1.2));
+            let wait = acquire_retry_wait(self.config.retry_period, rand::random_range(0.0..1.0));
             tokio::select! {
                 _ = cancel.cancelled() => return None,
-                _ = tokio::time::sleep(jitter) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }

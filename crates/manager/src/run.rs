@@ -136,6 +136,13 @@ pub async fn run(
         .map(|cfg| LeaderElector::new(client.clone(), cfg).with_metrics(Arc::clone(&metrics)));
     let mut leading_since = None;
     if let Some(elector) = &elector {
+        // As client-go's `NewLeaderElector`: a candidate reports itself not leading (0) from the
+        // start, so a standby's series exists too.
+        metrics.set(
+            "leader_election_master_status",
+            &[("name", elector.lease_name())],
+            0.0,
+        );
         tracing::info!(identity = %elector.identity(), "waiting to acquire the lease");
         let Some(acquired) = elector.acquire(&cancel).await else {
             return Ok(Exit::Stopped);

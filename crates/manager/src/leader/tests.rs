@@ -96,3 +96,81 @@ async fn the_holders_renewal_through_a_read_is_counted_as_the_slow_path() {
     let line = format!("leader_election_slowpath_total{{name=\"{LEASE}\"}} 1\n");
     assert!(text.contains(&line), "{text}");
 }
+
+/// A candidate waits between 1 and 2.2 retry periods after a failed attempt, as client-go's
+/// `wait.JitterUntil(…, RetryPeriod, JitterFactor = 1.2, …)` (`wait.Jitter`: `d + rand·1.2·d`).
+#[test]
+fn a_candidate_waits_the_retry_period_jittered_as_client_go() {
+    let retry = Duration::from_secs(2);
+    assert_eq!(acquire_retry_wait(retry, 0.0), retry);
+    assert_eq!(acquire_retry_wait(retry, 0.5), Duration::from_millis(3200));
+    let longest = acquire_retry_wait(retry, 0.999_999);
+    assert!(
+        longest > Duration::from_millis(4399) && longest < Duration::from_millis(4400),
+        "{longest:?}"
+    );
+}
+
+/// `--leader-elect-retry-period` (3 s here, not the 2 s default), in paused time: the holder
+/// renews a retry period after each renewal (client-go's `wait.Until`), and a candidate facing
+/// the held lease tries again after 1 to 2.2 retry periods (sliding, jittered).
+#[tokio::test(start_paused = true)]
+async fn the_retry_period_paces_the_holders_renewals_and_a_candidates_attempts() {
+    use latency::{LOOK, acquire, hold, lease_requests, renewals};
+    let (sim, client) = cluster().await;
+    let s = Duration::from_secs;
+    let retry = s(3);
+    let b = Arc::new(LeaderElector::new(
+        client.clone(),
+        config("b", s(15), s(10), retry),
+    ));
+    let cancel = CancellationToken::new();
+    let acquired = acquire(&b, &cancel, "b").await;
+    let holding = hold(&b, &cancel, acquired);
+    // The first round comes at once; from there on, one a retry period after the last.
+    let seen = renewals(&sim, &holding, 5, "the holder").await;
+    for pair in seen[1..].windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap + LOOK >= retry && gap <= retry + LOOK,
+            "renewals {gap:?} apart, not every {retry:?}: {seen:?}"
+        );
+    }
+
+    // A candidate's attempts: each reads the Lease (the holder renews with a PUT alone).
+    let reads = || {
+        lease_requests(&sim)
+            .iter()
+            .filter(|(method, _, _)| method == "GET")
+            .count()
+    };
+    let before = reads();
+    let c = Arc::new(LeaderElector::new(client, config("c", s(15), s(10), retry)));
+    let trying = {
+        let (c, cancel) = (Arc::clone(&c), cancel.clone());
+        tokio::spawn(async move { c.acquire(&cancel).await })
+    };
+    let mut attempts: Vec<Instant> = Vec::new();
+    let bound = Instant::now() + s(60);
+    while attempts.len() < 6 {
+        assert!(Instant::now() < bound, "attempts at {attempts:?}");
+        let now_reads = reads();
+        if now_reads > before + attempts.len() {
+            attempts.push(Instant::now());
+        }
+        tokio::time::sleep(LOOK).await;
+    }
+    for pair in attempts.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap + LOOK >= retry && gap <= retry.mul_f64(2.2) + LOOK,
+            "a candidate's attempts {gap:?} apart, not 1 to 2.2 times {retry:?}"
+        );
+    }
+    assert!(!trying.is_finished(), "c took a lease b holds");
+    assert!(!holding.is_finished(), "b stopped leading");
+    cancel.cancel();
+    assert_eq!(trying.await.expect("c's task"), None, "cancelled");
+    let (lost, _) = holding.await.expect("b's task");
+    assert!(!lost, "cancelled, not lost");
+}

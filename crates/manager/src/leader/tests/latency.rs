@@ -16,7 +16,7 @@ use super::*;
 
 /// How often the tests look at the Lease object in the simulator (virtual time, through the
 /// simulator's own API: no request, no latency).
-const LOOK: Duration = Duration::from_millis(10);
+pub(super) const LOOK: Duration = Duration::from_millis(10);
 
 /// Renewals each test watches land on the Lease.
 const ROUNDS: usize = 6;
@@ -41,7 +41,7 @@ fn lease(sim: &KubeSim) -> Option<(String, jiff::Timestamp)> {
 }
 
 /// Lease requests in the simulator's log: (method, status, injected delay).
-fn lease_requests(sim: &KubeSim) -> Vec<(String, u16, Duration)> {
+pub(super) fn lease_requests(sim: &KubeSim) -> Vec<(String, u16, Duration)> {
     sim.requests()
         .into_iter()
         .filter(|r| {
@@ -55,7 +55,7 @@ fn lease_requests(sim: &KubeSim) -> Vec<(String, u16, Duration)> {
 
 /// `b` takes the uncontended lease, within a virtual-time bound (a candidate that never
 /// leads fails instead of running forever).
-async fn acquire(b: &LeaderElector, cancel: &CancellationToken, what: &str) -> Instant {
+pub(super) async fn acquire(b: &LeaderElector, cancel: &CancellationToken, what: &str) -> Instant {
     tokio::time::timeout(Duration::from_secs(120), b.acquire(cancel))
         .await
         .unwrap_or_else(|_| panic!("{what}: b never started leading on the uncontended lease"))
@@ -64,7 +64,7 @@ async fn acquire(b: &LeaderElector, cancel: &CancellationToken, what: &str) -> I
 
 /// `b` leads from `acquired` on in a task; it answers whether leadership was lost and when
 /// `hold` returned.
-fn hold(
+pub(super) fn hold(
     b: &Arc<LeaderElector>,
     cancel: &CancellationToken,
     acquired: Instant,
@@ -78,7 +78,7 @@ fn hold(
 
 /// Watches the Lease until `rounds` more renewals by `b` landed on it (each: when it was seen,
 /// its renewTime), asserting `b` leads and holds it throughout.
-async fn renewals(
+pub(super) async fn renewals(
     sim: &KubeSim,
     holding: &JoinHandle<(bool, Instant)>,
     rounds: usize,

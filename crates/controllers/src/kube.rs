@@ -246,3 +246,39 @@ impl Kube {
 pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::config::ControllerConfig;
+    use crate::test_support::{FakeCloud, test_ctx};
+
+    /// `--kube-api-qps` and `--kube-api-burst`, as the controllers' settings carry them, pace the
+    /// controllers' requests: `burst` go at once, then one every 1/qps (paused time; the
+    /// requests are answered at once, without a server).
+    #[tokio::test(start_paused = true)]
+    async fn kube_api_qps_and_burst_pace_the_controllers_requests() {
+        let config = ControllerConfig {
+            kube_api_qps: 4.0,
+            kube_api_burst: 3,
+            ..ControllerConfig::default()
+        };
+        let url = "http://127.0.0.1:1".parse().expect("URL");
+        let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+        let (ctx, _, _) = test_ctx(&client, &Arc::new(FakeCloud::default()), config);
+        let start = tokio::time::Instant::now();
+        let mut sent = Vec::new();
+        for _ in 0..7 {
+            let answer = ctx.kube.request("get", async { Ok::<_, kube::Error>(()) });
+            answer.await.expect("answered");
+            // Whole milliseconds: the bucket's arithmetic is in floating point.
+            sent.push((start.elapsed().as_secs_f64() * 1000.0).round());
+        }
+        let want = [0.0, 0.0, 0.0, 250.0, 500.0, 750.0, 1000.0];
+        assert_eq!(sent, want, "ms after the first");
+        let text = ctx.metrics.render();
+        let counted = r#"wasm_ccm_kube_requests_total{verb="get",code="2xx"} 7"#;
+        assert!(text.contains(counted), "{text}");
+    }
+}

@@ -77,6 +77,53 @@ pub(crate) struct FakeCloud {
     /// Events the driver records on every call of a function (`routes.create`,
     /// `instances.instance-metadata`), by function.
     pub(crate) events: Mutex<HashMap<&'static str, Vec<DriverEvent>>>,
+    /// Calls held until released, by function (see [`FakeCloud::hold`]).
+    pub(crate) holds: Mutex<HashMap<&'static str, Arc<Hold>>>,
+}
+
+/// Calls of a function held in flight until [`Hold::release`]: how many are held now and the
+/// most ever held at once, so a test can see how many calls a controller has in flight.
+#[derive(Default)]
+pub(crate) struct Hold {
+    held: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+    released: CancellationToken,
+}
+
+impl Hold {
+    /// Calls held now.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The most calls held at once so far.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Lets every held call (and every later one) answer.
+    pub(crate) fn release(&self) {
+        self.released.cancel();
+    }
+
+    /// Polls (bounded) until `held` calls are in flight; panics with `what` otherwise.
+    pub(crate) async fn until_held(&self, held: usize, what: &str) {
+        for _ in 0..1000 {
+            if self.held() >= held {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what}: {} calls held, never {held}", self.held());
+    }
+
+    async fn pass(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.held.fetch_add(1, SeqCst) + 1;
+        self.peak.fetch_max(now, SeqCst);
+        self.released.cancelled().await;
+        self.held.fetch_sub(1, SeqCst);
+    }
 }
 
 impl Default for FakeCloud {
@@ -104,6 +151,7 @@ impl Default for FakeCloud {
             updates: Mutex::default(),
             refused: Mutex::default(),
             events: Mutex::default(),
+            holds: Mutex::default(),
         }
     }
 }
@@ -126,6 +174,20 @@ impl FakeCloud {
     /// Stops failing `function`.
     pub(crate) fn clear_error(&self, function: &'static str) {
         lock(&self.errors).remove(function);
+    }
+
+    /// Holds every call of `function` until the returned [`Hold`] is released (calls already
+    /// answered are not affected). The call is recorded when it starts, before it is held.
+    pub(crate) fn hold(&self, function: &'static str) -> Arc<Hold> {
+        Arc::clone(lock(&self.holds).entry(function).or_default())
+    }
+
+    /// Waits while `function` is held (see [`FakeCloud::hold`]).
+    async fn held(&self, function: &'static str) {
+        let hold = lock(&self.holds).get(function).cloned();
+        if let Some(hold) = hold {
+            hold.pass().await;
+        }
     }
 
     /// The calls so far, in order.
@@ -279,7 +341,9 @@ impl CloudProvider for FakeCloud {
     ) -> BoxFuture<'a, Outcome<EnsureResult>> {
         Box::pin(async move {
             let key = service_key(service);
-            let answer = self.record("load-balancer.ensure", &key).map(|()| {
+            let recorded = self.record("load-balancer.ensure", &key);
+            self.held("load-balancer.ensure").await;
+            let answer = recorded.map(|()| {
                 lock(&self.backends).insert(
                     key.clone(),
                     nodes.nodes().iter().map(|n| n.name.clone()).collect(),
@@ -306,7 +370,9 @@ impl CloudProvider for FakeCloud {
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
             let key = service_key(service);
-            let answer = self.record("load-balancer.update", &key).map(|()| {
+            let recorded = self.record("load-balancer.update", &key);
+            self.held("load-balancer.update").await;
+            let answer = recorded.map(|()| {
                 let names: Vec<String> = nodes.nodes().iter().map(|n| n.name.clone()).collect();
                 lock(&self.updates).push((key.clone(), names.clone()));
                 lock(&self.backends).insert(key, names);
@@ -345,7 +411,9 @@ impl CloudProvider for FakeCloud {
         _scope: &'a CallScope,
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
-            let answer = self.record("routes.create", &route.target_node).map(|()| {
+            let recorded = self.record("routes.create", &route.target_node);
+            self.held("routes.create").await;
+            let answer = recorded.map(|()| {
                 let mut route = route.clone();
                 route.name = name_hint.to_string();
                 lock(&self.routes).push(route);
@@ -360,7 +428,9 @@ impl CloudProvider for FakeCloud {
         _scope: &'a CallScope,
     ) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move {
-            done(self.record("routes.delete", &route.target_node).map(|()| {
+            let recorded = self.record("routes.delete", &route.target_node);
+            self.held("routes.delete").await;
+            done(recorded.map(|()| {
                 lock(&self.routes).retain(|r| r.name != route.name);
             }))
         })
@@ -369,6 +439,29 @@ impl CloudProvider for FakeCloud {
     fn housekeeping<'a>(&'a self, _scope: &'a CallScope) -> BoxFuture<'a, Outcome<()>> {
         Box::pin(async move { done(self.record("provider.housekeeping", "")) })
     }
+}
+
+/// The controllers' context over `client` and `cloud` with `config` as given, and the informers
+/// whose stores it reads (not running: the caller runs them, or sends no request at all).
+pub(crate) fn test_ctx(
+    client: &Client,
+    cloud: &Arc<FakeCloud>,
+    config: ControllerConfig,
+) -> (Arc<Ctx>, Informer<Node>, Informer<Service>) {
+    let nodes = Informer::new(Api::<Node>::all(client.clone()));
+    let services = Informer::new(Api::<Service>::all(client.clone()));
+    let route = crate::routing::Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
+    let ctx = new_ctx(
+        client.clone().into(),
+        Arc::new(Fixed(Arc::clone(cloud) as SharedCloud)),
+        route.view(0),
+        config,
+        Arc::new(Metrics::default()),
+        "test",
+        nodes.store(),
+        services.store(),
+    );
+    (ctx, nodes, services)
 }
 
 /// The Kubernetes simulator on loopback, running informers and a [`Ctx`] over a [`FakeCloud`]:
@@ -406,24 +499,12 @@ impl Harness {
         let client = Client::try_from(kube::Config::new(sim.url().parse().expect("simulator URL")))
             .expect("client for the simulator");
         let cloud = Arc::new(cloud);
-        let nodes = Informer::new(Api::<Node>::all(client.clone()));
-        let services = Informer::new(Api::<Service>::all(client.clone()));
         let config = ControllerConfig {
             // Tests are not paced by the client-side limit.
             kube_api_qps: 0.0,
             ..config
         };
-        let route = crate::routing::Routing::alone(&cloud.name(), &cloud.provider_id_scheme());
-        let ctx = new_ctx(
-            client.clone().into(),
-            Arc::new(Fixed(Arc::clone(&cloud) as SharedCloud)),
-            route.view(0),
-            config,
-            Arc::new(Metrics::default()),
-            "test",
-            nodes.store(),
-            services.store(),
-        );
+        let (ctx, nodes, services) = test_ctx(&client, &cloud, config);
         let cancel = CancellationToken::new();
         tokio::spawn(nodes.run(cancel.clone()));
         tokio::spawn(services.run(cancel.clone()));
@@ -531,6 +612,24 @@ impl Harness {
             out.push(format!("{reason}: {note}"));
         }
         out
+    }
+}
+
+/// Polls `future` while the runtime runs every other task a few hundred times over: it must
+/// not finish meanwhile (it waits on something held, e.g. a [`Hold`]); panics with `what` if it
+/// does.
+pub(crate) async fn stays_pending<F: std::future::Future>(
+    future: std::pin::Pin<&mut F>,
+    what: &str,
+) {
+    let spin = async {
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::select! {
+        _ = future => panic!("{what}"),
+        () = spin => {}
     }
 }
 

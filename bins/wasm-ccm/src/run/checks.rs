@@ -326,10 +326,7 @@ mod tests {
 
     /// The controllers' settings from `run` with `flags` (and a driver, which is required).
     fn config(flags: &[&str]) -> ControllerConfig {
-        let args = ["wasm-ccm", "--driver", "d.wasm"].iter().chain(flags);
-        Cli::try_parse_from(args)
-            .expect("flags parse")
-            .run
+        run_args(flags)
             .controller_config()
             .expect("a valid configuration")
     }
@@ -373,6 +370,46 @@ mod tests {
             .is_err(),
             "a negative count is refused, as upstream"
         );
+    }
+
+    /// `run` with `flags` (and a driver, which is required), parsed as the binary parses them.
+    fn run_args(flags: &[&str]) -> RunArgs {
+        let args = ["wasm-ccm", "--driver", "d.wasm"].iter().chain(flags);
+        Cli::try_parse_from(args).expect("flags parse").run
+    }
+
+    /// The flags whose values the lifecycle and service controllers, the write seam and the
+    /// elector use reach their settings: upstream's defaults without them, the given values
+    /// with them (the tests beside those users check the effect of the settings).
+    #[test]
+    fn timing_and_concurrency_flags_reach_the_settings_that_use_them() {
+        let s = Duration::from_secs;
+        let leader = |flags: &[&str]| {
+            run_args(flags)
+                .leader("me", UPSTREAM_LEASE.to_string())
+                .expect("--leader-elect is on by default")
+        };
+        let default = config(&[]);
+        assert_eq!(default.node_monitor_period, s(5));
+        assert_eq!(default.concurrent_service_syncs, 1);
+        assert_eq!((default.kube_api_qps, default.kube_api_burst), (20.0, 30));
+        assert_eq!(leader(&[]).retry_period, s(2));
+        let given = config(&[
+            "--node-monitor-period=7s",
+            "--concurrent-service-syncs=4",
+            "--kube-api-qps=4.5",
+            "--kube-api-burst=3",
+        ]);
+        assert_eq!(given.node_monitor_period, s(7));
+        assert_eq!(given.concurrent_service_syncs, 4);
+        assert_eq!((given.kube_api_qps, given.kube_api_burst), (4.5, 3));
+        assert_eq!(
+            leader(&["--leader-elect-retry-period=300ms"]).retry_period,
+            Duration::from_millis(300)
+        );
+        // Upstream starts no Service worker for 0; ours runs one (docs/PARITY.md).
+        let zero = config(&["--concurrent-service-syncs=0"]);
+        assert_eq!(zero.concurrent_service_syncs, 1);
     }
 
     #[test]

@@ -124,6 +124,12 @@ impl Runner {
         self.queue.pending()
     }
 
+    /// Keys waiting for a worker (not in flight, not delayed).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Runs `workers` workers over `reconciler` until `cancel`, then waits for them.
     pub(crate) async fn run<R: Reconciler>(
         self: Arc<Self>,

@@ -297,7 +297,9 @@ fn start(w: &mut Wiring<'_>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ControllerConfig;
     use crate::test_support::{FakeCloud, Harness, node_json};
+    use std::time::Duration;
     use wasm_ccm_runtime::HostError;
     use wasm_ccm_sim::kube::RequestMatcher;
 
@@ -337,6 +339,42 @@ mod tests {
                 .any(|e| e.starts_with("DeletingNodeFailed: Failed deleting node node0: ")),
             "{events:?}"
         );
+    }
+
+    /// `--node-monitor-period`: a pass at once, then one a period after the previous one ended
+    /// (upstream's `wait.UntilWithContext`). In paused time, with a period other than the 5 s
+    /// default; each pass asks the cloud once about the one NotReady node (which exists, so
+    /// nothing is written and a pass takes no virtual time).
+    #[tokio::test]
+    async fn a_pass_runs_every_node_monitor_period() {
+        let period = Duration::from_secs(7);
+        let config = ControllerConfig {
+            node_monitor_period: period,
+            ..ControllerConfig::default()
+        };
+        let node = node_json("node0", Some("fake://node0"), false, false);
+        let h = Harness::start_with(FakeCloud::default(), vec![node], config).await;
+        tokio::time::pause();
+        let start = tokio::time::Instant::now();
+        let cancel = CancellationToken::new();
+        let controller = LifecycleController::new(Arc::clone(&h.ctx));
+        let task = tokio::spawn(controller.run(cancel.clone()));
+        // The timer wheel rounds each wait up to its next millisecond: the checks keep clear.
+        let margin = Duration::from_millis(100);
+        // (virtual time since the start, passes by then)
+        for (at, passes) in [
+            (margin, 1),
+            (period - margin, 1),
+            (period + margin, 2),
+            (period * 2 - margin, 2),
+            (period * 2 + margin, 3),
+        ] {
+            tokio::time::sleep_until(start + at).await;
+            let asked = h.cloud.calls_of("instances.instance-exists");
+            assert_eq!(asked, passes, "passes after {at:?}");
+        }
+        cancel.cancel();
+        task.await.expect("the controller's task");
     }
 
     fn host_err() -> Result<bool, CallError> {

@@ -1,6 +1,6 @@
 //! The route controller as `start` wires it, in process against the Kubernetes simulator: with
 //! KEP-5237's gate a new node gets its route from the node event, not from the period, and the
-//! passes are counted by trigger and outcome.
+//! passes are counted by trigger and outcome. Also a pass's cap on route calls in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +9,12 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ControllerConfig;
+use crate::controllers::route::rules::parse_cluster_cidrs;
+use crate::controllers::route::{MAX_IN_FLIGHT, RouteController};
 use crate::metrics::Metrics;
 use crate::registry::EnabledControllers;
 use crate::run::start_with_cloud;
-use crate::test_support::{FakeCloud, Harness};
+use crate::test_support::{FakeCloud, Harness, stays_pending};
 
 fn node(name: &str, uid: &str, cidr: &str, ip: &str) -> Value {
     json!({
@@ -156,4 +158,56 @@ async fn without_the_gate_the_period_repeats_the_pass() {
     .await;
     assert!(!metrics.render().contains(r#"trigger="node_change""#));
     cancel.cancel();
+}
+
+/// Upstream's `maxConcurrentRouteOperations`: a pass with 250 routes to create (then one with 250
+/// to delete) and every such call held has exactly 200 in flight, starts no more while they are
+/// held, and makes all 250 once they answer.
+#[tokio::test]
+async fn at_most_200_route_operations_are_in_flight() {
+    const ROUTES: usize = 250;
+    assert_eq!(MAX_IN_FLIGHT, 200, "upstream's cap");
+    for function in ["routes.create", "routes.delete"] {
+        let cloud = FakeCloud::default();
+        let mut nodes = Vec::new();
+        for i in 0..ROUTES {
+            let cidr = format!("10.120.{i}.0/24");
+            if function == "routes.create" {
+                let ip = format!("10.0.{}.{}", i / 200, i % 200 + 1);
+                nodes.push(node(&format!("node-{i}"), &format!("uid-{i}"), &cidr, &ip));
+            } else {
+                // A route to a node that is gone: deleted.
+                cloud
+                    .routes
+                    .lock()
+                    .unwrap()
+                    .push(wasm_ccm_runtime::types::Route {
+                        name: format!("route-{i}"),
+                        target_node: format!("gone-{i}"),
+                        target_node_addresses: Vec::new(),
+                        destination_cidr: cidr,
+                        blackhole: false,
+                    });
+            }
+        }
+        let h = Harness::start(cloud, nodes).await;
+        let hold = h.cloud.hold(function);
+        let cidrs = parse_cluster_cidrs("10.120.0.0/16").expect("cluster CIDR");
+        let controller = RouteController::new(Arc::clone(&h.ctx), cidrs);
+        let pass = controller.reconcile();
+        tokio::pin!(pass);
+        tokio::select! {
+            _ = &mut pass => panic!("{function}: the pass ended although its calls are held"),
+            () = hold.until_held(MAX_IN_FLIGHT, function) => {}
+        }
+        // The pass is polled again and again while the 200 are held: it starts no 201st.
+        stays_pending(pass.as_mut(), "the pass ended although its calls are held").await;
+        assert_eq!(hold.held(), MAX_IN_FLIGHT, "{function}: calls in flight");
+        assert_eq!(h.cloud.calls_of(function), MAX_IN_FLIGHT, "{function}");
+        hold.release();
+        let outcome = pass.await.expect("the pass");
+        assert_eq!((outcome.planned, outcome.failed), (ROUTES, 0), "{function}");
+        assert_eq!(h.cloud.calls_of(function), ROUTES, "{function}");
+        assert_eq!(hold.peak(), MAX_IN_FLIGHT, "{function}: the most in flight");
+    }
 }

@@ -4,6 +4,8 @@
 
 pub(crate) mod rules;
 #[cfg(test)]
+mod tests;
+#[cfg(test)]
 mod upstream;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -459,17 +459,28 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
         "--leader-elect-retry-period",
         "200ms",
     ];
+    // Each serves /metrics on its own port: `leader_election_master_status` says who leads.
+    let serving = |port: &str| {
+        let mut flags = lease_flags.map(str::to_string).to_vec();
+        flags.extend(["--secure-port", port, "--bind-address", "127.0.0.1"].map(str::to_string));
+        flags
+    };
+    let master = r#"leader_election_master_status{name="cloud-controller-manager"}"#;
+    let (first_port, second_port) = (free_port(), free_port());
+    let first_flags = serving(&first_port.to_string());
+    let first_flags: Vec<&str> = first_flags.iter().map(String::as_str).collect();
     let mut first = Ccm::start(
         &sim,
         wasm_ccm_drivers::STATIC_DRIVER,
         "static",
         &config,
-        &lease_flags,
+        &first_flags,
     );
     eventually("first leads", || {
         lease(&sim).is_some_and(|l| l["spec"]["holderIdentity"].is_string())
     })
     .await;
+    metric_becomes(first_port, master, 1.0).await;
     let first_id = lease(&sim).expect("lease")["spec"]["holderIdentity"]
         .as_str()
         .expect("holder")
@@ -479,12 +490,14 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
     sim.create(node("a", None, true)).expect("node");
     eventually("a initialised by the leader", || initialised(&sim, "a")).await;
 
+    let second_flags = serving(&second_port.to_string());
+    let second_flags: Vec<&str> = second_flags.iter().map(String::as_str).collect();
     let mut second = Ccm::start(
         &sim,
         wasm_ccm_drivers::STATIC_DRIVER,
         "static",
         &config,
-        &lease_flags,
+        &second_flags,
     );
     // The standby does nothing while the lease is held. First a positive sign that it tried:
     // its log says it waits, and the lease was read since it started. The leader renews with a
@@ -516,6 +529,9 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
         first_id.as_str()
     );
     assert!(!second.log().contains("became leader"), "{}", second.log());
+    // A standby reports 0 (client-go sets it when the elector is made), the leader 1.
+    metric_becomes(second_port, master, 0.0).await;
+    assert_eq!(metric(&scrape(first_port).await, master), Some(1.0));
 
     // A clean stop releases the lease; the standby takes over at once and works.
     first.signal("-TERM");
@@ -534,6 +550,7 @@ async fn leadership_is_handed_over_and_loss_exits_non_zero() {
     assert!(l["spec"]["acquireTime"].is_string() && l["spec"]["renewTime"].is_string());
     sim.create(node("b", None, true)).expect("node");
     eventually("b initialised by the new leader", || initialised(&sim, "b")).await;
+    metric_becomes(second_port, master, 1.0).await;
 
     // Someone else takes the lease (as a Go CCM would after an expiry): the leader exits 1.
     sim.modify(

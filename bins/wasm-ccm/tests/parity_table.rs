@@ -2,7 +2,10 @@
 //! the long flags (and aliases) `wasm-ccm run` accepts, hidden ones included, and the "ours"
 //! column of its Metrics tables exactly the metric families the controllers register. A flag or
 //! metric added without a row, or a row naming one that is gone, fails here, so the parity table
-//! cannot drift from the code (issue 51, item 1).
+//! cannot drift from the code (issue 51, item 1). And every row marked `same`, in any section,
+//! must name a covering test as ``test: `<path>` `<function>` ``, a file that exists and defines
+//! that function (issue 51: every `same` row is covered by a ported upstream case or an e2e
+//! test).
 //!
 //! The flags come from clap's `Command`, built as `main.rs` builds `wasm-ccm run` (the shared
 //! global options, `RunArgs`, a propagated `--version`). The metric names are read from the
@@ -86,6 +89,17 @@ fn registered_metrics() -> BTreeSet<String> {
     names
 }
 
+/// The trimmed cells of a Markdown table row, or `None` for a line that is not one.
+fn table_cells(line: &str) -> Option<Vec<&str>> {
+    let row = line.trim().strip_prefix('|')?;
+    Some(
+        row.trim_end_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect(),
+    )
+}
+
 /// The backticked names in the column headed `ours` of every table under the `## {section}`
 /// heading, each with its line number. A cell may hold several names or `—`; every backticked
 /// span in the column counts, and each must satisfy `valid`, so a name cannot hide in another
@@ -111,16 +125,11 @@ fn ours_column(
         if !in_section {
             continue;
         }
-        let Some(row) = line.trim().strip_prefix('|') else {
+        let Some(cells) = table_cells(line) else {
             // Anything but a table row ends the table; the next one has its own header.
             column = None;
             continue;
         };
-        let cells: Vec<&str> = row
-            .trim_end_matches('|')
-            .split('|')
-            .map(str::trim)
-            .collect();
         match column {
             None => {
                 column = cells.iter().position(|c| c.eq_ignore_ascii_case("ours"));
@@ -252,4 +261,133 @@ fn a_missing_row_and_a_bogus_row_are_both_reported() {
     let err = ours_column(doc, "Metrics", is_metric_name).expect_err("`--c` is not a metric");
     assert!(err.contains("line 12"), "{err}");
     assert!(ours_column(doc, "Events", is_metric_name).is_err());
+}
+
+/// The ``test: `<path>` `<function>` `` references in `text`, in order.
+fn test_references(text: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("test: `") {
+        let after = &rest[at + "test: `".len()..];
+        let parsed = after.split_once('`').and_then(|(path, tail)| {
+            let (function, _) = tail.strip_prefix(" `")?.split_once('`')?;
+            Some((path.to_string(), function.to_string()))
+        });
+        match parsed {
+            Some(reference) => found.push(reference),
+            // A malformed reference names no function: reported as one naming `""`.
+            None => found.push((
+                after.split('`').next().unwrap_or("").to_string(),
+                String::new(),
+            )),
+        }
+        rest = after;
+    }
+    found
+}
+
+/// Whether `source` defines a function `name` (`fn name(` or `fn name<`).
+fn defines_fn(source: &str, name: &str) -> bool {
+    let needle = format!("fn {name}");
+    source.match_indices(&needle).any(|(i, _)| {
+        matches!(
+            source[i + needle.len()..].chars().next(),
+            Some('(') | Some('<')
+        )
+    })
+}
+
+/// Every problem of the table's test references: a row whose `status` cell is `same` without a
+/// `test:` reference, and a reference (in any row) whose file `source` cannot read or that
+/// defines no such function. `source` reads a file by its path from the repository root.
+fn coverage_problems(doc: &str, source: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut status: Option<Option<usize>> = None;
+    for (index, line) in doc.lines().enumerate() {
+        let number = index + 1;
+        let Some(cells) = table_cells(line) else {
+            status = None;
+            continue;
+        };
+        let Some(column) = status else {
+            // A table's first row is its header.
+            status = Some(cells.iter().position(|c| c.eq_ignore_ascii_case("status")));
+            continue;
+        };
+        if cells.iter().all(|c| c.chars().all(|ch| "-: ".contains(ch))) {
+            continue;
+        }
+        let references = test_references(line);
+        if column.and_then(|c| cells.get(c)) == Some(&"same") && references.is_empty() {
+            problems.push(format!(
+                "docs/PARITY.md line {number}: a `same` row names no covering test (add ``test: `<path>` `<function>` ``, writing the test first if there is none): {}",
+                cells.first().unwrap_or(&"")
+            ));
+        }
+        for (path, function) in references {
+            match source(&path) {
+                None => problems.push(format!(
+                    "docs/PARITY.md line {number}: test: `{path}` `{function}`: no such file"
+                )),
+                Some(text) if function.is_empty() || !defines_fn(&text, &function) => {
+                    problems.push(format!(
+                        "docs/PARITY.md line {number}: test: `{path}` `{function}`: the file defines no `fn {function}`"
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_same_row_names_a_test_that_exists() {
+    let doc = read("docs/PARITY.md");
+    let root = workspace_root();
+    let problems = coverage_problems(&doc, |path| std::fs::read_to_string(root.join(path)).ok());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        test_references(&doc).len() > 50,
+        "the reader found too few `test:` references: it no longer matches the table's form"
+    );
+}
+
+/// The coverage check itself: a `same` row without a test, a reference to a missing file or to
+/// a function the file lacks are reported; a `deviates` row needs none; headers, separators
+/// and text outside tables are not rows.
+#[test]
+fn a_same_row_without_a_test_or_with_a_bad_one_is_reported() {
+    let doc = "\
+## Flags
+A paragraph with `same` in it.
+| upstream | ours | status | note |
+|---|---|---|---|
+| `--a` | `--a` | same | test: `t/a.rs` `covers_a`, test: `t/a.rs` `covers_a_too` |
+| `--b` | `--b` | same | nothing |
+| `--c` | `--c` | deviates | differs |
+| `--d` | `--d` | same | test: `t/gone.rs` `covers_d` |
+| `--e` | `--e` | same | test: `t/a.rs` `covers` |
+
+| upstream behaviour | ours | status | note |
+|---|---|---|---|
+| x | y | same | test: `t/a.rs` `covers_a` |
+";
+    let source = |path: &str| {
+        (path == "t/a.rs").then(|| {
+            "fn covers_a() {}\nasync fn covers_a_too<T>() {}\nfn covers_ab() {}".to_string()
+        })
+    };
+    let problems = coverage_problems(doc, source);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(problems[0].contains("line 6") && problems[0].contains("names no covering test"));
+    assert!(problems[1].contains("line 8") && problems[1].contains("no such file"));
+    assert!(problems[2].contains("line 9") && problems[2].contains("defines no `fn covers`"));
+    assert_eq!(
+        test_references("test: `p.rs` `f`; test: `q.rs` `g` (why)"),
+        [
+            ("p.rs".to_string(), "f".to_string()),
+            ("q.rs".to_string(), "g".to_string())
+        ]
+    );
 }

@@ -3,9 +3,10 @@
 /// <reference path="./types/full-driver.d.ts" />
 import type {
   Ingress, NodeAddress, SecretDecl, SecretLocation, SecretOrigin, SecretUse,
-} from 'wasm-ccm:provider/types@0.2.1';
-import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.2.1';
-import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.2.1';
+} from 'wasm-ccm:provider/types@0.2.2';
+import type { Node, NodeSet, Service } from 'wasm-ccm:provider/types@0.2.2';
+import type { AddressClaim } from 'wasm-ccm:provider/cluster@0.2.2';
+import type { InstancePage } from 'wasm-ccm:provider/instance-listing@0.2.2';
 
 /** Base of every error a driver returns to the host; `payload` is the WIT `provider-error`. */
 export class ProviderError extends Error {
@@ -92,6 +93,12 @@ export function defineInterface<T extends object>(name: string, impl: T): T;
  * gets every variable with one of the driver's `envPrefixes`. Define your own to get an
  * allow-list. */
 export const environment: { plainVariables(): string[] | undefined };
+/** The default `instanceListing` export (contract 0.2.2): answers with the `listInstances(page)`
+ * of the driver's `instances` (made with `defineInterface`), and throws `Unimplemented` when it
+ * has none, so the host keeps asking per node. `page` is undefined for the first page, else the
+ * `next` of the page before; each listed instance carries what `instanceMetadata` and
+ * `instanceShutdown` answer for it. */
+export const instanceListing: { listInstances(page: string | undefined): InstancePage };
 
 /** The value of `key` in a WIT list of string pairs (labels, annotations). */
 export function lookup(pairs: Array<[string, string]>, key: string): string | undefined;

@@ -9,9 +9,9 @@
 //   host would delete the Node).
 // - `http` is a small fetch-like client over the host's `http` import, `log` writes to the host's
 //   log, `cluster` reads the cluster view and records events.
-import * as hostHttp from 'wasm-ccm:provider/http@0.2.1';
-import * as hostLog from 'wasm-ccm:provider/log@0.2.1';
-import * as hostCluster from 'wasm-ccm:provider/cluster@0.2.1';
+import * as hostHttp from 'wasm-ccm:provider/http@0.2.2';
+import * as hostLog from 'wasm-ccm:provider/log@0.2.2';
+import * as hostCluster from 'wasm-ccm:provider/cluster@0.2.2';
 import { decodeUtf8, encodeUtf8 } from './utf8.js';
 export { decodeUtf8, encodeUtf8 };
 
@@ -197,6 +197,10 @@ const BOOL_RESULTS = { instances: ['instanceExists', 'instanceShutdown'] };
 // its nodes.
 const NODE_SET_ARGS = { 'load-balancer': ['ensure', 'update'], loadBalancer: ['ensure', 'update'] };
 
+// The driver's `instances` as `defineInterface` wrapped it: the default `instanceListing` answers
+// with its `listInstances`.
+let definedInstances;
+
 /** Wraps an exported interface (`provider`, `instances`, `loadBalancer`, `routes`): a thrown
  * `ProviderError` reaches the host as its WIT error; anything else is a bug, logged with its
  * stack before the call traps; a bool result must be a bool. */
@@ -226,6 +230,7 @@ export function defineInterface(name, impl) {
       return result;
     };
   }
+  if (name === 'instances') definedInstances = out;
   return out;
 }
 
@@ -236,3 +241,19 @@ export function defineInterface(name, impl) {
  * ['EXAMPLE_REGION'] })` — then `init` gets only those, the places of the declared secrets and
  * their origins' settings. */
 export const environment = defineInterface('environment', { plainVariables: () => undefined });
+
+/** The default `instanceListing` export (contract 0.2.2, in every world): answers with the
+ * `listInstances(page)` of the driver's `instances` (made with `defineInterface`), and with
+ * not-implemented when it has none, so the host keeps asking per node. Re-export it
+ * (`export { instanceListing } from 'wasm-ccm-sdk'`) and list where you look up: `page` is
+ * undefined for the first page, else the `next` of the page before; each entry of
+ * `{ instances: [{ nodeName, metadata, shutdown }], next }` is what `instanceMetadata` and
+ * `instanceShutdown` answer for it, under the node name the per-node lookup matches. Not wrapped
+ * itself: the wrapped `listInstances` has logged a bug already. */
+export const instanceListing = {
+  listInstances(page) {
+    const list = definedInstances?.listInstances;
+    if (list === undefined) throw new Unimplemented();
+    return list(page);
+  },
+};

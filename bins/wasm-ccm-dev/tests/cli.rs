@@ -88,7 +88,7 @@ fn inspect_prints_the_driver_as_json() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(v["wit-version"], "0.2.1");
+    assert_eq!(v["wit-version"], "0.2.2");
     assert_eq!(v["info"]["name"], "static");
     assert_eq!(
         v["exports"],

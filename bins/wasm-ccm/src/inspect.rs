@@ -76,6 +76,7 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
             "egress-warnings": wasm_ccm_runtime::broad_grant_warnings(&info.default_egress),
             "credentials-in-guest": info.secrets.is_empty(),
             "plain-env": plain_env,
+            "instance-listing": s.instance_listing,
         });
         crate::outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     } else {
@@ -131,6 +132,14 @@ pub async fn run(global: &GlobalArgs, args: InspectArgs) -> anyhow::Result<ExitC
                     "allow-list: no plain variable (and the secrets' places)".to_string(),
                 Some(names) => format!("allow-list: {} (and the secrets' places)", names.join(", ")),
                 None => "every variable with one of the env prefixes (the driver names none: contract 0.2.1 environment)".to_string(),
+            }
+        )?;
+        crate::outln!(
+            "instance listing:    {}",
+            if s.instance_listing {
+                "exported (contract 0.2.2): the host lists once per pass where the driver implements it (the SDKs' default answers not-implemented)"
+            } else {
+                "not exported: every node is asked about alone"
             }
         )?;
         for warning in wasm_ccm_runtime::broad_grant_warnings(&info.default_egress) {

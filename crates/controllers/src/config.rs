@@ -31,6 +31,10 @@ pub struct ControllerConfig {
     /// `--min-resync-period`: with `watch_based_routes`, the shortest interval of the route
     /// controller's periodic reconcile (upstream's informer resync, 12 h by default).
     pub min_resync_period: Duration,
+    /// `--instance-listing-max-age`: how long one listing of a driver that exports
+    /// `instance-listing` (contract 0.2.2) answers for its nodes before the next is taken; zero
+    /// asks about every node alone, as upstream does.
+    pub instance_listing_max_age: Duration,
     /// How often the driver's `housekeeping` runs.
     pub housekeeping_period: Duration,
     /// `--configure-cloud-routes`: whether the route controller may run at all.
@@ -59,6 +63,7 @@ impl Default for ControllerConfig {
             route_reconciliation_period: Duration::from_secs(10),
             watch_based_routes: false,
             min_resync_period: Duration::from_secs(12 * 3600),
+            instance_listing_max_age: Duration::from_secs(30),
             housekeeping_period: Duration::from_secs(60),
             configure_cloud_routes: true,
             cluster_cidr: String::new(),

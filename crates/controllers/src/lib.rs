@@ -44,6 +44,7 @@ pub mod shadow;
 
 pub use clients::{CONTROLLER_ACCOUNTS, ControllerClients, account_of};
 pub use cloud::DriverSlot;
+pub use cloud::listing::{ListingIndex, PageRules};
 pub use config::ControllerConfig;
 pub use events::Events;
 pub use metrics::Metrics;

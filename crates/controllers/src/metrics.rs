@@ -188,6 +188,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Driver calls by function and result (ok, or the error case).",
     ),
     (
+        "wasm_ccm_instance_listings_total",
+        Kind::Counter,
+        "Instance listings taken (instance-listing, contract 0.2.2), by outcome: ok, not-implemented, failed, refused (a bound broken).",
+    ),
+    (
+        "wasm_ccm_instance_listing_lookups_total",
+        Kind::Counter,
+        "Nodes looked up in the instance listing, by answer: listed (answered without a per-node call) or per-node.",
+    ),
+    (
         "wasm_ccm_driver_calls_in_flight",
         Kind::Gauge,
         "Driver calls running now (a call that stays for long is a hung driver's).",

@@ -202,6 +202,7 @@ pub(crate) fn new_ctx(
             cluster: Arc::new(StoreCluster::new(services.clone(), route.clone())),
             shadow: shadow.clone(),
             events: Arc::clone(&events),
+            listing_max_age: config.instance_listing_max_age,
         }),
         events,
         shadow,

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::http::HttpExchange;
 use wasm_ccm_runtime::types::{
-    EnsureResult, Ingress, InstanceMetadata, Node as WitNode, ProviderError, ProviderInfo, Route,
-    Service as WitService,
+    EnsureResult, Ingress, InstanceMetadata, InstancePage, ListedInstance, Node as WitNode,
+    ProviderError, ProviderInfo, Route, Service as WitService,
 };
 use wasm_ccm_runtime::{CallError, CallScope, DriverEvent, Outcome, SharedNodes};
 use wasm_ccm_sim::kube::KubeSim;
@@ -56,6 +56,9 @@ pub(crate) struct FakeCloud {
     pub(crate) exists: Mutex<HashMap<String, Result<bool, ProviderError>>>,
     /// `instance-shutdown` answers by node name (absent: false).
     pub(crate) shutdown: Mutex<HashMap<String, Result<bool, ProviderError>>>,
+    /// `instance-listing` pages, the page token being the page's index (`None`: the fake
+    /// cannot list and answers `not-implemented`, like a driver of an SDK's default).
+    pub(crate) pages: Mutex<Option<Vec<InstancePage>>>,
     /// Load balancers by Service key (`namespace/name`): their ingress.
     pub(crate) balancers: Mutex<BTreeMap<String, Vec<Ingress>>>,
     /// The ingress a new load balancer gets.
@@ -138,6 +141,7 @@ impl Default for FakeCloud {
             instances: Mutex::default(),
             exists: Mutex::default(),
             shutdown: Mutex::default(),
+            pages: Mutex::default(),
             balancers: Mutex::default(),
             next_ingress: Mutex::new(vec![Ingress {
                 ip: Some("192.0.2.10".into()),
@@ -164,6 +168,14 @@ impl FakeCloud {
     /// An instance for `node` with this provider ID (`fake://<id>`), type and zone.
     pub(crate) fn add_instance(&self, node: &str, meta: InstanceMetadata) {
         lock(&self.instances).insert(node.to_string(), Ok(meta));
+    }
+
+    /// Lists `instances` in one page from now on.
+    pub(crate) fn list(&self, instances: Vec<ListedInstance>) {
+        *lock(&self.pages) = Some(vec![InstancePage {
+            instances,
+            next: None,
+        }]);
     }
 
     /// Makes `function` fail with `error` until [`FakeCloud::clear_error`].
@@ -316,6 +328,29 @@ impl CloudProvider for FakeCloud {
                     node.name
                 ))),
             )
+        })
+    }
+
+    fn list_instances<'a>(
+        &'a self,
+        page: Option<&'a str>,
+        _scope: &'a CallScope,
+    ) -> BoxFuture<'a, Outcome<InstancePage>> {
+        const FUNCTION: &str = "instance-listing.list-instances";
+        Box::pin(async move {
+            // Without pages the fake is a driver without the export: the host's call never
+            // reaches it, so nothing is recorded (the tables' call lists stay upstream's).
+            let Some(pages) = lock(&self.pages).clone() else {
+                return done(Err(ProviderError::NotImplemented));
+            };
+            let answer = self.record(FUNCTION, page.unwrap_or("-")).and_then(|()| {
+                let index = page.map_or(Ok(0), |t| t.parse::<usize>());
+                index
+                    .ok()
+                    .and_then(|i| pages.get(i).cloned())
+                    .ok_or_else(|| ProviderError::Permanent(format!("no page {page:?}")))
+            });
+            self.with_events(FUNCTION, done(answer))
         })
     }
 

@@ -1,4 +1,4 @@
-//! Host-side bindings generated from `wit/provider.wit` (`wasm-ccm:provider@0.2.x`, today 0.2.1).
+//! Host-side bindings generated from `wit/provider.wit` (`wasm-ccm:provider@0.2.x`, today 0.2.2).
 //!
 //! Private to the runtime: the rest of the host uses the host model (`crate::model`), and
 //! `crate::wit::v0_2` converts between the two where values cross. 0.2.0 is released and frozen
@@ -24,6 +24,6 @@ wasmtime::component::bindgen!({
 });
 
 pub(crate) use exports::wasm_ccm::provider::{
-    environment, instances, load_balancer, provider, routes,
+    environment, instance_listing, instances, load_balancer, provider, routes,
 };
 pub(crate) use wasm_ccm::provider::{cluster, http, log, types};

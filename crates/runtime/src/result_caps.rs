@@ -9,8 +9,8 @@
 //! whole as [`crate::HostError::ResultOverCap`].
 
 use crate::model::types::{
-    EnsureResult, Ingress, InstanceMetadata, ProviderError, ProviderInfo, Route, SecretOrigin,
-    SecretUse,
+    EnsureResult, Ingress, InstanceMetadata, InstancePage, ProviderError, ProviderInfo, Route,
+    SecretOrigin, SecretUse,
 };
 use crate::text::shown;
 
@@ -26,6 +26,10 @@ pub(crate) const MAX_INGRESS: usize = 64;
 pub(crate) const MAX_ANNOTATIONS: usize = 64;
 /// Routes one `routes.list` may return (two per node at 5,000 nodes, with room).
 pub(crate) const MAX_ROUTES: usize = 20_000;
+/// Instances one `instance-listing.list-instances` page may carry (15,000 nodes, with room).
+pub(crate) const MAX_LISTED_PER_PAGE: usize = 20_000;
+/// Longest `next` page token of a listing: a cursor, an offset or a page number, never data.
+pub(crate) const MAX_PAGE_TOKEN_BYTES: usize = 1024;
 /// Most secrets one driver may declare in `info().secrets`.
 pub(crate) const MAX_SECRETS: usize = 16;
 /// Most locations in one secret's `at`, and most settings of one `secret-origin`.
@@ -151,6 +155,33 @@ fn redact_ingress(list: &mut [Ingress], redact: &dyn Fn(&mut String)) {
         i.ip.iter_mut()
             .chain(i.hostname.iter_mut())
             .for_each(redact);
+    }
+}
+
+impl Capped for InstancePage {
+    fn check_caps(&self) -> Result<(), String> {
+        count("instances", self.instances.len(), MAX_LISTED_PER_PAGE)?;
+        for listed in &self.instances {
+            string("instances[].node-name", &listed.node_name)?;
+            listed.metadata.check_caps()?;
+        }
+        if let Some(next) = &self.next
+            && next.len() > MAX_PAGE_TOKEN_BYTES
+        {
+            return Err(format!(
+                "next: {} bytes, at most {MAX_PAGE_TOKEN_BYTES}",
+                next.len()
+            ));
+        }
+        Ok(())
+    }
+
+    fn redact_strings(&mut self, redact: &dyn Fn(&mut String)) {
+        for listed in &mut self.instances {
+            redact(&mut listed.node_name);
+            listed.metadata.redact_strings(redact);
+        }
+        self.next.iter_mut().for_each(redact);
     }
 }
 

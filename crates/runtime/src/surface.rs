@@ -85,6 +85,9 @@ pub struct Surface {
     /// Whether it exports `environment` (contract 0.2.1): its plain variables, so the host can
     /// hand `init` an allow-list of the environment (`crate::plain_env`).
     pub environment: bool,
+    /// Whether it exports `instance-listing` (contract 0.2.2): the cluster's instances in one
+    /// paged listing, so the host asks the cloud once per pass instead of once per node.
+    pub instance_listing: bool,
     /// Every import name, e.g. `wasm-ccm:provider/http@0.2.0`, `wasi:cli/stdout@0.2.6`.
     pub imports: Vec<String>,
 }
@@ -132,6 +135,7 @@ pub(crate) fn inspect(
     let mut exports = Exports::default();
     let mut has_provider = false;
     let mut environment = false;
+    let mut instance_listing = false;
     let mut versions: Vec<String> = Vec::new();
     let mut export_names = Vec::new();
     for (name, _) in ty.exports(engine) {
@@ -145,6 +149,7 @@ pub(crate) fn inspect(
         match iface {
             "provider" => has_provider = true,
             "environment" => environment = true,
+            "instance-listing" => instance_listing = true,
             "instances" => exports.instances = true,
             "load-balancer" => exports.load_balancer = true,
             "routes" => exports.routes = true,
@@ -192,6 +197,7 @@ pub(crate) fn inspect(
         wit_version: versions.pop().unwrap_or_default(),
         exports,
         environment,
+        instance_listing,
         imports,
     })
 }

@@ -2,6 +2,7 @@
 //! order.
 
 use wasm_ccm_sdk::http::encode_path_segment;
+use wasm_ccm_sdk::listing::Listed;
 use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};
 
 use crate::api::Api;
@@ -39,7 +40,13 @@ pub fn exactly_one(api: &Api, node: &Node) -> Result<Server, ProviderError> {
             ))
         });
     }
-    one_of(by_name(api.get("servers")?, &node.name), &node.name)
+    by_node_name(api.get("servers")?, &node.name)
+}
+
+/// The one server of `servers` a node named `name` (without a provider ID) is bound to: the
+/// by-name half of [`exactly_one`], which the listing's `node-name` must agree with.
+pub fn by_node_name(servers: Vec<Server>, name: &str) -> Result<Server, ProviderError> {
+    one_of(by_name(servers, name), name)
 }
 
 fn one_of(mut found: Vec<Server>, name: &str) -> Result<Server, ProviderError> {
@@ -151,6 +158,37 @@ pub fn map_nodes<'a>(servers: &'a [Server], nodes: &[Node]) -> Result<Mapping<'a
         )));
     }
     Ok(mapping)
+}
+
+/// Whether `server` is shut down: what `instance-shutdown` answers and what the listing carries,
+/// from this one function so the two cannot drift.
+pub fn shut_down(server: &Server) -> bool {
+    server.status == "stopped"
+}
+
+/// Lists `servers` (the project's every server: the per-node path may match any of them, by
+/// provider ID or by name, so the listing has no narrower filter).
+///
+/// A server's `node-name` is its name as kubelet makes Node names ([`is_named`]), and empty when
+/// another server makes the same Node name: the per-node lookup binds such a node to none
+/// ([`by_node_name`] refuses the ambiguity), so the listing names no node either. A server whose
+/// UUID is not a UUID would get a provider ID the per-node path cannot parse; it is left out
+/// rather than listed under an ID that means nothing.
+pub fn listing(servers: &[Server]) -> Listed {
+    Listed::of(
+        servers,
+        |s| node_name::of_hostname(&s.name),
+        |s| {
+            if provider_id::parse_uuid(&s.uuid).as_deref() == Some(s.uuid.as_str()) {
+                Ok((metadata(s), shut_down(s)))
+            } else {
+                Err(format!(
+                    "server {:?} has UUID {:?}, not a canonical UUID",
+                    s.name, s.uuid
+                ))
+            }
+        },
+    )
 }
 
 /// Metadata of a server: provider ID, flavor, zone, region (the zone without its trailing
@@ -320,6 +358,91 @@ mod tests {
         let m = map_nodes(&servers, &[node("node-f", "")]).unwrap();
         assert_eq!(m.servers, vec![&lone]);
         assert_eq!(by_name(vec![lone.clone()], "node-f"), vec![lone]);
+    }
+
+    /// For every server the per-node path binds, the listing carries its answers: the same
+    /// metadata, the same shutdown, and the node name the by-name lookup binds to it.
+    #[test]
+    fn the_listing_agrees_with_the_per_node_lookups() {
+        let mut stopped = named(
+            "55555555-5555-4555-8555-555555555555",
+            "worker-3",
+            "10.1.1.5",
+        );
+        stopped.status = "stopped".into();
+        let servers = vec![
+            named(
+                "11111111-1111-4111-8111-111111111111",
+                "worker-1",
+                "10.1.1.1",
+            ),
+            // kubelet lower-cases: the node is `worker-2`.
+            named(
+                "22222222-2222-4222-8222-222222222222",
+                " Worker-2 ",
+                "10.1.1.2",
+            ),
+            stopped,
+            // Two servers make the Node name `twin`: the per-node lookup binds neither.
+            named("33333333-3333-4333-8333-333333333333", "twin", "10.1.1.3"),
+            named("44444444-4444-4444-8444-444444444444", "TWIN", "10.1.1.4"),
+        ];
+        let listed = listing(&servers);
+        assert!(listed.left_out.is_empty(), "{:?}", listed.left_out);
+        assert_eq!(listed.instances.len(), servers.len());
+        for (server, item) in servers.iter().zip(&listed.instances) {
+            assert_eq!(item.metadata, metadata(server), "{}", server.name);
+            assert_eq!(item.shutdown, shut_down(server), "{}", server.name);
+            let name = node_name::of_hostname(&server.name);
+            match by_node_name(servers.clone(), &name) {
+                Ok(bound) => {
+                    assert_eq!(&bound, server);
+                    assert_eq!(item.node_name, name);
+                }
+                Err(e) => {
+                    assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
+                    assert_eq!(item.node_name, "", "{} is ambiguous", server.name);
+                }
+            }
+        }
+        let names: Vec<_> = listed
+            .instances
+            .iter()
+            .map(|i| i.node_name.as_str())
+            .collect();
+        assert_eq!(names, ["worker-1", "worker-2", "worker-3", "", ""]);
+        assert_eq!(
+            listed
+                .instances
+                .iter()
+                .map(|i| i.shutdown)
+                .collect::<Vec<_>>(),
+            [false, false, true, false, false]
+        );
+    }
+
+    /// A server whose UUID is not a canonical UUID would be listed under a provider ID the
+    /// per-node path reads differently: left out, so its node is asked about by itself.
+    #[test]
+    fn servers_without_a_canonical_uuid_are_left_out() {
+        let servers = vec![
+            named("", "blank", "10.1.1.1"),
+            named("66666666-6666-4666-8666-66666666666Z", "bad", "10.1.1.2"),
+            named("77777777-7777-4777-8777-7777777777AB", "upper", "10.1.1.3"),
+            named("88888888-8888-4888-8888-888888888888", "good", "10.1.1.4"),
+            // The by-name lookup sees the left-out `bad` too, so `Bad` is ambiguous there.
+            named("99999999-9999-4999-8999-999999999999", "Bad", "10.1.1.5"),
+        ];
+        let listed = listing(&servers);
+        assert_eq!(listed.left_out.len(), 3, "{:?}", listed.left_out);
+        assert_eq!(listed.instances.len(), 2);
+        assert_eq!(listed.instances[0].node_name, "good");
+        assert_eq!(listed.instances[1].node_name, "", "ambiguous per node");
+        assert_eq!(
+            listed.instances[0].metadata.provider_id,
+            "cloudscale://88888888-8888-4888-8888-888888888888"
+        );
+        assert!(listing(&[]).instances.is_empty());
     }
 
     #[test]

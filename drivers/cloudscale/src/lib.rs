@@ -23,9 +23,10 @@ pub use wasm_ccm_sdk::selector;
 pub mod status;
 
 use wasm_ccm_sdk::types::{
-    Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Service,
+    Context, EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderError,
+    ProviderInfo, Service,
 };
-use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, cluster, log};
+use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, cluster, listing, log};
 
 use crate::annotations::Annotations;
 use crate::api::Api;
@@ -230,13 +231,21 @@ impl Instances for CloudscaleDriver {
     fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
         require_provider_id(node, "whether its server is stopped")?;
         let server = instances::exactly_one(&self.api, node)?;
-        Ok(server.status == "stopped")
+        Ok(instances::shut_down(&server))
     }
 
     fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError> {
         Ok(instances::metadata(&instances::exactly_one(
             &self.api, node,
         )?))
+    }
+
+    /// One `GET /v1/servers` lists every server of the project in one answer (the API does not
+    /// page it), so a status pass costs one request instead of one per node.
+    fn list_instances(&self, page: Option<String>) -> Result<InstancePage, ProviderError> {
+        listing::first_page_only(page, "cloudscale")?;
+        let servers: Vec<Server> = self.api.get("servers")?;
+        Ok(instances::listing(&servers).into_page(None))
     }
 }
 

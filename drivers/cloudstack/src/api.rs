@@ -53,6 +53,53 @@ impl Params {
     }
 }
 
+/// Where a later page of a list starts, for [`Api::list_one_page`]: `page` (2 or more) at `size`
+/// items a page (the first page's length, so never above the server's `default.page.size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageAt {
+    /// CloudStack's `page`, counted from 1.
+    pub page: usize,
+    /// CloudStack's `pagesize`.
+    pub size: usize,
+}
+
+impl PageAt {
+    /// The page token handed to the host: `<page>/<pagesize>`.
+    pub fn token(self) -> String {
+        format!("{}/{}", self.page, self.size)
+    }
+
+    /// Where the page after the one at `at` (`None`: the first) starts, given that it held `got`
+    /// items and CloudStack's `count` was `count`: nowhere after an empty or short page or once
+    /// the pages so far hold `count` items; else the next page at the first page's length.
+    pub fn after(at: Option<PageAt>, got: usize, count: usize) -> Option<PageAt> {
+        match at {
+            None if got > 0 && got < count => Some(PageAt { page: 2, size: got }),
+            Some(at) if got >= at.size && at.page.saturating_mul(at.size) < count => Some(PageAt {
+                page: at.page + 1,
+                size: at.size,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Reads a token [`PageAt::token`] made; `None` for anything else (a token this driver could
+    /// not have issued: a first page, a size CloudStack's `int` cannot hold, signs, spaces).
+    pub fn parse(token: &str) -> Option<PageAt> {
+        let (page, size) = token.split_once('/')?;
+        let number = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| s.parse::<usize>().ok())
+                .flatten()
+        };
+        let (page, size) = (number(page)?, number(size)?);
+        // `pagesize` is a Java `Integer` in CloudStack (`BaseListCmd`).
+        let fits = |n: usize| i32::try_from(n).is_ok();
+        (page >= 2 && size >= 1 && fits(page) && fits(size)).then_some(PageAt { page, size })
+    }
+}
+
 /// A job CloudStack accepted: its id and, for creations, the new object's id.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -281,9 +328,38 @@ impl Api {
                 return typed(command, key, items).map(Some);
             }
         }
-        Err(ProviderError::Transient(format!(
-            "{command}: CloudStack kept returning full pages of {size} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
-        )))
+        Err(endless_pages(command, size))
+    }
+
+    /// One page of a list command for a caller that reads one page per call (the instance
+    /// listing), by the same paging rule as [`Api::list`]: the first page (`at` `None`) names
+    /// neither `page` nor `pagesize`, so it comes at the server's own `default.page.size`, valid
+    /// on every server; the later ones ask `page=2, 3, …` with `pagesize` = the first page's
+    /// length. Returns the items (each `id` once) and where the next page starts: `None` after a
+    /// short or empty page, or once the pages so far hold `count` items.
+    ///
+    /// Unlike [`Api::list`], nothing is kept between pages, so a set that changes between two
+    /// calls can show an item twice or not at all; the caller's reader must take neither as an
+    /// answer (the host does: an instance listed twice or not at all is asked about by itself).
+    pub fn list_one_page<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        params: Params,
+        key: &str,
+        at: Option<PageAt>,
+    ) -> Result<(Vec<T>, Option<PageAt>), ProviderError> {
+        let params = match at {
+            None => params,
+            Some(at) if at.page > MAX_PAGES => return Err(endless_pages(command, at.size)),
+            Some(at) => params
+                .set("page", at.page.to_string())
+                .set("pagesize", at.size.to_string()),
+        };
+        let (count, batch) = self.list_page(command, params, key)?;
+        let next = PageAt::after(at, batch.len(), count);
+        let mut items = Vec::new();
+        merge_page(&mut items, &mut BTreeSet::new(), batch);
+        Ok((typed(command, key, items)?, next))
     }
 
     /// One page of a list: `count` (0 when absent) and the items under `key`, as JSON.
@@ -564,6 +640,13 @@ fn merge_page(items: &mut Vec<Value>, seen: &mut BTreeSet<String>, batch: Vec<Va
     items.len() - before
 }
 
+/// A list that kept returning full pages past [`MAX_PAGES`].
+fn endless_pages(command: &str, size: usize) -> ProviderError {
+    ProviderError::Transient(format!(
+        "{command}: CloudStack kept returning full pages of {size} after {MAX_PAGES} pages; is `page` ignored by a proxy?"
+    ))
+}
+
 /// The items of a list as `T`.
 fn typed<T: DeserializeOwned>(
     command: &str,
@@ -588,6 +671,45 @@ mod tests {
             headers: vec![],
             body: body.as_bytes().to_vec(),
         }
+    }
+
+    #[test]
+    fn page_tokens_round_trip_and_refuse_the_rest() {
+        let at = PageAt { page: 3, size: 500 };
+        assert_eq!(at.token(), "3/500");
+        assert_eq!(PageAt::parse("3/500"), Some(at));
+        for bad in [
+            "",
+            "1/500",
+            "0/500",
+            "2/0",
+            "2/",
+            "/500",
+            "2/500/1",
+            "+2/500",
+            "2/ 500",
+            "2/-1",
+            "2/2147483648",
+            "x/500",
+        ] {
+            assert_eq!(PageAt::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn next_pages_follow_full_pages_up_to_count() {
+        let at = |page, size| Some(PageAt { page, size });
+        // The first page at the server's own size: more follow when it is short of `count`.
+        assert_eq!(PageAt::after(None, 500, 1_200), at(2, 500));
+        assert_eq!(PageAt::after(None, 500, 500), None);
+        assert_eq!(PageAt::after(None, 0, 0), None);
+        // No `count` (0): the first page is taken as the whole list.
+        assert_eq!(PageAt::after(None, 3, 0), None);
+        // Later pages: full and short of `count` go on; a short one or reaching `count` ends.
+        assert_eq!(PageAt::after(at(2, 500), 500, 1_200), at(3, 500));
+        assert_eq!(PageAt::after(at(3, 500), 200, 1_200), None);
+        assert_eq!(PageAt::after(at(2, 500), 500, 1_000), None);
+        assert_eq!(PageAt::after(at(2, 500), 0, 1_200), None);
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! the node's name or, for an FQDN node name, its first label (case-insensitive) — upstream used
 //! the name only and the short form only for load balancers.
 
+use wasm_ccm_sdk::listing::Listed;
 use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};
 
-use crate::api::{Api, Params};
+use crate::api::{Api, PageAt, Params};
 use crate::model::Vm;
 use crate::provider_id;
 
@@ -102,12 +103,64 @@ pub fn find(api: &Api, node: &Node) -> Result<Vm, ProviderError> {
 
 /// Whether the VM exists: `false` only when CloudStack has none or it is being expunged.
 pub fn exists(api: &Api, node: &Node) -> Result<bool, ProviderError> {
-    Ok(lookup(api, node)?.is_some_and(|vm| !GONE.contains(&vm.state.as_str())))
+    Ok(lookup(api, node)?.is_some_and(|vm| !is_gone(&vm)))
 }
 
 /// Whether the VM is shut down (stopped, or destroyed but recoverable).
 pub fn shutdown(api: &Api, node: &Node) -> Result<bool, ProviderError> {
-    Ok(SHUT_DOWN.contains(&find(api, node)?.state.as_str()))
+    Ok(is_shut_down(&find(api, node)?))
+}
+
+/// Whether `vm` is being expunged or is: `instance-exists` answers `false` for it.
+pub fn is_gone(vm: &Vm) -> bool {
+    GONE.contains(&vm.state.as_str())
+}
+
+/// Whether `vm` is shut down: what `instance-shutdown` answers and what the listing carries,
+/// from this one function so the two cannot drift.
+pub fn is_shut_down(vm: &Vm) -> bool {
+    SHUT_DOWN.contains(&vm.state.as_str())
+}
+
+/// One page of `listVirtualMachines` as the instance listing: the VMs the per-node lookups can
+/// find, i.e. the same scope as theirs (`projectid` when a project is configured, no `listall`,
+/// no `details`, so every field the per-node answer reads is there), page by page as
+/// [`Api::list_one_page`] pages.
+pub fn list_page(
+    api: &Api,
+    at: Option<PageAt>,
+    region: Option<&str>,
+) -> Result<(Listed, Option<PageAt>), ProviderError> {
+    let (vms, next) = api.list_one_page::<Vm>(
+        "listVirtualMachines",
+        api.scoped(Params::new())?,
+        "virtualmachine",
+        at,
+    )?;
+    Ok((listing(&vms, region), next))
+}
+
+/// The listed instances of `vms` (one page), each with what the per-node functions answer for
+/// it: [`metadata`], [`is_shut_down`], and as `node-name` the VM's name lower-cased, the Node
+/// name [`match_by_name`] binds to it.
+///
+/// Left out, so that their nodes are asked about by themselves: a VM being expunged
+/// (`instance-exists` answers `false` for it, and a listed instance exists), and one whose
+/// metadata is an error (no NIC or no address yet; the per-node call reports it). A name that
+/// two VMs of the page share binds neither per node, so both are listed without a `node-name`;
+/// across pages the host finds such a name twice and matches neither.
+pub fn listing(vms: &[Vm], region: Option<&str>) -> Listed {
+    Listed::of(
+        vms,
+        |vm| vm.name.to_ascii_lowercase(),
+        |vm| {
+            if is_gone(vm) {
+                return Err(format!("VM {} ({}) is {}", vm.name, vm.id, vm.state));
+            }
+            let metadata = metadata(vm, region).map_err(|e| e.to_string())?;
+            Ok((metadata, is_shut_down(vm)))
+        },
+    )
 }
 
 /// Upstream's instance type: the service offering's name without anything outside
@@ -197,6 +250,87 @@ mod tests {
             match_by_name("a", &twice),
             Err(ProviderError::Permanent(_))
         ));
+    }
+
+    fn running(name: &str, state: &str, ip: &str) -> Vm {
+        Vm {
+            state: state.into(),
+            zonename: "zone1".into(),
+            serviceofferingname: "m1.large".into(),
+            nic: vec![crate::model::Nic {
+                networkid: "net-1".into(),
+                ipaddress: ip.into(),
+                isdefault: true,
+                ..Default::default()
+            }],
+            ..vm(name)
+        }
+    }
+
+    /// For every VM the per-node path answers for, the listing carries its answers: the same
+    /// metadata, the same shutdown, and the node name the by-name lookup binds to it.
+    #[test]
+    fn the_listing_agrees_with_the_per_node_lookups() {
+        let vms = vec![
+            running("worker-1", "Running", "10.1.1.1"),
+            running("Worker-2", "Stopped", "10.1.1.2"),
+            running("worker-3", "Destroyed", "10.1.1.3"),
+            running("twin", "Running", "10.1.1.4"),
+            running("TWIN", "Running", "10.1.1.5"),
+            running("gone", "Expunging", "10.1.1.6"),
+            // The name lookup sees the expunging `gone` too: `Gone` is ambiguous there.
+            running("Gone", "Running", "10.1.1.7"),
+            Vm {
+                nic: Vec::new(),
+                ..running("nicless", "Running", "")
+            },
+        ];
+        let listed = listing(&vms, Some("eu"));
+        assert_eq!(listed.left_out.len(), 2, "{:?}", listed.left_out);
+        assert!(listed.left_out[0].contains("Expunging"));
+        assert!(listed.left_out[1].contains("no NIC"));
+        for item in &listed.instances {
+            let id = item
+                .metadata
+                .provider_id
+                .trim_start_matches("external-cloudstack://");
+            let vm = vms
+                .iter()
+                .find(|v| v.id == id)
+                .expect("a listed VM is one of ours");
+            assert_eq!(item.metadata, metadata(vm, Some("eu")).unwrap());
+            assert_eq!(item.shutdown, is_shut_down(vm), "{}", vm.name);
+            let node_name = vm.name.to_ascii_lowercase();
+            match match_by_name(&node_name, &vms) {
+                Ok(Some(bound)) => {
+                    assert_eq!(bound.id, vm.id);
+                    assert_eq!(item.node_name, node_name);
+                }
+                other => {
+                    assert!(
+                        matches!(other, Err(ProviderError::Permanent(_))),
+                        "{other:?}"
+                    );
+                    assert_eq!(item.node_name, "", "{} is ambiguous", vm.name);
+                }
+            }
+        }
+        let got: Vec<_> = listed
+            .instances
+            .iter()
+            .map(|i| (i.node_name.as_str(), i.shutdown))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("worker-1", false),
+                ("worker-2", true),
+                ("worker-3", true),
+                ("", false),
+                ("", false),
+                ("", false),
+            ]
+        );
     }
 
     #[test]

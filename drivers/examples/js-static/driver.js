@@ -16,6 +16,8 @@ const SCHEME = 'static';
 const IP_ANNOTATION = 'static.wasm-ccm.io/load-balancer-ip';
 const TOKEN_ENV = 'STATIC_INVENTORY_TOKEN';
 const INVENTORY_TIMEOUT_MS = 5000;
+// Instances in one page of the listing, as the Rust driver (the contract allows 20,000).
+const PAGE_SIZE = 1000;
 
 let CONFIG = null; // set by init; one copy per component instance
 
@@ -249,9 +251,25 @@ const notFound = (node) => new NotFound(node.providerId
   ? `no instance with provider ID ${JSON.stringify(node.providerId)} in the static inventory`
   : `no instance named ${JSON.stringify(node.name)} in the static inventory`);
 
+/** What instanceMetadata answers for the instance, and the listing carries for it. */
+const metadata = (i) => ({
+  providerId: `${SCHEME}://${i.id}`, instanceType: i.type, zone: i.zone, region: i.region,
+  addresses: i.addresses, additionalLabels: i.labels,
+});
+
+/** The offset a page token names (this driver writes the offset of the page's first instance in
+ * decimal), at most `count`: an inventory served over HTTP may shrink between two pages down to
+ * exactly the offset. Any other token is not ours, and retrying it cannot help. */
+function pageStart(token, count) {
+  if (/^[0-9]+$/.test(token) && Number(token) <= count) return Number(token);
+  throw new Permanent(`page token ${JSON.stringify(token)} is not one this driver wrote for its ${count} instances: it writes the offset of the page's first instance in decimal`);
+}
+
 // The `environment` export (0.2.1): this driver declares no secrets and no plain variables, so
 // it keeps every STATIC_ variable, as the SDK's default says.
 export { environment } from 'wasm-ccm-sdk';
+// The `instance-listing` export (0.2.2): the SDK's answers with `instances.listInstances`.
+export { instanceListing } from 'wasm-ccm-sdk';
 
 export const provider = defineInterface('provider', {
   info: () => ({
@@ -288,9 +306,17 @@ export const instances = defineInterface('instances', {
   instanceMetadata(node) {
     const i = find(node);
     if (!i) throw notFound(node);
+    return metadata(i);
+  },
+  // The same answers as the per-node functions, under the name `find` matches a node without a
+  // provider ID by; an inventory served over HTTP is fetched again per page.
+  listInstances(page) {
+    const all = currentInstances();
+    const start = page === undefined ? 0 : pageStart(page, all.length);
+    const end = Math.min(start + PAGE_SIZE, all.length);
     return {
-      providerId: `${SCHEME}://${i.id}`, instanceType: i.type, zone: i.zone, region: i.region,
-      addresses: i.addresses, additionalLabels: i.labels,
+      instances: all.slice(start, end).map((i) => ({ nodeName: i.name, metadata: metadata(i), shutdown: i.shutdown })),
+      next: end < all.length ? String(end) : undefined,
     };
   },
 });

@@ -13,18 +13,22 @@ import yaml  # PyYAML, pure-Python (the libyaml C extension is absent in the com
 
 from wit_world import exports
 from wasm_ccm_sdk import (
-    ADDRESS_TYPES, AddressType, EnsureResult, InstanceMetadata, InvalidConfig, IpFamily,
-    NodeAddress, NotFound, Permanent, PortProtocol, ProviderInfo, Route, cluster, export,
-    hostname_ingress, http, log, lookup, vip,
+    ADDRESS_TYPES, AddressType, EnsureResult, InstanceMetadata, InstancePage, InvalidConfig,
+    IpFamily, ListedInstance, NodeAddress, NotFound, Permanent, PortProtocol, ProviderInfo, Route,
+    cluster, export, hostname_ingress, http, log, lookup, vip,
 )
 # The `environment` export (0.2.1): this driver declares no secrets and no plain variables, so
 # it keeps every STATIC_ variable, as the SDK's default says.
 from wasm_ccm_sdk import Environment  # noqa: F401
+# The `instance-listing` export (0.2.2): the SDK's answers with `Instances.list_instances`.
+from wasm_ccm_sdk import InstanceListing  # noqa: F401
 
 SCHEME = "static"
 IP_ANNOTATION = "static.wasm-ccm.io/load-balancer-ip"
 TOKEN_ENV = "STATIC_INVENTORY_TOKEN"
 INVENTORY_TIMEOUT_MS = 5000
+# Instances in one page of the listing, as the Rust driver (the contract allows 20,000).
+PAGE_SIZE = 1000
 
 # componentize-py creates a new export-class object for every call: state lives in the module
 # (one copy per component instance), set by init.
@@ -278,6 +282,22 @@ def not_found(node):
     return NotFound(f"no instance named {node.name!r} in the static inventory")
 
 
+def metadata(i):
+    """What instance_metadata answers for the instance, and the listing carries for it."""
+    return InstanceMetadata(f"{SCHEME}://{i['id']}", i["type"], i["zone"], i["region"],
+                            list(i["addresses"]), list(i["labels"]))
+
+
+def page_start(token, count):
+    """The offset a page token names (this driver writes the offset of the page's first
+    instance in decimal), at most `count`: an inventory served over HTTP may shrink between two
+    pages down to exactly the offset. Any other token is not ours, and retrying it cannot help."""
+    if token.isascii() and token.isdigit() and int(token) <= count:
+        return int(token)
+    raise Permanent(f"page token {token!r} is not one this driver wrote for its {count} instances: "
+                    "it writes the offset of the page's first instance in decimal")
+
+
 @export
 class Provider(exports.Provider):
     def info(self):
@@ -320,8 +340,17 @@ class Instances(exports.Instances):
         i = find(node)
         if i is None:
             raise not_found(node)
-        return InstanceMetadata(f"{SCHEME}://{i['id']}", i["type"], i["zone"], i["region"],
-                                list(i["addresses"]), list(i["labels"]))
+        return metadata(i)
+
+    def list_instances(self, page):
+        # The same answers as the per-node functions, under the name `find` matches a node
+        # without a provider ID by; an inventory served over HTTP is fetched again per page.
+        instances = current_instances()
+        start = 0 if page is None else page_start(page, len(instances))
+        end = min(start + PAGE_SIZE, len(instances))
+        return InstancePage(
+            [ListedInstance(i["name"], metadata(i), i["shutdown"]) for i in instances[start:end]],
+            str(end) if end < len(instances) else None)
 
 
 # ---------------------------------------------------------------- load balancers

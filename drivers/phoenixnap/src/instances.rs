@@ -1,5 +1,6 @@
 //! Nodes ↔ servers (upstream `instances.go`): lookups, shutdown and metadata.
 
+use wasm_ccm_sdk::listing::Listed;
 use wasm_ccm_sdk::types::{AddressType, InstanceMetadata, Node, NodeAddress, ProviderError};
 
 use crate::api::Api;
@@ -77,17 +78,22 @@ pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
             ))
         });
     }
-    let servers: Vec<Server> = api.get("/bmc/v1/servers")?;
+    by_hostname(api.get("/bmc/v1/servers")?, &node.name)
+}
+
+/// The one server of `servers` whose hostname kubelet would make Node name `name`: the by-name
+/// half of [`find`], which the listing's `node-name` must agree with.
+pub fn by_hostname(servers: Vec<Server>, name: &str) -> Result<Server, ProviderError> {
     let mut matches: Vec<Server> = servers
         .into_iter()
-        .filter(|s| node_name::of_hostname(&s.hostname) == node.name)
+        .filter(|s| node_name::of_hostname(&s.hostname) == name)
         .collect();
     match matches.len() {
         0 => Err(ProviderError::NotFound(format!(
             "no PhoenixNAP server has a hostname that kubelet would name {:?} (compared without \
              case and surrounding whitespace): name the node like its server, or set its \
              providerID to phoenixnap://<server-id>",
-            node.name
+            name
         ))),
         1 => Ok(matches.remove(0)),
         n => Err(ProviderError::Permanent(format!(
@@ -95,15 +101,41 @@ pub fn find(api: &Api, node: &Node) -> Result<Server, ProviderError> {
              is bound to none of them; set the node's providerID to phoenixnap://<server-id> \
              (e.g. kubelet --provider-id) or give the servers hostnames that differ in more than \
              case",
-            node.name,
+            name,
             matches
                 .iter()
                 .map(|s| format!("{} {:?} in {}", s.id, s.hostname, s.location))
                 .collect::<Vec<_>>()
                 .join(", "),
-            node.name
+            name
         ))),
     }
+}
+
+/// Whether `server` is powered off: what `instance-shutdown` answers and what the listing
+/// carries, from this one function so the two cannot drift.
+pub fn powered_off(server: &Server) -> bool {
+    server.status == "powered-off"
+}
+
+/// Lists `servers`: the account's every server, the set both per-node lookups search (by ID
+/// any server of the account, by name the unfiltered list), so no tag or location narrows it.
+///
+/// A server's `node-name` is its hostname as kubelet makes Node names, empty when another server
+/// of the list makes the same one ([`find`] binds such a node to none). A server whose ID would
+/// not read back from its provider ID (empty, or holding `/`) is left out.
+pub fn listing(servers: &[Server]) -> Listed {
+    Listed::of(
+        servers,
+        |s| node_name::of_hostname(&s.hostname),
+        |s| match provider_id::parse(&provider_id::format(&s.id)) {
+            Ok(id) if id == s.id => Ok((metadata(s), powered_off(s))),
+            _ => Err(format!(
+                "server {:?} has ID {:?}, which is no provider ID",
+                s.hostname, s.id
+            )),
+        },
+    )
 }
 
 /// Provider ID, type, region (the location; PhoenixNAP has no zones) and addresses: the
@@ -161,6 +193,68 @@ mod tests {
                 AddressType::Hostname,
                 AddressType::ExternalIp,
                 AddressType::InternalIp
+            ]
+        );
+    }
+
+    fn named(id: &str, hostname: &str, status: &str) -> Server {
+        Server {
+            id: id.into(),
+            hostname: hostname.into(),
+            status: status.into(),
+            ..server(&["198.51.100.5"])
+        }
+    }
+
+    /// For every server the per-node path binds, the listing carries its answers: the same
+    /// metadata, the same shutdown, and the node name the by-name lookup binds to it.
+    #[test]
+    fn the_listing_agrees_with_the_per_node_lookups() {
+        let servers = vec![
+            named("5ff5cc9bc1acf144d9106201", "worker-1", "powered-on"),
+            named("5ff5cc9bc1acf144d9106202", " Worker-2", "powered-off"),
+            named("5ff5cc9bc1acf144d9106203", "twin", "powered-on"),
+            named("5ff5cc9bc1acf144d9106204", "TWIN", "creating"),
+            // Left out for its ID, yet the name lookup sees it: `Odd` is ambiguous there.
+            named("", "odd", "powered-on"),
+            named("5ff5cc9bc1acf144d9106205", "Odd", "powered-on"),
+            named("a/b", "slash", "powered-on"),
+        ];
+        let listed = listing(&servers);
+        assert_eq!(listed.left_out.len(), 2, "{:?}", listed.left_out);
+        for item in &listed.instances {
+            let id = item
+                .metadata
+                .provider_id
+                .trim_start_matches("phoenixnap://");
+            let server = servers.iter().find(|s| s.id == id).expect("one of ours");
+            assert_eq!(item.metadata, metadata(server));
+            assert_eq!(item.shutdown, powered_off(server), "{}", server.hostname);
+            let name = node_name::of_hostname(&server.hostname);
+            match by_hostname(servers.clone(), &name) {
+                Ok(bound) => {
+                    assert_eq!(bound.id, server.id);
+                    assert_eq!(item.node_name, name);
+                }
+                Err(e) => {
+                    assert!(matches!(e, ProviderError::Permanent(_)), "{e}");
+                    assert_eq!(item.node_name, "", "{} is ambiguous", server.hostname);
+                }
+            }
+        }
+        let got: Vec<_> = listed
+            .instances
+            .iter()
+            .map(|i| (i.node_name.as_str(), i.shutdown))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("worker-1", false),
+                ("worker-2", true),
+                ("", false),
+                ("", false),
+                ("", false),
             ]
         );
     }

@@ -12,12 +12,14 @@ pub mod node_name;
 pub mod provider_id;
 
 use wasm_ccm_sdk::types::{
-    Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Service,
+    Context, EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderError,
+    ProviderInfo, Service,
 };
-use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, log};
+use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, listing, log};
 
 use crate::api::Api;
 use crate::config::{Config, LOCATIONS};
+use crate::model::Server;
 
 /// How many uninitialised nodes a warning names (the event message stays short).
 const MAX_NAMED_NODES: usize = 10;
@@ -191,11 +193,20 @@ impl Instances for PhoenixnapDriver {
 
     fn instance_shutdown(&self, node: &Node) -> Result<bool, ProviderError> {
         instances::require_provider_id(node, "is powered off")?;
-        Ok(instances::find(&self.api, node)?.status == "powered-off")
+        Ok(instances::powered_off(&instances::find(&self.api, node)?))
     }
 
     fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError> {
         Ok(instances::metadata(&instances::find(&self.api, node)?))
+    }
+
+    /// One `GET /bmc/v1/servers` lists every server of the account in one answer
+    /// (bmcapi.spec.yaml `serversGet` has no paging), so a status pass costs one request instead
+    /// of one or two per node.
+    fn list_instances(&self, page: Option<String>) -> Result<InstancePage, ProviderError> {
+        listing::first_page_only(page, "PhoenixNAP")?;
+        let servers: Vec<Server> = self.api.get("/bmc/v1/servers")?;
+        Ok(instances::listing(&servers).into_page(None))
     }
 }
 

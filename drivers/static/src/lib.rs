@@ -15,8 +15,8 @@ use std::borrow::Cow;
 
 use wasm_ccm_sdk::http::{self, encode_path_segment};
 use wasm_ccm_sdk::types::{
-    Context, EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Route,
-    Service,
+    Context, EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderError,
+    ProviderInfo, Route, Service,
 };
 use wasm_ccm_sdk::{Instances, LoadBalancer, Provider, Routes, cluster, log};
 
@@ -155,6 +155,15 @@ impl Instances for StaticDriver {
             Some(i) => Ok(lookup::metadata(i)),
             None => Err(not_found(node)),
         })
+    }
+
+    /// The inventory in pages of [`lookup::PAGE_SIZE`], each entry built by the same functions
+    /// the per-node answers use. An inventory served over HTTP is fetched again for every page,
+    /// as every per-node call fetches it: one listing of N instances costs N / 1,000 requests
+    /// instead of N.
+    fn list_instances(&self, page: Option<String>) -> Result<InstancePage, ProviderError> {
+        let instances = self.instances()?;
+        lookup::page(&instances, page.as_deref(), lookup::PAGE_SIZE)
     }
 }
 

@@ -17,13 +17,16 @@ the host's log; `cluster` reads the cluster view and records events; `secrets` b
 declarations of `ProviderInfo.secrets`. Raise the errors of
 `wasm_ccm_sdk.errors` and decorate every exported class with `@export`. Every world exports
 `environment` since 0.2.1: define `Environment` (the variables `init` reads, so the host hands it
-an allow-list) or import the default that declares none (`environment.py`).
+an allow-list) or import the default that declares none (`environment.py`). Every world exports
+`instance-listing` since 0.2.2: import `InstanceListing`, which answers with your `Instances`
+class's `list_instances(page)` (records `InstancePage`, `ListedInstance`) and with
+not-implemented when it has none (`listing.py`).
 """
 # The contract this SDK is written against. componentize-py generates `wit_world` from the WIT
 # given with `-d` and its modules carry no version, so nothing else in a Python driver says which
 # contract it was built for; build it against this version's `wit/` (`wit/README.md`,
 # "Versioning"). tests/tools (contract.rs) holds it equal to `wit/provider.wit`.
-CONTRACT_VERSION = "0.2.1"
+CONTRACT_VERSION = "0.2.2"
 
 from wit_world.imports import types  # noqa: F401,E402
 from wit_world.imports.types import (  # noqa: F401
@@ -31,6 +34,8 @@ from wit_world.imports.types import (  # noqa: F401
     NodeAddress, Oauth2Seal, ProviderInfo, Route, SecretDecl, SecretOrigin, Service, ServicePort,
     SessionAffinity, Taint, TrafficPolicy,
 )
+# The records of `instance-listing` (contract 0.2.2) belong to that exported interface.
+from wit_world.exports.instance_listing import InstancePage, ListedInstance  # noqa: F401,E402
 # The WIT enum `protocol` would shadow `typing.Protocol` in driver code.
 from wit_world.imports.types import Protocol as PortProtocol  # noqa: F401
 
@@ -42,6 +47,9 @@ from .errors import (  # noqa: F401
 from .export import export  # noqa: F401
 # The default `environment` export (declares no plain variables); see `environment.py`.
 from .environment import Environment  # noqa: F401,E402
+# The default `instance-listing` export (the `Instances` class's `list_instances`, else
+# not-implemented); see `listing.py`.
+from .listing import InstanceListing  # noqa: F401,E402
 
 ADDRESS_TYPES = {
     "Hostname": AddressType.HOSTNAME,

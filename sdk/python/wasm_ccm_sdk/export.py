@@ -5,11 +5,14 @@
   host reports a crashed driver and replaces the instance), as a Rust driver's panic does.
 - A function whose WIT result is `bool` must return a bool: `instance_exists` returning `None`
   would otherwise read as `false`, and the host would delete the Node.
+- The exported `Instances` class is remembered: the SDK's `InstanceListing` (contract 0.2.2,
+  `listing.py`) answers with its `list_instances`, so a driver lists where it looks up.
 """
 import functools
 import traceback
 
 from componentize_py_types import Err
+from wit_world import exports
 
 from . import cluster, log
 from .errors import ProviderError
@@ -17,6 +20,14 @@ from .errors import ProviderError
 # `load-balancer.ensure` and `update` take a node set (a generation and a count); the driver's
 # methods receive its nodes.
 _TAKES_NODE_SET = ("ensure", "update")
+
+# The driver's `@export`ed `Instances` class, set when its module is imported.
+_instances = None
+
+
+def exported_instances():
+    """The class the driver exports as `Instances` (decorated with `@export`), or None."""
+    return _instances
 
 
 def _wit_return(cls, name):
@@ -58,7 +69,11 @@ def _guard(cls, name, fn):
 
 def export(cls):
     """Class decorator for the classes a driver exports (`Provider`, `Instances`, …)."""
+    global _instances
     for name, value in list(vars(cls).items()):
         if callable(value) and not name.startswith("_"):
             setattr(cls, name, _guard(cls, name, value))
+    # Not `issubclass`: the generated interface classes are typing Protocols, which refuse it.
+    if exports.Instances in cls.__mro__:
+        _instances = cls
     return cls

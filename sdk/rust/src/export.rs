@@ -134,6 +134,18 @@ macro_rules! __wasm_ccm_impl_instances {
                 })
             }
         }
+        // Every world exports `instance-listing` since 0.2.2; it belongs to `Instances` in the
+        // SDK, whose default answers `not-implemented`.
+        impl $crate::bindings::exports::wasm_ccm::provider::instance_listing::Guest for $exports {
+            fn list_instances(
+                page: ::core::option::Option<::std::string::String>,
+            ) -> ::core::result::Result<$crate::types::InstancePage, $crate::types::ProviderError>
+            {
+                $cell.with(|cell| {
+                    cell.with(|d| <$driver as $crate::Instances>::list_instances(d, page))
+                })
+            }
+        }
     };
 }
 

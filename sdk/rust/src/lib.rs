@@ -36,6 +36,7 @@ mod error;
 #[doc(hidden)]
 pub mod export;
 pub mod http;
+pub mod listing;
 pub mod log;
 pub mod selector;
 mod traits;
@@ -64,7 +65,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.2/provider-error": crate::error::ProviderError,
         },
     });
 
@@ -78,7 +79,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.2/provider-error": crate::error::ProviderError,
         },
     });
 
@@ -92,7 +93,7 @@ pub mod bindings {
         generate_all,
         additional_derives: [PartialEq, Eq],
         with: {
-            "wasm-ccm:provider/types@0.2.1/provider-error": crate::error::ProviderError,
+            "wasm-ccm:provider/types@0.2.2/provider-error": crate::error::ProviderError,
         },
     });
 }

@@ -2,7 +2,7 @@
 
 #[cfg(feature = "routes")]
 use crate::types::Route;
-use crate::types::{Context, InstanceMetadata, Node, ProviderError, ProviderInfo};
+use crate::types::{Context, InstanceMetadata, InstancePage, Node, ProviderError, ProviderInfo};
 #[cfg(feature = "load-balancer")]
 use crate::types::{EnsureResult, Ingress, Service};
 
@@ -53,6 +53,18 @@ pub trait Instances {
 
     /// Provider ID, type, zone, region and addresses of the instance behind `node`.
     fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError>;
+
+    /// One page of the cluster's instances (`instance-listing.list-instances`, contract 0.2.2):
+    /// `page` is `None` for the first page, else the `next` of the page before. Each listed
+    /// instance carries what [`Instances::instance_metadata`] and
+    /// [`Instances::instance_shutdown`] would answer for it and the node name the per-node
+    /// lookup matches it to, so the host asks the cloud once per pass instead of once per node.
+    /// Keep the two paths equal (`wasm-ccm-dev conformance` compares them). The default answers
+    /// [`ProviderError::NotImplemented`], and the host keeps asking per node.
+    fn list_instances(&self, page: Option<String>) -> Result<InstancePage, ProviderError> {
+        let _ = page;
+        Err(ProviderError::NotImplemented)
+    }
 }
 
 /// Load balancers for Services of type LoadBalancer (`load-balancer` in the WIT).

@@ -3,6 +3,9 @@
 //! Everything here is re-exported from the generated bindings, so the values are exactly what
 //! crosses the component boundary.
 
+pub use crate::bindings::exports::wasm_ccm::provider::instance_listing::{
+    InstancePage, ListedInstance,
+};
 pub use crate::bindings::wasm_ccm::provider::cluster::{AddressClaim, AddressUse, EventType};
 pub use crate::bindings::wasm_ccm::provider::log::Level;
 pub use crate::bindings::wasm_ccm::provider::types::{

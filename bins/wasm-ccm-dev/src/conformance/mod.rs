@@ -14,6 +14,7 @@ mod faults;
 mod harness;
 mod instances;
 mod level;
+mod listing;
 mod load_balancer;
 mod locate;
 mod report;
@@ -375,6 +376,7 @@ async fn behave(h: &mut Harness, scenario: &Scenario, level: Level, checks: &mut
     let mut diffs = Differences::default();
     if exports.instances {
         instances::check_nodes(h, scenario, &info, checks, &mut diffs).await;
+        listing::check(h, scenario, checks).await;
     }
     let mut created = Vec::new();
     if level == Level::Full && exports.load_balancer {

@@ -60,6 +60,7 @@ pub(super) const SDK_PYTHON: &[(&str, &str)] = &[
     repo_file!("sdk/python/wasm_ccm_sdk/errors.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/export.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/http.py"),
+    repo_file!("sdk/python/wasm_ccm_sdk/listing.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/log.py"),
     repo_file!("sdk/python/wasm_ccm_sdk/secrets.py"),
 ];
@@ -75,6 +76,7 @@ pub(super) const SDK_JS: &[(&str, &str)] = &[
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-cluster.d.ts"),
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-environment.d.ts"),
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-http.d.ts"),
+    repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-instance-listing.d.ts"),
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-instances.d.ts"),
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-load-balancer.d.ts"),
     repo_file!("sdk/js/types/interfaces/wasm-ccm-provider-log.d.ts"),

@@ -76,6 +76,12 @@ pub struct RunArgs {
     /// Period of the node address update.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub(super) node_status_update_frequency: Duration,
+    /// How long one listing of a driver's instances (a driver exporting instance-listing,
+    /// contract 0.2.2) answers node initialisation, the address update and the lifecycle check
+    /// before the next is taken. A node the listing does not name is asked about alone. 0
+    /// asks about every node alone, as upstream does.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub(super) instance_listing_max_age: Duration,
     /// Period of the route reconciliation.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub(super) route_reconciliation_period: Duration,

@@ -176,6 +176,7 @@ impl RunArgs {
             route_reconciliation_period: self.route_reconciliation_period,
             watch_based_routes: self.gates().watch_based_routes(),
             min_resync_period: self.min_resync_period,
+            instance_listing_max_age: self.instance_listing_max_age,
             housekeeping_period: self.housekeeping_period,
             configure_cloud_routes: self.configure_cloud_routes,
             cluster_cidr: self.cluster_cidr.clone(),

@@ -5,7 +5,7 @@
 use futures::future::BoxFuture;
 use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::types::{
-    EnsureResult, Ingress, InstanceMetadata, Node, ProviderInfo, Route, Service,
+    EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderInfo, Route, Service,
 };
 use wasm_ccm_runtime::{CallScope, Driver, Outcome, SharedNodes};
 
@@ -51,6 +51,14 @@ impl CloudProvider for Driver {
         scope: &'a CallScope,
     ) -> BoxFuture<'a, Outcome<InstanceMetadata>> {
         Box::pin(Driver::instance_metadata(self, node, scope))
+    }
+
+    fn list_instances<'a>(
+        &'a self,
+        page: Option<&'a str>,
+        scope: &'a CallScope,
+    ) -> BoxFuture<'a, Outcome<InstancePage>> {
+        Box::pin(Driver::list_instances(self, page, scope))
     }
 
     fn load_balancer_get<'a>(

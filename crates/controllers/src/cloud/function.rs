@@ -13,6 +13,8 @@ pub(crate) enum Function {
     InstanceShutdown,
     /// `instances.instance-metadata`.
     InstanceMetadata,
+    /// `instance-listing.list-instances`.
+    ListInstances,
     /// `load-balancer.get`.
     LoadBalancerGet,
     /// `load-balancer.ensure`.
@@ -38,6 +40,7 @@ impl Function {
             Function::InstanceExists => "instances.instance-exists",
             Function::InstanceShutdown => "instances.instance-shutdown",
             Function::InstanceMetadata => "instances.instance-metadata",
+            Function::ListInstances => "instance-listing.list-instances",
             Function::LoadBalancerGet => "load-balancer.get",
             Function::LoadBalancerEnsure => "load-balancer.ensure",
             Function::LoadBalancerUpdate => "load-balancer.update",
@@ -70,6 +73,7 @@ mod tests {
             Function::InstanceExists,
             Function::InstanceShutdown,
             Function::InstanceMetadata,
+            Function::ListInstances,
             Function::LoadBalancerGet,
             Function::LoadBalancerEnsure,
             Function::LoadBalancerUpdate,

@@ -7,11 +7,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tracing::Instrument;
-use wasm_ccm_runtime::types::ProviderInfo;
+use wasm_ccm_runtime::types::{ListedInstance, Node as WitNode, ProviderInfo};
 use wasm_ccm_runtime::{CallError, CallScope, ClusterView, DriverEvent, Outcome};
 
+use super::listing::{InstanceListing, Listed, Refusal, list_all};
 use super::slot::CloudSource;
 use super::{About, Function, SharedCloud, Subject};
 use crate::cluster_view::StoreCluster;
@@ -30,6 +32,7 @@ pub(crate) struct Cloud {
     cluster: Arc<StoreCluster>,
     shadow: Option<Arc<ShadowLog>>,
     events: Arc<Events>,
+    listing: InstanceListing,
 }
 
 /// The parts of a [`Cloud`], each named at the one place it is built.
@@ -40,6 +43,9 @@ pub(crate) struct CloudParts {
     pub(crate) cluster: Arc<StoreCluster>,
     pub(crate) shadow: Option<Arc<ShadowLog>>,
     pub(crate) events: Arc<Events>,
+    /// How long one `instance-listing` answers for nodes (`--instance-listing-max-age`; zero:
+    /// never list).
+    pub(crate) listing_max_age: Duration,
 }
 
 impl Cloud {
@@ -53,7 +59,67 @@ impl Cloud {
             cluster: parts.cluster,
             shadow: parts.shadow,
             events: parts.events,
+            listing: InstanceListing::new(parts.listing_max_age),
         }
+    }
+
+    /// What the driver's listing says of `node` (`listing.rs`): its instance, when a listing
+    /// no older than `--instance-listing-max-age` names it exactly once, else
+    /// [`Listed::AskPerNode`]. Takes a new listing, page by page, when there is none.
+    pub(crate) async fn listed(&self, node: &WitNode) -> Listed {
+        let provider = self.provider();
+        let found = self
+            .listing
+            .find(&provider, node, || async {
+                let scope = self.scope("instance-listing");
+                let taken = list_all(self, &provider, &scope).await;
+                self.count_listing(&taken);
+                taken
+            })
+            .await;
+        let answer = match found {
+            Listed::Found(_) => "listed",
+            Listed::AskPerNode => "per-node",
+        };
+        self.metrics.inc(
+            "wasm_ccm_instance_listing_lookups_total",
+            &[("driver", &self.name()), ("answer", answer)],
+        );
+        found
+    }
+
+    /// Counts a listing by outcome, and says why one was not used.
+    fn count_listing(&self, taken: &Result<Vec<ListedInstance>, Refusal>) {
+        let driver = self.name();
+        let outcome = match taken {
+            Ok(instances) => {
+                tracing::debug!(driver = %driver, instances = instances.len(), "instances listed");
+                "ok"
+            }
+            Err(refusal) => {
+                match refusal {
+                    Refusal::NotImplemented => tracing::info!(
+                        driver = %driver,
+                        "the driver does not list its instances (instance-listing answers not-implemented): every node is asked about alone"
+                    ),
+                    Refusal::Failed(e) => tracing::warn!(
+                        driver = %driver,
+                        error = %e,
+                        "listing the instances failed: nodes are asked about one by one until the next listing"
+                    ),
+                    Refusal::Refused(why) => tracing::warn!(
+                        driver = %driver,
+                        reason = %why,
+                        "the driver's listing was refused whole: nodes are asked about one by one until the next listing; fix the driver's listing"
+                    ),
+                }
+                refusal.outcome()
+            }
+        };
+        self.metrics.inc(
+            "wasm_ccm_instance_listings_total",
+            &[("driver", &driver), ("outcome", outcome)],
+        );
     }
 
     /// The provider for one call (a reload may swap the driver between calls, never during

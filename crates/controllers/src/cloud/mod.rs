@@ -19,6 +19,7 @@
 
 mod driver;
 mod function;
+pub(crate) mod listing;
 mod metered;
 mod slot;
 
@@ -28,7 +29,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ObjectReference;
 use wasm_ccm_runtime::Exports;
 use wasm_ccm_runtime::types::{
-    EnsureResult, Ingress, InstanceMetadata, Node, ProviderInfo, Route, Service,
+    EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderInfo, Route, Service,
 };
 use wasm_ccm_runtime::{CallScope, Outcome, SharedNodes};
 
@@ -74,6 +75,14 @@ pub(crate) trait CloudProvider: Send + Sync {
         node: &'a Node,
         scope: &'a CallScope,
     ) -> BoxFuture<'a, Outcome<InstanceMetadata>>;
+
+    /// `instance-listing.list-instances` (contract 0.2.2): one page, `page` `None` for the
+    /// first. A provider that cannot list answers `not-implemented`.
+    fn list_instances<'a>(
+        &'a self,
+        page: Option<&'a str>,
+        scope: &'a CallScope,
+    ) -> BoxFuture<'a, Outcome<InstancePage>>;
 
     /// `load-balancer.get`.
     fn load_balancer_get<'a>(

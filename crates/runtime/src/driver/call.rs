@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use super::handle::Driver;
 use crate::call::{CallScope, Outcome, SharedNodes};
+use crate::error::CallError;
 use crate::model::types::{
-    EnsureResult, Ingress, InstanceMetadata, Node, ProviderError, ProviderInfo, Route, Service,
+    EnsureResult, Ingress, InstanceMetadata, InstancePage, Node, ProviderError, ProviderInfo,
+    Route, Service,
 };
 use crate::wit::Convert;
 use crate::wit::v0_2::ToWit;
@@ -134,6 +136,34 @@ impl Driver {
     typed_call!(
         /// `instances.instance-metadata`.
         instance_metadata, instances, "instances", "instance-metadata", call_instance_metadata, (node: &Node) -> InstanceMetadata);
+    /// `instance-listing.list-instances` (contract 0.2.2): one page of the cluster's instances,
+    /// `page` `None` for the first. A driver without the export answers `not-implemented`, as
+    /// the SDKs' default does, so callers need one rule for both.
+    pub async fn list_instances(
+        &self,
+        page: Option<&str>,
+        scope: &CallScope,
+    ) -> Outcome<InstancePage> {
+        if !self.inner.compiled.surface.instance_listing {
+            let not = CallError::Provider(ProviderError::NotImplemented);
+            return Outcome::failed(not, Duration::ZERO);
+        }
+        let page = page.map(str::to_string);
+        self.inner
+            .invoke("instance-listing.list-instances", scope, move |slot| {
+                Box::pin(async move {
+                    let Some(guest) = slot.guests.instance_listing.as_ref() else {
+                        return Ok(Err(ProviderError::NotImplemented));
+                    };
+                    let answer = guest
+                        .call_list_instances(&mut slot.store, page.as_deref())
+                        .await;
+                    answer.map(|r| -> Result<InstancePage, ProviderError> { r.convert() })
+                })
+            })
+            .await
+    }
+
     typed_call!(
         /// `load-balancer.get`.
         load_balancer_get, load_balancer, "load-balancer", "get", call_get, (service: &Service) -> Option<Vec<Ingress>>);

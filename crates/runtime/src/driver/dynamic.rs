@@ -39,6 +39,7 @@ const FUNCTIONS: &[Function] = &[
     f("instances", "instance-exists", &["node"]),
     f("instances", "instance-shutdown", &["node"]),
     f("instances", "instance-metadata", &["node"]),
+    f("instance-listing", "list-instances", &["page"]),
     f("load-balancer", "get", &["service"]),
     f("load-balancer", "name", &["service"]),
     f("load-balancer", "ensure", &["service", "nodes"]),
@@ -168,6 +169,9 @@ impl Driver {
         let present = match iface {
             "provider" => true,
             "instances" => exports.instances,
+            // Optional (0.2.2): a driver without it answers `not-implemented`, as the SDKs'
+            // default does.
+            "instance-listing" => true,
             "load-balancer" => exports.load_balancer,
             "routes" => exports.routes,
             other => {
@@ -228,6 +232,10 @@ impl Driver {
             ("instances", "instance-metadata") => {
                 json(self.instance_metadata(&args.get("node")?, scope).await)
             }
+            ("instance-listing", "list-instances") => {
+                let page: Option<String> = args.get("page")?;
+                json(self.list_instances(page.as_deref(), scope).await)
+            }
             ("load-balancer", "get") => {
                 json(self.load_balancer_get(&args.get("service")?, scope).await)
             }
@@ -272,7 +280,14 @@ mod tests {
             if let Some(rest) = line.strip_prefix("interface ") {
                 iface = rest.trim_end_matches('{').trim().to_string();
             } else if let Some((name, rest)) = line.split_once(": func(")
-                && ["provider", "instances", "load-balancer", "routes"].contains(&iface.as_str())
+                && [
+                    "provider",
+                    "instances",
+                    "instance-listing",
+                    "load-balancer",
+                    "routes",
+                ]
+                .contains(&iface.as_str())
             {
                 // `a: t, b: list<tuple<x, y>>`: split at the commas outside `<…>`.
                 let params = rest.split(')').next().unwrap_or_default();

@@ -18,7 +18,7 @@ use super::failure::{classify, instantiate_error};
 use super::options::{InstanceMode, PoolOptions};
 use super::stats::DriverStats;
 use super::tier_up::Adopter;
-use crate::bindings::{environment, instances, load_balancer, provider, routes};
+use crate::bindings::{environment, instance_listing, instances, load_balancer, provider, routes};
 use crate::call::{CallScope, Outcome, SharedNodes};
 use crate::capability::DriverHost;
 use crate::engine::{Tier, WasmEngine};
@@ -33,6 +33,7 @@ pub(super) struct Indices {
     pub(super) provider: provider::GuestIndices,
     pub(super) environment: Option<environment::GuestIndices>,
     pub(super) instances: Option<instances::GuestIndices>,
+    pub(super) instance_listing: Option<instance_listing::GuestIndices>,
     pub(super) load_balancer: Option<load_balancer::GuestIndices>,
     pub(super) routes: Option<routes::GuestIndices>,
 }
@@ -61,6 +62,11 @@ impl Indices {
                 .then(|| instances::GuestIndices::new(pre))
                 .transpose()
                 .map_err(err)?,
+            instance_listing: surface
+                .instance_listing
+                .then(|| instance_listing::GuestIndices::new(pre))
+                .transpose()
+                .map_err(err)?,
             load_balancer: exports
                 .load_balancer
                 .then(|| load_balancer::GuestIndices::new(pre))
@@ -79,6 +85,7 @@ pub(super) struct Guests {
     pub(super) provider: provider::Guest,
     pub(super) environment: Option<environment::Guest>,
     pub(super) instances: Option<instances::Guest>,
+    pub(super) instance_listing: Option<instance_listing::Guest>,
     pub(super) load_balancer: Option<load_balancer::Guest>,
     pub(super) routes: Option<routes::Guest>,
 }
@@ -161,6 +168,12 @@ impl Slot {
                 .map_err(|e| instantiate_error(&store, &origin, &e))?,
             instances: indices
                 .instances
+                .as_ref()
+                .map(|i| i.load(&mut store, &instance))
+                .transpose()
+                .map_err(|e| instantiate_error(&store, &origin, &e))?,
+            instance_listing: indices
+                .instance_listing
                 .as_ref()
                 .map(|i| i.load(&mut store, &instance))
                 .transpose()

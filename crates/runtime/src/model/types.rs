@@ -209,6 +209,28 @@ pub struct InstanceMetadata {
     pub additional_labels: Vec<(String, String)>,
 }
 
+/// One instance as a listing shows it (`instance-listing.listed-instance`, contract 0.2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct ListedInstance {
+    /// The node the per-node lookup matches this instance to; empty when the driver cannot say.
+    pub node_name: String,
+    /// What `instance-metadata` answers for it.
+    pub metadata: InstanceMetadata,
+    /// What `instance-shutdown` answers for it.
+    pub shutdown: bool,
+}
+
+/// One page of a listing (`instance-listing.instance-page`, contract 0.2.2).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct InstancePage {
+    /// The instances of this page.
+    pub instances: Vec<ListedInstance>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<String>,
+}
+
 wit_enum! {
     /// Layer-4 protocol of a service port (`protocol`).
     Protocol {

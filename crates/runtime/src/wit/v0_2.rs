@@ -6,7 +6,7 @@
 //! exhaustive `match`. [`Convert`] carries the conversions through lists, options and results,
 //! so a typed call converts its whole answer (`Result<Vec<Route>, ProviderError>`) in one step.
 
-use crate::bindings::{cluster as wc, http as wh, log as wl, types as wt};
+use crate::bindings::{cluster as wc, http as wh, instance_listing as wi, log as wl, types as wt};
 use crate::call::EventKind;
 use crate::capability::log::Level;
 use crate::model::{cluster as mc, http as mh, types as mt};
@@ -113,6 +113,11 @@ macro_rules! variants {
             |v| match v { $($w::$name::$case $(($x))? => $m::$name::$case $(($x.convert()))?),+ }
         );
     )+};
+}
+
+records! { mt => wi:
+    ListedInstance { node_name, metadata, shutdown }
+    InstancePage { instances, next }
 }
 
 records! { mt => wt:

@@ -1,5 +1,5 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/cluster@0.2.1' {
+declare module 'wasm-ccm:provider/cluster@0.2.2' {
   /**
    * All Services of type LoadBalancer in the cluster. Each call copies every one of them into
    * the guest; prefer the two queries below, which copy only the Services that matter.
@@ -33,8 +33,8 @@ declare module 'wasm-ccm:provider/cluster@0.2.1' {
    * Record a Kubernetes event on the object of the current call. `reason` is UpperCamelCase.
    */
   export function event(kind: EventType, reason: string, message: string): void;
-  export type Service = import('wasm-ccm:provider/types@0.2.1').Service;
-  export type Node = import('wasm-ccm:provider/types@0.2.1').Node;
+  export type Service = import('wasm-ccm:provider/types@0.2.2').Service;
+  export type Node = import('wasm-ccm:provider/types@0.2.2').Node;
   /**
    * Severity of an event.
    * # Variants

@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/environment@0.2.1' {
+declare module 'wasm-ccm:provider/environment@0.2.2' {
   /**
    * The exact names of the plain (non-secret) environment variables the driver reads, each
    * under one of its `env-prefixes`; at most 64, none a declared secret's place. Called after

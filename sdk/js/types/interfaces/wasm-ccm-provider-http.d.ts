@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/http@0.2.1' {
+declare module 'wasm-ccm:provider/http@0.2.2' {
   /**
    * Send one request and wait for the whole response.
    */

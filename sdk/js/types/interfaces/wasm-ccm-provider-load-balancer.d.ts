@@ -1,5 +1,5 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/load-balancer@0.2.1' {
+declare module 'wasm-ccm:provider/load-balancer@0.2.2' {
   /**
    * The load balancer's current ingress, or none when it does not exist. Read-only.
    */
@@ -23,9 +23,9 @@ declare module 'wasm-ccm:provider/load-balancer@0.2.1' {
    */
   export { _delete as delete };
   function _delete(service: Service): void;
-  export type Service = import('wasm-ccm:provider/types@0.2.1').Service;
-  export type NodeSet = import('wasm-ccm:provider/types@0.2.1').NodeSet;
-  export type Ingress = import('wasm-ccm:provider/types@0.2.1').Ingress;
-  export type EnsureResult = import('wasm-ccm:provider/types@0.2.1').EnsureResult;
-  export type ProviderError = import('wasm-ccm:provider/types@0.2.1').ProviderError;
+  export type Service = import('wasm-ccm:provider/types@0.2.2').Service;
+  export type NodeSet = import('wasm-ccm:provider/types@0.2.2').NodeSet;
+  export type Ingress = import('wasm-ccm:provider/types@0.2.2').Ingress;
+  export type EnsureResult = import('wasm-ccm:provider/types@0.2.2').EnsureResult;
+  export type ProviderError = import('wasm-ccm:provider/types@0.2.2').ProviderError;
 }

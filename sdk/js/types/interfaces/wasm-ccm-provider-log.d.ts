@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/log@0.2.1' {
+declare module 'wasm-ccm:provider/log@0.2.2' {
   /**
    * Write one log line with key/value fields. The host tags it with the driver, the function
    * and the object, rate-limits it and redacts secrets.

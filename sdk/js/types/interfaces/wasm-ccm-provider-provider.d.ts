@@ -1,5 +1,5 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/provider@0.2.1' {
+declare module 'wasm-ccm:provider/provider@0.2.2' {
   /**
    * Who the driver is. Called before `init`; makes no requests.
    */
@@ -17,7 +17,7 @@ declare module 'wasm-ccm:provider/provider@0.2.1' {
    * `--housekeeping-period`. A driver with nothing to do returns ok.
    */
   export function housekeeping(): void;
-  export type Context = import('wasm-ccm:provider/types@0.2.1').Context;
-  export type ProviderError = import('wasm-ccm:provider/types@0.2.1').ProviderError;
-  export type ProviderInfo = import('wasm-ccm:provider/types@0.2.1').ProviderInfo;
+  export type Context = import('wasm-ccm:provider/types@0.2.2').Context;
+  export type ProviderError = import('wasm-ccm:provider/types@0.2.2').ProviderError;
+  export type ProviderInfo = import('wasm-ccm:provider/types@0.2.2').ProviderInfo;
 }

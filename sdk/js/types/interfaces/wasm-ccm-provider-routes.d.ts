@@ -1,5 +1,5 @@
 /// <reference path="./wasm-ccm-provider-types.d.ts" />
-declare module 'wasm-ccm:provider/routes@0.2.1' {
+declare module 'wasm-ccm:provider/routes@0.2.2' {
   /**
    * The routes of this cluster that the driver manages.
    */
@@ -13,6 +13,6 @@ declare module 'wasm-ccm:provider/routes@0.2.1' {
    */
   export { _delete as delete };
   function _delete(route: Route): void;
-  export type Route = import('wasm-ccm:provider/types@0.2.1').Route;
-  export type ProviderError = import('wasm-ccm:provider/types@0.2.1').ProviderError;
+  export type Route = import('wasm-ccm:provider/types@0.2.2').Route;
+  export type ProviderError = import('wasm-ccm:provider/types@0.2.2').ProviderError;
 }

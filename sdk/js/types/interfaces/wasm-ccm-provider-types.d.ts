@@ -1,4 +1,4 @@
-declare module 'wasm-ccm:provider/types@0.2.1' {
+declare module 'wasm-ccm:provider/types@0.2.2' {
   /**
    * How long to wait before calling again, and why.
    */

@@ -9,7 +9,8 @@
 use serde::Deserialize;
 use wasm_ccm_sdk::http;
 use wasm_ccm_sdk::types::{
-    AddressType, Context, InstanceMetadata, Node, NodeAddress, ProviderError, ProviderInfo,
+    AddressType, Context, InstanceMetadata, InstancePage, ListedInstance, Node, NodeAddress,
+    ProviderError, ProviderInfo,
 };
 use wasm_ccm_sdk::{Instances, Provider, log};
 
@@ -192,29 +193,66 @@ impl Instances for Template {
     }
 
     fn instance_metadata(&self, node: &Node) -> Result<InstanceMetadata, ProviderError> {
-        let i = self.require(node)?;
-        let mut addresses = Vec::new();
-        for a in &i.addresses {
-            let kind = address_type(&a.kind).ok_or_else(|| {
-                ProviderError::Permanent(format!(
-                    "instance {} has an address of unknown type {:?}",
-                    i.name, a.kind
-                ))
-            })?;
-            addresses.push(NodeAddress {
-                kind,
-                address: a.address.clone(),
-            });
+        metadata(self.require(node)?)
+    }
+
+    /// Every instance in one listing (contract 0.2.2), so the host asks the API once per pass
+    /// instead of once per node. Each entry is what the two functions above answer, under the
+    /// name [`Template::find`] matches a node without a provider ID by. This API answers in one
+    /// response, so the listing is one page; with an API that pages, hand its cursor back as
+    /// `next` (the host passes it as `page` to the next call; at most 20,000 instances a page).
+    fn list_instances(&self, page: Option<String>) -> Result<InstancePage, ProviderError> {
+        if let Some(page) = page {
+            return Err(ProviderError::Permanent(format!(
+                "page token {page:?} is not one this driver wrote: its listing is one page"
+            )));
         }
-        Ok(InstanceMetadata {
-            provider_id: format!("{SCHEME}://{}", i.id()),
-            instance_type: i.instance_type,
-            zone: i.zone,
-            region: i.region,
-            addresses,
-            additional_labels: Vec::new(),
+        let instances = self
+            .list()?
+            .into_iter()
+            .filter_map(|i| {
+                let (node_name, shutdown) = (i.name.clone(), i.shutdown);
+                // An instance the driver cannot describe is left out: the host asks about its
+                // node on its own, and instance-metadata answers with the error.
+                let metadata = metadata(i).ok()?;
+                Some(ListedInstance {
+                    node_name,
+                    metadata,
+                    shutdown,
+                })
+            })
+            .collect();
+        Ok(InstancePage {
+            instances,
+            next: None,
         })
     }
+}
+
+/// What instance-metadata answers for `i`; an address of a type Kubernetes does not know is
+/// `permanent`, since asking again brings the same answer.
+fn metadata(i: Instance) -> Result<InstanceMetadata, ProviderError> {
+    let mut addresses = Vec::new();
+    for a in &i.addresses {
+        let kind = address_type(&a.kind).ok_or_else(|| {
+            ProviderError::Permanent(format!(
+                "instance {} has an address of unknown type {:?}",
+                i.name, a.kind
+            ))
+        })?;
+        addresses.push(NodeAddress {
+            kind,
+            address: a.address.clone(),
+        });
+    }
+    Ok(InstanceMetadata {
+        provider_id: format!("{SCHEME}://{}", i.id()),
+        instance_type: i.instance_type,
+        zone: i.zone,
+        region: i.region,
+        addresses,
+        additional_labels: Vec::new(),
+    })
 }
 
 wasm_ccm_sdk::export_driver!(Template);

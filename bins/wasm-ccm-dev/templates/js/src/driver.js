@@ -2,7 +2,7 @@
 //
 // As generated, the "cloud" is the inventory API of wasm-ccm-dev's `static` simulator
 // (`GET /instances`, bearer token), so the driver passes `wasm-ccm-dev conformance` as it is.
-// Make it yours: replace `listInstances` and the instance fields with your cloud's API and keep
+// Make it yours: replace `fetchInstances` and the instance fields with your cloud's API and keep
 // the rest: the configuration checks in `init`, the lookup rules and the error mapping are what
 // the conformance checks expect.
 //
@@ -21,7 +21,7 @@ let STATE = null; // set by init; one copy per component instance
 /** Every instance, as the API returns it. The SDK maps transport failures and HTTP errors to the
  * provider errors the host acts on (429 → rate-limited with Retry-After, 401/403 → unauthorized,
  * 5xx → transient) and a body that is not JSON to transient. */
-function listInstances() {
+function fetchInstances() {
   const url = `${STATE.url}/instances`;
   const doc = http.get(url, { bearer: STATE.token, timeoutMs: TIMEOUT_MS }).errorForStatus().json();
   const instances = doc !== null && typeof doc === 'object' ? doc.instances : undefined;
@@ -50,13 +50,40 @@ function instanceId(node) {
  * when the cloud answered and the instance is not there. */
 function find(node) {
   const wanted = instanceId(node);
-  return listInstances().find((i) => (wanted === undefined ? i.name === node.name : (i.id || i.name) === wanted));
+  return fetchInstances().find((i) => (wanted === undefined ? i.name === node.name : (i.id || i.name) === wanted));
 }
 
 function mustFind(node) {
   const i = find(node);
   if (i === undefined) throw new NotFound(`no instance for node ${node.name} in the inventory`);
   return i;
+}
+
+/** What instanceMetadata answers for the instance; an address of a type Kubernetes does not know
+ * is permanent, since asking again brings the same answer. */
+function metadata(i) {
+  const addresses = (i.addresses ?? []).map((a) => {
+    const kind = a !== null && typeof a === 'object' && Object.hasOwn(ADDRESS_TYPES, a.type) ? ADDRESS_TYPES[a.type] : undefined;
+    if (kind === undefined || typeof a.address !== 'string') {
+      throw new Permanent(`instance ${i.name} has an address the driver cannot read: ${JSON.stringify(a)}`);
+    }
+    return { kind, address: a.address };
+  });
+  return {
+    providerId: `${SCHEME}://${i.id || i.name}`, instanceType: String(i.type ?? ''), zone: String(i.zone ?? ''),
+    region: String(i.region ?? ''), addresses, additionalLabels: [],
+  };
+}
+
+/** The instance as the listing shows it, or undefined when the driver cannot describe it: the
+ * host then asks about its node on its own, and instanceMetadata answers with the error. */
+function listed(i) {
+  try {
+    return { nodeName: i.name, metadata: metadata(i), shutdown: i.shutdown === true };
+  } catch (e) {
+    if (e instanceof Permanent) return undefined;
+    throw e;
+  }
 }
 
 export const provider = defineInterface('provider', {
@@ -102,18 +129,20 @@ export const environment = defineInterface('environment', {
 export const instances = defineInterface('instances', {
   instanceExists: (node) => find(node) !== undefined,
   instanceShutdown: (node) => mustFind(node).shutdown === true,
-  instanceMetadata(node) {
-    const i = mustFind(node);
-    const addresses = (i.addresses ?? []).map((a) => {
-      const kind = a !== null && typeof a === 'object' && Object.hasOwn(ADDRESS_TYPES, a.type) ? ADDRESS_TYPES[a.type] : undefined;
-      if (kind === undefined || typeof a.address !== 'string') {
-        throw new Permanent(`instance ${i.name} has an address the driver cannot read: ${JSON.stringify(a)}`);
-      }
-      return { kind, address: a.address };
-    });
-    return {
-      providerId: `${SCHEME}://${i.id || i.name}`, instanceType: String(i.type ?? ''), zone: String(i.zone ?? ''),
-      region: String(i.region ?? ''), addresses, additionalLabels: [],
-    };
+  instanceMetadata: (node) => metadata(mustFind(node)),
+  // Every instance in one listing (contract 0.2.2), so the host asks the API once per pass
+  // instead of once per node; each entry is what the three functions above answer, under the
+  // name `find` matches a node without a provider ID by. This API answers in one response, so
+  // the listing is one page; with an API that pages, return its cursor as `next` (the host passes
+  // it back as `page`; at most 20,000 instances a page).
+  listInstances(page) {
+    if (page !== undefined) {
+      throw new Permanent(`page token ${JSON.stringify(page)} is not one this driver wrote: its listing is one page`);
+    }
+    return { instances: fetchInstances().map(listed).filter((e) => e !== undefined), next: undefined };
   },
 });
+
+// Every world exports `instance-listing` (contract 0.2.2): the SDK's answers with
+// `instances.listInstances` above.
+export { instanceListing } from '../wasm-ccm/sdk/js/index.js';

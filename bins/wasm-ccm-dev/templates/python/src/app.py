@@ -2,7 +2,7 @@
 
 As generated, the "cloud" is the inventory API of wasm-ccm-dev's `static` simulator
 (`GET /instances`, bearer token), so the driver passes `wasm-ccm-dev conformance` as it is. Make
-it yours: replace `list_instances` and the instance fields with your cloud's API and keep the
+it yours: replace `fetch_instances` and the instance fields with your cloud's API and keep the
 rest: the configuration checks in `init`, the lookup rules and the error mapping are what the
 conformance checks expect.
 
@@ -10,9 +10,12 @@ Build: ./build.sh (componentize-py packs this module, the SDK and CPython into o
 """
 from wit_world import exports
 from wasm_ccm_sdk import (
-    ADDRESS_TYPES, InstanceMetadata, InvalidConfig, NodeAddress, NotFound, Permanent,
-    ProviderInfo, Transient, export, http, log,
+    ADDRESS_TYPES, InstanceMetadata, InstancePage, InvalidConfig, ListedInstance, NodeAddress,
+    NotFound, Permanent, ProviderInfo, Transient, export, http, log,
 )
+# Every world exports `instance-listing` (contract 0.2.2): the SDK's answers with
+# `Instances.list_instances` below.
+from wasm_ccm_sdk import InstanceListing  # noqa: F401
 
 # Provider IDs are `{{name}}://<id>`: the scheme is stored on every Node, so choose it once.
 SCHEME = "{{name}}"
@@ -24,7 +27,7 @@ TIMEOUT_MS = 5000
 STATE = None
 
 
-def list_instances():
+def fetch_instances():
     """Every instance, as the API returns it. The SDK maps transport failures and HTTP errors to
     the provider errors the host acts on (429 → rate-limited with Retry-After, 401/403 →
     unauthorized, 5xx → transient) and a body that is not JSON to transient."""
@@ -57,7 +60,7 @@ def find(node):
     """The instance behind the node: by provider ID when it has one, else by name. None only
     when the cloud answered and the instance is not there."""
     wanted = instance_id(node)
-    for i in list_instances():
+    for i in fetch_instances():
         if wanted is None and i["name"] == node.name:
             return i
         if wanted is not None and (i.get("id") or i["name"]) == wanted:
@@ -70,6 +73,31 @@ def require(node):
     if i is None:
         raise NotFound(f"no instance for node {node.name} in the inventory")
     return i
+
+
+def metadata(i):
+    """What instance_metadata answers for the instance; an address of a type Kubernetes does not
+    know is permanent, since asking again brings the same answer."""
+    addresses = []
+    for a in i.get("addresses") or []:
+        kind = ADDRESS_TYPES.get(a.get("type")) if isinstance(a, dict) else None
+        if kind is None or not isinstance(a.get("address"), str):
+            raise Permanent(f"instance {i['name']} has an address the driver cannot read: {a!r}")
+        addresses.append(NodeAddress(kind, a["address"]))
+    return InstanceMetadata(
+        provider_id=f"{SCHEME}://{i.get('id') or i['name']}",
+        instance_type=str(i.get("type") or ""), zone=str(i.get("zone") or ""),
+        region=str(i.get("region") or ""), addresses=addresses, additional_labels=[])
+
+
+def listed(i):
+    """The instance as the listing shows it, or None when the driver cannot describe it: the host
+    then asks about its node on its own, and instance_metadata answers with the error."""
+    try:
+        return ListedInstance(node_name=i["name"], metadata=metadata(i),
+                              shutdown=i.get("shutdown") is True)
+    except Permanent:
+        return None
 
 
 @export
@@ -130,14 +158,15 @@ class Instances(exports.Instances):
         return require(node).get("shutdown") is True
 
     def instance_metadata(self, node):
-        i = require(node)
-        addresses = []
-        for a in i.get("addresses") or []:
-            kind = ADDRESS_TYPES.get(a.get("type")) if isinstance(a, dict) else None
-            if kind is None or not isinstance(a.get("address"), str):
-                raise Permanent(f"instance {i['name']} has an address the driver cannot read: {a!r}")
-            addresses.append(NodeAddress(kind, a["address"]))
-        return InstanceMetadata(
-            provider_id=f"{SCHEME}://{i.get('id') or i['name']}",
-            instance_type=str(i.get("type") or ""), zone=str(i.get("zone") or ""),
-            region=str(i.get("region") or ""), addresses=addresses, additional_labels=[])
+        return metadata(require(node))
+
+    def list_instances(self, page):
+        # Every instance in one listing (contract 0.2.2), so the host asks the API once per pass
+        # instead of once per node; each entry is what the two methods above answer, under the
+        # name `find` matches a node without a provider ID by. This API answers in one response,
+        # so the listing is one page; with an API that pages, return its cursor as `next` (the
+        # host passes it back as `page`; at most 20,000 instances a page).
+        if page is not None:
+            raise Permanent(f"page token {page!r} is not one this driver wrote: its listing is one page")
+        return InstancePage(instances=[e for e in map(listed, fetch_instances()) if e is not None],
+                            next=None)

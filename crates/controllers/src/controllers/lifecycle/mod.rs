@@ -14,6 +14,7 @@ use tracing::Instrument;
 use wasm_ccm_runtime::CallError;
 use wasm_ccm_runtime::types::ProviderError;
 
+use crate::cloud::listing::Listed;
 use crate::cloud::{About, Function};
 use crate::controllers::entry::{ControllerEntry, Needs, Wiring, always};
 use crate::controllers::node::rules::SHUTDOWN_TAINT;
@@ -101,10 +102,18 @@ impl LifecycleController {
     }
 
     /// Asks `instances.instance-shutdown` (`function` is [`Function::InstanceShutdown`]) or
-    /// `instances.instance-exists` about `node`.
+    /// `instances.instance-exists` about `node`. A listing that names the node answers instead
+    /// (listed means it exists; its shutdown state is the listed one); one that does not name it
+    /// answers nothing, so only the driver's own per-node answer can delete a Node.
     async fn ask(&self, function: Function, node: &Node) -> Result<bool, CallError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
+        if let Listed::Found(listed) = self.ctx.cloud.listed(&wit).await {
+            return Ok(match function {
+                Function::InstanceShutdown => listed.shutdown,
+                _ => true,
+            });
+        }
         let scope = self.ctx.cloud.scope(&name);
         let regarding = reference(node);
         let cloud = self.ctx.cloud.provider();

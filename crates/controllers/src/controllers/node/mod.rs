@@ -25,6 +25,7 @@ use self::rules::{
 use crate::answer_rules::{
     Violation, check_provider_id, dedupe_addresses, sanitize_addresses, sanitize_metadata,
 };
+use crate::cloud::listing::Listed;
 use crate::cloud::{About, Function};
 use crate::controllers::entry::{ControllerEntry, Needs, Pending, Wiring, always};
 use crate::convert::{node_to_wit, to_kube_address};
@@ -221,14 +222,19 @@ impl NodeController {
         ReconcileError::refused(message)
     }
 
-    /// Asks `instances.instance-metadata` about the node `name` (initialisation and the status
-    /// pass alike), its events on `regarding`; a failure is the node's reconcile error.
+    /// The metadata of the node `name`'s instance (initialisation and the status pass alike):
+    /// from the driver's instance listing when one names the node, else by asking
+    /// `instances.instance-metadata`, its events on `regarding`. A failure is the node's
+    /// reconcile error. Either answer then passes the same checks.
     async fn instance_metadata(
         &self,
         name: &str,
         wit: &WitNode,
         regarding: &ObjectReference,
     ) -> Result<InstanceMetadata, ReconcileError> {
+        if let Listed::Found(listed) = self.ctx.cloud.listed(wit).await {
+            return Ok(listed.metadata.clone());
+        }
         let scope = self.ctx.cloud.scope(name);
         self.ctx
             .cloud

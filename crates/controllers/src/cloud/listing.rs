@@ -166,19 +166,22 @@ impl InstanceListing {
         }
     }
 
-    /// Finds `node` in a listing of `provider` no older than the maximum age, taking a new one
-    /// (through `take`, which lists every page) when there is none.
+    /// Finds `node` in a listing of `provider` no older than the maximum age and `within` (the
+    /// caller's own period: an answer is never staler than the per-node call it replaces would
+    /// be), taking a new one (through `take`, which lists every page) when there is none.
     pub(crate) async fn find<F, Fut>(
         &self,
         provider: &SharedCloud,
         node: &WitNode,
+        within: Duration,
         take: F,
     ) -> Listed
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Vec<ListedInstance>, Refusal>>,
     {
-        if self.max_age.is_zero() {
+        let within = within.min(self.max_age);
+        if within.is_zero() {
             return Listed::AskPerNode;
         }
         let source = Arc::as_ptr(provider) as *const () as usize;
@@ -187,11 +190,8 @@ impl InstanceListing {
             return Listed::AskPerNode;
         }
         let now = Instant::now();
-        if let Some(s) = &state.snapshot
-            && s.source == source
-            && now.duration_since(s.taken) < self.max_age
-        {
-            return s.find(node);
+        if let Some(found) = fresh(&state, source, now, within, node) {
+            return found;
         }
         match take().await {
             Ok(instances) => {
@@ -213,6 +213,39 @@ impl InstanceListing {
             }
         }
     }
+}
+
+impl InstanceListing {
+    /// Finds `node` in a listing no older than the maximum age and `within`, if one is at hand;
+    /// never takes one (the lifecycle pass: a listing the other passes took answers it only
+    /// while it is younger than `--node-monitor-period`, so a deleted or stopped instance is
+    /// seen as soon as upstream's per-node check would see it).
+    pub(crate) async fn find_at_hand(
+        &self,
+        provider: &SharedCloud,
+        node: &WitNode,
+        within: Duration,
+    ) -> Listed {
+        let within = within.min(self.max_age);
+        let source = Arc::as_ptr(provider) as *const () as usize;
+        let state = self.state.lock().await;
+        fresh(&state, source, Instant::now(), within, node).unwrap_or(Listed::AskPerNode)
+    }
+}
+
+/// The answer of the snapshot in `state` when it is `source`'s and younger than `within`.
+fn fresh(
+    state: &State,
+    source: usize,
+    now: Instant,
+    within: Duration,
+    node: &WitNode,
+) -> Option<Listed> {
+    state
+        .snapshot
+        .as_ref()
+        .filter(|s| s.source == source && now.duration_since(s.taken) < within)
+        .map(|s| s.find(node))
 }
 
 /// The bounds every listing is held to while its pages arrive (the host's, and the conformance

@@ -64,19 +64,35 @@ impl Cloud {
     }
 
     /// What the driver's listing says of `node` (`listing.rs`): its instance, when a listing
-    /// no older than `--instance-listing-max-age` names it exactly once, else
-    /// [`Listed::AskPerNode`]. Takes a new listing, page by page, when there is none.
-    pub(crate) async fn listed(&self, node: &WitNode) -> Listed {
+    /// no older than `--instance-listing-max-age` and `within` (the caller's period) names it
+    /// exactly once, else [`Listed::AskPerNode`]. Takes a new listing, page by page, when there
+    /// is none.
+    pub(crate) async fn listed(&self, node: &WitNode, within: Duration) -> Listed {
         let provider = self.provider();
         let found = self
             .listing
-            .find(&provider, node, || async {
+            .find(&provider, node, within, || async {
                 let scope = self.scope("instance-listing");
                 let taken = list_all(self, &provider, &scope).await;
                 self.count_listing(&taken);
                 taken
             })
             .await;
+        self.count_lookup(&found);
+        found
+    }
+
+    /// [`Cloud::listed`] from a listing already at hand, never a new one (the lifecycle pass).
+    pub(crate) async fn listed_at_hand(&self, node: &WitNode, within: Duration) -> Listed {
+        let found = self
+            .listing
+            .find_at_hand(&self.provider(), node, within)
+            .await;
+        self.count_lookup(&found);
+        found
+    }
+
+    fn count_lookup(&self, found: &Listed) {
         let answer = match found {
             Listed::Found(_) => "listed",
             Listed::AskPerNode => "per-node",
@@ -85,7 +101,6 @@ impl Cloud {
             "wasm_ccm_instance_listing_lookups_total",
             &[("driver", &self.name()), ("answer", answer)],
         );
-        found
     }
 
     /// Counts a listing by outcome, and says why one was not used.

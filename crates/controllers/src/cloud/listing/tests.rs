@@ -174,6 +174,32 @@ async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
         .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
         .collect();
     let h = Harness::start(cloud, nodes).await;
+    let lifecycle = LifecycleController::new(Arc::clone(&h.ctx));
+    // The pass never takes a listing itself: without one at hand every node is asked alone.
+    lifecycle.monitor_nodes().await;
+    assert_eq!(h.cloud.calls_of("instance-listing.list-instances"), 0);
+    assert_eq!(h.cloud.calls_of("instances.instance-exists"), 3);
+    // With one at hand (the status pass or initialisation just took it), the listed nodes are
+    // answered from it.
+    let cloud = FakeCloud::default();
+    cloud.list(vec![
+        listed("off", "off", true),
+        listed("kept", "kept", false),
+    ]);
+    cloud
+        .exists
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert("gone".into(), Ok(false));
+    let nodes = ["gone", "off", "kept"]
+        .iter()
+        .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
+        .collect();
+    let h = Harness::start(cloud, nodes).await;
+    h.ctx
+        .cloud
+        .listed(&wit("kept", "fake://kept"), Duration::MAX)
+        .await;
     LifecycleController::new(Arc::clone(&h.ctx))
         .monitor_nodes()
         .await;
@@ -220,7 +246,10 @@ async fn a_driver_that_cannot_list_is_asked_once_and_then_per_node() {
     };
     assert_eq!(calls(), 1.0);
     assert_eq!(
-        h.ctx.cloud.listed(&wit("node-0", "fake://0")).await,
+        h.ctx
+            .cloud
+            .listed(&wit("node-0", "fake://0"), Duration::MAX)
+            .await,
         Listed::AskPerNode
     );
     assert_eq!(calls(), 1.0, "not asked again");
@@ -295,30 +324,51 @@ async fn a_listing_answers_for_its_age_then_is_taken_again() {
     let node = wit("node-0", "fake://0");
     let count = || taken.load(std::sync::atomic::Ordering::Relaxed);
     assert!(matches!(
-        listing.find(&provider, &node, take).await,
+        listing.find(&provider, &node, Duration::MAX, take).await,
         Listed::Found(_)
     ));
     tokio::time::advance(Duration::from_secs(29)).await;
     assert!(matches!(
-        listing.find(&provider, &node, take).await,
+        listing.find(&provider, &node, Duration::MAX, take).await,
         Listed::Found(_)
     ));
     assert_eq!(count(), 1);
     tokio::time::advance(Duration::from_secs(2)).await;
     assert!(matches!(
-        listing.find(&provider, &node, take).await,
+        listing.find(&provider, &node, Duration::MAX, take).await,
         Listed::Found(_)
     ));
     assert_eq!(count(), 2);
     // Another provider (a reload swapped the driver) lists again at once.
     let reloaded: SharedCloud = Arc::new(FakeCloud::default());
     assert!(matches!(
-        listing.find(&reloaded, &node, take).await,
+        listing.find(&reloaded, &node, Duration::MAX, take).await,
         Listed::Found(_)
     ));
     assert_eq!(count(), 3);
     // Zero turns listing off.
     let off = InstanceListing::new(Duration::ZERO);
-    assert_eq!(off.find(&provider, &node, take).await, Listed::AskPerNode);
+    assert_eq!(
+        off.find(&provider, &node, Duration::MAX, take).await,
+        Listed::AskPerNode
+    );
     assert_eq!(count(), 3);
+    // A caller's shorter period bounds the age: a listing older than it is taken again.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert!(matches!(
+        listing
+            .find(&reloaded, &node, Duration::from_secs(4), take)
+            .await,
+        Listed::Found(_)
+    ));
+    assert_eq!(count(), 4);
+    // At hand only: never takes one, and only a young enough one answers.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let at_hand = |within| listing.find_at_hand(&reloaded, &node, within);
+    assert!(matches!(
+        at_hand(Duration::from_secs(5)).await,
+        Listed::Found(_)
+    ));
+    assert_eq!(at_hand(Duration::from_secs(2)).await, Listed::AskPerNode);
+    assert_eq!(count(), 4);
 }

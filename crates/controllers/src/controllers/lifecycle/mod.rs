@@ -102,13 +102,16 @@ impl LifecycleController {
     }
 
     /// Asks `instances.instance-shutdown` (`function` is [`Function::InstanceShutdown`]) or
-    /// `instances.instance-exists` about `node`. A listing that names the node answers instead
-    /// (listed means it exists; its shutdown state is the listed one); one that does not name it
-    /// answers nothing, so only the driver's own per-node answer can delete a Node.
+    /// `instances.instance-exists` about `node`. A listing at hand no older than
+    /// `--node-monitor-period` that names the node answers instead (listed means it exists; its
+    /// shutdown state is the listed one); the pass never takes a listing itself, so a stopped or
+    /// deleted instance is seen as soon as upstream's per-node check sees it, and only the
+    /// driver's own per-node answer can delete a Node.
     async fn ask(&self, function: Function, node: &Node) -> Result<bool, CallError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
-        if let Listed::Found(listed) = self.ctx.cloud.listed(&wit).await {
+        let within = self.ctx.config.node_monitor_period;
+        if let Listed::Found(listed) = self.ctx.cloud.listed_at_hand(&wit, within).await {
             return Ok(match function {
                 Function::InstanceShutdown => listed.shutdown,
                 _ => true,

@@ -226,13 +226,16 @@ impl NodeController {
     /// from the driver's instance listing when one names the node, else by asking
     /// `instances.instance-metadata`, its events on `regarding`. A failure is the node's
     /// reconcile error. Either answer then passes the same checks.
+    /// `within` is how old a listing may be: the status pass's period for the refresh, the
+    /// listing's own age for initialisation.
     async fn instance_metadata(
         &self,
         name: &str,
         wit: &WitNode,
         regarding: &ObjectReference,
+        within: Duration,
     ) -> Result<InstanceMetadata, ReconcileError> {
-        if let Listed::Found(listed) = self.ctx.cloud.listed(wit).await {
+        if let Listed::Found(listed) = self.ctx.cloud.listed(wit, within).await {
             return Ok(listed.metadata.clone());
         }
         let scope = self.ctx.cloud.scope(name);
@@ -251,7 +254,9 @@ impl NodeController {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let regarding = reference(node);
-        let meta = self.instance_metadata(&name, &wit, &regarding).await?;
+        let meta = self
+            .instance_metadata(&name, &wit, &regarding, Duration::MAX)
+            .await?;
         let existing_provider_id = wit.provider_id.clone();
         // The provider ID decides which instance the whole answer describes: one that breaks a
         // rule refuses the answer (nothing of it is written).
@@ -479,7 +484,12 @@ impl NodeController {
         }
         let regarding = reference(node);
         let meta = self
-            .instance_metadata(&name, &node_to_wit(node), &regarding)
+            .instance_metadata(
+                &name,
+                &node_to_wit(node),
+                &regarding,
+                self.ctx.config.node_status_update_frequency,
+            )
             .await?;
         // Addresses of another instance are not this node's.
         let scheme = self.ctx.cloud.provider_id_scheme();

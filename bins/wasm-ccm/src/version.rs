@@ -1,6 +1,6 @@
 //! What `--version` says, for both binaries: the wasm-ccm release, the driver contract it was
 //! built with and the contract versions it loads, e.g.
-//! `wasm-ccm 0.1.0 (driver contract wasm-ccm:provider@0.2.1; loads 0.2.x drivers)`.
+//! `wasm-ccm 0.1.0 (driver contract wasm-ccm:provider@0.2.2; loads 0.2.x drivers)`.
 //! An operator matching a driver to a host needs the second and third as much as the first.
 
 use std::sync::OnceLock;
@@ -9,7 +9,7 @@ use clap::Parser;
 use wasm_ccm_runtime::{PACKAGE, SUPPORTED_VERSIONS};
 
 /// The version clap prints after the binary's name:
-/// `0.1.0 (driver contract wasm-ccm:provider@0.2.1; loads 0.2.x drivers)`. The release is the
+/// `0.1.0 (driver contract wasm-ccm:provider@0.2.2; loads 0.2.x drivers)`. The release is the
 /// workspace version; the contract is `wit/provider.wit`'s package version
 /// ([`wasm_ccm_runtime::CONTRACT_VERSION`]); the loadable versions are
 /// [`SUPPORTED_VERSIONS`], each as `X.Y.x`.

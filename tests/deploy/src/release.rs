@@ -52,13 +52,13 @@ pub fn sources() -> Result<Vec<Source>, String> {
 }
 
 /// The first words of every release file's header: the release and the driver contract its
-/// binary implements (`contract`, e.g. `wasm-ccm:provider@0.2.1`), which a driver must implement.
+/// binary implements (`contract`, e.g. `wasm-ccm:provider@0.2.2`), which a driver must implement.
 pub fn header_start(contract: &str) -> String {
     format!("# wasm-ccm {VERSION} (driver contract {contract}): ")
 }
 
 /// The header of a release file rendered from `source` by kubectl `kubectl_version`, for the
-/// driver contract `contract` (`wasm-ccm:provider@0.2.1`, from wit/provider.wit).
+/// driver contract `contract` (`wasm-ccm:provider@0.2.2`, from wit/provider.wit).
 pub fn header(source: &Source, kubectl_version: &str, contract: &str) -> String {
     format!(
         "{start}{shown}, rendered for `kubectl apply -f`.\n\

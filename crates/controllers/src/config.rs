@@ -33,7 +33,7 @@ pub struct ControllerConfig {
     pub min_resync_period: Duration,
     /// `--instance-listing-max-age`: how long one listing of a driver that exports
     /// `instance-listing` (contract 0.2.2) answers for its nodes before the next is taken; zero
-    /// asks about every node alone, as upstream does.
+    /// asks about every node alone, as upstream does (the default).
     pub instance_listing_max_age: Duration,
     /// How often the driver's `housekeeping` runs.
     pub housekeeping_period: Duration,
@@ -63,7 +63,8 @@ impl Default for ControllerConfig {
             route_reconciliation_period: Duration::from_secs(10),
             watch_based_routes: false,
             min_resync_period: Duration::from_secs(12 * 3600),
-            instance_listing_max_age: Duration::from_secs(30),
+            // Off by default: a listing changes how old an answer may be, so the operator opts in.
+            instance_listing_max_age: Duration::ZERO,
             housekeeping_period: Duration::from_secs(60),
             configure_cloud_routes: true,
             cluster_cidr: String::new(),

@@ -45,6 +45,7 @@ pub(super) const SDK_RUST: &[(&str, &str)] = &[
     repo_file!("sdk/rust/src/export.rs"),
     repo_file!("sdk/rust/src/http.rs"),
     repo_file!("sdk/rust/src/lib.rs"),
+    repo_file!("sdk/rust/src/listing.rs"),
     repo_file!("sdk/rust/src/log.rs"),
     repo_file!("sdk/rust/src/selector.rs"),
     repo_file!("sdk/rust/src/traits.rs"),

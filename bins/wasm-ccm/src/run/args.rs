@@ -77,10 +77,12 @@ pub struct RunArgs {
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub(super) node_status_update_frequency: Duration,
     /// How long one listing of a driver's instances (a driver exporting instance-listing,
-    /// contract 0.2.2) answers node initialisation, the address update and the lifecycle check
-    /// before the next is taken. A node the listing does not name is asked about alone. 0
-    /// asks about every node alone, as upstream does.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// contract 0.2.2) answers node initialisation and the address update (never longer than
+    /// --node-status-update-frequency for the update; the lifecycle check only reads one younger
+    /// than --node-monitor-period), so a pass costs one cloud request per page instead of one
+    /// per node. A node the listing does not name is asked about alone. 0 (the default) asks
+    /// about every node alone, as upstream does; e.g. 30s turns it on.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub(super) instance_listing_max_age: Duration,
     /// Period of the route reconciliation.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

@@ -8,6 +8,7 @@ use serde_json::Value;
 use wasm_ccm_runtime::types::{InstancePage, ListedInstance, Node as WitNode, ProviderError};
 
 use super::*;
+use crate::config::ControllerConfig;
 use crate::controllers::lifecycle::LifecycleController;
 use crate::controllers::node::NodeController;
 use crate::machinery::runner::Reconciler;
@@ -106,6 +107,14 @@ fn pages_are_held_to_their_bounds() {
     assert!(e.contains("more than 100000 instances"), "{e}");
 }
 
+/// The settings with the listing on (it is off by default).
+fn listing_on() -> ControllerConfig {
+    ControllerConfig {
+        instance_listing_max_age: Duration::from_secs(30),
+        ..ControllerConfig::default()
+    }
+}
+
 /// Uninitialised, NotReady nodes `node-0..n` with no provider ID.
 fn new_nodes(n: usize) -> Vec<Value> {
     (0..n)
@@ -134,7 +143,7 @@ async fn one_listing_initialises_many_nodes_without_a_call_per_node() {
             next: None,
         },
     ]);
-    let h = Harness::start(cloud, new_nodes(4)).await;
+    let h = Harness::start_with(cloud, new_nodes(4), listing_on()).await;
     let controller = NodeController::new(Arc::clone(&h.ctx));
     for i in 0..3 {
         let name = format!("node-{i}");
@@ -173,7 +182,7 @@ async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
         .iter()
         .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
         .collect();
-    let h = Harness::start(cloud, nodes).await;
+    let h = Harness::start_with(cloud, nodes, listing_on()).await;
     let lifecycle = LifecycleController::new(Arc::clone(&h.ctx));
     // The pass never takes a listing itself: without one at hand every node is asked alone.
     lifecycle.monitor_nodes().await;
@@ -195,7 +204,7 @@ async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
         .iter()
         .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
         .collect();
-    let h = Harness::start(cloud, nodes).await;
+    let h = Harness::start_with(cloud, nodes, listing_on()).await;
     h.ctx
         .cloud
         .listed(&wit("kept", "fake://kept"), Duration::MAX)
@@ -230,7 +239,7 @@ async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
 #[tokio::test]
 async fn a_driver_that_cannot_list_is_asked_once_and_then_per_node() {
     // The fake without pages answers not-implemented without recording a call.
-    let h = Harness::start(FakeCloud::default(), new_nodes(1)).await;
+    let h = Harness::start_with(FakeCloud::default(), new_nodes(1), listing_on()).await;
     h.cloud.add_instance("node-0", instance("0"));
     let controller = NodeController::new(Arc::clone(&h.ctx));
     controller.reconcile("node-0").await.expect("node-0");
@@ -264,7 +273,7 @@ async fn a_failed_or_refused_listing_falls_back_per_node_for_its_age() {
         "instance-listing.list-instances",
         ProviderError::Transient("503".into()),
     );
-    let h = Harness::start(cloud, new_nodes(2)).await;
+    let h = Harness::start_with(cloud, new_nodes(2), listing_on()).await;
     h.cloud.add_instance("node-0", instance("0"));
     h.cloud.add_instance("node-1", instance("1"));
     let controller = NodeController::new(Arc::clone(&h.ctx));
@@ -292,7 +301,7 @@ async fn a_failed_or_refused_listing_falls_back_per_node_for_its_age() {
     foreign.metadata.provider_id = "other://0".into();
     let cloud = FakeCloud::default();
     cloud.list(vec![foreign, listed("node-1", "1", false)]);
-    let h = Harness::start(cloud, new_nodes(2)).await;
+    let h = Harness::start_with(cloud, new_nodes(2), listing_on()).await;
     h.cloud.add_instance("node-1", instance("1"));
     NodeController::new(Arc::clone(&h.ctx))
         .reconcile("node-1")

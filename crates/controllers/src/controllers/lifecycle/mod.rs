@@ -103,7 +103,7 @@ impl LifecycleController {
 
     /// Asks `instances.instance-shutdown` (`function` is [`Function::InstanceShutdown`]) or
     /// `instances.instance-exists` about `node`. A listing at hand no older than
-    /// `--node-monitor-period` that names the node answers instead (listed means it exists; its
+    /// `--node-monitor-period` that names the node by its provider ID answers instead (listed means it exists; its
     /// shutdown state is the listed one); the pass never takes a listing itself, so a stopped or
     /// deleted instance is seen as soon as upstream's per-node check sees it, and only the
     /// driver's own per-node answer can delete a Node.
@@ -111,7 +111,11 @@ impl LifecycleController {
         let name = node.metadata.name.clone().unwrap_or_default();
         let wit = node_to_wit(node);
         let within = self.ctx.config.node_monitor_period;
-        if let Listed::Found(listed) = self.ctx.cloud.listed_at_hand(&wit, within).await {
+        // Only by provider ID: some drivers decline to say by a node's name whether its
+        // machine is gone or stopped, and a listing matched by name must not decide for them.
+        if !wit.provider_id.is_empty()
+            && let Listed::Found(listed) = self.ctx.cloud.listed_at_hand(&wit, within).await
+        {
             return Ok(match function {
                 Function::InstanceShutdown => listed.shutdown,
                 _ => true,

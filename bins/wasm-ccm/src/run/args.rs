@@ -82,7 +82,7 @@ pub struct RunArgs {
     /// than --node-monitor-period), so a pass costs one cloud request per page instead of one
     /// per node. A node the listing does not name is asked about alone. 0 (the default) asks
     /// about every node alone, as upstream does; e.g. 30s turns it on.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = parse_duration_or_zero)]
     pub(super) instance_listing_max_age: Duration,
     /// Period of the route reconciliation.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

@@ -411,6 +411,10 @@ mod tests {
         // Upstream starts no Service worker for 0; ours runs one (docs/PARITY.md).
         let zero = config(&["--concurrent-service-syncs=0"]);
         assert_eq!(zero.concurrent_service_syncs, 1);
+        // The instance listing is off unless asked for.
+        assert_eq!(default.instance_listing_max_age, Duration::ZERO);
+        let listing = config(&["--instance-listing-max-age=30s"]);
+        assert_eq!(listing.instance_listing_max_age, s(30));
     }
 
     #[test]

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use wasm_ccm_runtime::types::{ListedInstance, Node as WitNode, ProviderError};
-use wasm_ccm_runtime::{CallError, CallScope};
+use wasm_ccm_runtime::CallError;
+use wasm_ccm_runtime::types::{ListedInstance, Node as WitNode};
 
-use super::{About, Function, SharedCloud, Subject};
+use super::SharedCloud;
 
 /// Most pages one listing may take.
 pub(crate) const MAX_PAGES: usize = 1_000;
@@ -313,38 +313,6 @@ impl PageRules {
     /// Every instance taken.
     pub fn into_instances(self) -> Vec<ListedInstance> {
         self.instances
-    }
-}
-
-/// Lists every page of `cloud`'s driver, each page a metered call about no one object.
-pub(crate) async fn list_all(
-    cloud: &super::Cloud,
-    provider: &SharedCloud,
-    scope: &CallScope,
-) -> Result<Vec<ListedInstance>, Refusal> {
-    let mut rules = PageRules::new(&provider.provider_id_scheme());
-    let mut page: Option<String> = None;
-    loop {
-        let about = About::subject(Subject::driver("instance-listing"));
-        let answer = cloud
-            .call(
-                Function::ListInstances,
-                about,
-                provider.list_instances(page.as_deref(), scope),
-            )
-            .await;
-        let got = match answer {
-            Ok(got) => got,
-            Err(CallError::Provider(ProviderError::NotImplemented)) => {
-                return Err(Refusal::NotImplemented);
-            }
-            Err(e) => return Err(Refusal::Failed(e)),
-        };
-        match rules.take(got.instances, got.next) {
-            Ok(Some(next)) => page = Some(next),
-            Ok(None) => return Ok(rules.into_instances()),
-            Err(why) => return Err(Refusal::Refused(why)),
-        }
     }
 }
 

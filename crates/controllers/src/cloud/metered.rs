@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::Instrument;
-use wasm_ccm_runtime::types::{ListedInstance, Node as WitNode, ProviderInfo};
+use wasm_ccm_runtime::types::{ListedInstance, Node as WitNode, ProviderError, ProviderInfo};
 use wasm_ccm_runtime::{CallError, CallScope, ClusterView, DriverEvent, Outcome};
 
-use super::listing::{InstanceListing, Listed, Refusal, list_all};
+use super::listing::{InstanceListing, Listed, PageRules, Refusal};
 use super::slot::CloudSource;
 use super::{About, Function, SharedCloud, Subject};
 use crate::cluster_view::StoreCluster;
@@ -73,7 +73,7 @@ impl Cloud {
             .listing
             .find(&provider, node, within, || async {
                 let scope = self.scope("instance-listing");
-                let taken = list_all(self, &provider, &scope).await;
+                let taken = self.list_all(&provider, &scope).await;
                 self.count_listing(&taken);
                 taken
             })
@@ -101,6 +101,39 @@ impl Cloud {
             "wasm_ccm_instance_listing_lookups_total",
             &[("driver", &self.name()), ("answer", answer)],
         );
+    }
+
+    /// Lists every page of `provider`, each page a call about no one object, under the bounds of
+    /// [`PageRules`].
+    async fn list_all(
+        &self,
+        provider: &SharedCloud,
+        scope: &CallScope,
+    ) -> Result<Vec<ListedInstance>, Refusal> {
+        let mut rules = PageRules::new(&provider.provider_id_scheme());
+        let mut page: Option<String> = None;
+        loop {
+            let about = About::subject(Subject::driver("instance-listing"));
+            let answer = self
+                .call(
+                    Function::ListInstances,
+                    about,
+                    provider.list_instances(page.as_deref(), scope),
+                )
+                .await;
+            let got = match answer {
+                Ok(got) => got,
+                Err(CallError::Provider(ProviderError::NotImplemented)) => {
+                    return Err(Refusal::NotImplemented);
+                }
+                Err(e) => return Err(Refusal::Failed(e)),
+            };
+            match rules.take(got.instances, got.next) {
+                Ok(Some(next)) => page = Some(next),
+                Ok(None) => return Ok(rules.into_instances()),
+                Err(why) => return Err(Refusal::Refused(why)),
+            }
+        }
     }
 
     /// Counts a listing by outcome, and says why one was not used.

@@ -9,8 +9,8 @@
 //! breaks a bound (pages, instances, a page token seen twice, a provider ID without the driver's
 //! scheme) is dropped whole for that pass, with a warning and a counted outcome.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -166,6 +166,12 @@ impl InstanceListing {
         }
     }
 
+    /// Whether listing is off (`--instance-listing-max-age=0`, the default): callers then ask
+    /// every node alone without taking the lock or counting a lookup.
+    pub(crate) fn is_off(&self) -> bool {
+        self.max_age.is_zero()
+    }
+
     /// Finds `node` in a listing of `provider` no older than the maximum age and `within` (the
     /// caller's own period: an answer is never staler than the per-node call it replaces would
     /// be), taking a new one (through `take`, which lists every page) when there is none.
@@ -213,9 +219,7 @@ impl InstanceListing {
             }
         }
     }
-}
 
-impl InstanceListing {
     /// Finds `node` in a listing no older than the maximum age and `within`, if one is at hand;
     /// never takes one (the lifecycle pass: a listing the other passes took answers it only
     /// while it is younger than `--node-monitor-period`, so a deleted or stopped instance is
@@ -253,7 +257,7 @@ fn fresh(
 pub struct PageRules {
     scheme_prefix: String,
     pages: usize,
-    seen_tokens: Vec<String>,
+    seen_tokens: HashSet<String>,
     instances: Vec<ListedInstance>,
 }
 
@@ -263,7 +267,7 @@ impl PageRules {
         PageRules {
             scheme_prefix: format!("{scheme}://"),
             pages: 0,
-            seen_tokens: Vec::new(),
+            seen_tokens: HashSet::new(),
             instances: Vec::new(),
         }
     }
@@ -280,11 +284,8 @@ impl PageRules {
             .find(|l| !l.metadata.provider_id.starts_with(&self.scheme_prefix))
         {
             return Err(format!(
-                "listed instance {:?} (node {:?}) has provider ID {:?}, not {}<id>",
-                bad.metadata.provider_id,
-                bad.node_name,
-                bad.metadata.provider_id,
-                self.scheme_prefix
+                "the listed instance of node {:?} has provider ID {:?}, not {}<id>",
+                bad.node_name, bad.metadata.provider_id, self.scheme_prefix
             ));
         }
         if self.instances.len() + instances.len() > MAX_INSTANCES {
@@ -301,12 +302,11 @@ impl PageRules {
                 "more than {MAX_PAGES} pages; the driver's pages are too small"
             ));
         }
-        if self.seen_tokens.contains(&token) {
+        if !self.seen_tokens.insert(token.clone()) {
             return Err(format!(
                 "page token {token:?} came twice; the driver's paging loops"
             ));
         }
-        self.seen_tokens.push(token.clone());
         Ok(Some(token))
     }
 

@@ -68,6 +68,9 @@ impl Cloud {
     /// exactly once, else [`Listed::AskPerNode`]. Takes a new listing, page by page, when there
     /// is none.
     pub(crate) async fn listed(&self, node: &WitNode, within: Duration) -> Listed {
+        if self.listing.is_off() {
+            return Listed::AskPerNode;
+        }
         let provider = self.provider();
         let found = self
             .listing
@@ -84,6 +87,9 @@ impl Cloud {
 
     /// [`Cloud::listed`] from a listing already at hand, never a new one (the lifecycle pass).
     pub(crate) async fn listed_at_hand(&self, node: &WitNode, within: Duration) -> Listed {
+        if self.listing.is_off() {
+            return Listed::AskPerNode;
+        }
         let found = self
             .listing
             .find_at_hand(&self.provider(), node, within)

@@ -164,11 +164,10 @@ async fn one_listing_initialises_many_nodes_without_a_call_per_node() {
     assert_eq!(provider_id(&h, "node-3"), None);
 }
 
-#[tokio::test]
-async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
+/// NotReady nodes with provider IDs: gone (not listed, and the driver says it does not
+/// exist), off (listed, shut down), kept (listed, running).
+async fn three_not_ready_nodes() -> Harness {
     let cloud = FakeCloud::default();
-    // gone: not listed, and the driver says it does not exist; off: listed, shut down;
-    // kept: listed, running.
     cloud.list(vec![
         listed("off", "off", true),
         listed("kept", "kept", false),
@@ -182,29 +181,21 @@ async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
         .iter()
         .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
         .collect();
-    let h = Harness::start_with(cloud, nodes, listing_on()).await;
-    let lifecycle = LifecycleController::new(Arc::clone(&h.ctx));
+    Harness::start_with(cloud, nodes, listing_on()).await
+}
+
+#[tokio::test]
+async fn the_lifecycle_pass_never_deletes_on_a_listing_alone() {
+    let h = three_not_ready_nodes().await;
     // The pass never takes a listing itself: without one at hand every node is asked alone.
-    lifecycle.monitor_nodes().await;
+    LifecycleController::new(Arc::clone(&h.ctx))
+        .monitor_nodes()
+        .await;
     assert_eq!(h.cloud.calls_of("instance-listing.list-instances"), 0);
     assert_eq!(h.cloud.calls_of("instances.instance-exists"), 3);
     // With one at hand (the status pass or initialisation just took it), the listed nodes are
     // answered from it.
-    let cloud = FakeCloud::default();
-    cloud.list(vec![
-        listed("off", "off", true),
-        listed("kept", "kept", false),
-    ]);
-    cloud
-        .exists
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert("gone".into(), Ok(false));
-    let nodes = ["gone", "off", "kept"]
-        .iter()
-        .map(|n| node_json(n, Some(&format!("fake://{n}")), false, false))
-        .collect();
-    let h = Harness::start_with(cloud, nodes, listing_on()).await;
+    let h = three_not_ready_nodes().await;
     h.ctx
         .cloud
         .listed(&wit("kept", "fake://kept"), Duration::MAX)

@@ -144,7 +144,7 @@ fn the_phoenixnap_driver_conforms_against_its_simulator() {
         "phoenixnap",
         &out,
         &report,
-        &["provider/0.2/instances/listing-agrees [worker-2]"],
+        &["instances/listing-agrees [worker-2]"],
     );
     let passed = with_status(&report, "pass");
     for id in [
